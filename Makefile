@@ -1,0 +1,63 @@
+# vlr-workbook: two commands do all set-up on a fresh machine.
+#   make lab   - virtual environment, install, notebooks, JupyterLab on the first notebook
+#   make test  - the same set-up when missing, then the unit tests and nbval over the notebooks
+# Both are idempotent: the install re-runs only when pyproject.toml changes.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# Extra pip options, e.g. PIP_EXTRA="--extra-index-url https://download.pytorch.org/whl/cpu"
+# for a CPU-only torch (smaller download).
+PIP_EXTRA ?=
+STAMP := $(VENV)/.installed
+NOTEBOOK_SOURCES := $(sort $(wildcard notebooks/[0-9][0-9]_*.py))
+NOTEBOOKS := $(NOTEBOOK_SOURCES:.py=.ipynb)
+FIRST_NOTEBOOK := $(firstword $(NOTEBOOKS))
+PYTEST_ARGS ?=
+
+.PHONY: help setup notebooks lab test test-unit test-notebooks bench bench-train clean
+
+help:
+	@echo "make lab          set up (first time) and open the workbook in JupyterLab"
+	@echo "make test         set up (first time) and run every test, notebooks included"
+	@echo "make bench        loss speed benchmark (ratios against the matmul that makes S)"
+	@echo "make bench-train  trainer throughput against a plain DataLoader loop"
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet $(PIP_EXTRA) -e ".[dev]"
+	touch $(STAMP)
+
+# The jupytext .py files are the source of truth; the .ipynb are generated (and git-ignored).
+notebooks/%.ipynb: notebooks/%.py $(STAMP)
+	$(VENV)/bin/jupytext --quiet --to notebook --output $@ $<
+
+notebooks: $(NOTEBOOKS)
+
+lab: setup notebooks
+	$(VENV)/bin/jupyter lab $(if $(FIRST_NOTEBOOK),$(FIRST_NOTEBOOK),notebooks)
+
+# pytest exits 5 when it collects nothing: that is a failure here, tests must exist.
+test-unit: setup
+	$(PY) -m pytest tests $(PYTEST_ARGS) || { rc=$$?; [ $$rc -ne 5 ] || echo "pytest collected no tests" >&2; exit $$rc; }
+
+test-notebooks: setup notebooks
+ifneq ($(NOTEBOOKS),)
+	VLR_FAST=$${VLR_FAST:-1} $(PY) -m pytest --nbval-lax --nbval-cell-timeout=300 -p no:cacheprovider $(NOTEBOOKS)
+else
+	@echo "no notebooks yet: nothing for nbval to run"
+endif
+
+test: test-unit test-notebooks
+
+bench: setup
+	$(PY) benchmarks/bench_losses.py
+
+bench-train: setup
+	$(PY) benchmarks/bench_train.py
+
+clean:
+	rm -rf $(VENV) notebooks/*.ipynb .pytest_cache .hypothesis

@@ -1,0 +1,145 @@
+"""Loss speed benchmark: every ratio is against a baseline timed in the same run.
+
+For N in {128, 1024, 4096} and D = 512 it prints, per loss:
+- loss-only forward+backward on a given S, as a ratio to the matmul S = img @ txt.T
+  (target at N = 1024: <= 3x);
+- end to end from the embeddings (normalise, S, loss, backward), beside
+  pytorch-metric-learning's equivalent where one exists (target: ratio <= 1);
+- goal_objective beside autograd through the closed-form loss with the same gradient
+  (target: ratio <= 1).
+Run: `make bench` (or `python benchmarks/bench_losses.py --sizes 128 1024`).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+from vlr_lib import losses as L
+from vlr_lib.similarity import similarity
+
+try:  # the GOAL module; optional so that the benchmark runs while it is developed
+    from vlr_lib import goal as G
+except ImportError:  # pragma: no cover
+    G = None
+
+
+def timeit(fn: Callable[[], object], device: torch.device, min_time: float = 0.3, max_reps: int = 50) -> float:
+    """Median seconds of fn() after one warm-up call."""
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    fn()
+    sync()
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < 3 or (time.perf_counter() - start < min_time and len(times) < max_reps):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def closed_form_losses() -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
+    return {
+        "triplet_all": lambda S: L.triplet_all(S),
+        "triplet_hardest": lambda S: L.triplet_hardest(S),
+        "info_nce": lambda S: L.info_nce(S),
+        "unified": lambda S: L.unified(S),
+        "sampled_softmax": lambda S: L.sampled_softmax(S) + L.sampled_softmax(S.T),
+        "sampled_softmax_topk": lambda S: L.sampled_softmax(S, topk=8) + L.sampled_softmax(S.T, topk=8),
+        "cross_example_softmax": lambda S: L.cross_example_softmax(S) + L.cross_example_softmax(S.T),
+        "cross_example_topk50%": lambda S: L.cross_example_softmax(S, topk=0.5)
+        + L.cross_example_softmax(S.T, topk=0.5),
+        "smooth_ap": lambda S: L.smooth_ap(S) + L.smooth_ap(S.T),
+    }
+
+
+def pml_equivalents() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
+    """Both directions, as in tests/test_peers.py (where the mappings are proven)."""
+    try:
+        from pytorch_metric_learning import losses as pl, miners as pm
+        from pytorch_metric_learning.distances import CosineSimilarity
+        from pytorch_metric_learning.reducers import SumReducer
+    except ImportError:  # pragma: no cover
+        return {}
+
+    def two_way(loss, miner=None):
+        def run(img, txt):
+            labels = torch.arange(img.shape[0], device=img.device)
+            total = 0.0
+            for a, c in ((img, txt), (txt, img)):
+                ref = labels.clone()
+                idx = miner(a, labels, c, ref) if miner else None
+                total = total + loss(a, labels, indices_tuple=idx, ref_emb=c, ref_labels=ref)
+            return total
+
+        return run
+
+    cos = CosineSimilarity()
+    return {
+        "info_nce": two_way(pl.NTXentLoss(temperature=0.1)),
+        "triplet_hardest": two_way(
+            pl.TripletMarginLoss(0.2, distance=cos, reducer=SumReducer()), pm.BatchHardMiner(distance=cos)
+        ),
+        "triplet_all": two_way(pl.TripletMarginLoss(0.2, distance=cos, reducer=SumReducer())),
+    }
+
+
+def goal_pairs() -> list[tuple[str, Callable, Callable]]:
+    """goal_objective beside autograd through the closed-form loss of the same gradient."""
+    if G is None:
+        return []
+    return [
+        ("goal(con,con) vs triplet_hardest", lambda S: G.goal_objective(S, "con", "con"), lambda S: L.triplet_hardest(S)),
+        ("goal(cir,sig-ms) vs unified", lambda S: G.goal_objective(S, "cir", "sig-ms"), lambda S: L.unified(S)),
+    ]
+
+
+def bench_size(n: int, d: int, device: torch.device, skip_pml_above: int) -> list[str]:
+    g = torch.Generator(device="cpu").manual_seed(0)
+    img = torch.randn(n, d, generator=g).to(device).requires_grad_()
+    txt = torch.randn(n, d, generator=g).to(device).requires_grad_()
+    S0 = similarity(img.detach(), txt.detach())
+    t_mm = timeit(lambda: img.detach() @ txt.detach().T, device)
+    lines = [f"\nN = {n}, D = {d}, device = {device.type}: matmul S = img @ txt.T takes {t_mm * 1e3:.2f} ms"]
+    lines.append(f"{'loss':<28}{'fwd+bwd on S':>14}{'/ matmul':>10}{'from emb.':>12}{'PML':>12}{'ours/PML':>10}")
+    pml = pml_equivalents() if n <= skip_pml_above else {}
+    for name, fn in closed_form_losses().items():
+        S = S0.clone().requires_grad_()
+        t_loss = timeit(lambda: fn(S).backward(), device)
+        t_e2e = timeit(lambda: fn(similarity(img, txt)).backward(), device)
+        row = f"{name:<28}{t_loss * 1e3:>11.2f} ms{t_loss / t_mm:>9.2f}x{t_e2e * 1e3:>9.2f} ms"
+        if name in pml:
+            t_pml = timeit(lambda: pml[name](img, txt).backward(), device, max_reps=10)
+            row += f"{t_pml * 1e3:>9.2f} ms{t_e2e / t_pml:>9.2f}x"
+        lines.append(row)
+    for label, goal_fn, loss_fn in goal_pairs():
+        S = S0.clone().requires_grad_()
+        t_goal = timeit(lambda: goal_fn(S).backward(), device)
+        t_ref = timeit(lambda: loss_fn(S).backward(), device)
+        lines.append(f"{label:<36}{t_goal * 1e3:>9.2f} ms vs {t_ref * 1e3:.2f} ms  ratio {t_goal / t_ref:.2f}x")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[128, 1024, 4096])
+    parser.add_argument("--dim", type=int, default=512)
+    parser.add_argument("--skip-pml-above", type=int, default=4096, help="PML is slow at large N")
+    args = parser.parse_args()
+    devices = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
+    for device in devices:
+        for n in args.sizes:
+            print("\n".join(bench_size(n, args.dim, device, args.skip_pml_above)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

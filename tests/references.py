@@ -1,0 +1,145 @@
+"""Slow, obviously-correct loss references written from the papers.
+
+Plain Python loops over queries and candidates, torch scalars in float64 so that
+autograd gives the reference gradients too. They share no code with vlr_lib.losses.
+`pos` is a nested list of bools (pos[i][j]: caption j describes image i).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+
+def diagonal(n: int) -> list[list[bool]]:
+    return [[i == j for j in range(n)] for i in range(n)]
+
+
+def as_lists(mask: Tensor | None, n_rows: int, n_cols: int) -> list[list[bool]]:
+    return diagonal(n_rows) if mask is None else [[bool(mask[i, j]) for j in range(n_cols)] for i in range(n_rows)]
+
+
+def _pairs(pos):
+    return [(i, j) for i in range(len(pos)) for j in range(len(pos[0])) if pos[i][j]]
+
+
+def _row_negs(S, pos, i):
+    return [S[i, n] for n in range(S.shape[1]) if not pos[i][n]]
+
+
+def _col_negs(S, pos, j):
+    return [S[n, j] for n in range(S.shape[0]) if not pos[n][j]]
+
+
+def _relu(x):
+    return x if x > 0 else x * 0.0
+
+
+def _margin_of(margin, p):
+    return margin[p] if isinstance(margin, Tensor) else margin
+
+
+def triplet_all(S, margin, pos):
+    """Bleeker eq. 3: every negative of each query, both directions, summed."""
+    total = S.new_zeros(())
+    for p, (i, j) in enumerate(_pairs(pos)):
+        m = _margin_of(margin, p)
+        for s_neg in _row_negs(S, pos, i) + _col_negs(S, pos, j):
+            total = total + _relu(m - S[i, j] + s_neg)
+    return total
+
+
+def triplet_hardest(S, margin, pos):
+    """Li eq. 1 / Bleeker eq. 1: the hardest negative of each query, both directions."""
+    total = S.new_zeros(())
+    for p, (i, j) in enumerate(_pairs(pos)):
+        m = _margin_of(margin, p)
+        for negs in (_row_negs(S, pos, i), _col_negs(S, pos, j)):
+            hardest = negs[0]
+            for s in negs[1:]:
+                if s > hardest:
+                    hardest = s
+            total = total + _relu(m + hardest - S[i, j])
+    return total
+
+
+def _softmax_ce(s_pos, negs, scale):
+    denom = torch.exp(scale * s_pos)
+    for s in negs:
+        denom = denom + torch.exp(scale * s)
+    return -(scale * s_pos - torch.log(denom))
+
+
+def info_nce(S, temperature, pos):
+    """Bleeker eq. 4 / Li eq. 3, both directions, summed over positive pairs."""
+    total = S.new_zeros(())
+    for i, j in _pairs(pos):
+        total = total + _softmax_ce(S[i, j], _row_negs(S, pos, i), 1 / temperature)
+        total = total + _softmax_ce(S[i, j], _col_negs(S, pos, j), 1 / temperature)
+    return total
+
+
+def unified(S, margin, gamma, pos, weights=None):
+    """Li eq. 5 (eq. 24 with weights, eq. 26 with a margin per pair), as printed."""
+    W = torch.ones_like(S) if weights is None else weights
+    total = S.new_zeros(())
+    for p, (i, j) in enumerate(_pairs(pos)):
+        m = _margin_of(margin, p)
+        for direction in ("row", "col"):
+            acc = S.new_ones(())
+            others = range(S.shape[1]) if direction == "row" else range(S.shape[0])
+            for n in others:
+                a, b = (i, n) if direction == "row" else (n, j)
+                if not pos[a][b]:
+                    acc = acc + torch.exp(gamma * (W[a, b] * S[a, b] - W[i, j] * S[i, j] + m))
+            total = total + torch.log(acc) / gamma
+    return total
+
+
+def sampled_softmax(S, scale, topk, pos):
+    """Veit & Wilber eq. 2 (topk=None) and eq. 3 (top-k negatives per row), mean over pairs."""
+    pairs = _pairs(pos)
+    total = S.new_zeros(())
+    for i, j in pairs:
+        negs = sorted(_row_negs(S, pos, i), key=lambda s: float(s.detach()), reverse=True)
+        if topk is not None:
+            negs = negs[:topk]
+        total = total + _softmax_ce(S[i, j], negs, scale)
+    return total / len(pairs)
+
+
+def cross_example_softmax(S, scale, topk, pos):
+    """Veit & Wilber eq. 5 (all negatives of the batch) and eq. 6 (top-k of them)."""
+    everything = [S[a, b] for a in range(S.shape[0]) for b in range(S.shape[1]) if not pos[a][b]]
+    everything = sorted(everything, key=lambda s: float(s.detach()), reverse=True)
+    if isinstance(topk, float):
+        topk = max(1, math.ceil(topk * len(everything)))
+    if topk is not None:
+        everything = everything[:topk]
+    pairs = _pairs(pos)
+    total = S.new_zeros(())
+    for i, j in pairs:
+        total = total + _softmax_ce(S[i, j], everything, scale)
+    return total / len(pairs)
+
+
+def smooth_ap(S, tau, pos):
+    """Bleeker eqs. 5-8: mean over row queries of 1 - smoothed AP, G(x) = sigmoid(x / tau)."""
+    total = S.new_zeros(())
+    for q in range(S.shape[0]):
+        positives = [c for c in range(S.shape[1]) if pos[q][c]]
+        ap = S.new_zeros(())
+        for i in positives:
+            above_pos = S.new_ones(())
+            above_all = S.new_ones(())
+            for c in range(S.shape[1]):
+                if c == i:
+                    continue
+                g = 1.0 / (1.0 + torch.exp(-(S[q, c] - S[q, i]) / tau))
+                above_all = above_all + g
+                if pos[q][c]:
+                    above_pos = above_pos + g
+            ap = ap + above_pos / above_all
+        total = total + (1.0 - ap / len(positives))
+    return total / S.shape[0]

@@ -1,0 +1,350 @@
+"""vlr_lib.losses against slow references, its limits, its invariances and bad input."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from tests import references as ref
+from vlr_lib import losses as L
+
+
+def random_S(n: int = 6, m: int | None = None, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return (torch.rand(n, m or n, generator=g, dtype=torch.float64) * 2 - 1).requires_grad_()
+
+
+def repeated_image_mask() -> torch.Tensor:
+    """A batch of 6 captions where image 2 appears twice (rows 2 and 4): a false negative pair."""
+    ids = torch.tensor([0, 1, 2, 3, 2, 5])
+    return ids[:, None] == ids[None, :]
+
+
+def five_caption_mask(n_img: int = 3) -> torch.Tensor:
+    """n_img images x 5*n_img captions, caption c belongs to image c // 5."""
+    return torch.arange(n_img)[:, None] == (torch.arange(5 * n_img) // 5)[None, :]
+
+
+# Each case: (vectorised loss, reference, keyword arguments, reduction that matches the reference)
+CASES = {
+    "triplet_all": (lambda S, pm: L.triplet_all(S, 0.2, "sum", pos_mask=pm), lambda S, p: ref.triplet_all(S, 0.2, p)),
+    "triplet_hardest": (
+        lambda S, pm: L.triplet_hardest(S, 0.3, "sum", pos_mask=pm),
+        lambda S, p: ref.triplet_hardest(S, 0.3, p),
+    ),
+    "info_nce": (lambda S, pm: L.info_nce(S, 0.1, "sum", pos_mask=pm), lambda S, p: ref.info_nce(S, 0.1, p)),
+    "unified": (
+        lambda S, pm: L.unified(S, 0.2, 60.0, "sum", pos_mask=pm),
+        lambda S, p: ref.unified(S, 0.2, 60.0, p),
+    ),
+    "sampled_softmax": (
+        lambda S, pm: L.sampled_softmax(S, 20.0, None, "mean", pos_mask=pm),
+        lambda S, p: ref.sampled_softmax(S, 20.0, None, p),
+    ),
+    "sampled_softmax_topk": (
+        lambda S, pm: L.sampled_softmax(S, 20.0, 2, "mean", pos_mask=pm),
+        lambda S, p: ref.sampled_softmax(S, 20.0, 2, p),
+    ),
+    "cross_example_softmax": (
+        lambda S, pm: L.cross_example_softmax(S, 20.0, None, "mean", pos_mask=pm),
+        lambda S, p: ref.cross_example_softmax(S, 20.0, None, p),
+    ),
+    "cross_example_topk_count": (
+        lambda S, pm: L.cross_example_softmax(S, 20.0, 7, "mean", pos_mask=pm),
+        lambda S, p: ref.cross_example_softmax(S, 20.0, 7, p),
+    ),
+    "cross_example_topk_fraction": (
+        lambda S, pm: L.cross_example_softmax(S, 20.0, 0.5, "mean", pos_mask=pm),
+        lambda S, p: ref.cross_example_softmax(S, 20.0, 0.5, p),
+    ),
+    "smooth_ap": (lambda S, pm: L.smooth_ap(S, 0.01, pos_mask=pm), lambda S, p: ref.smooth_ap(S, 0.01, p)),
+    "smooth_ap_soft": (lambda S, pm: L.smooth_ap(S, 0.3, pos_mask=pm), lambda S, p: ref.smooth_ap(S, 0.3, p)),
+}
+MASKS = {"diagonal": None, "repeated_image": repeated_image_mask()}
+
+
+def _value_and_grad(fn, S):
+    S = S.detach().clone().requires_grad_()
+    value = fn(S)
+    (grad,) = torch.autograd.grad(value, S)
+    return value.detach(), grad
+
+
+@pytest.mark.parametrize("mask_name", MASKS)
+@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_matches_slow_reference_value_and_gradient(name, mask_name, seed):
+    fast, slow = CASES[name]
+    mask = MASKS[mask_name]
+    S = random_S(6, seed=seed)
+    v_fast, g_fast = _value_and_grad(lambda X: fast(X, mask), S)
+    v_slow, g_slow = _value_and_grad(lambda X: slow(X, ref.as_lists(mask, 6, 6)), S)
+    torch.testing.assert_close(v_fast, v_slow, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(g_fast, g_slow, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "name", ["triplet_all", "triplet_hardest", "info_nce", "unified", "sampled_softmax", "smooth_ap_soft"]
+)
+def test_five_captions_per_image(name):
+    """Rectangular S: 3 images x 15 captions, 5 positives per image row."""
+    fast, slow = CASES[name]
+    mask = five_caption_mask(3)
+    S = random_S(3, 15, seed=4)
+    if name == "sampled_softmax" or name.startswith("smooth_ap"):
+        pass  # row-wise: image queries with 5 positives each
+    v_fast, g_fast = _value_and_grad(lambda X: fast(X, mask), S)
+    v_slow, g_slow = _value_and_grad(lambda X: slow(X, ref.as_lists(mask, 3, 15)), S)
+    torch.testing.assert_close(v_fast, v_slow, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(g_fast, g_slow, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda S: L.info_nce(S, 0.1),
+        lambda S: L.unified(S, 0.2, 60.0),
+        lambda S: L.sampled_softmax(S, 20.0),
+        lambda S: L.cross_example_softmax(S, 20.0),
+        lambda S: L.smooth_ap(S, 0.1),
+        lambda S: L.unified(S, 0.2, 10.0, pos_mask=repeated_image_mask()),
+    ],
+    ids=["info_nce", "unified", "sampled_softmax", "cross_example", "smooth_ap", "unified_masked"],
+)
+def test_gradcheck_smooth_losses(fn):
+    S = random_S(6, seed=5)
+    assert torch.autograd.gradcheck(fn, (S,), eps=1e-6, atol=1e-5)
+
+
+def test_triplet_gradient_matches_bleeker_eq9():
+    """dL/dS of triplet_hardest: -1 on the positive, +1 on the hardest negative, per violating query."""
+    S = random_S(5, seed=7)
+    m = 0.5
+    (grad,) = torch.autograd.grad(L.triplet_hardest(S, m), S)
+    expected = torch.zeros_like(S)
+    Sd = S.detach()
+    for i in range(5):
+        negs = [(Sd[i, n], n) for n in range(5) if n != i]
+        s_neg, n = max(negs)
+        if m + s_neg - Sd[i, i] > 0:
+            expected[i, i] -= 1
+            expected[i, n] += 1
+        negs = [(Sd[n, i], n) for n in range(5) if n != i]
+        s_neg, n = max(negs)
+        if m + s_neg - Sd[i, i] > 0:
+            expected[i, i] -= 1
+            expected[n, i] += 1
+    torch.testing.assert_close(grad, expected)
+
+
+# ----------------------------------------------------------------------------- limits (Li eqs. 6-7)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("margin", [0.0, 0.2, 0.5])
+def test_unified_large_gamma_is_triplet_hardest(seed, margin):
+    """(1/g) log(1 + sum e^{g x}) - max(0, max x) lies in [0, log(N)/g]: the bound is the test."""
+    S = random_S(8, seed=seed).detach()
+    gamma = 1e4
+    gap = L.unified(S, margin, gamma) - L.triplet_hardest(S, margin)
+    bound = 2 * 8 * math.log(8) / gamma
+    assert -1e-12 <= float(gap) <= bound
+
+
+def test_unified_large_gamma_stays_finite_in_float32():
+    S = random_S(64, seed=3).detach().float().requires_grad_()
+    value = L.unified(S, 0.2, 1e4)
+    value.backward()
+    assert torch.isfinite(value) and torch.isfinite(S.grad).all()
+    torch.testing.assert_close(value, L.triplet_hardest(S.detach(), 0.2), atol=2 * 64 * math.log(64) / 1e4, rtol=0)
+
+
+@pytest.mark.parametrize("gamma", [1.0, 10.0, 60.0, 500.0])
+@pytest.mark.parametrize("mask_name", MASKS)
+def test_unified_zero_margin_is_info_nce(gamma, mask_name):
+    mask = MASKS[mask_name]
+    S = random_S(6, seed=2)
+    a, ga = _value_and_grad(lambda X: gamma * L.unified(X, 0.0, gamma, pos_mask=mask), S)
+    b, gb = _value_and_grad(lambda X: L.info_nce(X, 1 / gamma, "sum", pos_mask=mask), S)
+    torch.testing.assert_close(a, b)
+    torch.testing.assert_close(ga, gb)
+
+
+def test_unified_weighted_eq24_and_adaptive_margin_eq26():
+    S = random_S(5, seed=8)
+    W = (torch.rand(5, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) + 0.5)
+    margins = torch.tensor([0.0, 0.1, 0.2, 0.3, 0.4], dtype=torch.float64)
+    pos = ref.diagonal(5)
+    v, g = _value_and_grad(lambda X: L.unified(X, margins, 30.0, weights=W), S)
+    v_ref, g_ref = _value_and_grad(lambda X: ref.unified(X, margins, 30.0, pos, weights=W), S)
+    torch.testing.assert_close(v, v_ref)
+    torch.testing.assert_close(g, g_ref)
+    # eq. 27: the adaptive margin's gamma -> inf limit is NCR's per-sample-margin hinge.
+    gap = L.unified(S.detach(), margins, 1e4) - L.triplet_hardest(S.detach(), margins)
+    assert -1e-12 <= float(gap) <= 2 * 5 * math.log(5) / 1e4
+    t_ref = ref.triplet_hardest(S.detach(), margins, pos)
+    torch.testing.assert_close(L.triplet_hardest(S.detach(), margins), t_ref)
+
+
+def test_smooth_ap_small_tau_is_exact_ap():
+    """tau -> 0 turns the sigmoid into the indicator: 1 - SmoothAP -> 1 - AP (Bleeker eq. 5)."""
+    S = torch.tensor([[0.9, 0.1, 0.5, 0.7], [0.2, 0.8, 0.95, 0.1]], dtype=torch.float64)
+    mask = torch.tensor([[True, False, False, True], [False, True, True, False]])
+    # row 0: ranking 0.9(+) 0.7(+) 0.5 0.1 -> AP = (1/1 + 2/2)/2 = 1
+    # row 1: ranking 0.95(+) 0.8(+) 0.2 0.1 -> AP = 1
+    assert float(L.smooth_ap(S, 1e-4, pos_mask=mask)) == pytest.approx(0.0, abs=1e-9)
+    S2 = torch.tensor([[0.1, 0.9, 0.5, 0.7]], dtype=torch.float64)
+    mask2 = torch.tensor([[True, False, False, True]])
+    # ranking 0.9 0.7(+) 0.5 0.1(+) -> precision at the positives: 1/2 and 2/4 -> AP = 1/2
+    assert float(L.smooth_ap(S2, 1e-4, pos_mask=mask2)) == pytest.approx(0.5, abs=1e-9)
+
+
+def test_reductions_relate():
+    S = random_S(6, seed=9).detach()
+    for fn in (L.triplet_all, L.triplet_hardest, L.info_nce, L.unified, L.sampled_softmax,
+               L.cross_example_softmax, L.smooth_ap):
+        per = fn(S, reduction="none")
+        assert per.shape == (6,)
+        torch.testing.assert_close(fn(S, reduction="sum"), per.sum())
+        torch.testing.assert_close(fn(S, reduction="mean"), per.mean())
+
+
+def test_cross_example_topk_all_equals_no_mining_and_sampled_topk_all():
+    S = random_S(6, seed=10).detach()
+    torch.testing.assert_close(L.cross_example_softmax(S, topk=1.0), L.cross_example_softmax(S))
+    torch.testing.assert_close(L.cross_example_softmax(S, topk=30), L.cross_example_softmax(S))
+    torch.testing.assert_close(L.sampled_softmax(S, topk=5), L.sampled_softmax(S))
+
+
+def test_topk_one_sampled_softmax_is_softplus_of_hardest_gap():
+    """SNM with k = 1: -log sigmoid(lambda (s_pos - s_hardest))."""
+    S = random_S(6, seed=11).detach()
+    hardest = S.masked_fill(torch.eye(6, dtype=torch.bool), -2).max(dim=1).values
+    expected = torch.nn.functional.softplus(20.0 * (hardest - S.diagonal())).mean()
+    torch.testing.assert_close(L.sampled_softmax(S, 20.0, topk=1), expected)
+
+
+# ----------------------------------------------------------------------------- properties
+
+ALL = {
+    "triplet_all": lambda S: L.triplet_all(S),
+    "triplet_hardest": lambda S: L.triplet_hardest(S),
+    "info_nce": lambda S: L.info_nce(S),
+    "unified": lambda S: L.unified(S),
+    "unified_big_gamma": lambda S: L.unified(S, 0.2, 1e4),
+    "sampled_softmax": lambda S: L.sampled_softmax(S),
+    "sampled_softmax_topk": lambda S: L.sampled_softmax(S, topk=1),
+    "cross_example_softmax": lambda S: L.cross_example_softmax(S),
+    "cross_example_topk": lambda S: L.cross_example_softmax(S, topk=0.5),
+    "smooth_ap": lambda S: L.smooth_ap(S),
+}
+
+bounded_S = st.integers(2, 7).flatmap(
+    lambda n: arrays("float64", (n, n), elements=st.floats(-1.0, 1.0, allow_nan=False, width=64))
+)
+
+
+@pytest.mark.parametrize("name", ALL)
+@settings(max_examples=40, deadline=None)
+@given(S_np=bounded_S, perm_seed=st.integers(0, 10_000))
+def test_properties(name, S_np, perm_seed):
+    """Permuting the batch changes nothing; losses are >= 0; gradients finite for |S| <= 1."""
+    fn = ALL[name]
+    S = torch.from_numpy(S_np).requires_grad_()
+    value = fn(S)
+    (grad,) = torch.autograd.grad(value, S)
+    assert float(value.detach()) >= 0.0
+    assert torch.isfinite(grad).all()
+    perm = torch.randperm(S.shape[0], generator=torch.Generator().manual_seed(perm_seed))
+    permuted = fn(S.detach()[perm][:, perm])
+    torch.testing.assert_close(permuted, value.detach(), rtol=1e-9, atol=1e-9)
+
+
+def test_perfect_batch_gives_zero_hinge_losses():
+    S = torch.eye(5, dtype=torch.float64) * 0.9  # positives 0.9, negatives 0: margin 0.2 is met
+    assert float(L.triplet_all(S)) == 0.0
+    assert float(L.triplet_hardest(S)) == 0.0
+    assert float(L.unified(S, 0.2, 1e4)) == pytest.approx(0.0, abs=1e-3)
+
+
+def test_float32_and_dtype_preserved():
+    S = random_S(5, seed=1).detach().float()
+    for fn in ALL.values():
+        assert fn(S).dtype == torch.float32
+
+
+# ----------------------------------------------------------------------------- bad input
+
+BAD = [
+    (torch.rand(4), "S"),
+    (torch.rand(2, 3, 3), "S"),
+    (torch.rand(3, 4), "S must be square"),
+    (torch.rand(1, 1), "S must be at least 2x2"),
+    (torch.tensor([[0.1, float("nan")], [0.2, 0.3]]), "S contains NaN"),
+    (torch.tensor([[0.1, float("inf")], [0.2, 0.3]]), "S contains NaN or inf"),
+]
+
+
+@pytest.mark.parametrize("name", list(L.LOSSES))
+@pytest.mark.parametrize("S, match", BAD)
+def test_bad_similarity(name, S, match):
+    with pytest.raises(ValueError, match=match):
+        L.LOSSES[name](S)
+
+
+@pytest.mark.parametrize("name", ["triplet_all", "triplet_hardest", "info_nce", "unified", "smooth_ap"])
+def test_bad_pos_mask(name):
+    fn = L.LOSSES[name]
+    S = torch.rand(4, 4)
+    with pytest.raises(ValueError, match="pos_mask must have the shape"):
+        fn(S, pos_mask=torch.ones(3, 4, dtype=torch.bool))
+    no_positive = torch.eye(4, dtype=torch.bool)
+    no_positive[2, 2] = False
+    with pytest.raises(ValueError, match="pos_mask has a row without positives"):
+        fn(S, pos_mask=no_positive)
+    with pytest.raises(ValueError, match="pos_mask has a row without negatives"):
+        fn(S, pos_mask=torch.ones(4, 4, dtype=torch.bool) | torch.eye(4, dtype=torch.bool))
+    with pytest.raises(TypeError, match="pos_mask"):
+        fn(S, pos_mask=torch.eye(4))
+
+
+def test_bad_pos_mask_column_for_two_way_losses():
+    mask = torch.zeros(2, 3, dtype=torch.bool)
+    mask[0, 0] = mask[1, 1] = True  # column 2 has no positive
+    with pytest.raises(ValueError, match="pos_mask has a column without positives"):
+        L.info_nce(torch.rand(2, 3), pos_mask=mask)
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda S: L.info_nce(S, temperature=0.0), "temperature"),
+        (lambda S: L.info_nce(S, temperature=-1.0), "temperature"),
+        (lambda S: L.unified(S, gamma=0.0), "gamma"),
+        (lambda S: L.unified(S, gamma=float("inf")), "gamma"),
+        (lambda S: L.unified(S, margin=-0.1), "margin"),
+        (lambda S: L.unified(S, margin=torch.ones(3)), "margin"),
+        (lambda S: L.unified(S, weights=torch.ones(3, 3)), "weights"),
+        (lambda S: L.triplet_all(S, margin=float("nan")), "margin"),
+        (lambda S: L.smooth_ap(S, tau=0.0), "tau"),
+        (lambda S: L.sampled_softmax(S, scale=0.0), "scale"),
+        (lambda S: L.sampled_softmax(S, topk=0), "topk"),
+        (lambda S: L.sampled_softmax(S, topk=4), "topk"),
+        (lambda S: L.cross_example_softmax(S, topk=0.0), "topk"),
+        (lambda S: L.cross_example_softmax(S, topk=1.5), "topk"),
+        (lambda S: L.cross_example_softmax(S, topk=13), "topk"),
+        (lambda S: L.triplet_hardest(S, reduction="avg"), "reduction"),
+    ],
+)
+def test_bad_hyperparameters(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call(torch.rand(4, 4))
+
+
+def test_not_a_tensor():
+    with pytest.raises(TypeError, match="S must be a torch.Tensor"):
+        L.info_nce([[1.0, 0.0], [0.0, 1.0]])

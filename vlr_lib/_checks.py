@@ -1,0 +1,131 @@
+"""Input validation shared by every public function of vlr_lib.
+
+Every check raises a ValueError (or TypeError for a wrong type) whose message
+starts with the argument's name, so a student sees at once which knob is wrong.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+REDUCTIONS = ("sum", "mean", "none")
+
+
+def check_tensor(name: str, x: object, ndim: int | None = None) -> Tensor:
+    """A floating-point tensor of `ndim` dimensions with only finite values."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if ndim is not None and x.dim() != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got shape {tuple(x.shape)}")
+    if not torch.is_floating_point(x):
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+    if x.numel() and not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{name} contains NaN or inf")
+    return x
+
+
+def check_positive(name: str, value: float) -> float:
+    """A finite number > 0 (temperatures, scales, gamma, tau)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value}")
+    return float(value)
+
+
+def check_nonnegative(name: str, value: float) -> float:
+    """A finite number >= 0 (margins, thresholds)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+    return float(value)
+
+
+def check_choice(name: str, value: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return value
+
+
+def check_reduction(reduction: str) -> str:
+    return check_choice("reduction", reduction, REDUCTIONS)
+
+
+@dataclass(frozen=True)
+class Positives:
+    """Which entries of S are positives, in the form the losses need.
+
+    rows[p], cols[p] locate positive pair p (image rows[p], caption cols[p]);
+    `neg` is True where an entry is a negative. `diagonal` marks the default
+    layout (one caption per image, positives on the diagonal), which lets the
+    losses skip gathers.
+    """
+
+    rows: Tensor
+    cols: Tensor
+    neg: Tensor
+    diagonal: bool
+
+    @property
+    def count(self) -> int:
+        return int(self.rows.numel())
+
+    def transposed(self) -> "Positives":
+        """The same pairs seen from the columns (caption -> image queries)."""
+        return Positives(self.cols, self.rows, self.neg.T, self.diagonal)
+
+
+def check_similarity(S: object, pos_mask: object = None, both_directions: bool = True) -> tuple[Tensor, Positives]:
+    """Validate the similarity-matrix contract and locate the positives.
+
+    S is [n_images, n_captions]; without `pos_mask` it must be square with the
+    positives on its diagonal. Every query (every row, and every column when
+    `both_directions`) needs at least one positive and one negative.
+    """
+    S = check_tensor("S", S, ndim=2)
+    n_rows, n_cols = S.shape
+    if pos_mask is None:
+        if n_rows != n_cols:
+            raise ValueError(
+                f"S must be square when pos_mask is None (positives on the diagonal), got shape {tuple(S.shape)}"
+            )
+        if n_rows < 2:
+            raise ValueError(f"S must be at least 2x2 so that every query has a negative, got shape {tuple(S.shape)}")
+        idx = torch.arange(n_rows, device=S.device)
+        neg = ~torch.eye(n_rows, dtype=torch.bool, device=S.device)
+        return S, Positives(idx, idx, neg, diagonal=True)
+    if not isinstance(pos_mask, Tensor):
+        raise TypeError(f"pos_mask must be a bool torch.Tensor, got {type(pos_mask).__name__}")
+    if pos_mask.dtype != torch.bool:
+        raise TypeError(f"pos_mask must have dtype torch.bool, got {pos_mask.dtype}")
+    if pos_mask.shape != S.shape:
+        raise ValueError(f"pos_mask must have the shape of S {tuple(S.shape)}, got {tuple(pos_mask.shape)}")
+    pos_mask = pos_mask.to(S.device)
+    _check_queries(pos_mask, "row")
+    if both_directions:
+        _check_queries(pos_mask.T, "column")
+    rows, cols = pos_mask.nonzero(as_tuple=True)
+    return S, Positives(rows, cols, ~pos_mask, diagonal=False)
+
+
+def _check_queries(mask: Tensor, what: str) -> None:
+    n_pos = mask.sum(dim=1)
+    if bool((n_pos == 0).any()):
+        bad = int((n_pos == 0).nonzero()[0])
+        raise ValueError(f"pos_mask has a {what} without positives ({what} {bad}); every query needs one")
+    if bool((n_pos == mask.shape[1]).any()):
+        bad = int((n_pos == mask.shape[1]).nonzero()[0])
+        raise ValueError(f"pos_mask has a {what} without negatives ({what} {bad}); every query needs one")
+
+
+def reduce(per_pair: Tensor, reduction: str) -> Tensor:
+    """Sum, mean over positive pairs, or the per-pair values themselves."""
+    if reduction == "sum":
+        return per_pair.sum()
+    if reduction == "mean":
+        return per_pair.mean()
+    return per_pair

@@ -1,0 +1,352 @@
+"""Every closed-form loss of the workbook, each a function of the similarity matrix S.
+
+The contract (DESIGN.md): S[i, j] is the similarity of image i and caption j.
+Positives sit on the diagonal unless `pos_mask` marks them. Each positive pair
+(i, j) is one *anchor term*; in the image->text direction its negatives are the
+entries of row i outside `pos_mask`, in the text->image direction those of
+column j. With the default diagonal layout this is exactly the papers' batch
+losses; with a mask it also handles several captions of one image in a batch and
+masks false negatives (a repeated image is never its own negative).
+
+Reductions: "sum" adds every anchor term, "mean" divides that sum by the number
+of positive pairs (N on the diagonal), "none" returns one value per positive
+pair (both directions added) in the order of ``pos_mask.nonzero()``.
+
+All losses are vectorised over the batch: O(N^2) time and memory, no Python loop
+over examples.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ._checks import (
+    Positives,
+    check_nonnegative,
+    check_positive,
+    check_reduction,
+    check_similarity,
+    check_tensor,
+    reduce,
+)
+
+__all__ = [
+    "triplet_all",
+    "triplet_hardest",
+    "info_nce",
+    "unified",
+    "sampled_softmax",
+    "cross_example_softmax",
+    "smooth_ap",
+    "LOSSES",
+]
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _margin(margin: float | Tensor, pos: Positives, like: Tensor) -> Tensor | float:
+    """A scalar margin, or one margin per positive pair (Li et al. eq. 26, m_i)."""
+    if isinstance(margin, Tensor):
+        check_tensor("margin", margin, ndim=1)
+        if margin.numel() != pos.count:
+            raise ValueError(
+                f"margin must be a number or a 1-D tensor with one value per positive pair ({pos.count}), "
+                f"got {margin.numel()} values"
+            )
+        if bool((margin < 0).any()):
+            raise ValueError("margin must be >= 0 everywhere")
+        return margin.to(like)
+    return check_nonnegative("margin", margin)
+
+
+def _masked(S: Tensor, neg: Tensor, fill: float) -> Tensor:
+    """S with every non-negative entry replaced by `fill` (-inf for max / logsumexp)."""
+    return S.masked_fill(~neg, fill)
+
+
+def _pos_scores(S: Tensor, pos: Positives) -> Tensor:
+    return S.diagonal() if pos.diagonal else S[pos.rows, pos.cols]
+
+
+def _query_rows(S: Tensor, pos: Positives) -> tuple[Tensor, Tensor]:
+    """Row of S and negative mask of the query of every positive pair: [P, n_cols] each."""
+    if pos.diagonal:
+        return S, pos.neg
+    return S[pos.rows], pos.neg[pos.rows]
+
+
+def _both_directions(S: Tensor, pos: Positives, term) -> Tensor:
+    """term(S, pos) gives per-pair values with rows as queries; add the column-query view."""
+    return term(S, pos) + term(S.T, pos.transposed())
+
+
+def _finite(loss: Tensor, name: str) -> Tensor:
+    # Inputs are validated, so a non-finite loss is a bug; say so instead of returning NaN.
+    if not bool(torch.isfinite(loss).all()):
+        raise FloatingPointError(f"{name} produced a non-finite value; please report this with the input S")
+    return loss
+
+
+# --------------------------------------------------------------------------- triplet
+
+
+def triplet_all(
+    S: Tensor, margin: float | Tensor = 0.2, reduction: str = "sum", pos_mask: Tensor | None = None
+) -> Tensor:
+    r"""Triplet loss over every negative, in both directions (Bleeker & de Rijke eq. 3a/3b).
+
+    For each positive pair (i, j):
+    :math:`\sum_{n \in N_i} [m - s_{ij} + s_{in}]_+ + \sum_{n \in N_j} [m - s_{ij} + s_{nj}]_+`,
+    the first sum over the negatives of image query i (row i), the second over the
+    negatives of caption query j (column j). Every margin-violating negative
+    contributes with weight 1 (Bleeker eq. 9b).
+    """
+    S, pos = check_similarity(S, pos_mask)
+    check_reduction(reduction)
+    m = _margin(margin, pos, S)
+
+    def term(S: Tensor, pos: Positives) -> Tensor:
+        rows, neg = _query_rows(S, pos)
+        m_col = m[:, None] if isinstance(m, Tensor) else m
+        hinge = F.relu(m_col - _pos_scores(S, pos)[:, None] + rows)
+        return (hinge * neg).sum(dim=1)
+
+    return _finite(reduce(_both_directions(S, pos, term), reduction), "triplet_all")
+
+
+def _hardest_negative(S: Tensor, pos: Positives) -> Tensor:
+    """Hardest negative score of each positive pair's query (row view), shape [P].
+
+    torch.max sends the gradient to a single index, as VSE++ does; GOAL's custom
+    backward picks the same index.
+    """
+    row_max = _masked(S, pos.neg, -math.inf).max(dim=1).values
+    return row_max if pos.diagonal else row_max[pos.rows]
+
+
+def triplet_hardest(
+    S: Tensor, margin: float | Tensor = 0.2, reduction: str = "sum", pos_mask: Tensor | None = None
+) -> Tensor:
+    r"""VSE++ max-violation triplet loss, Triplet-HN / Triplet-SH (Li et al. eq. 1; Bleeker eq. 1-2).
+
+    For each positive pair (i, j): :math:`[m + \max_{n \in N_i} s_{in} - s_{ij}]_+ +
+    [m + \max_{n \in N_j} s_{nj} - s_{ij}]_+` -- only the hardest negative of each
+    query, image->text and text->image. A 1-D `margin` gives per-pair margins m_i,
+    the NCR form (Li et al. eq. 27).
+    """
+    S, pos = check_similarity(S, pos_mask)
+    check_reduction(reduction)
+    m = _margin(margin, pos, S)
+
+    def term(S: Tensor, pos: Positives) -> Tensor:
+        return F.relu(m + _hardest_negative(S, pos) - _pos_scores(S, pos))
+
+    return _finite(reduce(_both_directions(S, pos, term), reduction), "triplet_hardest")
+
+
+# --------------------------------------------------------------------------- softmax family
+
+
+def _neg_logsumexp(S: Tensor, pos: Positives, scale: float) -> Tensor:
+    """log sum_{n in N_q} exp(scale * s_qn) for the query of every positive pair, shape [P]."""
+    lse = torch.logsumexp(_masked(S * scale, pos.neg, -math.inf), dim=1)
+    return lse if pos.diagonal else lse[pos.rows]
+
+
+def info_nce(
+    S: Tensor, temperature: float = 0.1, reduction: str = "mean", pos_mask: Tensor | None = None
+) -> Tensor:
+    r"""NT-Xent / InfoNCE / CLIP / VLC loss in both directions (Bleeker eq. 4; Li et al. eqs. 3-4).
+
+    For each positive pair (i, j), with :math:`\tau` the temperature:
+    :math:`\ell^{i\to t} = -\log \frac{e^{s_{ij}/\tau}}{e^{s_{ij}/\tau} + \sum_{n \in N_i} e^{s_{in}/\tau}}`
+    and :math:`\ell^{t\to i}` the same over column j. "sum" is
+    :math:`\sum (\ell^{i\to t} + \ell^{t\to i})`, "mean" that sum / N. With one caption
+    per image this is the cross-entropy of every row and every column with its
+    diagonal target, i.e. 2 x open_clip's ClipLoss at logit scale 1/tau. Other
+    positives of the same query are left out of the denominator (they are not
+    negatives), as pytorch-metric-learning's NTXentLoss does.
+    """
+    S, pos = check_similarity(S, pos_mask)
+    check_reduction(reduction)
+    inv_t = 1.0 / check_positive("temperature", temperature)
+
+    def term(S: Tensor, pos: Positives) -> Tensor:
+        logit_pos = _pos_scores(S, pos) * inv_t
+        return torch.logaddexp(logit_pos, _neg_logsumexp(S, pos, inv_t)) - logit_pos
+
+    return _finite(reduce(_both_directions(S, pos, term), reduction), "info_nce")
+
+
+def unified(
+    S: Tensor,
+    margin: float | Tensor = 0.2,
+    gamma: float = 60.0,
+    reduction: str = "sum",
+    pos_mask: Tensor | None = None,
+    weights: Tensor | None = None,
+) -> Tensor:
+    r"""Unified loss of pair similarity optimisation (Li et al. eq. 5), with eqs. 24 and 26.
+
+    For each positive pair (i, j):
+    :math:`\frac{1}{\gamma}\Big[\log\big(1 + \sum_{n \in N_i} e^{\gamma(s_{in} - s_{ij} + m)}\big)
+    + \log\big(1 + \sum_{n \in N_j} e^{\gamma(s_{nj} - s_{ij} + m)}\big)\Big]`.
+
+    Evaluated as :math:`\mathrm{softplus}(\gamma(m - s_{ij}) + \mathrm{LSE}_n(\gamma s_{in}))/\gamma`,
+    which stays finite for gamma up to 1e4. Limits (Li eqs. 6-7):
+    gamma -> inf gives triplet_hardest(S, m); gamma * unified(S, 0, gamma) equals
+    info_nce(S, 1/gamma, "sum").
+
+    Variants (Li et al. appendix A.4):
+    - `weights` (same shape as S): the weighted unified loss, eq. 24, in which every
+      similarity s_ij is replaced by w_ij * s_ij.
+    - `margin` as a 1-D tensor with one value per positive pair: the adaptive-margin
+      unified loss, eq. 26 (m_i shared by both directions of pair i).
+    Li et al. recommend m = 0.2 and gamma = 50-60.
+    """
+    S, pos = check_similarity(S, pos_mask)
+    check_reduction(reduction)
+    g = check_positive("gamma", gamma)
+    m = _margin(margin, pos, S)
+    if weights is not None:
+        check_tensor("weights", weights, ndim=2)
+        if weights.shape != S.shape:
+            raise ValueError(f"weights must have the shape of S {tuple(S.shape)}, got {tuple(weights.shape)}")
+        S = weights * S
+
+    def term(S: Tensor, pos: Positives) -> Tensor:
+        return F.softplus(g * (m - _pos_scores(S, pos)) + _neg_logsumexp(S, pos, g), threshold=20.0) / g
+
+    return _finite(reduce(_both_directions(S, pos, term), reduction), "unified")
+
+
+def _topk_count(topk: int | float | None, available: int, what: str, allow_fraction: bool) -> int | None:
+    """Resolve `topk` to a count in [1, available]; a float is a fraction of `available`."""
+    if topk is None:
+        return None
+    if isinstance(topk, bool):
+        raise TypeError("topk must be an int, a float fraction or None")
+    if isinstance(topk, int):
+        if not 1 <= topk <= available:
+            raise ValueError(f"topk must be between 1 and the number of {what} ({available}), got {topk}")
+        return topk
+    if isinstance(topk, float) and allow_fraction:
+        if not (0.0 < topk <= 1.0):
+            raise ValueError(f"topk as a fraction must lie in (0, 1], got {topk}")
+        return max(1, math.ceil(topk * available))
+    raise TypeError(f"topk must be an int{' or a float fraction' if allow_fraction else ''} or None, got {topk!r}")
+
+
+def sampled_softmax(
+    S: Tensor,
+    scale: float = 20.0,
+    topk: int | None = None,
+    reduction: str = "mean",
+    pos_mask: Tensor | None = None,
+) -> Tensor:
+    r"""Sampled softmax cross-entropy over rows (Veit & Wilber eq. 2); `topk` gives eq. 3.
+
+    Rows are queries (pass S.T for caption queries). For each positive pair (i, j):
+    :math:`-\log \frac{e^{\lambda s_{ij}}}{e^{\lambda s_{ij}} + \sum_{n \in N_i} e^{\lambda s_{in}}}`
+    with :math:`\lambda` = `scale` (20 in the paper). With `topk=k`, only the k
+    largest negatives of each row enter the partition function: stochastic
+    negative mining (eq. 3). "mean" is the paper's 1/N sum.
+    """
+    S, pos = check_similarity(S, pos_mask, both_directions=False)
+    check_reduction(reduction)
+    lam = check_positive("scale", scale)
+    min_negs = int(pos.neg.sum(dim=1).min())
+    k = _topk_count(topk, min_negs, "negatives per row", allow_fraction=False)
+    logits = S * lam
+    masked = _masked(logits, pos.neg, -math.inf)
+    if k is not None:
+        masked = masked.topk(k, dim=1).values
+    lse_neg = torch.logsumexp(masked, dim=1)
+    if not pos.diagonal:
+        lse_neg = lse_neg[pos.rows]
+    logit_pos = _pos_scores(logits, pos)
+    per_pair = torch.logaddexp(logit_pos, lse_neg) - logit_pos
+    return _finite(reduce(per_pair, reduction), "sampled_softmax")
+
+
+def cross_example_softmax(
+    S: Tensor,
+    scale: float = 20.0,
+    topk: int | float | None = None,
+    reduction: str = "mean",
+    pos_mask: Tensor | None = None,
+) -> Tensor:
+    r"""Cross-example softmax (Veit & Wilber eq. 5); `topk` gives cross-example negative mining (eq. 6).
+
+    Every positive is compared with *all* negatives of the batch, whichever query
+    they belong to: :math:`-\log \frac{e^{\lambda s_{ij}}}{e^{\lambda s_{ij}} + \sum_{s \in N_B}
+    e^{\lambda s}}`, with :math:`N_B` every off-diagonal (non-positive) entry of S.
+    This ties the scores of different queries to one scale, which is what improves
+    calibration. `topk` keeps only the largest negatives of the whole batch: an
+    int count, or a float fraction in (0, 1] of all negatives (the paper uses 50%).
+    """
+    S, pos = check_similarity(S, pos_mask, both_directions=False)
+    check_reduction(reduction)
+    lam = check_positive("scale", scale)
+    n_negs = int(pos.neg.sum())
+    k = _topk_count(topk, n_negs, "negatives in the batch", allow_fraction=True)
+    negs = _masked(S * lam, pos.neg, -math.inf).flatten()  # every negative of the batch
+    if k is not None:
+        negs = negs.topk(k).values
+    lse_neg = torch.logsumexp(negs, dim=0)
+    logit_pos = _pos_scores(S, pos) * lam
+    per_pair = torch.logaddexp(logit_pos, lse_neg) - logit_pos
+    return _finite(reduce(per_pair, reduction), "cross_example_softmax")
+
+
+# --------------------------------------------------------------------------- ranking
+
+
+def smooth_ap(S: Tensor, tau: float = 0.01, pos_mask: Tensor | None = None, reduction: str = "mean") -> Tensor:
+    r"""1 - SmoothAP per row query (Bleeker & de Rijke eqs. 5-8; Brown et al. 2020).
+
+    For query q with positives P and candidates :math:`\Omega` (its whole row):
+    :math:`AP_q \approx \frac{1}{|P|}\sum_{i \in P}
+    \frac{1 + \sum_{j \in P, j\ne i} G(s_j - s_i)}{1 + \sum_{j \in \Omega, j \ne i} G(s_j - s_i)}`,
+    with :math:`G(x) = \sigma(x/\tau)` (eq. 7) replacing the indicator of "j ranks
+    above i". The extraction writes :math:`D_{ij} = s_i - s_j`, but the rank of eq. 6
+    counts candidates scoring *above* i, so the argument is s_j - s_i (as in Brown et
+    al.); we use that reading. The loss per query is 1 - AP_q (eq. 8), so it lies in
+    [0, 1); "mean" averages over queries, "sum" adds, "none" gives one value per row.
+    Several positives per row (e.g. 5 captions of an image) are allowed through
+    `pos_mask`. Rows are queries (pass S.T for caption queries).
+    """
+    S, pos = check_similarity(S, pos_mask, both_directions=False)
+    check_reduction(reduction)
+    t = check_positive("tau", tau)
+    rows, neg = _query_rows(S, pos)  # [P, M]: the row of the query of each positive
+    s_i = _pos_scores(S, pos)[:, None]
+    above = torch.sigmoid((rows - s_i) / t)
+    # Leave out j == i itself: it is a positive whose sigmoid(0) = 1/2 is no ranking evidence.
+    is_self = torch.zeros_like(above, dtype=torch.bool)
+    is_self[torch.arange(pos.count, device=S.device), pos.cols] = True
+    above = above.masked_fill(is_self, 0.0)
+    rank_pos = 1.0 + (above * ~neg).sum(dim=1)
+    rank_all = 1.0 + above.sum(dim=1)
+    ratio = rank_pos / rank_all  # [P]
+    n_rows = S.shape[0]
+    ap_sum = torch.zeros(n_rows, dtype=S.dtype, device=S.device).index_add(0, pos.rows, ratio)
+    n_pos = torch.bincount(pos.rows, minlength=n_rows).to(S.dtype)
+    per_query = 1.0 - ap_sum / n_pos
+    return _finite(reduce(per_query, reduction), "smooth_ap")
+
+
+LOSSES = {
+    "triplet_all": triplet_all,
+    "triplet_hardest": triplet_hardest,
+    "info_nce": info_nce,
+    "unified": unified,
+    "sampled_softmax": sampled_softmax,
+    "cross_example_softmax": cross_example_softmax,
+    "smooth_ap": smooth_ap,
+}
+"""Every closed-form loss by name (the trainer and the notebooks look them up here)."""
