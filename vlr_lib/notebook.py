@@ -1,0 +1,87 @@
+"""The one settings cell of every notebook, and the small demo batches they explore.
+
+Environment variables (read once, here):
+- VLR_FAST=1      fast mode (what CI runs): small sizes, few epochs, same code path;
+- VLR_DATA        "shapes" (default, embedded, CPU) or "flickr30k" (cached features, GPU);
+- VLR_DEVICE      "cpu", "cuda", ... (default: cuda when available, else cpu).
+"""
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+import torch
+
+from .similarity import l2_normalize
+
+T = TypeVar("T")
+DATA_MODES = ("shapes", "flickr30k")
+PLOTLY_RENDERER = "plotly_mimetype+notebook_connected"  # small outputs in JupyterLab, headless-safe
+
+
+def _flag(name: str) -> bool:
+    value = os.environ.get(name, "0").strip().lower()
+    if value not in {"0", "1", "true", "false", "yes", "no", ""}:
+        raise ValueError(f"{name} must be 0 or 1, got {value!r}")
+    return value in {"1", "true", "yes"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a notebook needs to know about this run."""
+
+    fast: bool
+    data: str
+    device: torch.device
+    seed: int
+
+    def pick(self, fast: T, full: T) -> T:
+        """`fast` in fast mode, `full` otherwise: one place decides every size."""
+        return fast if self.fast else full
+
+    def __str__(self) -> str:
+        mode = "fast" if self.fast else "full"
+        return f"vlr-workbook settings: {mode} mode, data={self.data}, device={self.device}, seed={self.seed}"
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def setup(seed: int = 0, renderer: str | None = PLOTLY_RENDERER) -> Settings:
+    """Read the environment, seed every generator, set the plotly renderer; print a summary."""
+    data = os.environ.get("VLR_DATA", "shapes").strip().lower()
+    if data not in DATA_MODES:
+        raise ValueError(f"VLR_DATA must be one of {DATA_MODES}, got {data!r}")
+    device_name = os.environ.get("VLR_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+    settings = Settings(fast=_flag("VLR_FAST"), data=data, device=torch.device(device_name), seed=seed)
+    seed_everything(seed)
+    if renderer is not None:
+        import plotly.io as pio
+
+        pio.renderers.default = renderer
+    print(settings)
+    return settings
+
+
+def demo_embeddings(
+    n: int = 8, dim: int = 16, noise: float = 0.8, seed: int = 0, dtype: torch.dtype = torch.float64
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A toy batch of unit image and caption embeddings: caption i is image i plus noise.
+
+    `noise` decides how hard the batch is (0: every positive at similarity 1).
+    Deterministic in `seed`; used by the derivation notebooks for a small live S.
+    """
+    if n < 2 or dim < 2:
+        raise ValueError(f"n and dim must be >= 2, got n={n}, dim={dim}")
+    if noise < 0:
+        raise ValueError(f"noise must be >= 0, got {noise}")
+    g = torch.Generator().manual_seed(seed)
+    img = torch.randn(n, dim, generator=g, dtype=dtype)
+    txt = img + noise * torch.randn(n, dim, generator=g, dtype=dtype)
+    return l2_normalize(img), l2_normalize(txt)
