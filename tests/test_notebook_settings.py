@@ -1,0 +1,45 @@
+"""The notebooks' settings cell and demo batches."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from vlr_lib import notebook
+
+
+def test_setup_reads_environment(monkeypatch):
+    monkeypatch.setenv("VLR_FAST", "1")
+    monkeypatch.setenv("VLR_DATA", "shapes")
+    monkeypatch.setenv("VLR_DEVICE", "cpu")
+    cfg = notebook.setup(seed=3, renderer=None)
+    assert cfg.fast and cfg.data == "shapes" and cfg.device == torch.device("cpu")
+    assert cfg.pick(1, 2) == 1
+    monkeypatch.setenv("VLR_FAST", "0")
+    assert notebook.setup(renderer=None).pick(1, 2) == 2
+
+
+def test_setup_seeds_every_generator(monkeypatch):
+    monkeypatch.setenv("VLR_DEVICE", "cpu")
+    notebook.setup(seed=7, renderer=None)
+    a = torch.rand(3)
+    notebook.setup(seed=7, renderer=None)
+    torch.testing.assert_close(torch.rand(3), a)
+
+
+@pytest.mark.parametrize("var, value", [("VLR_DATA", "coco"), ("VLR_FAST", "maybe")])
+def test_setup_rejects_bad_environment(monkeypatch, var, value):
+    monkeypatch.setenv(var, value)
+    with pytest.raises(ValueError, match=var):
+        notebook.setup(renderer=None)
+
+
+def test_demo_embeddings_unit_norm_deterministic_and_noise_controls_difficulty():
+    img, txt = notebook.demo_embeddings(n=16, dim=8, noise=0.5, seed=1)
+    torch.testing.assert_close(img.norm(dim=1), torch.ones(16, dtype=torch.float64))
+    img2, _ = notebook.demo_embeddings(n=16, dim=8, noise=0.5, seed=1)
+    torch.testing.assert_close(img, img2)
+    easy = (img * txt).sum(1).mean()
+    i3, t3 = notebook.demo_embeddings(n=16, dim=8, noise=3.0, seed=1)
+    assert float((i3 * t3).sum(1).mean()) < float(easy)
+    with pytest.raises(ValueError, match="noise"):
+        notebook.demo_embeddings(noise=-1.0)
