@@ -1,0 +1,30 @@
+"""vlr_lib.viz.matrix over a grid of inputs."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from vlr_lib.viz.matrix import similarity_heatmap
+
+
+@pytest.mark.parametrize("n", [2, 5, 32])
+@pytest.mark.parametrize("diverging", [False, True])
+def test_heatmap_shapes_and_marks(n, diverging):
+    S = torch.rand(n, n) * 2 - 1
+    eye = torch.eye(n, dtype=torch.bool)
+    fig = similarity_heatmap(S, marks={"positive": eye}, diverging=diverging)
+    heat, marks = fig.data
+    assert np.asarray(heat.z).shape == (n, n)
+    assert np.isfinite(np.asarray(heat.z, dtype=float)).all()
+    assert list(marks.x) == list(range(n)) and list(marks.y) == list(range(n))
+    assert (heat.zmid == 0.0) == diverging
+
+
+def test_heatmap_rejects_bad_input():
+    with pytest.raises(ValueError, match="S must be 2-D"):
+        similarity_heatmap(torch.rand(3))
+    with pytest.raises(ValueError, match="marks"):
+        similarity_heatmap(torch.rand(3, 3), marks={"p": torch.eye(2, dtype=torch.bool)})
+    with pytest.raises(ValueError, match="zrange"):
+        similarity_heatmap(torch.rand(3, 3), zrange=(1.0, -1.0))
