@@ -1,0 +1,434 @@
+r"""GOAL: training with a gradient designed directly, not derived from a loss.
+
+Xuan & Chen, "Dissecting Deep Metric Learning Losses for Image-Text Retrieval"
+(WACV 2023), sec. 3. Take one triplet -- a query, its positive and its hardest
+negative in the batch -- with similarities s_pos and s_neg. Every triplet-family
+loss of deep metric learning has a gradient of the form (eq. 3, with eq. 4)
+
+    dL/ds_pos = -T * P_+        dL/ds_neg = +T * P_-
+
+a *triplet weight* T, which depends on both similarities (eqs. 5, 7, 8), times a
+*pair weight* P, which depends on one similarity of the triplet and, for the MS
+forms, on the rest of the batch (eqs. 9-13). GOAL trains any of the 3 x 5
+combinations, also those that are the gradient of no loss, by handing this
+gradient to autograd through a custom backward (:func:`goal_objective`).
+
+Here the gradient is designed with respect to S itself; autograd carries it to
+the embeddings through S = img @ txt.T, which is eq. 3 (dl/dx = sum_j dl/dS_xj y_j).
+Queries run in both directions (rows = image queries, columns = caption queries)
+and their gradients add, as in the symmetric loss of sec. 3.1.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ._checks import Positives, check_choice, check_nonnegative, check_positive, check_similarity, check_tensor
+
+__all__ = [
+    "GOAL_TRIPLETS",
+    "GOAL_PAIRS",
+    "TABLE1",
+    "parse_goal_name",
+    "triplet_weight",
+    "pair_weight",
+    "relative_term",
+    "goal_gradient",
+    "goal_objective",
+]
+
+GOAL_TRIPLETS: tuple[str, ...] = ("con", "nca", "cir")
+GOAL_PAIRS: tuple[str, ...] = ("con", "lin", "sig", "lin-ms", "sig-ms")
+_MS_PAIRS = ("lin-ms", "sig-ms")
+
+#: Table 1 of the paper: the existing loss each (triplet weight, pair weight) combination
+#: reproduces; "New" marks the combinations that only GOAL can train.
+TABLE1: dict[tuple[str, str], str] = {
+    **{(t, p): "New" for t in GOAL_TRIPLETS for p in GOAL_PAIRS},
+    ("con", "con"): "Triplet",
+    ("nca", "con"): "NT-Xent / NCA",
+    ("cir", "lin"): "Circle",
+    ("con", "sig"): "Binomial deviance",
+    ("con", "sig-ms"): "MS",
+}
+
+
+def parse_goal_name(name: str) -> tuple[str, str]:
+    """Split a trainer loss name "goal:<triplet>,<pair>" (e.g. "goal:cir,sig-ms") into its two weights."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a string like 'goal:cir,sig-ms', got {type(name).__name__}")
+    prefix, colon, rest = name.partition(":")
+    if prefix != "goal" or not colon or rest.count(",") != 1:
+        raise ValueError(f"name must look like 'goal:<triplet>,<pair>', e.g. 'goal:cir,sig-ms', got {name!r}")
+    triplet, pair = (part.strip() for part in rest.split(","))
+    return check_choice("triplet", triplet, GOAL_TRIPLETS), check_choice("pair", pair, GOAL_PAIRS)
+
+
+# --------------------------------------------------------------------------- validation helpers
+
+
+def _as_tensor(name: str, x: Tensor | float, like: Tensor | None = None) -> Tensor:
+    """A finite floating tensor; plain numbers become 0-D tensors (of `like`'s dtype if given)."""
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        x = torch.tensor(float(x), dtype=torch.get_default_dtype() if like is None else like.dtype)
+    return check_tensor(name, x)
+
+
+def _check_finite(name: str, value: float) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value}")
+    return float(value)
+
+
+def _check_broadcast(names: tuple[str, str], a: Tensor, b: Tensor) -> None:
+    try:
+        torch.broadcast_shapes(a.shape, b.shape)
+    except RuntimeError:
+        raise ValueError(
+            f"{names[1]} must broadcast with {names[0]}, got shapes {tuple(b.shape)} and {tuple(a.shape)}"
+        ) from None
+
+
+# --------------------------------------------------------------------------- triplet weights
+
+
+def triplet_weight(
+    name: str, s_pos: Tensor | float, s_neg: Tensor | float, margin: float = 0.2, tau: float = 10.0
+) -> Tensor:
+    r"""Triplet weight T of a (query, positive, hardest negative) triplet, elementwise (sec. 3.2).
+
+    - "con", eq. 5: :math:`T = \delta(m + s_{neg} - s_{pos})`, the Heaviside step of
+      the triplet loss (eq. 4). Taken as 0 at the hinge itself, where autograd's relu
+      gradient is 0 too, so (con, con) reproduces the triplet loss's gradient exactly.
+    - "nca", eq. 7: :math:`T = 1/(1 + e^{\tau(s_{pos} - s_{neg})}) = \sigma(\tau(s_{neg} - s_{pos}))`.
+      Derivation (the paper's Appendix is not in our extraction, so here it is): eq. 6
+      for one triplet is :math:`l = \log(1 + e^{\tau(s_{neg} - s_{pos})})`, hence
+      :math:`\partial l/\partial s_{neg} = -\partial l/\partial s_{pos} = \tau T^{nca}`.
+      The GOAL gradient of (nca, con) is therefore the hard-negative NCA gradient
+      divided by :math:`\tau`.
+    - "cir", eq. 8: :math:`T = 1/(1 + e^{\tau(s_{pos}(2 - s_{pos}) - s_{neg}^2)})`; its level
+      sets are the circles :math:`(s_{pos} - 1)^2 + s_{neg}^2 = c` of Circle loss.
+
+    `margin` is used by "con" only, `tau` by "nca" and "cir". The sigmoid forms
+    never overflow.
+    """
+    check_choice("name", name, GOAL_TRIPLETS)
+    s_pos, s_neg = _as_tensor("s_pos", s_pos), _as_tensor("s_neg", s_neg)
+    _check_broadcast(("s_pos", "s_neg"), s_pos, s_neg)
+    return _triplet(name, s_pos, s_neg, check_nonnegative("margin", margin), check_positive("tau", tau))
+
+
+def _triplet(name: str, s_pos: Tensor, s_neg: Tensor, margin: float, tau: float) -> Tensor:
+    if name == "con":
+        return (margin + s_neg - s_pos > 0).to(torch.result_type(s_pos, s_neg))
+    if name == "nca":
+        return torch.sigmoid(tau * (s_neg - s_pos))
+    return torch.sigmoid(tau * (s_neg.square() - s_pos * (2 - s_pos)))
+
+
+# --------------------------------------------------------------------------- pair weights
+
+
+def pair_weight(
+    name: str,
+    s: Tensor | float,
+    positive: bool,
+    alpha: float = 2.0,
+    beta: float = 10.0,
+    lam: float = 0.5,
+    rel: Tensor | float | None = None,
+) -> Tensor:
+    r"""Pair weight P_+ (``positive=True``, s = s_pos) or P_- (s = s_neg), elementwise (sec. 3.3).
+
+    - "con", eq. 9: :math:`P_\pm = 1`.
+    - "lin", eq. 10 (Circle loss): :math:`P_+ = [1 - s]_+`, :math:`P_- = [s]_+`.
+    - "sig", eq. 11 (binomial deviance): :math:`P_+ = 1/(1 + e^{\alpha(s - \lambda)})`,
+      :math:`P_- = 1/(1 + e^{-\beta(s - \lambda)})`.
+    - "sig-ms", eq. 12 (MS loss): :math:`P_+ = 1/(m^{sig}_+ + e^{\alpha(s - \lambda)})`,
+      :math:`P_- = 1/(m^{sig}_- + e^{-\beta(s - \lambda)})`; with m = 1 it is "sig".
+    - "lin-ms", eq. 13: :math:`P_+ = [1 - m^{lin}_+]_+ [1 - s]_+`,
+      :math:`P_- = [1 + m^{lin}_-]_+ [s]_+`; with m = 0 it is "lin".
+
+    `rel` is the relative-similarity term m of the MS forms (required for them, and
+    only for them): a number or a tensor broadcasting with `s`, > 0 for "sig-ms"
+    (it is a mean of exponentials). :func:`relative_term` computes it from the batch;
+    Fig. 3 of the paper plots the MS weights at m = 0.1.
+
+    The clamps :math:`[\cdot]_+` are our reading: eq. 10 drops the :math:`[\cdot]_+`
+    of Circle loss's own weights, and without it a negative pair with s < 0 would be
+    *pulled in* (P_- < 0). With them every pair weight is >= 0, so positives are
+    always pulled and negatives always pushed. For cosine similarities the clamp on
+    P_+ never acts; on P_- it acts only when s_neg < 0.
+    """
+    check_choice("name", name, GOAL_PAIRS)
+    s = _as_tensor("s", s)
+    if not isinstance(positive, bool):
+        raise TypeError(f"positive must be a bool (True for P_+, False for P_-), got {type(positive).__name__}")
+    alpha, beta = check_positive("alpha", alpha), check_positive("beta", beta)
+    lam = _check_finite("lam", lam)
+    return _pair(name, s, positive, alpha, beta, lam, _check_rel(name, rel, s))
+
+
+def _check_rel(name: str, rel: Tensor | float | None, s: Tensor) -> Tensor | None:
+    """The MS term in the form _pair takes: m for "lin-ms", log m for "sig-ms"."""
+    if name not in _MS_PAIRS:
+        if rel is not None:
+            raise ValueError(f"rel is the relative-similarity term of the MS pair weights only; got it for {name!r}")
+        return None
+    if rel is None:
+        raise ValueError(f"rel (the relative-similarity term m of eqs. 12/13) must be given for {name!r}")
+    rel = _as_tensor("rel", rel, like=s).to(s)
+    _check_broadcast(("s", "rel"), s, rel)
+    if name == "lin-ms":
+        return rel
+    if bool((rel <= 0).any()):
+        raise ValueError("rel must be > 0 for 'sig-ms' (m^sig is a mean of exponentials)")
+    return rel.log()
+
+
+def _pair(
+    name: str, s: Tensor, positive: bool, alpha: float, beta: float, lam: float, ms: Tensor | None = None
+) -> Tensor:
+    """Eqs. 9-13. `ms` is m^lin for "lin-ms" and log m^sig for "sig-ms"."""
+    if name == "con":
+        return torch.ones_like(s)
+    if name in ("lin", "lin-ms"):
+        base = (1 - s).clamp_min(0) if positive else s.clamp_min(0)
+        if name == "lin":
+            return base
+        return ((1 - ms) if positive else (1 + ms)).clamp_min(0) * base
+    x = alpha * (s - lam) if positive else -beta * (s - lam)
+    if name == "sig":
+        return torch.sigmoid(-x)
+    return torch.exp(-torch.logaddexp(ms, x))  # 1 / (m + e^x) without overflow
+
+
+# --------------------------------------------------------------------------- MS relative terms
+
+
+def relative_term(
+    name: str,
+    s: Tensor,
+    others: Tensor,
+    members: Tensor,
+    positive: bool,
+    alpha: float = 2.0,
+    beta: float = 10.0,
+) -> Tensor:
+    r"""Relative-similarity term m of the MS pair weights (eqs. 12, 13), one per selected pair.
+
+    s[k] is the similarity of the k-th selected pair (its positive if `positive`,
+    else its hardest negative); row k of `others` holds the candidate relative
+    similarities R and row k of `members` (bool) marks which of them are in the set
+    (:math:`\mathcal{P}` for positives, :math:`\mathcal{N}` for negatives):
+
+    - "sig-ms": :math:`m^{sig}_+ = \mathrm{mean}_{\mathcal{P}}\, e^{\alpha(s - R)}`,
+      :math:`m^{sig}_- = \mathrm{mean}_{\mathcal{N}}\, e^{-\beta(s - R)}`;
+    - "lin-ms": :math:`m^{lin}_\pm = \mathrm{mean}\,(s - R)` over the set.
+
+    An empty set gives the neutral value (1 for "sig-ms", 0 for "lin-ms"), which
+    turns eq. 12 into eq. 11 and eq. 13 into eq. 10, the paper's own remark on
+    m = 1. (The authors' public code uses 0 for both, which makes an isolated
+    pair's sig-ms weight :math:`e^{-\alpha(s - \lambda)}`, up to e^3; we keep the
+    paper's reading.) Shapes: s [K], others and members [K, M].
+
+    We follow the equations where the paper's prose disagrees with them: for a
+    hardest negative every member of :math:`\mathcal{N}` lies below s, so
+    :math:`m^{sig}_- \le 1` (and :math:`m^{lin}_- \ge 0`), which *raises* P_- above the
+    plain sigmoid, up to 1/m -- the prose says m_- > 1. A small m can make the
+    weight large (1/m); that is eq. 12 as printed and MS loss's own behaviour.
+    """
+    check_choice("name", name, _MS_PAIRS)
+    s = check_tensor("s", s, ndim=1)
+    others = check_tensor("others", others, ndim=2)
+    if not isinstance(members, Tensor) or members.dtype != torch.bool or members.shape != others.shape:
+        raise ValueError(f"members must be a bool tensor shaped like others {tuple(others.shape)}")
+    if others.shape[0] != s.shape[0]:
+        raise ValueError(f"others must have one row per entry of s ({s.shape[0]}), got {others.shape[0]}")
+    if not isinstance(positive, bool):
+        raise TypeError(f"positive must be a bool, got {type(positive).__name__}")
+    ms = _relative(name, s, others, members, positive, check_positive("alpha", alpha), check_positive("beta", beta))
+    return ms.exp() if name == "sig-ms" else ms
+
+
+def _relative(
+    name: str, s: Tensor, others: Tensor, members: Tensor, positive: bool, alpha: float, beta: float
+) -> Tensor:
+    """m^lin for "lin-ms", log m^sig for "sig-ms" (a log-mean-exp, so it never overflows)."""
+    count = members.sum(dim=1)
+    diff = s[:, None] - others
+    if name == "lin-ms":
+        total = torch.where(members, diff, 0).sum(dim=1)
+        return torch.where(count > 0, total / count.clamp_min(1), 0)
+    logits = torch.where(members, alpha * diff if positive else -beta * diff, -math.inf)
+    log_mean = torch.logsumexp(logits, dim=1) - count.clamp_min(1).to(s).log()
+    return torch.where(count > 0, log_mean, 0)
+
+
+# --------------------------------------------------------------------------- the GOAL gradient
+
+
+@dataclass(frozen=True)
+class _Config:
+    triplet: str
+    pair: str
+    margin: float
+    tau: float
+    alpha: float
+    beta: float
+    lam: float
+    eps: float
+
+
+def _hardest(S: Tensor, pos: Positives) -> tuple[Tensor, Tensor, Tensor]:
+    """Rows as queries: positive score, hardest-negative score and its column, one per positive pair.
+
+    torch.max picks a single hardest negative, as losses.triplet_hardest does.
+    """
+    neg_val, neg_col = S.masked_fill(~pos.neg, -math.inf).max(dim=1)
+    return S[pos.rows, pos.cols], neg_val[pos.rows], neg_col[pos.rows]
+
+
+def _ms_sets(S: Tensor, pos: Positives, s_pos: Tensor, s_neg: Tensor, neg_col: Tensor, eps: float):
+    r"""Candidates and members of :math:`\mathcal{P}` and :math:`\mathcal{N}` (sec. 3.3), rows as queries.
+
+    :math:`\mathcal{P}`: the similarities of the *other positive pairs of the batch*
+    (every positive pair but this one, any query) below this query's hardest
+    negative + eps -- the paper's :math:`R < \max\{S_{x,y'}, R'\} + \epsilon`, whose max
+    is s_neg. :math:`\mathcal{N}`: this query's *other negatives* (all but the hardest)
+    above the lowest positive similarity of the batch - eps -- the paper's
+    :math:`R' > \min\{S_{x,y}, R\} - \epsilon`. These are MS loss's pair-mining rules
+    with GOAL's batch (the authors' code builds the same sets).
+    """
+    n_pairs = s_pos.numel()
+    others_pos = s_pos[None, :].expand(n_pairs, n_pairs)
+    not_self = ~torch.eye(n_pairs, dtype=torch.bool, device=S.device)
+    in_p = not_self & (others_pos < s_neg[:, None] + eps)
+    rows = S[pos.rows]
+    in_n = pos.neg[pos.rows] & (rows > s_pos.min() - eps)
+    in_n[torch.arange(n_pairs, device=S.device), neg_col] = False
+    return (others_pos, in_p), (rows, in_n)
+
+
+def _one_direction(S: Tensor, pos: Positives, cfg: _Config) -> tuple[Tensor, Tensor]:
+    """Designed dL/dS and triplet-hardest value for the row queries of S."""
+    s_pos, s_neg, neg_col = _hardest(S, pos)
+    t = _triplet(cfg.triplet, s_pos, s_neg, cfg.margin, cfg.tau)
+    ms_pos = ms_neg = None
+    if cfg.pair in _MS_PAIRS:
+        (cand_p, in_p), (cand_n, in_n) = _ms_sets(S, pos, s_pos, s_neg, neg_col, cfg.eps)
+        ms_pos = _relative(cfg.pair, s_pos, cand_p, in_p, True, cfg.alpha, cfg.beta)
+        ms_neg = _relative(cfg.pair, s_neg, cand_n, in_n, False, cfg.alpha, cfg.beta)
+    w_pos = t * _pair(cfg.pair, s_pos, True, cfg.alpha, cfg.beta, cfg.lam, ms_pos)
+    w_neg = t * _pair(cfg.pair, s_neg, False, cfg.alpha, cfg.beta, cfg.lam, ms_neg)
+    grad = torch.zeros_like(S)
+    # Several positives of one query share its hardest negative: accumulate.
+    grad.index_put_((pos.rows, pos.cols), -w_pos, accumulate=True)
+    grad.index_put_((pos.rows, neg_col), w_neg, accumulate=True)
+    return grad, F.relu(cfg.margin + s_neg - s_pos).sum()
+
+
+def _goal(S: Tensor, pos: Positives, cfg: _Config) -> tuple[Tensor, Tensor]:
+    grad_rows, value_rows = _one_direction(S, pos, cfg)
+    grad_cols, value_cols = _one_direction(S.T, pos.transposed(), cfg)
+    grad = grad_rows + grad_cols.T
+    if not bool(torch.isfinite(grad).all()):
+        raise FloatingPointError("goal produced a non-finite gradient; please report this with the input S")
+    return grad, value_rows + value_cols
+
+
+def _config(triplet, pair, margin, tau, alpha, beta, lam, eps) -> _Config:
+    return _Config(
+        triplet=check_choice("triplet", triplet, GOAL_TRIPLETS),
+        pair=check_choice("pair", pair, GOAL_PAIRS),
+        margin=check_nonnegative("margin", margin),
+        tau=check_positive("tau", tau),
+        alpha=check_positive("alpha", alpha),
+        beta=check_positive("beta", beta),
+        lam=_check_finite("lam", lam),
+        eps=check_nonnegative("eps", eps),
+    )
+
+
+def goal_gradient(
+    S: Tensor,
+    triplet: str = "con",
+    pair: str = "con",
+    margin: float = 0.2,
+    tau: float = 10.0,
+    alpha: float = 2.0,
+    beta: float = 10.0,
+    lam: float = 0.5,
+    eps: float = 0.1,
+    pos_mask: Tensor | None = None,
+) -> Tensor:
+    """The designed dL/dS of :func:`goal_objective` as a plain tensor (no autograd), for plots and analysis."""
+    S, pos = check_similarity(S, pos_mask)
+    return _goal(S.detach(), pos, _config(triplet, pair, margin, tau, alpha, beta, lam, eps))[0]
+
+
+class _GoalFunction(torch.autograd.Function):
+    """Forward: the logging value. Backward: the designed gradient, weights held constant."""
+
+    @staticmethod
+    def forward(ctx, S: Tensor, pos: Positives, cfg: _Config) -> Tensor:  # type: ignore[override]
+        grad, value = _goal(S.detach(), pos, cfg)
+        ctx.save_for_backward(grad)
+        return value
+
+    @staticmethod
+    def backward(ctx, grad_output: Tensor):  # type: ignore[override]
+        (grad,) = ctx.saved_tensors
+        return grad_output * grad, None, None
+
+
+def goal_objective(
+    S: Tensor,
+    triplet: str = "con",
+    pair: str = "con",
+    margin: float = 0.2,
+    tau: float = 10.0,
+    alpha: float = 2.0,
+    beta: float = 10.0,
+    lam: float = 0.5,
+    eps: float = 0.1,
+    pos_mask: Tensor | None = None,
+) -> Tensor:
+    r"""GOAL objective (Xuan & Chen sec. 3, eq. 3): a scalar whose backward is the designed gradient.
+
+    Every positive pair (i, j) is an anchor term, in both directions: the image
+    query i with its hardest negative caption (the largest S[i, n] outside
+    `pos_mask` in row i) and the caption query j with its hardest negative image
+    (the largest S[n, j] in column j). For each such triplet the backward puts
+    :math:`-T \cdot P_+` on S[i, j] and :math:`+T \cdot P_-` on the hardest negative,
+    with T = ``triplet_weight(triplet, s_pos, s_neg, margin, tau)`` and P from
+    ``pair_weight(pair, ...)``; every other entry of dL/dS is 0 and everything is
+    summed over anchor terms and directions. T and P are constants (no gradient
+    flows through them), as in the paper: this is what makes non-integrable
+    combinations trainable.
+
+    Known special cases (Table 1, :data:`TABLE1`): (con, con) is exactly the gradient
+    of ``losses.triplet_hardest(S, margin, "sum")``; (nca, con) is the gradient of the
+    hard-negative NCA loss of eq. 6 divided by `tau` (see :func:`triplet_weight`).
+
+    Parameters: `margin` (T^con), `tau` (T^nca, T^cir), `alpha`, `beta`, `lam` (P^sig,
+    P^sig-ms: alpha, beta, lambda of eqs. 11-12), `eps` (the MS sets: MS loss's
+    pair-mining margin epsilon, which decides which other pairs enter
+    :math:`\mathcal{P}` and :math:`\mathcal{N}`; 0.1 as in MS loss and the authors' code;
+    used by "lin-ms" and "sig-ms" only). See :func:`relative_term` and `_ms_sets`
+    for our reading of the sets.
+
+    Forward value (for logging only -- its own autograd gradient is *not* the
+    backward): the triplet-hardest (VSE++) loss,
+    :math:`\sum [m + s_{neg} - s_{pos}]_+` over anchor terms and both directions, the
+    number the paper's baselines report. It is comparable across all 15
+    combinations and equals the trained objective for (con, con).
+    """
+    S, pos = check_similarity(S, pos_mask)
+    return _GoalFunction.apply(S, pos, _config(triplet, pair, margin, tau, alpha, beta, lam, eps))
