@@ -1,0 +1,437 @@
+"""Why losses behave differently: COCOS counts and tangent-gradient norms.
+
+Two analyses from the source papers, both functions of the similarity-matrix
+contract (DESIGN.md):
+
+- :func:`cocos` -- *counting contributing samples* (Bleeker & de Rijke, sec. 4,
+  eqs. 9-13): how many candidates of a batch enter the gradient w.r.t. each query
+  for Triplet, Triplet-SH, NT-Xent and SmoothAP; :func:`cocos_table` lays the
+  counts out like the paper's Tables 2-4.
+- :func:`tangent_gradient_norms` -- the part of the gradient that is tangent to
+  the unit hypersphere (Li et al. sec. 3.3, eqs. 8-19), and the closed forms
+  :func:`triplet_hn_tangent_norm` (eqs. 11-12) and :func:`unified_tangent_norm`
+  (eqs. 17-18, one negative) for the three-vector geometry of Li et al. Fig. 2.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+import torch
+from torch import Tensor
+
+from ._checks import check_choice, check_nonnegative, check_positive, check_similarity, check_tensor
+from .similarity import l2_normalize
+
+__all__ = [
+    "COCOS_LOSSES",
+    "cocos",
+    "cocos_table",
+    "TangentNorms",
+    "tangent_gradient_norms",
+    "SphereNorms",
+    "triplet_hn_tangent_norm",
+    "unified_tangent_norm",
+]
+
+COCOS_LOSSES = ("triplet", "triplet_sh", "nt_xent", "smooth_ap")
+"""The losses COCOS is defined for (Bleeker & de Rijke sec. 4)."""
+
+_TABLE_OF = {"triplet": 2, "triplet_sh": 2, "nt_xent": 3, "smooth_ap": 4}
+
+
+# --------------------------------------------------------------------------- COCOS
+
+
+class _Pairs(NamedTuple):
+    """One direction seen from its queries, one row per positive pair (anchor term).
+
+    scores[p] is the whole candidate row of the query of pair p, neg[p] marks its
+    negatives, s_pos[p] the positive's score, is_pos[p] the positive's own column.
+    """
+
+    query: Tensor  # [P] query index of each pair
+    scores: Tensor  # [P, M]
+    neg: Tensor  # [P, M] bool
+    is_self: Tensor  # [P, M] bool, True only at the pair's positive
+    s_pos: Tensor  # [P]
+    n_queries: int
+
+
+def _pairs(S_dir: Tensor, pos_dir: Tensor) -> _Pairs:
+    """Rows of S_dir are the queries; pos_dir is the dense bool positive mask."""
+    query, cand = pos_dir.nonzero(as_tuple=True)
+    scores = S_dir[query]
+    is_self = torch.zeros_like(scores, dtype=torch.bool)
+    is_self[torch.arange(query.numel(), device=S_dir.device), cand] = True
+    return _Pairs(query, scores, ~pos_dir[query], is_self, S_dir[query, cand], S_dir.shape[0])
+
+
+def _per_query_sum(values: Tensor, pr: _Pairs) -> Tensor:
+    return torch.zeros(pr.n_queries, dtype=values.dtype, device=values.device).index_add(0, pr.query, values)
+
+
+def _per_query_mean(values: Tensor, pr: _Pairs) -> Tensor:
+    n_pos = torch.bincount(pr.query, minlength=pr.n_queries).to(values.dtype)
+    return _per_query_sum(values, pr) / n_pos
+
+
+def _triplet(pr: _Pairs, margin: float) -> dict[str, Tensor]:
+    # Eq. 9b: a triplet contributes iff s+ - s- < alpha. Written as the hinge's
+    # argument (alpha - s+ + s- > 0), exactly as losses.triplet_all computes it.
+    violating = pr.neg & ((margin - pr.s_pos[:, None] + pr.scores) > 0)
+    return {"C_q": _per_query_sum(violating.sum(dim=1), pr)}
+
+
+def _triplet_sh(pr: _Pairs, margin: float) -> dict[str, Tensor]:
+    # Eqs. 9a/10: only the hardest negative; the anchor term has a gradient iff it violates.
+    hardest = pr.scores.masked_fill(~pr.neg, -math.inf).max(dim=1).values
+    active = (margin + hardest - pr.s_pos) > 0
+    return {"C_q": _per_query_sum(active.long(), pr)}
+
+
+def _nt_xent(pr: _Pairs, temperature: float, eps: float) -> dict[str, Tensor]:
+    # Eq. 11: weight of candidate j = exp(s_j / tau) / Z(q), Z over the positive and
+    # the negatives of the anchor term (other positives are left out, as in losses.info_nce).
+    logits = pr.scores / temperature
+    candidates = pr.neg | pr.is_self
+    log_z = torch.logsumexp(logits.masked_fill(~candidates, -math.inf), dim=1, keepdim=True)
+    weight = torch.exp(logits - log_z).masked_fill(~candidates, 0.0)
+    contributing = pr.neg & (weight > eps)
+    w_neg = (weight * contributing).sum(dim=1)
+    w_pos = 1.0 - (weight * pr.is_self).sum(dim=1)
+    return {
+        "C_q": _per_query_sum(contributing.sum(dim=1), pr),
+        "W_neg": _per_query_mean(w_neg, pr),
+        "W_pos": _per_query_mean(w_pos, pr),
+    }
+
+
+def _smooth_ap(pr: _Pairs, tau: float, eps: float) -> dict[str, Tensor]:
+    # Eq. 13 with D_ij = s_j - s_i (candidate j above positive i), G(x) = sigmoid(x / tau)
+    # and sim(D) = G(D)(1 - G(D)) / tau (appendix eq. 24); R(i, Omega) = 1 + sum_{j != i} G(D_ij).
+    x = (pr.scores - pr.s_pos[:, None]) / tau
+    g = torch.sigmoid(x).masked_fill(pr.is_self, 0.0)
+    rank = 1.0 + g.sum(dim=1, keepdim=True)
+    sim = torch.sigmoid(x) * torch.sigmoid(-x) / tau  # sigma * (1 - sigma), stable in both tails
+    contributing = ~pr.is_self & (sim / rank**2 > eps)
+    return {"C_q": _per_query_mean(contributing.sum(dim=1).to(pr.scores.dtype), pr)}
+
+
+def _summary(parts: dict[str, Tensor]) -> dict[str, object]:
+    c_q = parts["C_q"]
+    active = c_q > 0
+    n_active = int(active.sum())
+    out: dict[str, object] = {
+        "n_queries": int(c_q.numel()),
+        "C_q": c_q,
+        "C_q_mean": float(c_q.double().mean()),
+        "C_q_mean_active": float(c_q[active].double().mean()) if n_active else math.nan,
+        "C_B": int(c_q.sum()) if not torch.is_floating_point(c_q) else float(c_q.double().sum()),
+        "C_0": int(c_q.numel() - n_active),
+    }
+    for key in ("W_neg", "W_pos"):
+        if key in parts:
+            out[key] = float(parts[key].double().mean())
+    return out
+
+
+@torch.no_grad()
+def cocos(
+    S: Tensor,
+    loss: str,
+    eps: float = 0.01,
+    margin: float = 0.2,
+    temperature: float = 0.1,
+    tau: float = 0.01,
+    pos_mask: Tensor | None = None,
+) -> dict[str, dict[str, object]]:
+    r"""Counting contributing samples, COCOS (Bleeker & de Rijke sec. 4, eqs. 9-13).
+
+    For every query the count of candidates that enter the gradient w.r.t. the query,
+    in both directions: ``"i2t"`` (rows of S are the queries, captions the candidates)
+    and ``"t2i"`` (columns are the queries).
+
+    `loss` is one of :data:`COCOS_LOSSES`:
+
+    - ``"triplet"`` (eq. 9b): :math:`C^q = \#\{v^- : s^+ - s^- < \alpha\}`, with
+      :math:`\alpha` = `margin`; these are exactly the negatives with a non-zero
+      gradient in :func:`vlr_lib.losses.triplet_all`.
+    - ``"triplet_sh"`` (eqs. 9a, 10): :math:`C^q = 1\{s^+ - \max s^- < \alpha\}`, so
+      :math:`C^B` is the number of queries with a non-zero gradient in
+      :func:`vlr_lib.losses.triplet_hardest`.
+    - ``"nt_xent"`` (eq. 11): a negative contributes when its softmax weight
+      :math:`e^{s^-/\tau}/Z(q) > \epsilon`, :math:`Z(q)` summing :math:`e^{s/\tau}` over
+      the positive and the negatives (`temperature` = :math:`\tau`). ``W_neg`` is
+      :math:`W^{qv^-}`, the summed weight of the contributing negatives, and ``W_pos``
+      is :math:`W^{qv^+} = 1 - e^{s^+/\tau}/Z(q)`, both averaged over the queries.
+      The weights are :math:`\tau` times the gradient of
+      :func:`vlr_lib.losses.info_nce` w.r.t. the negatives' scores.
+    - ``"smooth_ap"`` (eq. 13): :math:`C^q = \frac{1}{|P|}\sum_{i\in P}
+      \#\{j \ne i : sim(D_{ij}) / R(i,\Omega)^2 > \epsilon\}` (negatives and the other
+      positives), with :math:`G(x) = \sigma(x/\tau)` (eq. 7, `tau` = :math:`\tau`),
+      :math:`R(i,\Omega) = 1 + \sum_{j\ne i} G(D_{ij})` and :math:`sim = G(1-G)/\tau`.
+
+    Readings of the extraction (written down because the text is ambiguous):
+
+    - :math:`D_{ij}`: the text says :math:`s_i - s_j`, but the matrix of appendix eq. 16
+      gives :math:`s_j - s_i`, and only that sign makes :math:`R` count the candidates
+      ranked *above* i (eqs. 6, 17); we use :math:`D_{ij} = s_j - s_i`, as
+      :func:`vlr_lib.losses.smooth_ap` does. :math:`sim(D)` is even in D, so the sign
+      only matters for the rank.
+    - :math:`sim` includes the factor :math:`1/\tau` (appendix eqs. 23-24: "the
+      derivative of (7)"). With one positive per query, :math:`sim(D_{ij})/R^2` is then
+      exactly the gradient of :math:`1 - AP_q` w.r.t. :math:`s_j`.
+    - The tables report :math:`C^q` as the mean over the queries that have a gradient
+      (:math:`C^q > 0`): Table 2, Flickr30k VSE++ Triplet i2t, 768.92 / (128 - 14.78)
+      = 6.79; Triplet-SH shows 1 +- 0; Table 4 t2i shows 1.47 with 636.7 of 640 queries
+      at zero. That is ``"C_q_mean_active"``; ``"C_q_mean"`` averages over all queries.
+    - Several positives per query (`pos_mask`, e.g. five captions per image): each
+      positive pair is one anchor term, as in :mod:`vlr_lib.losses`. Triplet, Triplet-SH
+      and NT-Xent counts add over the anchor terms of the query (the gradient w.r.t. the
+      query adds them); NT-Xent's ``W_neg``/``W_pos`` average over them (each is a share
+      of one softmax); SmoothAP averages over the positives as eq. 13 does. With one
+      positive per query every count is the paper's.
+
+    Returns ``{"i2t": d, "t2i": d}``, each ``d`` with
+
+    - ``"n_queries"`` (int), ``"C_q"`` (tensor [n_queries]: :math:`C^q` per query),
+    - ``"C_q_mean"`` (float): :math:`C^q` averaged over all queries,
+    - ``"C_q_mean_active"`` (float): averaged over queries with :math:`C^q > 0`, the
+      tables' convention (NaN when no query has a gradient),
+    - ``"C_B"``: :math:`\sum_q C^q` (int; a float for SmoothAP, whose :math:`C^q` is
+      a mean over positives -- the paper does not report it there),
+    - ``"C_0"`` (int): the number of queries with :math:`C^q = 0`,
+    - NT-Xent only: ``"W_neg"`` and ``"W_pos"`` (floats).
+
+    `eps` (the threshold :math:`\epsilon`, 0.01 in the paper) is used by NT-Xent and
+    SmoothAP; `margin` by the triplets; `temperature` by NT-Xent; `tau` by SmoothAP.
+    All are validated whatever `loss` is.
+    """
+    check_choice("loss", loss, COCOS_LOSSES)
+    eps = check_positive("eps", eps)
+    margin = check_nonnegative("margin", margin)
+    temperature = check_positive("temperature", temperature)
+    tau = check_positive("tau", tau)
+    S, pos = check_similarity(S, pos_mask, both_directions=True)
+    S = S.detach()
+    is_pos = ~pos.neg
+    out = {}
+    for direction, (S_dir, pos_dir) in {"i2t": (S, is_pos), "t2i": (S.T, is_pos.T)}.items():
+        pr = _pairs(S_dir, pos_dir)
+        if loss == "triplet":
+            parts = _triplet(pr, margin)
+        elif loss == "triplet_sh":
+            parts = _triplet_sh(pr, margin)
+        elif loss == "nt_xent":
+            parts = _nt_xent(pr, temperature, eps)
+        else:
+            parts = _smooth_ap(pr, tau, eps)
+        out[direction] = _summary(parts)
+    return out
+
+
+def cocos_table(
+    S: Tensor,
+    eps: float = 0.01,
+    margin: float = 0.2,
+    temperature: float = 0.1,
+    tau: float = 0.01,
+    pos_mask: Tensor | None = None,
+    losses: tuple[str, ...] = COCOS_LOSSES,
+):
+    """COCOS of several losses on one S as a pandas DataFrame (Bleeker & de Rijke Tables 2-4).
+
+    One row per loss x direction, in the order of `losses`, i2t before t2i. Columns:
+    ``table`` (2, 3 or 4: where the paper reports that loss), ``loss``, ``direction``,
+    ``C_q`` (mean over queries with a gradient, the tables' convention), ``C_q_all``
+    (mean over all queries), ``C_B``, ``C_0``, ``W_neg`` and ``W_pos`` (NT-Xent only,
+    NaN elsewhere) and ``n_queries``. The paper averages these over many batches of
+    128; average the frames of several batches to do the same. See :func:`cocos` for
+    the definitions and arguments.
+    """
+    import pandas as pd  # only the table needs pandas
+
+    if isinstance(losses, str):
+        losses = (losses,)
+    rows = []
+    for name in losses:
+        result = cocos(S, name, eps=eps, margin=margin, temperature=temperature, tau=tau, pos_mask=pos_mask)
+        for direction, d in result.items():
+            rows.append(
+                {
+                    "table": _TABLE_OF[name],
+                    "loss": name,
+                    "direction": direction,
+                    "C_q": d["C_q_mean_active"],
+                    "C_q_all": d["C_q_mean"],
+                    "C_B": float(d["C_B"]),
+                    "C_0": d["C_0"],
+                    "W_neg": d.get("W_neg", math.nan),
+                    "W_pos": d.get("W_pos", math.nan),
+                    "n_queries": d["n_queries"],
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- tangent gradients
+
+
+class TangentNorms(NamedTuple):
+    """Gradients w.r.t. the unit embeddings, split into tangent and radial parts.
+
+    ``img`` / ``txt``: norms of the tangent components, shape [N_img] / [N_txt].
+    ``img_radial`` / ``txt_radial``: the signed radial coefficients g.x (the radial
+    component is (g.x) x; its norm is the absolute value).
+    ``img_tangent`` / ``txt_tangent``: the tangent vectors g - (g.x) x, [N, D].
+    Fields are reachable as attributes or by name: ``r.img`` or ``r["img"]``.
+    """
+
+    img: Tensor
+    txt: Tensor
+    img_radial: Tensor
+    txt_radial: Tensor
+    img_tangent: Tensor
+    txt_tangent: Tensor
+
+    def __getitem__(self, key):  # type: ignore[override]
+        if isinstance(key, str):
+            return getattr(self, key)
+        return tuple.__getitem__(self, key)
+
+
+def _split(g: Tensor, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Tangent norm, radial coefficient and tangent vector of gradients g at unit points x."""
+    radial = (g * x).sum(dim=1)
+    tangent = g - radial[:, None] * x
+    return tangent.norm(dim=1), radial, tangent
+
+
+def tangent_gradient_norms(img: Tensor, txt: Tensor, loss_fn: Callable[[Tensor], Tensor]) -> TangentNorms:
+    r"""Per-sample norm of the loss gradient tangent to the unit hypersphere (Li et al. sec. 3.3).
+
+    `img` [N_img, D] and `txt` [N_txt, D] are normalised here onto the unit sphere,
+    :math:`S = \hat{v} \hat{t}^\top` is formed and `loss_fn(S)` (a scalar, e.g.
+    ``lambda S: losses.triplet_hardest(S, 0.2)``) is differentiated w.r.t. the unit
+    embeddings. Each gradient g at a unit point x splits into a radial part
+    :math:`(g\cdot x)x`, which only changes the length and is undone by normalisation,
+    and the tangent part :math:`g - (g\cdot x)x`, the one that moves x on the sphere.
+    Its norm is :math:`\|g\| \sin\theta(x, g)` -- Li et al. eqs. 11-12 and 17-18 for
+    the losses they analyse. It is also :math:`\|x_{raw}\|\,\|\partial L/\partial x_{raw}\|`
+    for the un-normalised embedding, i.e. what a network actually receives.
+
+    Returns a :class:`TangentNorms` (tangent norms, signed radial coefficients and the
+    tangent vectors, for images and captions). The inputs' autograd graphs are not
+    touched; the outputs carry no graph.
+    """
+    check_tensor("img", img, ndim=2)
+    check_tensor("txt", txt, ndim=2)
+    if txt.shape[1] != img.shape[1]:
+        raise ValueError(f"txt must have the embedding dimension of img ({img.shape[1]}), got {txt.shape[1]}")
+    if not callable(loss_fn):
+        raise TypeError(f"loss_fn must be a callable S -> scalar loss, got {type(loss_fn).__name__}")
+    with torch.enable_grad():
+        v = l2_normalize(img.detach()).requires_grad_()
+        t = l2_normalize(txt.detach()).requires_grad_()
+        loss = loss_fn(v @ t.T)
+        if not isinstance(loss, Tensor) or loss.numel() != 1:
+            raise ValueError("loss_fn must return a scalar tensor")
+        if not loss.requires_grad:
+            raise ValueError("loss_fn must return a loss that depends on S (no gradient reached S)")
+        g_v, g_t = torch.autograd.grad(loss.reshape(()), (v, t), allow_unused=True)
+    g_v = torch.zeros_like(v) if g_v is None else g_v
+    g_t = torch.zeros_like(t) if g_t is None else g_t
+    v, t = v.detach(), t.detach()
+    n_v, r_v, tan_v = _split(g_v, v)
+    n_t, r_t, tan_t = _split(g_t, t)
+    return TangentNorms(n_v, n_t, r_v, r_t, tan_v, tan_t)
+
+
+class SphereNorms(NamedTuple):
+    """Tangent-gradient norms at the anchor, its hardest negative and its positive.
+
+    Reachable as attributes or by name (``r.anchor`` or ``r["anchor"]``).
+    """
+
+    anchor: Tensor
+    negative: Tensor
+    positive: Tensor
+
+    def __getitem__(self, key):  # type: ignore[override]
+        if isinstance(key, str):
+            return getattr(self, key)
+        return tuple.__getitem__(self, key)
+
+
+def _angles(theta_pos, theta_neg, phi) -> tuple[Tensor, Tensor, Tensor]:
+    vals = []
+    for name, value in (("theta_pos", theta_pos), ("theta_neg", theta_neg), ("phi", phi)):
+        if isinstance(value, Tensor):
+            check_tensor(name, value)
+            vals.append(value)
+        else:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{name} must be a number or a tensor of angles, got {type(value).__name__}")
+            if not math.isfinite(value):
+                raise ValueError(f"{name} must be finite, got {value}")
+            vals.append(torch.tensor(float(value), dtype=torch.float64))
+    dtype = torch.promote_types(torch.promote_types(vals[0].dtype, vals[1].dtype), vals[2].dtype)
+    return tuple(torch.broadcast_tensors(*(x.to(dtype) for x in vals)))  # type: ignore[return-value]
+
+
+def _geometry(theta_pos, theta_neg, phi) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """Anchor-tangent norm of (t_neg - t_pos), sines and similarities of the Fig. 2 geometry.
+
+    Anchor v = e_z; positive t at polar angle theta_pos, hardest negative t^ at polar
+    angle theta_neg, their azimuths phi apart around v. The tangent part of t^ - t at
+    v is its projection onto the x-y plane:
+    ||.||^2 = sin^2 theta_neg + sin^2 theta_pos - 2 sin theta_pos sin theta_neg cos phi.
+    """
+    tp, tn, ph = _angles(theta_pos, theta_neg, phi)
+    sp, sn = torch.sin(tp), torch.sin(tn)
+    anchor = (sn * torch.cos(ph) - sp).hypot(sn * torch.sin(ph))
+    return anchor, sn.abs(), sp.abs(), torch.cos(tp), torch.cos(tn)
+
+
+def triplet_hn_tangent_norm(theta_pos, theta_neg, phi, margin: float = 0.2) -> SphereNorms:
+    r"""Closed-form tangent-gradient norms of Triplet-HN for one anchor (Li et al. eqs. 8-12).
+
+    Unit anchor v, positive t with :math:`\theta(v, t)` = `theta_pos`, hardest negative
+    :math:`\hat t` with :math:`\theta(v, \hat t)` = `theta_neg`, and `phi` the angle
+    between the two around the anchor's axis (0: same side of v, :math:`\pi`: opposite
+    sides -- the 2-D picture of Li et al. Fig. 2). Angles in radians; floats or tensors
+    (broadcast). With the loss active (:math:`\cos\theta^- - \cos\theta^+ + m > 0`):
+
+    - anchor, eq. 11: :math:`\|\hat t - t\|\sin\theta(v, \hat t - t)`, the norm of
+      :math:`(\hat t - t) - ((\hat t - t)\cdot v)v`;
+    - hardest negative, eq. 12: :math:`\sin\theta(v, \hat t)`;
+    - positive (same argument, not written in the paper): :math:`\sin\theta(v, t)`.
+
+    All three are 0 when the hinge is inactive. For :math:`\hat t \to v` the negative's
+    norm vanishes, and for :math:`\hat t \to t` so does the anchor's -- Li et al.'s
+    explanation of Triplet-HN's early vanishing gradient.
+    """
+    m = check_nonnegative("margin", margin)
+    anchor, neg, pos, cos_p, cos_n = _geometry(theta_pos, theta_neg, phi)
+    active = ((cos_n - cos_p + m) > 0).to(anchor.dtype)
+    return SphereNorms(anchor * active, neg * active, pos * active)
+
+
+def unified_tangent_norm(theta_pos, theta_neg, phi, margin: float = 0.2, gamma: float = 60.0) -> SphereNorms:
+    r"""Closed-form tangent-gradient norms of the unified loss with one negative (Li et al. eqs. 13-18).
+
+    Same geometry as :func:`triplet_hn_tangent_norm`. For
+    :math:`\frac{1}{\gamma}\log(1 + e^{\gamma(s^- - s^+ + m)})` the gradient is the
+    Triplet-HN one scaled by :math:`D/(1+D)`, :math:`D = e^{\gamma(\cos\theta^- - \cos\theta^+ + m)}`
+    (eqs. 14-16; the paper sets :math:`\gamma = 1`, the :math:`1/\gamma` of eq. 5 cancels
+    the chain-rule :math:`\gamma` for any :math:`\gamma`). As :math:`\gamma\to\infty`,
+    :math:`D/(1+D)` tends to the hinge's indicator: eq. 6. With a single negative the
+    sum of eq. 17 has one term, so it is exact (with several negatives eq. 17 adds the
+    norms of the terms, an upper bound on the norm of their sum).
+    """
+    m = check_nonnegative("margin", margin)
+    g = check_positive("gamma", gamma)
+    anchor, neg, pos, cos_p, cos_n = _geometry(theta_pos, theta_neg, phi)
+    weight = torch.sigmoid(g * (cos_n - cos_p + m))  # D / (1 + D)
+    return SphereNorms(anchor * weight, neg * weight, pos * weight)
