@@ -176,6 +176,8 @@ def info_nce(
     inv_t = 1.0 / check_positive("temperature", temperature)
 
     def term(S: Tensor, pos: Positives) -> Tensor:
+        if pos.diagonal:  # the positive is the only non-negative: plain cross-entropy
+            return F.cross_entropy(S * inv_t, pos.rows, reduction="none")
         logit_pos = _pos_scores(S, pos) * inv_t
         return torch.logaddexp(logit_pos, _neg_logsumexp(S, pos, inv_t)) - logit_pos
 
@@ -219,6 +221,12 @@ def unified(
         S = weights * S
 
     def term(S: Tensor, pos: Positives) -> Tensor:
+        if pos.diagonal:
+            # log(1 + sum_n e^{g(s_in - s_ii + m)}) is the cross-entropy of the logits
+            # g * (S + m off the diagonal) with target i: the j = i term is e^0 = 1.
+            logits = S + (m[:, None] if isinstance(m, Tensor) else m)
+            logits.diagonal().sub_(m)
+            return F.cross_entropy(logits * g, pos.rows, reduction="none") / g
         return F.softplus(g * (m - _pos_scores(S, pos)) + _neg_logsumexp(S, pos, g), threshold=20.0) / g
 
     return _finite(reduce(_both_directions(S, pos, term), reduction), "unified")
@@ -262,6 +270,8 @@ def sampled_softmax(
     min_negs = int(pos.neg.sum(dim=1).min())
     k = _topk_count(topk, min_negs, "negatives per row", allow_fraction=False)
     logits = S * lam
+    if pos.diagonal and k is None:
+        return _finite(reduce(F.cross_entropy(logits, pos.rows, reduction="none"), reduction), "sampled_softmax")
     masked = _masked(logits, pos.neg, -math.inf)
     if k is not None:
         masked = masked.topk(k, dim=1).values
@@ -326,12 +336,10 @@ def smooth_ap(S: Tensor, tau: float = 0.01, pos_mask: Tensor | None = None, redu
     rows, neg = _query_rows(S, pos)  # [P, M]: the row of the query of each positive
     s_i = _pos_scores(S, pos)[:, None]
     above = torch.sigmoid((rows - s_i) / t)
-    # Leave out j == i itself: it is a positive whose sigmoid(0) = 1/2 is no ranking evidence.
-    is_self = torch.zeros_like(above, dtype=torch.bool)
-    is_self[torch.arange(pos.count, device=S.device), pos.cols] = True
-    above = above.masked_fill(is_self, 0.0)
-    rank_pos = 1.0 + (above * ~neg).sum(dim=1)
-    rank_all = 1.0 + above.sum(dim=1)
+    # The sums run over j != i: the j = i term is exactly sigmoid(0) = 1/2 with zero
+    # gradient (s_i - s_i), so subtracting 1/2 removes it without a mask.
+    rank_all = 0.5 + above.sum(dim=1)
+    rank_pos = 1.0 if pos.diagonal else 0.5 + (above * ~neg).sum(dim=1)
     ratio = rank_pos / rank_all  # [P]
     n_rows = S.shape[0]
     ap_sum = torch.zeros(n_rows, dtype=S.dtype, device=S.device).index_add(0, pos.rows, ratio)
