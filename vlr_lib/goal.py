@@ -316,8 +316,8 @@ def _ms_sets(S: Tensor, pos: Positives, s_pos: Tensor, s_neg: Tensor, neg_col: T
     return (others_pos, in_p), (rows, in_n)
 
 
-def _one_direction(S: Tensor, pos: Positives, cfg: _Config) -> tuple[Tensor, Tensor]:
-    """Designed dL/dS and triplet-hardest value for the row queries of S."""
+def _one_direction(S: Tensor, pos: Positives, cfg: _Config, grad: Tensor) -> Tensor:
+    """Add the designed dL/dS of the row queries of S to `grad`; return their triplet-hardest value."""
     s_pos, s_neg, neg_col = _hardest(S, pos)
     t = _triplet(cfg.triplet, s_pos, s_neg, cfg.margin, cfg.tau)
     ms_pos = ms_neg = None
@@ -327,19 +327,20 @@ def _one_direction(S: Tensor, pos: Positives, cfg: _Config) -> tuple[Tensor, Ten
         ms_neg = _relative(cfg.pair, s_neg, cand_n, in_n, False, cfg.alpha, cfg.beta)
     w_pos = t * _pair(cfg.pair, s_pos, True, cfg.alpha, cfg.beta, cfg.lam, ms_pos)
     w_neg = t * _pair(cfg.pair, s_neg, False, cfg.alpha, cfg.beta, cfg.lam, ms_neg)
-    grad = torch.zeros_like(S)
+    # The gradient is built from these 2P weights alone: checking them checks it.
+    if not bool(torch.isfinite(w_pos).all() & torch.isfinite(w_neg).all()):
+        raise FloatingPointError("goal produced a non-finite gradient; please report this with the input S")
     # Several positives of one query share its hardest negative: accumulate.
     grad.index_put_((pos.rows, pos.cols), -w_pos, accumulate=True)
     grad.index_put_((pos.rows, neg_col), w_neg, accumulate=True)
-    return grad, F.relu(cfg.margin + s_neg - s_pos).sum()
+    return F.relu(cfg.margin + s_neg - s_pos).sum()
 
 
 def _goal(S: Tensor, pos: Positives, cfg: _Config) -> tuple[Tensor, Tensor]:
-    grad_rows, value_rows = _one_direction(S, pos, cfg)
-    grad_cols, value_cols = _one_direction(S.T, pos.transposed(), cfg)
-    grad = grad_rows + grad_cols.T
-    if not bool(torch.isfinite(grad).all()):
-        raise FloatingPointError("goal produced a non-finite gradient; please report this with the input S")
+    grad = torch.zeros_like(S)
+    # One buffer for both directions: the caption queries write through its transpose.
+    value_rows = _one_direction(S, pos, cfg, grad)
+    value_cols = _one_direction(S.T, pos.transposed(), cfg, grad.T)
     return grad, value_rows + value_cols
 
 
