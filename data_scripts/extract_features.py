@@ -1,0 +1,104 @@
+"""Encode every image and caption of a dataset split once with a frozen backbone; cache to disk.
+
+    python data_scripts/extract_features.py --data shapes --data-path data/shapes --backbone clip-vit-b32
+    python data_scripts/extract_features.py --data flickr30k --data-path data/flickr30k \
+        --backbone vsepp-resnet50 --device cuda --batch-size 256
+
+One cache folder per split under --cache-root (see vlr_lib.features.default_cache_dir).
+A cache that matches the request is reused; one that does not (or is corrupt) is rebuilt.
+Pretrained weights download on first use (open_clip / torchvision caches);
+--pretrained none gives random weights (no download; for trials only).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+try:
+    import vlr_lib  # noqa: F401
+except ImportError:  # run from a checkout without `pip install -e .`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+SPLIT_KEYS = ("train", "validation", "test")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", choices=("shapes", "flickr30k"), default="shapes", help="dataset (default shapes)")
+    p.add_argument("--data-path", type=Path, default=None,
+                   help="saved dataset folder (make_shapes.py / prepare_flickr30k.py output); "
+                        "shapes without it are generated with --seed/--difficulty; flickr30k without it loads the Hub")
+    p.add_argument("--seed", type=int, default=0, help="shapes: seed when generating (default 0)")
+    p.add_argument("--difficulty", type=float, default=0.5, help="shapes: difficulty when generating (default 0.5)")
+    p.add_argument("--dataset-id", default=None,
+                   help="id recorded in the manifest (default: <data>:<folder name>, 'shapes', or the Hub repo id)")
+    p.add_argument("--revision", default=None, help="revision recorded in the manifest / used for the Hub")
+    p.add_argument("--split", choices=SPLIT_KEYS + ("all",), default="all", help="split to encode (default all)")
+    p.add_argument("--backbone", choices=("clip-vit-b32", "vsepp-resnet50"), default="clip-vit-b32")
+    p.add_argument("--pretrained", default="default",
+                   help="weights tag ('openai', 'IMAGENET1K_V2', ...), 'default' for the backbone's default, "
+                        "or 'none' for random weights")
+    p.add_argument("--cache-root", type=Path, default=Path("cache/features"), help="default cache/features")
+    p.add_argument("--device", default="cpu", help="torch device, e.g. cuda (default cpu)")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--num-workers", type=int, default=0, help="DataLoader workers for image decoding")
+    p.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
+    p.add_argument("--rebuild", action="store_true", help="rebuild even if a matching cache exists")
+    return p.parse_args(argv)
+
+
+def _load(args: argparse.Namespace):
+    from vlr_lib.data import load_flickr30k, load_shapes, make_shapes
+
+    if args.data == "shapes":
+        if args.data_path is not None:
+            return load_shapes(args.data_path), f"shapes:{args.data_path.resolve().name}", args.revision or ""
+        dd = make_shapes(seed=args.seed, difficulty=args.difficulty)
+        return dd, "shapes", args.revision or f"seed={args.seed},difficulty={args.difficulty}"
+    if args.data_path is not None:
+        return load_flickr30k(args.data_path), f"flickr30k:{args.data_path.resolve().name}", args.revision or ""
+    from vlr_lib.data.flickr30k import DEFAULT_REPO_ID, DEFAULT_REVISION, ENV_REPO, ENV_REVISION
+
+    repo = os.environ.get(ENV_REPO) or DEFAULT_REPO_ID
+    revision = args.revision or os.environ.get(ENV_REVISION) or DEFAULT_REVISION
+    return load_flickr30k(repo_id=repo, revision=revision), repo, revision
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from vlr_lib.data import DatasetUnavailableError
+    from vlr_lib.features import (FeatureCacheError, FeatureCacheMissingError, build_encoder, default_cache_dir,
+                                  load_or_build_features)
+
+    try:
+        dd, dataset_id, revision = _load(args)
+    except DatasetUnavailableError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    dataset_id = args.dataset_id or dataset_id
+    pretrained = True if args.pretrained == "default" else args.pretrained
+    encoder = None  # built once, only when some split needs it
+    for split in SPLIT_KEYS if args.split == "all" else (args.split,):
+        cache_dir = default_cache_dir(args.cache_root, dataset_id, revision, split, args.backbone, pretrained)
+        kwargs = dict(dataset_id=dataset_id, revision=revision, split=split, backbone=args.backbone,
+                      pretrained=pretrained, device=args.device, batch_size=args.batch_size, dtype=args.dtype,
+                      num_workers=args.num_workers)
+        fs = None
+        if not args.rebuild:
+            try:
+                fs = load_or_build_features(dd[split], cache_dir, build=False, **kwargs)
+            except FeatureCacheMissingError:
+                pass
+            except FeatureCacheError as err:
+                print(f"{split}: rebuilding ({err})")
+        if fs is None:
+            encoder = encoder or build_encoder(args.backbone, pretrained, args.device)
+            fs = load_or_build_features(dd[split], cache_dir, encoder=encoder, rebuild=True, **kwargs)
+        print(f"{split}: img {tuple(fs.img.shape)}, txt {tuple(fs.txt.shape)} -> {cache_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

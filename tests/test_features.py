@@ -1,0 +1,305 @@
+"""Frozen-backbone features and their on-disk cache; random weights of the real classes, no download."""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from vlr_lib import features as V
+from vlr_lib.data import make_shapes
+
+ROOT = Path(__file__).resolve().parents[1]
+IMG = 64  # small input side keeps ResNet-50 / ViT-B-32 fast on CPU
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One intra-op thread: on a shared 2-core machine, 2 spinning OpenMP threads run several times slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_shapes(5, 3, 2, seed=4)
+
+
+@pytest.fixture(scope="module")
+def resnet():
+    return V.build_encoder("vsepp-resnet50", pretrained=False, image_size=IMG, seed=0)
+
+
+def _build(ds, cache_dir, encoder, **overrides):
+    kwargs = dict(dataset_id="shapes-test", revision="seed=4", split="train", backbone="vsepp-resnet50",
+                  pretrained=False, image_size=IMG, encoder=encoder, progress=False, batch_size=4)
+    return V.load_or_build_features(ds, cache_dir, **{**kwargs, **overrides})
+
+
+@pytest.fixture(scope="module")
+def built(data, resnet, tmp_path_factory):
+    """A cache of the train split (5 images), built once."""
+    cache = tmp_path_factory.mktemp("features") / "train"
+    return cache, _build(data["train"], cache, resnet)
+
+
+@pytest.fixture(scope="module")
+def built_test(data, resnet, tmp_path_factory):
+    """A cache of the test split (2 images): the tests that modify a cache work on copies of it."""
+    cache = tmp_path_factory.mktemp("features") / "test"
+    return cache, _build(data["test"], cache, resnet, split="test")
+
+
+@pytest.fixture
+def copy(built_test, tmp_path):
+    cache = tmp_path / "c"
+    shutil.copytree(built_test[0], cache)
+    return cache, built_test[1]
+
+
+def _build_test(data, cache, encoder, **overrides):
+    return _build(data["test"], cache, encoder, **{"split": "test", **overrides})
+
+
+def _same(a: V.FeatureSet, b: V.FeatureSet) -> bool:
+    return all(torch.equal(getattr(a, k), getattr(b, k)) for k in ("img", "txt", "caption_to_image"))
+
+
+# ---------------------------------------------------------------- encoders
+def test_resnet_encoder_is_torchvision_resnet50_without_download(resnet):
+    import torchvision
+
+    assert isinstance(resnet.model, torchvision.models.ResNet)
+    assert resnet.pretrained == "none" and resnet.init_seed == 0
+    assert sum(p.numel() for p in resnet.model.parameters()) == 23_508_032  # ResNet-50 minus its fc layer
+    assert not any(p.requires_grad for p in resnet.model.parameters())
+
+
+def test_random_init_is_seeded():
+    a = V.build_encoder("vsepp-resnet50", pretrained=None, image_size=IMG, seed=1)
+    b = V.build_encoder("vsepp-resnet50", pretrained=None, image_size=IMG, seed=1)
+    state = torch.get_rng_state()
+    c = V.build_encoder("vsepp-resnet50", pretrained=None, image_size=IMG, seed=2)
+    assert torch.equal(state, torch.get_rng_state())  # the global RNG is left alone
+    w = lambda e: e.model.conv1.weight  # noqa: E731
+    assert torch.equal(w(a), w(b)) and not torch.equal(w(a), w(c))
+
+
+def test_clip_encoder_random_weights(data):
+    import open_clip
+
+    enc = V.build_encoder("clip-vit-b32", pretrained=None, image_size=IMG, seed=0)
+    assert isinstance(enc.model, open_clip.model.CLIP) and enc.pretrained == "none"
+    one = data["test"].select([1])
+    img, txt, c2i = V.extract_features(one, enc, batch_size=8, progress=False)
+    assert img.shape == (1, 512) and txt.shape == (5, 512) and torch.isfinite(img).all()
+    with torch.no_grad():  # the same numbers as calling the model directly
+        tokens = enc.tokenizer(one[0]["caption"])
+        torch.testing.assert_close(txt, enc.model.encode_text(tokens))
+        torch.testing.assert_close(img, enc.model.encode_image(enc.transform(one[0]["image"])[None]))
+    torch.testing.assert_close(c2i, torch.zeros(5, dtype=torch.long))
+
+
+def _bow_reference(text: str, dim: int) -> torch.Tensor:
+    """Loop version: lower-case word uni- and bigrams, blake2b hash, top bit = sign, L2-normalised."""
+    words = "".join(ch if ch.isalnum() else " " for ch in text.lower()).split()
+    v = torch.zeros(dim, dtype=torch.float64)
+    for gram in words + [a + " " + b for a, b in zip(words, words[1:])]:
+        h = int.from_bytes(hashlib.blake2b(gram.encode(), digest_size=8).digest(), "little")
+        v[h % dim] += 1.0 if h >> 63 else -1.0
+    return v / v.norm()
+
+
+def test_hashed_bow_matches_loop_reference():
+    texts = ["A small red circle left of a blue square", "red red red", "two shapes: a big green triangle"]
+    got = V.hashed_bow(texts, 64).double()
+    for row, text in zip(got, texts):
+        torch.testing.assert_close(row, _bow_reference(text, 64))
+
+
+def test_hashed_bow_sees_word_order_through_bigrams():
+    a, b = V.hashed_bow(["a red circle and a blue square", "a blue circle and a red square"])
+    assert (a - b).abs().max() > 0.1
+    assert torch.allclose(a.norm(), torch.tensor(1.0))
+
+
+@pytest.mark.parametrize(
+    "call, exc, name",
+    [(lambda: V.resolve_pretrained("vit", True), ValueError, "backbone"),
+     (lambda: V.resolve_pretrained("clip-vit-b32", 3), TypeError, "pretrained"),
+     (lambda: V.build_encoder("vsepp-resnet50", False, image_size=8), ValueError, "image_size")],
+)
+def test_bad_inputs(call, exc, name):
+    with pytest.raises(exc, match=f"^{name}"):
+        call()
+
+
+def test_pretrained_tags():
+    assert V.resolve_pretrained("clip-vit-b32", True) == "openai"
+    assert V.resolve_pretrained("vsepp-resnet50", True) == "IMAGENET1K_V1"
+    assert V.resolve_pretrained("vsepp-resnet50", "IMAGENET1K_V2") == "IMAGENET1K_V2"
+    assert V.resolve_pretrained("clip-vit-b32", False) == V.resolve_pretrained("clip-vit-b32", None) == "none"
+
+
+# ---------------------------------------------------------------- extraction and cache
+def test_features_equal_direct_encoding(built, data, resnet):
+    _, fs = built
+    ds = data["train"]
+    assert fs.img.shape == (5, 2048) and fs.txt.shape == (25, 2048) and fs.img.dtype == torch.float32
+    with torch.no_grad():
+        direct = resnet.model(torch.stack([resnet.transform(ds[i]["image"]) for i in range(5)]))
+    torch.testing.assert_close(fs.img, direct, rtol=1e-4, atol=1e-4)  # batches of 4 + 1 vs 5: float rounding
+    captions = [c for caps in ds["caption"] for c in caps]
+    torch.testing.assert_close(fs.txt, V.hashed_bow(captions))
+    assert fs.caption_to_image.tolist() == [i for i in range(5) for _ in range(5)]
+
+
+def test_round_trip_and_manifest(built, data):
+    cache, fs = built
+    manifest = json.loads((cache / V.MANIFEST_FILE).read_text())
+    expected = {"backbone": "vsepp-resnet50", "pretrained": "none", "init_seed": 0, "dataset_id": "shapes-test",
+                "revision": "seed=4", "split": "train", "n_images": 5, "n_captions": 25, "dtype": "float32",
+                "dim": 2048, "image_size": IMG, "format_version": V.FORMAT_VERSION,
+                "text_encoder": "hashed-bow-uni+bi-blake2b-2048"}
+    assert {k: manifest[k] for k in expected} == expected
+    assert manifest["vlr_lib_version"] and manifest["torch_version"] == torch.__version__
+    assert manifest["data_signature"] == V.data_signature(data["train"])
+    saved = torch.load(cache / V.FEATURES_FILE, weights_only=True)
+    h = hashlib.sha256()  # independent recomputation of the documented content hash
+    for name in sorted(saved):
+        t = saved[name].contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode() + t.numpy().tobytes())
+    assert manifest["content_hash"] == h.hexdigest()
+    assert _same(V.load_features(cache), fs)
+
+
+def test_matching_cache_is_reused_without_encoding(built, data, resnet, monkeypatch):
+    cache, fs = built
+    monkeypatch.setattr(resnet, "encode_images", lambda x: pytest.fail("the cache should have been reused"))
+    assert _same(_build(data["train"], cache, resnet), fs)
+    assert _same(_build(data["train"], cache, None, build=False), fs)  # no encoder needed at all
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"dataset_id": "flickr30k"}, {"revision": "seed=5"}, {"split": "test"}, {"pretrained": "IMAGENET1K_V1"},
+     {"dtype": "float16"}, {"backbone": "clip-vit-b32"}, {"n_images": 4}, {"data_signature": "0" * 64}],
+)
+def test_every_request_field_is_compared(built, data, change):
+    cache, _ = built
+    request = V.make_request(data["train"], backbone="vsepp-resnet50", pretrained=False, dataset_id="shapes-test",
+                             revision="seed=4", split="train", image_size=IMG)
+    V.load_features(cache, request)  # the unchanged request matches
+    with pytest.raises(V.FeatureCacheStaleError, match=next(iter(change))):
+        V.load_features(cache, {**request, **change})
+
+
+def test_stale_cache_is_rebuilt(copy, data, resnet):
+    cache, first = copy
+    other = data["validation"].select([0, 1])  # a different request: split (same counts)
+    with pytest.raises(V.FeatureCacheStaleError, match="split"):
+        _build(other, cache, resnet, split="validation", build=False)
+    with pytest.warns(RuntimeWarning, match="does not match"):
+        rebuilt = _build(other, cache, resnet, split="validation")
+    assert rebuilt.img.shape == (2, 2048) and not torch.equal(rebuilt.img, first.img)
+    manifest = V.read_manifest(cache)
+    assert manifest["split"] == "validation" and manifest["data_signature"] == V.data_signature(other)
+    assert _same(V.load_features(cache), rebuilt)
+
+
+def test_changed_captions_make_the_cache_stale(copy, data, resnet):
+    cache, _ = copy
+    edited = data["test"].map(lambda r: {"caption": [c + "!" for c in r["caption"]]})
+    with pytest.raises(V.FeatureCacheStaleError, match="data_signature"):
+        _build(edited, cache, resnet, split="test", build=False)
+
+
+def test_corrupt_cache_is_detected_and_rebuilt(copy, data, resnet):
+    cache, good = copy
+    tampered = {"img": good.img.clone(), "txt": good.txt, "caption_to_image": good.caption_to_image}
+    tampered["img"][0, 0] += 1.0
+    torch.save(tampered, cache / V.FEATURES_FILE)  # manifest left as it was
+    with pytest.raises(V.FeatureCacheCorruptError, match="content hash"):
+        V.load_features(cache)
+    with pytest.raises(V.FeatureCacheCorruptError):
+        _build_test(data, cache, resnet, build=False)
+    with pytest.warns(RuntimeWarning, match="corrupt"):
+        again = _build_test(data, cache, resnet)
+    assert _same(again, good)
+    (cache / V.FEATURES_FILE).write_bytes((cache / V.FEATURES_FILE).read_bytes()[:100])  # truncated
+    with pytest.raises(V.FeatureCacheCorruptError, match="cannot read"):
+        V.load_features(cache)
+
+
+def test_missing_cache_with_build_false(tmp_path, data):
+    with pytest.raises(V.FeatureCacheMissingError, match="no feature cache at .*extract_features.py"):
+        _build(data["train"], tmp_path / "none", None, build=False)
+
+
+def test_crash_before_replace_leaves_the_old_cache_intact(copy, monkeypatch):
+    cache, old = copy
+    old_bytes = {f: (cache / f).read_bytes() for f in (V.FEATURES_FILE, V.MANIFEST_FILE)}
+
+    def crash(src, dst):
+        raise OSError("simulated crash between the temporary write and the rename")
+
+    monkeypatch.setattr(V.os, "replace", crash)
+    new = V.FeatureSet(old.img + 1, old.txt, old.caption_to_image, dict(old.manifest))
+    with pytest.raises(OSError, match="simulated crash"):
+        V.save_features(cache, new)
+    monkeypatch.undo()
+    assert {f: (cache / f).read_bytes() for f in old_bytes} == old_bytes
+    assert sorted(p.name for p in cache.iterdir()) == [V.FEATURES_FILE, V.MANIFEST_FILE]  # temp file removed
+    assert _same(V.load_features(cache), old)
+
+
+def test_crash_between_features_and_manifest_is_detected(copy, data, resnet, monkeypatch):
+    cache, old = copy
+    real_replace, calls = V.os.replace, []
+
+    def replace_then_crash(src, dst):
+        calls.append(dst)
+        if len(calls) == 2:  # the manifest, written last
+            raise OSError("simulated crash")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(V.os, "replace", replace_then_crash)
+    with pytest.raises(OSError):
+        V.save_features(cache, V.FeatureSet(old.img * 2, old.txt, old.caption_to_image, dict(old.manifest)))
+    monkeypatch.undo()
+    with pytest.raises(V.FeatureCacheCorruptError):  # new features, old manifest: the hash disagrees
+        V.load_features(cache)
+    with pytest.warns(RuntimeWarning):
+        assert _same(_build_test(data, cache, resnet), old)
+
+
+def test_encoder_must_match_the_request(tmp_path, data, resnet):
+    with pytest.raises(ValueError, match="^encoder"):
+        _build(data["train"], tmp_path / "c", resnet, image_size=224)
+
+
+def test_float16_cache(tmp_path, data, resnet):
+    fs = _build_test(data, tmp_path / "c", resnet, dtype="float16")
+    assert fs.img.dtype == torch.float16 and V.read_manifest(tmp_path / "c")["dtype"] == "float16"
+    assert V.load_features(tmp_path / "c").txt.dtype == torch.float16
+
+
+def test_default_cache_dir_is_safe_and_distinct(tmp_path):
+    a = V.default_cache_dir(tmp_path, "nlphuji/flickr30k", "refs/convert/parquet", "train", "clip-vit-b32")
+    b = V.default_cache_dir(tmp_path, "nlphuji/flickr30k", "refs/convert/parquet", "test", "clip-vit-b32")
+    assert a.parent == tmp_path and "/" not in a.name and a != b and "openai" in a.name
+
+
+def test_extract_script_help():
+    script = ROOT / "data_scripts" / "extract_features.py"
+    out = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, check=True)
+    for flag in ("--backbone", "--device", "--batch-size", "--cache-root", "--pretrained", "--split"):
+        assert flag in out.stdout
+    assert all(b in out.stdout for b in V.BACKBONES)
