@@ -19,6 +19,9 @@ def test_heatmap_shapes_and_marks(n, diverging):
     assert np.isfinite(np.asarray(heat.z, dtype=float)).all()
     assert list(marks.x) == list(range(n)) and list(marks.y) == list(range(n))
     assert (heat.zmid == 0.0) == diverging
+    # Outline symbols take their colour from marker.color: it must be visible.
+    assert marks.marker.symbol.endswith("-open") and "rgba(0,0,0,0)" not in str(marks.marker.color)
+    assert fig.layout.xaxis.constrain == "domain" and fig.layout.yaxis.constrain == "domain"
 
 
 def test_heatmap_rejects_bad_input():

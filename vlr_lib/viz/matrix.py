@@ -11,7 +11,8 @@ def _marks(mask: np.ndarray, name: str, colour: str, symbol: str) -> go.Scatter:
     rows, cols = np.nonzero(mask)
     return go.Scatter(
         x=cols, y=rows, mode="markers", name=name,
-        marker=dict(symbol=symbol, size=12, color="rgba(0,0,0,0)", line=dict(color=colour, width=2.5)),
+        # Open symbols draw their outline in marker.color; a transparent colour hides them.
+        marker=dict(symbol=symbol, size=12, color=colour, line=dict(width=2.5)),
         hovertemplate=f"{name}<br>image %{{y}}, caption %{{x}}<extra></extra>",
     )
 
@@ -49,5 +50,6 @@ def similarity_heatmap(
             raise ValueError(f"marks[{name!r}] must have the shape of S {Z.shape}, got {m.shape}")
         fig.add_trace(_marks(m, name, PALETTE[(k + 2) % len(PALETTE)], symbols[k % len(symbols)]))
     fig.update_layout(**layout(title, "caption j", "image i", legend=dict(orientation="h", y=-0.15)))
+    fig.update_xaxes(constrain="domain")
     fig.update_yaxes(autorange="reversed", scaleanchor="x", constrain="domain")
     return fig
