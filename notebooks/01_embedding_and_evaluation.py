@@ -1,0 +1,331 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 01 · The joint embedding space and how retrieval is evaluated
+#
+# **Learning goals.** After this notebook you can
+#
+# - explain why retrieval models compare *unit* vectors by cosine similarity, and why on the
+#   unit hypersphere that ranks candidates exactly as Euclidean distance does (Li et al. sec. 3.3);
+# - build the similarity matrix $S$ of a batch with several captions per image, and read
+#   positives, hardest negatives and ranks off it;
+# - compute Recall@K in both directions, rsum and mAP@5 by hand, the protocol of VSE++ used by
+#   Bleeker & de Rijke (sec. 3; AP and rank: eqs. 5–6), and check `vlr_lib.metrics` against your loops;
+# - say what a random model scores, so that a trained model's numbers mean something.
+
+# %%
+from vlr_lib.notebook import setup
+
+cfg = setup(seed=0)
+
+# %%
+import math
+
+import numpy as np
+import torch
+
+from vlr_lib import metrics
+from vlr_lib.similarity import l2_normalize, positive_mask, similarity
+from vlr_lib.viz.evaluation import demo_retrieval_batch, similarity_figure
+
+# %% [markdown]
+# ## Cosine similarity and the unit hypersphere
+#
+# An image encoder outputs a vector $\mathbf{x}$, a text encoder a vector $\mathbf{y}$. Retrieval models
+# compare their directions, not their lengths:
+#
+# $$ s(\mathbf{x}, \mathbf{y}) = \cos\theta(\mathbf{x}, \mathbf{y}) = \frac{\mathbf{x}^\top \mathbf{y}}{\|\mathbf{x}\|\,\|\mathbf{y}\|}
+#    = \mathbf{v}^\top \mathbf{t}, \qquad \mathbf{v} = \frac{\mathbf{x}}{\|\mathbf{x}\|},\ \mathbf{t} = \frac{\mathbf{y}}{\|\mathbf{y}\|}. $$
+#
+# After $L_2$ normalisation every embedding lies on the unit hypersphere and the similarity is a
+# plain dot product in $[-1, 1]$ (Li et al. sec. 3.3; Xuan & Chen sec. 3.1 write $S_{x,y} = \mathbf{x}^\top\mathbf{y}$
+# for the normalised features). Three consequences we check below:
+#
+# 1. scaling an embedding changes nothing: $s(3\mathbf{x}, \mathbf{y}) = s(\mathbf{x}, \mathbf{y})$;
+# 2. $s \in [-1, 1]$, with $s = 1$ only for the same direction;
+# 3. on the sphere, $\|\mathbf{v} - \mathbf{t}\|^2 = 2 - 2\,\mathbf{v}^\top\mathbf{t}$: ranking by similarity (highest first)
+#    is ranking by Euclidean distance (smallest first).
+
+# %%
+g = torch.Generator().manual_seed(cfg.seed)
+x = torch.randn(6, 16, generator=g, dtype=torch.float64)  # 6 raw image embeddings
+y = torch.randn(9, 16, generator=g, dtype=torch.float64)  # 9 raw caption embeddings
+
+by_hand = (x @ y.T) / (x.norm(dim=1, keepdim=True) * y.norm(dim=1)[None, :])
+S = similarity(x, y)
+torch.testing.assert_close(S, by_hand)  # the library's S is the cosine matrix
+torch.testing.assert_close(similarity(3.0 * x, y), S)  # 1. scale does not matter
+assert S.abs().max() <= 1.0 and torch.allclose(similarity(x, x).diagonal(), torch.ones(6, dtype=torch.float64))  # 2.
+
+v, t = l2_normalize(x), l2_normalize(y)
+dist2 = torch.cdist(v, t) ** 2
+torch.testing.assert_close(dist2, 2 - 2 * S)  # 3. distance and similarity carry the same information
+assert torch.equal(S.argsort(dim=1, descending=True), dist2.argsort(dim=1))  # ... and the same ranking
+print("cosine S of 6 images x 9 captions:\n", S.numpy().round(2))
+
+# %% [markdown]
+# ## The similarity matrix of a batch
+#
+# In Flickr30K every image has five captions. A batch of $N$ images and their $5N$ captions gives
+# $S \in [-1, 1]^{N \times 5N}$, rows images, columns captions; `caption_to_image[c]` names the image of
+# caption $c$, and the *positives* of image $i$ are its five columns.
+#
+# We need embeddings to look at. Until notebook 09 trains a model, a toy batch stands in:
+# `demo_retrieval_batch` draws a random unit vector per image and makes each of its captions a
+# noisy copy, $\mathbf{t}_c = \mathrm{norm}(\mathbf{v}_i + \sigma \boldsymbol\epsilon_c)$. The noise $\sigma$ plays the role of
+# how good the model is: $\sigma = 0$ is a perfect model.
+
+# %%
+n_images, per_image = 10, 5
+img, txt, caption_to_image = demo_retrieval_batch(n_images, per_image, dim=8, noise=1.5, seed=cfg.seed)
+S = similarity(img, txt)
+pos = positive_mask(torch.arange(n_images), caption_to_image)  # [10, 50]: True where caption c is of image i
+print("S:", tuple(S.shape), "| captions per image:", pos.sum(dim=1).tolist())
+assert (pos.sum(dim=1) == per_image).all() and (pos.sum(dim=0) == 1).all()
+similarity_figure(S, caption_to_image, title="S of a toy batch: 10 images x 50 captions")
+
+# %% [markdown]
+# Squares mark the positives (five per row, one per column). The circle in each row is the
+# image query's **hardest negative**: the best-scoring caption of another image. The diamond in
+# each column is the caption query's hardest negative image. Notebook 02's VSE++ loss looks
+# only at those.
+
+# %% [markdown]
+# ## Recall@K in both directions
+#
+# Sort each query's candidates by score, best first. The **rank** of a query is the position of its
+# first correct candidate (Bleeker & de Rijke eq. 6 counts the candidates scoring above):
+#
+# - **image → text** (image query $i$, five correct captions $P_i$):
+#   $\ \mathrm{rank}_i = 1 + \#\{c : s_{ic} > \max_{c' \in P_i} s_{ic'}\}$, the position of its *best* caption;
+# - **text → image** (caption query $c$ of image $i_c$):
+#   $\ \mathrm{rank}_c = 1 + \#\{i : s_{ic} > s_{i_c c}\}$.
+#
+# $\mathrm{R@K}$ is the percentage of queries whose rank is at most $K$:
+#
+# $$ \mathrm{R@K}_{i2t} = \frac{100}{N} \sum_{i} \mathbb{1}[\mathrm{rank}_i \le K], \qquad
+#    \mathrm{R@K}_{t2i} = \frac{100}{5N} \sum_{c} \mathbb{1}[\mathrm{rank}_c \le K], $$
+#
+# and **rsum** adds the six numbers for $K \in \{1, 5, 10\}$ (maximum 600). Here are the ranks by
+# plain loops: sort, then walk down the list.
+
+# %%
+S_np, c2i = S.numpy(), caption_to_image.numpy()
+
+ranks_i2t = []
+for i in range(n_images):
+    order = sorted(range(S_np.shape[1]), key=lambda c: -S_np[i, c])  # captions, best first
+    ranks_i2t.append(1 + next(p for p, c in enumerate(order) if c2i[c] == i))
+
+ranks_t2i = []
+for c in range(S_np.shape[1]):
+    order = sorted(range(n_images), key=lambda i: -S_np[i, c])  # images, best first
+    ranks_t2i.append(1 + order.index(c2i[c]))
+
+
+def recall(ranks: list[int], k: int) -> float:
+    return 100.0 * sum(r <= k for r in ranks) / len(ranks)
+
+
+by_hand = {f"{d}_r{k}": recall(r, k) for d, r in (("i2t", ranks_i2t), ("t2i", ranks_t2i)) for k in (1, 5, 10)}
+by_hand["rsum"] = sum(by_hand.values())
+print("i2t ranks:", ranks_i2t)
+print({k: round(v, 1) for k, v in by_hand.items()})
+
+# %% [markdown]
+# The library computes the same numbers without sorting (it counts the candidates above the
+# positive, which needs far less memory on a 1,000 × 5,000 test set):
+
+# %%
+assert metrics.ranks_i2t(S, caption_to_image).tolist() == ranks_i2t
+assert metrics.ranks_t2i(S, caption_to_image).tolist() == ranks_t2i
+lib = metrics.retrieval_metrics(S, caption_to_image, ks=(1, 5, 10))
+assert lib.keys() == by_hand.keys() and all(math.isclose(lib[k], by_hand[k]) for k in lib)
+lib
+
+# %% [markdown]
+# Random scores never tie here, so sorting and counting agree. With ties the library lets the
+# positive win (a negative that merely *equals* the positive does not push it down); the
+# module docstring of `vlr_lib.metrics` explains the convention.
+#
+# ## mAP@5: all five captions, not just the best
+#
+# R@K of an image query only asks for its *best* caption. Bleeker & de Rijke also report
+# mean average precision at 5 for i2t, which rewards ranking *all* five captions high
+# (AP: their eq. 5). Truncated at $k$:
+#
+# $$ \mathrm{AP@}k(i) = \frac{1}{\min(k, |P_i|)} \sum_{r=1}^{k} \mathrm{P@}r \cdot \mathrm{rel}(r), \qquad
+#    \mathrm{mAP@}k = \frac{1}{N}\sum_i \mathrm{AP@}k(i), $$
+#
+# where $\mathrm{rel}(r) = 1$ when the caption at position $r$ is one of image $i$'s, and
+# $\mathrm{P@}r$ is the fraction of correct captions among the first $r$.
+
+# %%
+ap = []
+for i in range(n_images):
+    order = sorted(range(S_np.shape[1]), key=lambda c: -S_np[i, c])
+    hits, total = 0, 0.0
+    for r, c in enumerate(order[:5], start=1):
+        if c2i[c] == i:
+            hits += 1
+            total += hits / r  # P@r at each correct position
+    ap.append(total / min(5, per_image))
+map5_by_hand = float(np.mean(ap))
+map5 = metrics.map_at_k(S, caption_to_image, k=5)
+print(f"mAP@5 by hand {map5_by_hand:.4f}, library {map5:.4f}")
+assert math.isclose(map5, map5_by_hand)
+
+# %% [markdown]
+# mAP@5 can never exceed $\mathrm{R@5}_{i2t}/100$: an image whose best caption is outside the top 5
+# has AP@5 = 0. And it is 1 only when all five captions fill the top five.
+
+# %%
+assert map5 <= lib["i2t_r5"] / 100 + 1e-12
+
+# %% [markdown]
+# ## What do the numbers mean? Perfect and random models
+#
+# A perfect model ($\sigma = 0$: every caption equals its image) puts all positives on top:
+# R@1 = 100 in both directions, rsum = 600, mAP@5 = 1.
+
+# %%
+img0, txt0, c2i0 = demo_retrieval_batch(n_images, per_image, dim=8, noise=0.0, seed=cfg.seed)
+S0 = similarity(img0, txt0)
+perfect = metrics.retrieval_metrics(S0, c2i0)
+assert perfect["rsum"] == 600.0 and metrics.map_at_k(S0, c2i0) == 1.0
+perfect
+
+# %% [markdown]
+# A random model ranks candidates in random order. For t2i, the one correct image is equally
+# likely at every position among $N$: $\ \mathrm{R@K} = 100\,K/N$. For i2t, the query fails only when
+# none of its 5 captions is among the top $K$ of $M = 5N$:
+#
+# $$ \mathrm{R@K}^{\text{chance}}_{i2t} = 100\left(1 - \binom{M-5}{K} \Big/ \binom{M}{K}\right). $$
+#
+# Five correct captions, but among five times as many candidates: at chance the two directions
+# are about equal, and i2t is never above t2i (the union bound gives at most $5K/M = K/N$).
+# With only 10 images, R@10 of t2i is 100 for *any* model, which is why papers evaluate on
+# 1,000 test images. We derive the chance rsum, compare it with
+# `vlr_lib.train.end_to_end.chance_rsum`, and with the average over many random $S$.
+
+# %%
+from vlr_lib.train.end_to_end import chance_rsum
+
+
+def chance(n_images: int, per_image: int, ks=(1, 5, 10)) -> tuple[float, float]:
+    """Chance-level sums of R@K over `ks`: (i2t, t2i), in percent."""
+    m = n_images * per_image
+    i2t = sum(100 * (1 - math.comb(m - per_image, k) / math.comb(m, k)) for k in ks)
+    t2i = sum(100 * k / n_images for k in ks)
+    return i2t, t2i
+
+
+expected = sum(chance(n_images, per_image))
+assert math.isclose(expected, chance_rsum(caption_to_image))
+for n, k in ((10, 1), (10, 5), (1000, 1), (1000, 10)):
+    i2t, t2i = chance(n, 5, ks=(k,))
+    assert i2t <= t2i + 1e-9, "at chance, i2t never beats t2i"
+n_trials = cfg.pick(200, 2000)
+rand = torch.tensor([metrics.retrieval_metrics(torch.rand(S.shape, generator=g, dtype=torch.float64),
+                                               caption_to_image)["rsum"] for _ in range(n_trials)])
+stderr = float(rand.std()) / math.sqrt(n_trials)
+print(f"chance rsum: formula {expected:.1f}, {n_trials} random matrices {float(rand.mean()):.1f} ± {stderr:.1f}")
+assert abs(float(rand.mean()) - expected) < 4 * stderr
+print(f"Flickr30K test (1,000 images x 5 captions): chance rsum {sum(chance(1000, 5)):.2f}")
+
+# %% [markdown]
+# Finally, the noise of the toy batch behaves like model quality: more noise, lower rsum,
+# down towards chance.
+
+# %%
+rsum_at = {}
+for noise in (0.0, 1.0, 3.0):
+    im, tx, c2 = demo_retrieval_batch(n_images, per_image, dim=8, noise=noise, seed=cfg.seed)
+    rsum_at[noise] = metrics.retrieval_metrics(similarity(im, tx), c2)["rsum"]
+print(rsum_at)
+assert rsum_at[0.0] > rsum_at[1.0] > rsum_at[3.0] > expected
+
+# %% [markdown]
+# ## Explorer: a batch, its similarity matrix and one query's ranking
+#
+# Left: $S$ of 8 images × 40 captions with the positives and the hardest negative of every query of
+# the chosen direction; the outlined row (i2t) or column (t2i) is the query. Right: that query's
+# candidates sorted by score, green for correct ones; the grey band is the top $K$. The title
+# reports R@1 and R@5 in both directions and their sum (with 8 images, R@10 of t2i would be
+# trivially 100, so it is left out).
+#
+# Try: raise the noise until the selected image's best caption leaves the top 1; switch to
+# text → image and compare how often caption queries miss; find a query whose rank is 1 but whose
+# other four captions sit far down (R@1 is happy, AP is not).
+
+# %%
+from vlr_lib.widgets.evaluation import retrieval_explorer
+
+retrieval_explorer(n_images=8, captions_per_image=5, dim=8, noise=1.5, seed=cfg.seed)
+
+# %% [markdown]
+# ## Summary
+#
+# - Embeddings are compared on the unit hypersphere: cosine similarity, a dot product of unit
+#   vectors, ranks exactly as Euclidean distance does.
+# - $S$ holds every image–caption score of a batch; rows are image queries, columns caption queries.
+# - R@K (i2t: best of the five captions; t2i: the one image), rsum = sum of six recalls, mAP@5
+#   (all five captions of an image query). `vlr_lib.metrics` matches the loops above.
+# - Read every number against chance, which depends on the gallery size.
+#
+# ## Exercises
+#
+# 1. Trained models usually score higher on i2t than on t2i (e.g. Bleeker & de Rijke, Table 1),
+#    yet at chance i2t is never ahead. Where does a trained model's i2t advantage come from?
+#    Check with the explorer's noise slider.
+# 2. Build an $S$ for 2 images × 4 captions (2 each) where R@1 = 100 in both directions but
+#    mAP@2 (i2t, $k = 2$) is below 1.
+# 3. Give one caption a score equal to its image's positive score (a tie) and check which rank
+#    `metrics.ranks_t2i` reports. Why is this choice sensible for evaluation?
+#
+# <details><summary>Solution 1</summary>
+#
+# An image query needs only the *best* of its five captions on top, and the maximum of five
+# noisy scores is much more likely to beat the negatives than a single score; a caption query
+# has one chance. A random model gains nothing from the maximum because every score is
+# equally uninformative, while the gallery is five times longer.
+#
+# ```python
+# for noise in (0.5, 1.5, 3.0):
+#     im, tx, c2 = demo_retrieval_batch(100, 5, dim=8, noise=noise, seed=0)
+#     r = metrics.retrieval_metrics(similarity(im, tx), c2)
+#     print(noise, round(r["i2t_r1"]), round(r["t2i_r1"]))  # i2t ahead while the model is informative
+# ```
+# </details>
+#
+# <details><summary>Solution 2</summary>
+#
+# ```python
+# S2 = torch.tensor([[0.9, 0.1, 0.5, 0.4],    # image 0: captions 0, 1 are its own
+#                    [0.0, -0.1, 0.8, 0.7]], dtype=torch.float64)
+# c2 = torch.tensor([0, 0, 1, 1])
+# print(metrics.retrieval_metrics(S2, c2, ks=(1,)), metrics.map_at_k(S2, c2, k=2))
+# ```
+# Image 0 ranks caption 0 first (R@1 hit) but caption 1 last, so its AP@2 is (1/1)/2 = 0.5;
+# image 1 is perfect; mAP@2 = 0.75. Every caption query still picks its image, so t2i R@1 = 100.
+# </details>
+#
+# <details><summary>Solution 3</summary>
+#
+# ```python
+# c = 0                                           # caption 0, of image 0
+# S3 = S.clone()
+# S3[1, c] = S3[0, c]                             # image 1 now ties with the true image
+# print(metrics.ranks_t2i(S, caption_to_image)[c], metrics.ranks_t2i(S3, caption_to_image)[c])
+# ```
+# Both ranks are equal unless image 1 was already above: the rank counts candidates
+# *strictly* above the positive, so a tie does not push the positive down. Ties
+# arise mainly from duplicated images or captions, where penalising the model would be arbitrary;
+# any fixed convention is fine as long as every loss is evaluated with the same one.
+# </details>

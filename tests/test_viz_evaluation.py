@@ -1,0 +1,249 @@
+"""vlr_lib.viz.evaluation over grids of control values, against loop references."""
+from __future__ import annotations
+
+import base64
+import itertools
+import struct
+
+import numpy as np
+import pytest
+import torch
+
+from vlr_lib import notebook
+from vlr_lib.similarity import positive_mask, similarity
+from vlr_lib.viz import evaluation as E
+
+
+# --------------------------------------------------------------------------- references
+
+
+def loop_ranks(S: np.ndarray, c2i: np.ndarray, direction: str) -> list[int]:
+    """Rank of the first correct candidate in a sorted list (no ties in random data)."""
+    n_img, n_cap = S.shape
+    if direction == "i2t":
+        return [1 + next(p for p, c in enumerate(sorted(range(n_cap), key=lambda c: -S[i, c])) if c2i[c] == i)
+                for i in range(n_img)]
+    return [1 + sorted(range(n_img), key=lambda i: -S[i, c]).index(c2i[c]) for c in range(n_cap)]
+
+
+def loop_hardest(S: np.ndarray, pos: np.ndarray, direction: str) -> np.ndarray:
+    out = np.zeros(S.shape, dtype=bool)
+    if direction == "i2t":
+        for i in range(S.shape[0]):
+            best = max((j for j in range(S.shape[1]) if not pos[i, j]), key=lambda j: S[i, j])
+            out[i, best] = True
+    else:
+        for j in range(S.shape[1]):
+            best = max((i for i in range(S.shape[0]) if not pos[i, j]), key=lambda i: S[i, j])
+            out[best, j] = True
+    return out
+
+
+def png_size(uri: str) -> tuple[int, int]:
+    assert uri.startswith("data:image/png;base64,")
+    raw = base64.b64decode(uri.split(",", 1)[1])
+    assert raw[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", raw[16:24])  # IHDR width, height
+
+
+def batch(n_images=6, per=5, noise=1.5, seed=0, dim=8):
+    img, txt, c2i = E.demo_retrieval_batch(n_images, per, dim, noise, seed)
+    return similarity(img, txt), c2i
+
+
+# --------------------------------------------------------------------------- demo batch
+
+
+@pytest.mark.parametrize("n_images, per, dim", [(2, 1, 2), (4, 5, 8), (10, 3, 16)])
+def test_demo_batch_shapes_unit_norm_and_grouping(n_images, per, dim):
+    img, txt, c2i = E.demo_retrieval_batch(n_images, per, dim, noise=0.7, seed=3)
+    assert img.shape == (n_images, dim) and txt.shape == (n_images * per, dim)
+    torch.testing.assert_close(img.norm(dim=1), torch.ones(n_images, dtype=torch.float64))
+    torch.testing.assert_close(txt.norm(dim=1), torch.ones(n_images * per, dtype=torch.float64))
+    assert c2i.tolist() == [i for i in range(n_images) for _ in range(per)]
+    again = E.demo_retrieval_batch(n_images, per, dim, noise=0.7, seed=3)
+    assert all(torch.equal(a, b) for a, b in zip((img, txt, c2i), again))
+
+
+def test_demo_batch_one_caption_is_demo_embeddings_and_noise_zero_is_perfect():
+    img, txt, _ = E.demo_retrieval_batch(7, 1, 5, noise=0.9, seed=11)
+    ref_img, ref_txt = notebook.demo_embeddings(7, 5, 0.9, 11)
+    torch.testing.assert_close(img, ref_img)
+    torch.testing.assert_close(txt, ref_txt)
+    img, txt, c2i = E.demo_retrieval_batch(4, 5, 8, noise=0.0)
+    torch.testing.assert_close(txt, img[c2i])
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [(dict(n_images=1), "n_images"), (dict(captions_per_image=0), "captions_per_image"), (dict(dim=1), "dim"),
+     (dict(noise=-0.1), "noise"), (dict(noise=float("nan")), "noise")],
+)
+def test_demo_batch_rejects_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        E.demo_retrieval_batch(**kwargs)
+    with pytest.raises(TypeError, match="n_images"):
+        E.demo_retrieval_batch(n_images=2.0)
+
+
+# --------------------------------------------------------------------------- gallery
+
+
+@pytest.mark.parametrize("k", [1, 3, 5])
+@pytest.mark.parametrize("sizes", [[(64, 64)], [(32, 48), (64, 20)]])
+def test_gallery_one_image_per_panel_with_its_captions(k, sizes):
+    rng = np.random.default_rng(k)
+    hw = [sizes[i % len(sizes)] for i in range(k)]
+    images = [rng.integers(0, 256, size=(h, w, 3), dtype=np.uint8) for h, w in hw]
+    captions = [[f"caption {i}.{c} of a red circle" for c in range(5)] for i in range(k)]
+    fig = E.image_gallery(images, captions)
+    assert [tr.type for tr in fig.data] == ["image"] * k
+    for tr, (h, w) in zip(fig.data, hw):
+        assert png_size(tr.source) == (w, h)
+    texts = [a.text for a in fig.layout.annotations if a.text.startswith("1.")]
+    assert len(texts) == k and all(f"caption {i}.4" in texts[i].replace("<br>", " ") for i in range(k))
+    # a different image gives a different picture
+    other = E.image_gallery([255 - images[0]] + images[1:], captions)
+    assert other.data[0].source != fig.data[0].source
+
+
+def test_gallery_png_round_trip_is_lossless():
+    import zlib
+
+    img = np.arange(4 * 5 * 3, dtype=np.uint8).reshape(4, 5, 3)
+    raw = base64.b64decode(E.png_source(img).split(",", 1)[1])
+    idat = raw[raw.index(b"IDAT") + 4:raw.index(b"IEND") - 8]
+    rows = np.frombuffer(zlib.decompress(idat), dtype=np.uint8).reshape(4, 1 + 5 * 3)
+    assert (rows[:, 0] == 0).all() and np.array_equal(rows[:, 1:].reshape(4, 5, 3), img)
+
+
+def test_gallery_rejects_bad_input():
+    img = np.zeros((8, 8, 3), dtype=np.uint8)
+    with pytest.raises(ValueError, match="captions"):
+        E.image_gallery([img, img], [["a"]])
+    with pytest.raises(ValueError, match="images"):
+        E.image_gallery([np.zeros((8, 8))], [["a"]])
+    with pytest.raises(ValueError, match="titles"):
+        E.image_gallery([img], [["a"]], titles=["x", "y"])
+    with pytest.raises(ValueError, match="images"):
+        E.image_gallery([], [])
+
+
+# --------------------------------------------------------------------------- masks
+
+
+@pytest.mark.parametrize("n_images, per", [(2, 1), (3, 2), (6, 5)])
+@pytest.mark.parametrize("direction", ["i2t", "t2i"])
+def test_masks_against_loops(n_images, per, direction):
+    S, c2i = batch(n_images, per, noise=2.0, seed=n_images)
+    pos = E.positive_mask_of(c2i, n_images)
+    assert np.array_equal(pos, positive_mask(torch.arange(n_images), c2i).numpy())
+    hn = E.hardest_negative_mask(S, pos, direction)
+    assert np.array_equal(hn, loop_hardest(S.numpy(), pos, direction))
+    assert not (hn & pos).any()
+    assert hn.sum() == (n_images if direction == "i2t" else n_images * per)
+
+
+def test_masks_reject_bad_input():
+    with pytest.raises(ValueError, match="caption_to_image"):
+        E.positive_mask_of([0, 3], 2)
+    with pytest.raises(ValueError, match="caption_to_image"):
+        E.positive_mask_of([[0, 1]], 2)
+    with pytest.raises(ValueError, match="direction"):
+        E.hardest_negative_mask(np.zeros((2, 2)), np.eye(2, dtype=bool), "both")
+    with pytest.raises(ValueError, match="pos"):
+        E.hardest_negative_mask(np.zeros((2, 3)), np.eye(2, dtype=bool))
+
+
+# --------------------------------------------------------------------------- similarity figure
+
+
+@pytest.mark.parametrize("n_images, per", [(2, 1), (5, 3), (10, 5)])
+@pytest.mark.parametrize("noise", [0.0, 1.0, 3.0])
+def test_similarity_figure_grid(n_images, per, noise):
+    S, c2i = batch(n_images, per, noise=noise, seed=1)
+    fig = E.similarity_figure(S, c2i if per > 1 else None)
+    heat, positives, hn_row, hn_col = fig.data
+    z = np.asarray(heat.z, dtype=float)
+    assert z.shape == (n_images, n_images * per) and np.isfinite(z).all()
+    np.testing.assert_allclose(z, S.numpy())
+    assert (heat.zmin, heat.zmax) == (-1.0, 1.0)
+    assert len(positives.x) == n_images * per and len(hn_row.x) == n_images and len(hn_col.x) == n_images * per
+    colours = [tr.marker.color for tr in (positives, hn_row, hn_col)]
+    # Open symbols draw their outline in marker.color: visible, and one colour per kind of mark.
+    assert all(c and "rgba(0,0,0,0)" not in c for c in colours) and len(set(colours)) == 3
+    assert list(positives.y) == c2i.tolist() and list(positives.x) == list(range(n_images * per))
+
+
+def test_similarity_figure_changes_with_the_batch_and_rejects_bad_input():
+    S1, c2i = batch(noise=0.5)
+    S2, _ = batch(noise=2.5)
+    z1, z2 = (np.asarray(E.similarity_figure(S, c2i).data[0].z) for S in (S1, S2))
+    assert not np.allclose(z1, z2)
+    with pytest.raises(ValueError, match="caption_to_image"):
+        E.similarity_figure(S1)
+    with pytest.raises(ValueError, match="S must be 2-D"):
+        E.similarity_figure(torch.zeros(3))
+
+
+# --------------------------------------------------------------------------- retrieval figure
+
+
+GRID = list(itertools.product([0.0, 1.5, 3.0], ["i2t", "t2i"], ["first", "last"], [1, 5]))
+
+
+@pytest.mark.parametrize("noise, direction, which, k", GRID)
+def test_retrieval_figure_grid(noise, direction, which, k):
+    n_images, per = 6, 5
+    S, c2i = batch(n_images, per, noise=noise, seed=2)
+    n_queries = n_images if direction == "i2t" else n_images * per
+    query = 0 if which == "first" else n_queries - 1
+    fig = E.retrieval_figure(S, c2i, query, direction, k)
+    heat, positives, hardest, bars = fig.data
+    assert np.asarray(heat.z).shape == (n_images, n_images * per)
+    assert len(hardest.x) == n_queries  # one hardest negative per query of this direction
+    y = np.asarray(bars.y, dtype=float)
+    n_cand = n_images * per if direction == "i2t" else n_images
+    assert y.shape == (n_cand,) and np.isfinite(y).all() and (np.diff(y) <= 0).all()
+    row = S.numpy()[query] if direction == "i2t" else S.numpy()[:, query]
+    np.testing.assert_allclose(np.sort(y), np.sort(row))
+    green = sum(c == E.POSITIVE for c in bars.marker.color)
+    assert green == (per if direction == "i2t" else 1)
+    rank = loop_ranks(S.numpy(), c2i.numpy(), direction)[query]
+    first_green = 1 + next(p for p, c in enumerate(bars.marker.color) if c == E.POSITIVE)
+    assert first_green == rank
+    title = fig.layout.annotations[1].text
+    assert f"rank {rank}," in title and (("hit" in title) == (rank <= k))
+    assert tuple(fig.layout.yaxis2.range) == (-1.0, 1.0)
+    assert tuple(fig.layout.xaxis2.range) == (0.5, n_cand + 0.5)
+    band = [s for s in fig.layout.shapes if s.xref == "x2"][0]
+    assert (band.x0, band.x1) == (0.5, k + 0.5)
+    box = [s for s in fig.layout.shapes if s.xref == "x"][0]
+    assert (box.y0, box.y1) == ((query - 0.5, query + 0.5) if direction == "i2t" else (-0.5, n_images - 0.5))
+
+
+def test_retrieval_figure_title_reports_the_library_metrics_and_controls_change_it():
+    S, c2i = batch(noise=1.5)
+    fig = E.retrieval_figure(S, c2i, 0, "i2t", 5)
+    from vlr_lib import metrics
+
+    m = metrics.retrieval_metrics(S, c2i, ks=(1, 5))
+    assert f"rsum (K = 1,5) {m['rsum']:.0f}" in fig.layout.title.text
+    other_query = E.retrieval_figure(S, c2i, 1, "i2t", 5)
+    assert list(other_query.data[3].y) != list(fig.data[3].y)
+    other_dir = E.retrieval_figure(S, c2i, 0, "t2i", 5)
+    assert len(other_dir.data[3].y) != len(fig.data[3].y)
+    S2, _ = batch(noise=3.0)
+    assert E.retrieval_figure(S2, c2i, 0, "i2t", 5).layout.title.text != fig.layout.title.text
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [(dict(query=6), "query"), (dict(query=-1), "query"), (dict(direction="both"), "direction"),
+     (dict(k=0), "k"), (dict(k=31), "k"), (dict(direction="t2i", k=7), "k")],
+)
+def test_retrieval_figure_rejects_bad_input(kwargs, match):
+    S, c2i = batch()
+    args = dict(query=0, direction="i2t", k=5) | kwargs
+    with pytest.raises(ValueError, match=match):
+        E.retrieval_figure(S, c2i, **args)

@@ -1,0 +1,72 @@
+"""vlr_lib.widgets.evaluation: controls are wired to the builders (no browser needed)."""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from vlr_lib.widgets import evaluation as W
+
+
+def test_refresh_updates_in_place_or_replaces():
+    fig = go.FigureWidget(go.Figure([go.Scatter(x=[0, 1], y=[0, 1]), go.Bar(y=[1, 2])]))
+    uid = fig.data[0].uid
+    W.refresh(fig, go.Figure([go.Scatter(x=[0], y=[5]), go.Bar(y=[3])], layout=dict(title="new")))
+    assert fig.data[0].y == (5,) and fig.data[1].y == (3,) and fig.layout.title.text == "new"
+    assert fig.data[0].uid == uid  # same trace, updated in place
+    W.refresh(fig, go.Figure([go.Heatmap(z=[[1, 2]])]))
+    assert [t.type for t in fig.data] == ["heatmap"]
+
+
+def test_explorer_redraws_on_every_control():
+    import ipywidgets as ipw
+
+    calls = []
+
+    def draw(a: int, b: str) -> go.Figure:
+        calls.append((a, b))
+        return go.Figure(go.Bar(y=[a]), layout=dict(title=b))
+
+    box = W.explorer({"a": ipw.IntSlider(value=1), "b": ipw.Text(value="x")}, draw)
+    box.controls["a"].value = 3
+    assert box.figure.data[0].y == (3,)
+    box.controls["b"].value = "y"
+    assert box.figure.layout.title.text == "y" and calls[-1] == (3, "y")
+    assert box.figure in box.children
+
+
+def test_shapes_browser_follows_group_and_difficulty():
+    box = W.shapes_browser(n_groups=2, group_size=3, seed=1, difficulty=0.0)
+    fig = box.figure
+    assert [t.type for t in fig.data] == ["image"] * 3
+    first = [t.source for t in fig.data]
+    titles = [a.text for a in fig.layout.annotations if a.text.startswith("img_id")]
+    assert titles[0].endswith("(base)") and len(titles) == 3
+    box.controls["group"].value = 1
+    second = [t.source for t in fig.data]
+    assert second != first
+    assert [a.text for a in fig.layout.annotations if a.text.startswith("img_id")][0].startswith("img_id 3")
+    box.controls["difficulty"].value = 1.0
+    assert [t.source for t in fig.data] != second
+
+
+def test_retrieval_explorer_wiring():
+    box = W.retrieval_explorer(n_images=4, captions_per_image=3, dim=8, noise=1.0)
+    c, fig = box.controls, box.figure
+    z0 = np.asarray(fig.data[0].z)
+    c["noise"].value = 3.0
+    assert not np.allclose(np.asarray(fig.data[0].z), z0)
+    assert len(fig.data[3].y) == 12  # an image query ranks 12 captions
+    bars = list(fig.data[3].y)
+    c["query"].value = 2
+    assert list(fig.data[3].y) != bars and fig.layout.annotations[1].text.startswith("image 2")
+    c["direction"].value = "t2i"
+    assert c["query"].max == 11 and c["k"].max == 4
+    assert len(fig.data[3].y) == 4 and fig.layout.annotations[1].text.startswith("caption 2")
+    c["query"].value = 11
+    assert fig.layout.annotations[1].text.startswith("caption 11 (of image 3)")
+    c["direction"].value = "i2t"  # back: the query slider is clamped to the images
+    assert c["query"].max == 3 and c["query"].value == 3
+    assert fig.layout.annotations[1].text.startswith("image 3")
+    c["k"].value = 1
+    band = [s for s in fig.layout.shapes if s.xref == "x2"][0]
+    assert (band.x0, band.x1) == (0.5, 1.5)

@@ -1,0 +1,117 @@
+"""Explorers of notebooks 00-01: browse the shapes data; a batch's similarity matrix and rankings.
+
+Each explorer returns an ipywidgets box whose `.controls` (name -> widget) and
+`.figure` (a plotly FigureWidget) are exposed for tests; the callbacks only call
+one builder of `vlr_lib.viz.evaluation` and copy its figure into the widget.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import ipywidgets as W
+import numpy as np
+import plotly.graph_objects as go
+
+from ..similarity import similarity
+from ..viz import evaluation as V
+
+
+def refresh(fig: go.FigureWidget, new: go.Figure) -> None:
+    """Copy `new` into the live widget: traces updated in place when the structure is unchanged."""
+    same = len(fig.data) == len(new.data) and all(a.type == b.type for a, b in zip(fig.data, new.data))
+    if not same:  # a different set of traces: replace them (rare; not allowed inside batch_update)
+        fig.data = []
+        fig.add_traces(new.data)
+    with fig.batch_update():
+        if same:
+            for old, tr in zip(fig.data, new.data):
+                props = tr.to_plotly_json()
+                props.pop("type", None)
+                props.pop("uid", None)  # keep the widget's trace ids: the browser updates, not re-creates
+                old.update(props, overwrite=True)
+        fig.layout = new.layout
+
+
+def explorer(
+    controls: dict[str, W.Widget], draw: Callable[..., go.Figure], rows: list[list[str]] | None = None
+) -> W.VBox:
+    """Wire `controls` to `draw(**values)`: any change redraws. Returns VBox(controls, figure)."""
+    fig = go.FigureWidget(draw(**{k: c.value for k, c in controls.items()}))
+
+    def on_change(_change=None) -> None:
+        refresh(fig, draw(**{k: c.value for k, c in controls.items()}))
+
+    for c in controls.values():
+        c.observe(on_change, names="value")
+    rows = rows or [list(controls)]
+    box = W.VBox([W.HBox([controls[k] for k in row]) for row in rows] + [fig])
+    box.controls, box.figure, box.redraw = controls, fig, on_change
+    return box
+
+
+def slider(cls, description: str, **kw) -> W.Widget:
+    """A slider that updates on release (each redraw recomputes a figure)."""
+    return cls(description=description, continuous_update=False, style={"description_width": "initial"}, **kw)
+
+
+def shapes_browser(n_groups: int = 6, group_size: int = 4, seed: int = 0, difficulty: float = 0.5) -> W.VBox:
+    """Browse groups of the shapes dataset: one group's images with their five captions.
+
+    Scenes of a group copy attributes of the group's first scene with probability
+    `difficulty` (vlr_lib.data.shapes): move the slider to see negatives get harder.
+    Datasets are generated once per difficulty (a few ms each) and cached.
+    """
+    from ..data.shapes import make_shapes  # only this explorer needs `datasets`
+
+    cache: dict[float, tuple[np.ndarray, list[list[str]], list[str]]] = {}
+
+    def data(difficulty: float):
+        if difficulty not in cache:
+            split = make_shapes(n_train=n_groups * group_size, n_val=1, n_test=1, difficulty=difficulty,
+                                seed=seed, group_size=group_size)["train"]
+            images = np.stack([np.asarray(im.convert("RGB")) for im in split["image"]])
+            cache[difficulty] = images, split["caption"], split["img_id"]
+        return cache[difficulty]
+
+    def draw(group: int, difficulty: float) -> go.Figure:
+        images, caps, ids = data(round(difficulty, 2))
+        rows = slice(group * group_size, (group + 1) * group_size)
+        titles = [f"img_id {i}" + (" (base)" if n == 0 else "") for n, i in enumerate(ids[rows])]
+        return V.image_gallery(images[rows], caps[rows], titles)
+
+    controls = {
+        "group": slider(W.IntSlider, "group", value=0, min=0, max=n_groups - 1),
+        "difficulty": slider(W.FloatSlider, "difficulty", value=difficulty, min=0.0, max=1.0, step=0.25),
+    }
+    return explorer(controls, draw)
+
+
+def retrieval_explorer(
+    n_images: int = 8, captions_per_image: int = 5, dim: int = 8, noise: float = 1.5, seed: int = 0
+) -> W.VBox:
+    """A toy batch with several captions per image: heatmap of S and one query's ranking.
+
+    Controls: noise (how far captions lie from their image), direction (image->text
+    or text->image), which query, and K of the top-K band.
+    """
+    n_caps = n_images * captions_per_image
+
+    def draw(noise: float, direction: str, query: int, k: int) -> go.Figure:
+        img, txt, c2i = V.demo_retrieval_batch(n_images, captions_per_image, dim, noise, seed)
+        return V.retrieval_figure(similarity(img, txt), c2i, query, direction, k)
+
+    controls = {
+        "noise": slider(W.FloatSlider, "noise", value=noise, min=0.0, max=4.0, step=0.1),
+        "direction": W.ToggleButtons(options=[("image → text", "i2t"), ("text → image", "t2i")], value="i2t"),
+        "query": slider(W.IntSlider, "query", value=0, min=0, max=n_images - 1),
+        "k": slider(W.IntSlider, "K", value=min(5, n_images), min=1, max=n_images),
+    }
+
+    def on_direction(change) -> None:
+        # An image query ranks captions, a caption query ranks images: resize the sliders first.
+        q = controls["query"]
+        q.max = (n_images if change["new"] == "i2t" else n_caps) - 1
+        controls["k"].max = n_caps if change["new"] == "i2t" else n_images
+
+    controls["direction"].observe(on_direction, names="value")  # registered before the redraw
+    return explorer(controls, draw, rows=[["noise", "direction"], ["query", "k"]])
