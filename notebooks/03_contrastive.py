@@ -1,0 +1,282 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 03 · Contrastive learning: NT-Xent, InfoNCE, VLC
+#
+# CLIP, ALIGN and most vision–language pre-training train with one loss that goes by many
+# names: **NT-Xent** (Bleeker & de Rijke, eq. 4), **InfoNCE**, or **VLC** (Li et al., eq. 3).
+# Each query (an image, or a caption) must pick its partner out of the batch in a softmax
+# over similarities divided by a **temperature** $\tau$.
+#
+# **Learning goals.** After this notebook you can
+# 1. write NT-Xent as a cross-entropy over the rows and the columns of the similarity matrix $S$;
+# 2. rewrite it in *pair-similarity form* (Li et al., eq. 4), a function of the gaps $s_{ij} - s_{ii}$ only;
+# 3. derive its gradient w.r.t. $S$ by hand and read off the **weight of every negative**
+#    (Bleeker & de Rijke, eq. 11);
+# 4. explain why the temperature is a *soft hard-negative miner*: $\tau \to 0$ puts all the
+#    weight on the hardest negative (Triplet-SH), $\tau \to \infty$ spreads it evenly.
+#
+# Every formula lives in `vlr_lib`; this notebook derives it again by hand and **asserts**
+# that both agree.
+
+# %%
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from vlr_lib import losses
+from vlr_lib.notebook import demo_embeddings, setup
+from vlr_lib.similarity import similarity
+from vlr_lib.viz import contrastive as viz
+from vlr_lib.viz.matrix import similarity_heatmap
+from vlr_lib.widgets.contrastive import temperature_explorer
+
+cfg = setup(seed=0)
+N = cfg.pick(8, 16)  # batch size of the live batch
+TAU = 0.1  # Bleeker & de Rijke's NT-Xent temperature (Table 1)
+
+# %% [markdown]
+# ## A live batch
+#
+# `demo_embeddings` gives $N$ unit image embeddings $v_i$ and caption embeddings $t_i$
+# (caption $i$ = image $i$ plus noise). The similarity matrix is $S = V T^\top$: rows are
+# images, columns captions, positives on the diagonal.
+
+# %%
+img, txt = demo_embeddings(n=N, dim=16, noise=0.8, seed=cfg.seed)
+S = similarity(img, txt)
+eye = torch.eye(N, dtype=torch.bool)
+similarity_heatmap(S, marks={"positive": eye})
+
+# %% [markdown]
+# ## NT-Xent is a cross-entropy over rows and columns
+#
+# For an image query $i$ with its caption $i$ as the positive, Bleeker & de Rijke (eq. 4) write
+#
+# $$\ell^{i\to t}_i = -\log \frac{e^{s_{ii}/\tau}}{\sum_{j=1}^{N} e^{s_{ij}/\tau}},$$
+#
+# a softmax cross-entropy of row $i$ of $S/\tau$ with target $i$. Li et al. (eq. 3, with scale
+# $\gamma = 1/\tau$) add the caption queries, i.e. the **columns**: $\mathcal L_{VLC} = \sum_i
+# (\ell^{i\to t}_i + \ell^{t\to i}_i)$. `losses.info_nce(S, tau, "sum")` is that sum, and with
+# `"mean"` it is divided by $N$ — exactly two of PyTorch's `F.cross_entropy` calls, as in CLIP.
+
+# %%
+rows = -torch.log_softmax(S / TAU, dim=1).diagonal()  # image -> text, one term per image
+cols = -torch.log_softmax(S / TAU, dim=0).diagonal()  # text -> image, one term per caption
+target = torch.arange(N)
+
+torch.testing.assert_close(rows.sum() + cols.sum(), losses.info_nce(S, TAU, "sum"))
+torch.testing.assert_close(
+    F.cross_entropy(S / TAU, target) + F.cross_entropy(S.T / TAU, target), losses.info_nce(S, TAU, "mean")
+)
+print(f"NT-Xent of the batch: {float(losses.info_nce(S, TAU, 'mean')):.4f} (mean over the {N} pairs)")
+
+# %% [markdown]
+# ## Pair-similarity form (Li et al., eq. 4)
+#
+# Divide numerator and denominator by $e^{s_{ii}/\tau}$ and split off the $j = i$ term:
+#
+# $$\ell^{i\to t}_i = \log \sum_{j} e^{(s_{ij} - s_{ii})/\tau}
+#   = \log\Big(1 + \sum_{j \ne i} e^{(s_{ij} - s_{ii})/\tau}\Big).$$
+#
+# So VLC only looks at the **gaps** $s_{ij} - s_{ii}$ between each negative and the positive
+# of its query: it is small when every negative sits well below the positive. Nothing
+# asks for a *margin* between them; notebook 04 adds one.
+
+# %%
+gamma = 1 / TAU
+off = ~eye
+row_gaps = S - S.diagonal()[:, None]  # s_ij - s_ii, image queries
+col_gaps = S - S.diagonal()[None, :]  # s_ji - s_ii, caption queries (column i)
+pair_form = torch.log1p((torch.exp(gamma * row_gaps) * off).sum(1)) + torch.log1p(
+    (torch.exp(gamma * col_gaps) * off).sum(0)
+)
+torch.testing.assert_close(pair_form.sum(), losses.info_nce(S, TAU, "sum"))
+
+# only gaps matter: shifting every similarity by the same amount changes nothing
+torch.testing.assert_close(losses.info_nce(S + 0.3, TAU), losses.info_nce(S, TAU))
+
+# %% [markdown]
+# ## The gradient w.r.t. $S$, by hand
+#
+# Write $p_{ij} = e^{s_{ij}/\tau} / \sum_k e^{s_{ik}/\tau}$ for the softmax of row $i$ and
+# $q_{ij} = e^{s_{ij}/\tau} / \sum_k e^{s_{kj}/\tau}$ for the softmax of column $j$. From
+# $\ell^{i\to t}_i = -s_{ii}/\tau + \log \sum_k e^{s_{ik}/\tau}$,
+#
+# $$\frac{\partial \ell^{i\to t}_i}{\partial s_{ij}} = \frac{p_{ij} - \delta_{ij}}{\tau},
+# \qquad\text{and likewise}\qquad
+# \frac{\partial \ell^{t\to i}_j}{\partial s_{ij}} = \frac{q_{ij} - \delta_{ij}}{\tau}.$$
+#
+# Entry $s_{ij}$ appears in one row term and one column term, so
+# $\partial \mathcal L / \partial S = (P - I + Q - I)/\tau$. A negative is pushed down with
+# weight $p_{ij}/\tau$: the more similar it is to the query, the harder it is pushed.
+
+# %%
+P = torch.softmax(S / TAU, dim=1)
+Q = torch.softmax(S / TAU, dim=0)
+I = torch.eye(N, dtype=S.dtype)
+grad_by_hand = (P - I + Q - I) / TAU
+
+S_leaf = S.clone().requires_grad_()
+losses.info_nce(S_leaf, TAU, "sum").backward()
+torch.testing.assert_close(grad_by_hand, S_leaf.grad)
+
+# %% [markdown]
+# ### From $S$ to the query embedding (Bleeker & de Rijke, eq. 11)
+#
+# The image-query half of the loss is the row softmax of Veit & Wilber's sampled softmax,
+# `losses.sampled_softmax(S, scale=1/tau)`; the caption half is the same on $S^\top$. Through
+# $s_{qj} = v_q^\top t_j$ the chain rule gives, for image query $q$ with positive $t_+$,
+#
+# $$\frac{\partial \ell_q}{\partial v_q} = \sum_j \frac{\partial \ell_q}{\partial s_{qj}}\, t_j
+# = -\frac{1 - p_{q+}}{\tau}\, t_+ + \sum_{n \ne +} \frac{p_{qn}}{\tau}\, t_n .$$
+#
+# Bleeker's eq. 11 prints the same expression with the opposite overall sign, i.e.
+# $-\partial \ell_q / \partial v_q$, the direction a descent step moves $v_q$: towards the
+# positive with weight $1 - p_{q+}$, away from each negative with weight $p_{qn}$, and the
+# negatives' weights add up to the positive's.
+
+# %%
+torch.testing.assert_close(
+    losses.sampled_softmax(S, 1 / TAU, reduction="sum") + losses.sampled_softmax(S.T, 1 / TAU, reduction="sum"),
+    losses.info_nce(S, TAU, "sum"),
+)
+
+q = 0
+v = img.clone().requires_grad_()
+losses.sampled_softmax(v @ txt.T, 1 / TAU, reduction="sum").backward()
+p = P[q]
+eq11 = (1 - p[q]) / TAU * txt[q] - sum(p[n] / TAU * txt[n] for n in range(N) if n != q)
+torch.testing.assert_close(v.grad[q], -eq11)
+torch.testing.assert_close(p[off[q]].sum(), 1 - p[q])  # negatives' weights add up to the positive's
+
+# %% [markdown]
+# ## Temperature: soft hard-negative mining
+#
+# `viz.softmax_weights(S, tau)` reads the weights $p_{qn}$ of every negative off autograd of
+# the library loss (times $\tau$). They are the $P$ we derived, with the positives zeroed:
+
+# %%
+W = viz.softmax_weights(S, TAU)
+torch.testing.assert_close(W, P * off)
+
+# %% [markdown]
+# **Explorer.** Pick a query and move the temperature. The bars are the query's negatives,
+# hardest first, each with its share $p_{qn} / \sum_{n'} p_{qn'}$ of the push. The readout is
+# the **effective number of negatives** $e^{H}$, the exponential of the entropy of those
+# shares: $k$ when $k$ negatives share the weight equally, 1 when one takes it all.
+# Try $\tau = 0.01$, $0.1$ (Bleeker's setting) and $1$.
+
+# %%
+temperature_explorer(S, temperature=TAU, query=0)
+
+# %% [markdown]
+# ### Both limits, checked
+#
+# As $\tau \to 0$ the softmax over the negatives becomes an arg-max: all the weight goes to
+# the hardest negative, exactly the one Triplet-SH (VSE++) uses. As $\tau \to \infty$ every
+# negative gets the same weight. In between, the effective number grows monotonically with
+# $\tau$ (the entropy of a softmax grows with its temperature).
+#
+# The share $p_{qn} / \sum_{n'} p_{qn'}$ does not involve the positive at all (its $e^{s_{q+}/\tau}$
+# cancels): it is a softmax over the query's negatives alone. Written that way it also stays
+# computable at tiny $\tau$, where the weights themselves underflow to 0 in float64.
+
+# %%
+def negative_shares(tau: float) -> torch.Tensor:
+    """Row q: each negative's share of query q's push, a softmax over the negatives only."""
+    return torch.softmax((S / tau).masked_fill(eye, -torch.inf), dim=1)
+
+
+W_01 = viz.softmax_weights(S, 0.1)
+torch.testing.assert_close(negative_shares(0.1), W_01 / W_01.sum(dim=1, keepdim=True))
+
+hardest = S.masked_fill(eye, -torch.inf).argmax(dim=1)  # each image's hardest negative caption
+cold, hot = negative_shares(1e-5), negative_shares(1e3)
+assert torch.all(cold[torch.arange(N), hardest] > 0.999)  # tau -> 0: all weight on the hardest negative
+assert all(viz.effective_number(cold[q][off[q]]) < 1.01 for q in range(N))
+assert torch.all((hot[off] - 1 / (N - 1)).abs() < 1e-3)  # tau -> inf: every negative equally
+assert all(viz.effective_number(hot[q][off[q]]) > (N - 1) - 0.01 for q in range(N))
+
+# %%
+taus = np.logspace(-3, 1, 17)
+sweep = viz.temperature_sweep(S, taus, query=0)
+assert np.all(np.diff(np.asarray(sweep.data[0].y)) >= -1e-9)  # more temperature, more negatives
+sweep
+
+# %% [markdown]
+# The same limit on the loss itself: with $\tau \to 0$, $\tau \log\big(1 + \sum_j e^{(s_{ij}-s_{ii})/\tau}\big)
+# \to [\max_j s_{ij} - s_{ii}]_+$, so $\tau\,\mathcal L_{VLC}$ tends to Triplet-HN **without a
+# margin**, within $2N\log N \cdot \tau$ (each of the $2N$ terms overshoots by at most
+# $\tau \log N$). Notebook 04 puts the margin back.
+
+# %%
+for tau in (1e-2, 1e-3, 1e-4):
+    gap = float(tau * losses.info_nce(S, tau, "sum") - losses.triplet_hardest(S, margin=0.0))
+    assert -1e-12 <= gap <= 2 * N * np.log(N) * tau, (tau, gap)  # 0 up to float64 rounding
+
+# %% [markdown]
+# ## Where the gradient goes in the batch
+#
+# The whole $\partial\mathcal L/\partial S$ at $\tau = 0.1$: blue pulls a similarity up (the
+# positives), red pushes it down. Circles mark each row's hardest negative; most of the red
+# sits there, but not all of it.
+
+# %%
+viz.gradient_heatmap(S, TAU)
+
+# %% [markdown]
+# ## Summary
+#
+# - NT-Xent / InfoNCE / VLC is a softmax cross-entropy over every row and every column of
+#   $S/\tau$ (Bleeker eq. 4; Li eq. 3); `losses.info_nce` sums or averages both directions.
+# - In pair-similarity form (Li eq. 4) it depends only on the gaps $s_{ij} - s_{ii}$.
+# - Its gradient is $(P - I + Q - I)/\tau$: each negative is pushed with its softmax weight
+#   (Bleeker eq. 11). The temperature decides how many negatives share that push:
+#   one (Triplet-SH) as $\tau \to 0$, all as $\tau \to \infty$.
+# - Bleeker & de Rijke find this softer mining *hurts* in image–caption retrieval (their
+#   Table 1, transcribed in notebook 06: NT-Xent below Triplet-SH in all four settings);
+#   notebook 04 shows the unified loss that interpolates between the two.
+#
+# ## Exercises
+#
+# 1. Scaling $S$ by 2 is the same as halving $\tau$. Check it with `losses.info_nce`.
+# 2. Find (to 2 digits) the temperature at which query 0 has an effective number of
+#    negatives of 2.
+# 3. Bleeker & de Rijke count a negative as *contributing* when its weight exceeds
+#    $\varepsilon = 0.01$ (COCOS, Sec. 4). How many negatives contribute per query at
+#    $\tau = 0.1$ and at $\tau = 0.5$?
+#
+# <details><summary>Solution 1</summary>
+#
+# ```python
+# torch.testing.assert_close(losses.info_nce(2 * S, 0.1), losses.info_nce(S, 0.05))
+# ```
+# </details>
+#
+# <details><summary>Solution 2</summary>
+#
+# ```python
+# lo, hi = 1e-3, 10.0  # the effective number grows with tau: bisect in log space
+# for _ in range(40):
+#     mid = (lo * hi) ** 0.5
+#     w = viz.softmax_weights(S, mid)[0][off[0]]
+#     lo, hi = (mid, hi) if viz.effective_number(w) < 2 else (lo, mid)
+# print(f"tau = {mid:.2g}")
+# ```
+# </details>
+#
+# <details><summary>Solution 3</summary>
+#
+# ```python
+# for tau in (0.1, 0.5):
+#     counts = (viz.softmax_weights(S, tau) > 0.01).sum(dim=1)
+#     print(tau, counts.tolist())
+# ```
+# </details>

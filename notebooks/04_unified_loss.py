@@ -1,0 +1,336 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 04 · The unified loss: a margin, a scale, and two classic losses as its limits
+#
+# Li et al. ("Unified Loss of Pair Similarity Optimization for Vision-Language Retrieval")
+# put the two workhorses of image–text retrieval into one formula. Triplet-HN (VSE++) keeps
+# a **margin** $m$ but looks only at the hardest negative; VLC (NT-Xent, notebook 03) looks at
+# every negative through a softmax with **scale** $\gamma = 1/\tau$ but has no margin. The
+# unified loss has both knobs.
+#
+# **Learning goals.** After this notebook you can
+# 1. compute the unified loss (Li et al., eq. 5) by hand and recognise it as an
+#    additive-margin softmax over the batch;
+# 2. derive the weight $D_{ij} / (1 + \sum_k D_{ik})$ with which each negative is pushed
+#    (eqs. 14–16);
+# 3. read how $m$ shifts and $\gamma$ sharpens that weight, on a curve, a surface and a live batch;
+# 4. check both limits: $\gamma \to \infty$ gives Triplet-HN (eq. 6, with an explicit error
+#    bound), $m = 0$ gives VLC (eq. 7);
+# 5. use the weighted and adaptive-margin variants (eqs. 24–27).
+
+# %%
+import math
+
+import numpy as np
+import torch
+
+from vlr_lib import losses
+from vlr_lib.notebook import demo_embeddings, setup
+from vlr_lib.similarity import similarity
+from vlr_lib.viz import unified as viz
+from vlr_lib.widgets.unified import surface_explorer, unified_explorer
+
+cfg = setup(seed=0)
+N = cfg.pick(8, 16)  # batch size of the live batch
+M, GAMMA = 0.2, 60.0  # Li et al.'s setting for VSE++ (BUTD), appendix B.1
+
+# %% [markdown]
+# ## A hard live batch
+#
+# With `noise=1.5` each caption is a rather loose description of its image, so a good share
+# of the queries (at least a quarter, checked below) have a negative within the margin of
+# their positive — a batch in which the losses disagree.
+
+# %%
+img, txt = demo_embeddings(n=N, dim=16, noise=1.5, seed=cfg.seed)
+S = similarity(img, txt)
+eye = torch.eye(N, dtype=torch.bool)
+off = ~eye
+P = N  # positive pairs (the diagonal)
+violated = (S.masked_fill(eye, -torch.inf).max(dim=1).values - S.diagonal() + M) > 0
+print(f"{int(violated.sum())} of {N} image queries violate the margin m = {M}")
+assert violated.sum() >= N / 4
+
+# %% [markdown]
+# ## The loss (Li et al., eq. 5)
+#
+# $$\mathcal L_{\text{Unified}} = \frac{1}{\gamma}\sum_{i=1}^{N}\Big[
+#   \log\Big(1 + \sum_{j\ne i} e^{\gamma(s_{ij} - s_{ii} + m)}\Big)
+# + \log\Big(1 + \sum_{j\ne i} e^{\gamma(s_{ji} - s_{ii} + m)}\Big)\Big].$$
+#
+# The first log is image $i$ as a query (row $i$), the second caption $i$ (column $i$). Each
+# term is a *soft maximum* of the margin violations $s_{ij} - s_{ii} + m$ and 0.
+
+# %%
+def unified_by_hand(S: torch.Tensor, m, gamma: float) -> torch.Tensor:
+    """Li et al. eq. 5 written out; `m` a number or one margin per pair (eq. 26)."""
+    m = torch.as_tensor(m, dtype=S.dtype)
+    m_row, m_col = (m[:, None], m[None, :]) if m.dim() else (m, m)
+    rows = torch.log1p((torch.exp(gamma * (S - S.diagonal()[:, None] + m_row)) * off).sum(dim=1))
+    cols = torch.log1p((torch.exp(gamma * (S - S.diagonal()[None, :] + m_col)) * off).sum(dim=0))
+    return (rows.sum() + cols.sum()) / gamma
+
+
+torch.testing.assert_close(unified_by_hand(S, M, GAMMA), losses.unified(S, M, GAMMA))
+print(f"unified loss of the batch: {float(losses.unified(S, M, GAMMA)):.4f}")
+
+# %% [markdown]
+# Move $e^{\gamma(s_{ii} - m)}$ back into a softmax and each term is the cross-entropy of
+# $\gamma\,(S - mI)$ — an **additive-margin softmax** (as in CosFace) whose classes are the
+# other captions of the batch: the margin is subtracted from the positive's logit only.
+# In the library's terms, the row half is `sampled_softmax(S - m I, scale=γ) / γ`:
+
+# %%
+am_softmax = (
+    losses.sampled_softmax(S - M * torch.eye(N, dtype=S.dtype), GAMMA, reduction="sum")
+    + losses.sampled_softmax(S.T - M * torch.eye(N, dtype=S.dtype), GAMMA, reduction="sum")
+) / GAMMA
+torch.testing.assert_close(am_softmax, losses.unified(S, M, GAMMA))
+
+# %% [markdown]
+# ## The weight of each negative (Li et al., eqs. 14–16)
+#
+# Write $D_{ij} = e^{\gamma(s_{ij} - s_{ii} + m)}$ for row $i$. Differentiating
+# $\frac{1}{\gamma}\log(1 + \sum_k D_{ik})$, the chain rule's $\gamma$ cancels the $\frac1\gamma$:
+#
+# $$\frac{\partial}{\partial s_{ij}} = \frac{D_{ij}}{1 + \sum_{k \ne i} D_{ik}} \quad (j \ne i),
+# \qquad \frac{\partial}{\partial s_{ii}} = -\frac{\sum_{k\ne i} D_{ik}}{1 + \sum_{k \ne i} D_{ik}}.$$
+#
+# The column term of caption $j$ contributes the same with $E_{ij} = e^{\gamma(s_{ij} - s_{jj} + m)}$
+# normalised over column $j$. (Li et al. print eq. 15 with $1 + D(t_j)$ in the denominator;
+# that is the case of a single negative — with several, the sum of eq. 14 is the right
+# one, and the check below would fail with the single $D$.)
+#
+# So every negative is weighted by a softmax-like share of the *margin violations*. The
+# violations decide who gets pushed; $\gamma$ decides how sharply.
+
+# %%
+Dr = torch.exp(GAMMA * (S - S.diagonal()[:, None] + M)) * off  # row (image-query) terms
+Dc = torch.exp(GAMMA * (S - S.diagonal()[None, :] + M)) * off  # column (caption-query) terms
+w_row = Dr / (1 + Dr.sum(dim=1, keepdim=True))
+w_col = Dc / (1 + Dc.sum(dim=0, keepdim=True))
+grad_by_hand = w_row + w_col - torch.diag(w_row.sum(dim=1) + w_col.sum(dim=0))
+
+S_leaf = S.clone().requires_grad_()
+losses.unified(S_leaf, M, GAMMA).backward()
+torch.testing.assert_close(grad_by_hand, S_leaf.grad)
+torch.testing.assert_close(w_row, viz.row_weights(S, M, GAMMA))  # what the explorer plots
+assert not torch.allclose(Dr / (1 + Dr), w_row)  # eq. 15 as printed (one D) is not it here
+
+# %% [markdown]
+# ## Explorer: margin and scale
+#
+# Left: the weight of a negative against its gap $x = s_{ij} - s_{ii}$. The thick curve is
+# a query with a single negative, $D/(1+D) = \sigma(\gamma(x + m))$: a sigmoid centred at
+# $x = -m$ with width $\sim 1/\gamma$. The dotted curve is VLC ($m = 0$) at the same $\gamma$;
+# the dashed step is Triplet-HN ($\gamma \to \infty$). Grey dots are the negatives of the
+# live batch with their real weights $D/(1+\sum D)$ — on or below the curve, because
+# the other negatives of the query share the weight. Right: $\partial\mathcal L/\partial S$
+# of the batch.
+#
+# Try: raise $m$ and watch the curve slide left (negatives further below the positive are
+# still pushed) and the heatmap light up; raise $\gamma$ to $10^3$ and see the red collapse
+# onto the hardest negatives — one per row and one per column, and only for the queries
+# that violate the margin.
+
+# %%
+unified_explorer(S, margin=M, gamma=GAMMA)
+
+# %% [markdown]
+# The curves are the library's: with one negative per query (a batch of two pairs whose
+# negatives sit at gap $x$), the loss per query term and the weight equal `losses.unified`
+# and its autograd. And the sigmoid's centre is $-m$ for every $\gamma$.
+
+# %%
+for x in (-0.5, -0.2, 0.1):
+    for gamma in (5.0, 60.0, 1e3):
+        S2 = torch.tensor([[0.0, x], [x, 0.0]], dtype=torch.float64, requires_grad=True)
+        loss = losses.unified(S2, M, gamma)  # four query terms, one negative each
+        loss.backward()
+        assert math.isclose(viz.one_negative_loss(x, M, gamma), float(loss.detach()) / 4, rel_tol=1e-9, abs_tol=1e-12)
+        assert math.isclose(viz.one_negative_weight(x, M, gamma), float(S2.grad[0, 1]) / 2, rel_tol=1e-9, abs_tol=1e-12)
+assert all(float(viz.one_negative_weight(-m, m, g)) == 0.5 for m in (0.0, 0.2, 0.4) for g in (1.0, 60.0, 1e4))
+
+# %% [markdown]
+# ### The whole picture: surfaces over gap and scale
+#
+# The loss and the weight of one negative over $(x, \log_{10}\gamma)$. At small $\gamma$ the
+# weight is a gentle ramp: every negative is pushed a little (VLC-like). At large $\gamma$ the
+# loss folds into the hinge $[x + m]_+$ and the weight into a step: Triplet-HN. The slider
+# moves the margin.
+
+# %%
+surface_explorer(margin=M, n=cfg.pick(30, 60))
+
+# %%
+x = np.linspace(-1.0, 0.6, 161)
+hinge = np.maximum(x + M, 0.0)
+assert np.all(np.abs(viz.one_negative_loss(x, M, 1e3) - hinge) <= math.log(2) / 1e3)  # large γ: the hinge
+assert np.all(np.diff(viz.one_negative_weight(x, M, 1.0)) > 0)  # small γ: a ramp ...
+assert viz.one_negative_weight(-1.0, M, 1.0) > 0.3  # ... that still pushes a negative 1.0 below the positive
+
+# %% [markdown]
+# ## Limit 1: $\gamma \to \infty$ gives Triplet-HN (eq. 6)
+#
+# For the violations $x_j = s_{ij} - s_{ii} + m$ of one query, with $x^* = \max(0, \max_j x_j)$,
+#
+# $$\gamma x^* \;\le\; \log\Big(1 + \sum_{j\ne i} e^{\gamma x_j}\Big) \;\le\; \gamma x^* + \log N,$$
+#
+# because the sum inside has $N$ terms ($1$ and $N - 1$ exponentials), each at most
+# $e^{\gamma x^*}$. Divide by $\gamma$ and add the $2P$ query terms:
+#
+# $$0 \;\le\; \mathcal L_{\text{Unified}}(m, \gamma) - \mathcal L_{\text{Triplet-HN}}(m)
+#   \;\le\; \frac{2P\log N}{\gamma}.$$
+
+# %%
+def within_bound(gap: float, gamma: float) -> bool:
+    """0 <= gap <= 2 P log N / gamma, up to float64 rounding."""
+    return -1e-12 <= gap <= 2 * P * math.log(N) / gamma
+
+
+hn = losses.triplet_hardest(S, M)
+for gamma in (10.0, 100.0, 1e3, 1e4):
+    gap = float(losses.unified(S, M, gamma) - hn)
+    assert within_bound(gap, gamma), (gamma, gap)
+print(f"Triplet-HN {float(hn):.5f}  vs  unified at γ = 1e4: {float(losses.unified(S, M, 1e4)):.5f}")
+viz.gamma_limit_figure(S, M, gammas=np.logspace(0, 4, 9))
+
+# %% [markdown]
+# The gradient follows. Triplet-HN's gradient (through `max`) is nonzero only at the positive
+# and the hardest negative of each query whose hinge is active; at $\gamma = 10^4$ the unified
+# loss's gradient is the same matrix.
+
+# %%
+def grad_of(loss_fn) -> torch.Tensor:
+    X = S.clone().requires_grad_()
+    loss_fn(X).backward()
+    return X.grad
+
+
+g_hn, g_uni = grad_of(lambda X: losses.triplet_hardest(X, M)), grad_of(lambda X: losses.unified(X, M, 1e4))
+row_hard = torch.zeros_like(eye)
+row_hard[torch.arange(N), S.masked_fill(eye, -torch.inf).argmax(dim=1)] = True
+col_hard = torch.zeros_like(eye)
+col_hard[S.masked_fill(eye, -torch.inf).argmax(dim=0), torch.arange(N)] = True
+assert torch.all(g_hn[off & ~(row_hard | col_hard)] == 0)  # only the hardest negatives get gradient
+assert torch.any(g_hn[off] != 0)  # ... and some of them do in this batch
+torch.testing.assert_close(g_uni, g_hn, atol=1e-6, rtol=0)
+
+# %% [markdown]
+# ## Limit 2: $m = 0$ gives VLC (eq. 7)
+#
+# Set $m = 0$ and multiply by $\gamma$: every term is $\log(1 + \sum_j e^{\gamma(s_{ij}-s_{ii})})$,
+# the pair-similarity form of NT-Xent at temperature $1/\gamma$ (notebook 03; Li et al., eq. 4).
+
+# %%
+for gamma in (1.0, 10.0, 60.0):
+    torch.testing.assert_close(gamma * losses.unified(S, 0.0, gamma), losses.info_nce(S, 1 / gamma, "sum"))
+
+# %% [markdown]
+# What does the margin buy? With $m = 0$ a query stops being pushed as soon as its positive
+# beats the negatives by a few $1/\gamma$; with $m = 0.2$ it keeps being pushed until the lead
+# is $0.2$. On this batch the margin multiplies the total gradient several times over:
+
+# %%
+push_vlc = float(grad_of(lambda X: losses.unified(X, 0.0, GAMMA)).abs().sum())
+push_uni = float(grad_of(lambda X: losses.unified(X, M, GAMMA)).abs().sum())
+print(f"sum |dL/dS|: m = 0 -> {push_vlc:.3f},  m = {M} -> {push_uni:.3f}")
+assert push_uni > 2 * push_vlc
+
+# %% [markdown]
+# ## Variants (Li et al., appendix A.4)
+#
+# **Weighted unified loss (eq. 24).** Many weighting schemes multiply each similarity by a
+# weight $w_{ij}$ before the loss; `losses.unified(..., weights=W)` replaces every $s_{ij}$ by
+# $w_{ij} s_{ij}$, positives included ($w_{ii} s_{ii}$):
+#
+# $$\frac{1}{\gamma}\sum_i\Big[\log\Big(1 + \sum_{j\ne i} e^{\gamma(w_{ij}s_{ij} - w_{ii}s_{ii} + m)}\Big)
+#  + \log\Big(1 + \sum_{j\ne i} e^{\gamma(w_{ji}s_{ji} - w_{ii}s_{ii} + m)}\Big)\Big].$$
+#
+# Its $\gamma \to \infty$ limit is Triplet-HN on the weighted similarities (RSP, eq. 25, is of
+# this kind with a polynomial weight).
+
+# %%
+g = torch.Generator().manual_seed(cfg.seed)
+W = 0.5 + torch.rand(N, N, generator=g, dtype=S.dtype)  # weights in [0.5, 1.5)
+torch.testing.assert_close(losses.unified(S, M, GAMMA, weights=W), unified_by_hand(W * S, M, GAMMA))
+torch.testing.assert_close(losses.unified(S, M, GAMMA, weights=torch.ones_like(S)), losses.unified(S, M, GAMMA))
+gap = float(losses.unified(S, M, 1e4, weights=W) - losses.triplet_hardest(W * S, M))
+assert within_bound(gap, 1e4), gap
+
+# %% [markdown]
+# **Adaptive margin (eq. 26).** Methods for noisy correspondences give each pair its own
+# margin $m_i$, shared by its two query terms; pass one margin per positive pair. As
+# $\gamma \to \infty$ it becomes NCR's loss (eq. 27): Triplet-HN with per-pair margins,
+# `losses.triplet_hardest(S, margins)` — within the same bound.
+
+# %%
+margins = torch.linspace(0.05, 0.35, N, dtype=S.dtype)  # e.g. smaller margins for doubtful pairs
+torch.testing.assert_close(losses.unified(S, margins, GAMMA), unified_by_hand(S, margins, GAMMA))
+for gamma in (100.0, 1e3, 1e4):
+    gap = float(losses.unified(S, margins, gamma) - losses.triplet_hardest(S, margins))
+    assert within_bound(gap, gamma), (gamma, gap)
+# a constant margin vector is the plain loss
+torch.testing.assert_close(losses.unified(S, torch.full((N,), M, dtype=S.dtype), GAMMA), losses.unified(S, M, GAMMA))
+
+# %% [markdown]
+# ## Summary
+#
+# - The unified loss (Li et al., eq. 5) is a soft maximum of margin violations
+#   $s_{ij} - s_{ii} + m$ over each query, i.e. an additive-margin softmax over the batch.
+# - Each negative is pushed with weight $D_{ij} / (1 + \sum_k D_{ik})$ (eqs. 14–16):
+#   a sigmoid-like ramp centred at gap $-m$ whose sharpness is $\gamma$.
+# - $\gamma \to \infty$ gives Triplet-HN (eq. 6) with error at most $2P\log N/\gamma$, and the
+#   gradient collapses onto the hardest negatives; $m = 0$ gives VLC $/\gamma$ (eq. 7).
+# - Weights on the similarities (eq. 24) and per-pair margins (eq. 26, NCR as eq. 27's
+#   limit) fit in the same formula.
+# - Li et al. train with $m = 0.2$ and $\gamma = 50$–$60$. On Flickr30K (their Fig. 5), with
+#   $\gamma = 60$ fixed, $m = 0.2$ gave the best RSUM and every $m > 0$ beat VLC; with $m = 0.2$
+#   fixed, RSUM first rises and then falls as $\gamma$ grows: mining hard negatives helps,
+#   mining only the hardest one (Triplet-HN) loses performance.
+#
+# ## Exercises
+#
+# 1. Show numerically that the unified loss *decreases* monotonically in $\gamma$ towards
+#    Triplet-HN (hint: $\frac{d}{d\gamma}\frac{1}{\gamma}\log\sum_j e^{\gamma x_j}
+#    = -H(p)/\gamma^2 \le 0$, $p$ the softmax of $\gamma x$).
+# 2. A COCOS-style count (Bleeker & de Rijke, Sec. 4): how many negatives per image query
+#    have weight $> 0.01$ at $\gamma = 10, 60, 1000$?
+# 3. Give the pairs whose positive similarity is the lowest in the batch a margin of 0
+#    (as a noise-robust method would) and compare their gradient with the plain loss.
+#
+# <details><summary>Solution 1</summary>
+#
+# ```python
+# gammas = np.logspace(0, 4, 30)
+# values = [float(losses.unified(S, M, g)) for g in gammas]
+# assert all(a >= b - 1e-12 for a, b in zip(values, values[1:]))
+# assert values[-1] >= float(losses.triplet_hardest(S, M)) - 1e-12  # equal up to rounding at γ = 1e4
+# ```
+# </details>
+#
+# <details><summary>Solution 2</summary>
+#
+# ```python
+# for gamma in (10.0, 60.0, 1e3):
+#     print(gamma, (viz.row_weights(S, M, gamma) > 0.01).sum(dim=1).tolist())
+# ```
+# </details>
+#
+# <details><summary>Solution 3</summary>
+#
+# ```python
+# doubtful = S.diagonal() < S.diagonal().quantile(0.25)
+# margins = torch.where(doubtful, 0.0, M).to(S.dtype)
+# g_plain = grad_of(lambda X: losses.unified(X, M, GAMMA)).diagonal()
+# g_adapt = grad_of(lambda X: losses.unified(X, margins, GAMMA)).diagonal()
+# print(torch.stack([g_plain, g_adapt])[:, doubtful])  # a smaller pull on the doubtful positives
+# ```
+# </details>

@@ -1,0 +1,56 @@
+"""vlr_lib.widgets.contrastive: moving a control redraws the figure in place."""
+from __future__ import annotations
+
+import ipywidgets as W
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from vlr_lib.notebook import demo_embeddings
+from vlr_lib.similarity import similarity
+from vlr_lib.viz import contrastive as viz
+from vlr_lib.widgets.contrastive import temperature_explorer
+
+
+def find(box: W.Widget, kind: type, description: str | None = None) -> W.Widget:
+    """The first widget of `kind` (and `description`) in a container tree, depth first."""
+    if isinstance(box, kind) and (description is None or getattr(box, "description", None) == description):
+        return box
+    for child in getattr(box, "children", ()):
+        try:
+            return find(child, kind, description)
+        except LookupError:
+            pass
+    raise LookupError(f"no {kind.__name__} {description!r}")
+
+
+@pytest.fixture(scope="module")
+def S():
+    img, txt = demo_embeddings(n=8, dim=16, noise=0.8, seed=0)
+    return similarity(img, txt)
+
+
+def test_temperature_slider_redraws_bars_and_readout(S):
+    box = temperature_explorer(S, temperature=0.1, query=2)
+    assert "vlr-explorer-contrastive" in box._dom_classes
+    fig, tau, readout = find(box, go.FigureWidget), find(box, W.FloatLogSlider, "temperature τ"), find(box, W.HTML)
+    before, text_before = np.array(fig.data[0].y), readout.value
+    tau.value = 0.01
+    expected = viz.negative_weight_bars(S, tau.value, 2)
+    np.testing.assert_allclose(np.asarray(fig.data[0].y), np.asarray(expected.data[0].y))
+    assert not np.allclose(np.asarray(fig.data[0].y), before)
+    assert fig.layout.title.text == expected.layout.title.text
+    assert readout.value != text_before and "effective number" in readout.value
+    shares = np.asarray(expected.data[0].y)
+    assert f"{viz.effective_number(shares):.2f}" in readout.value  # the readout shows the new bars
+    assert box.figure is fig and box.controls["temperature"] is tau and box.readout is readout
+
+
+def test_query_slider_and_direction(S):
+    box = temperature_explorer(S, temperature=0.2, direction="t2i")
+    fig, q = find(box, go.FigureWidget), find(box, W.IntSlider, "query")
+    assert q.max == 7
+    q.value = 5
+    expected = viz.negative_weight_bars(S, 0.2, 5, direction="t2i")
+    np.testing.assert_array_equal(np.asarray(fig.data[0].customdata), np.asarray(expected.data[0].customdata))
+    assert "query 5" in fig.layout.title.text
