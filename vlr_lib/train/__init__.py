@@ -1,0 +1,35 @@
+"""One trainer for every loss of the workbook, a grid runner, and the end-to-end shapes mode.
+
+- :func:`fit` -- projection heads on fixed features (``vlr_lib.train.fit_features``);
+- :func:`fit_end_to_end` -- tiny CNN + text encoder from scratch on the shapes data;
+- :func:`grid` / :func:`goal_grid` -- losses x hyperparameters x seeds, cached per cell;
+- :class:`TrainingDivergedError`, :class:`FitResult`, :func:`chance_rsum`.
+
+Submodules: objective (loss names -> callables), sampling (batches), engine (the
+loop), evaluate (per-epoch metrics), checkpoint (atomic save/load), distributed
+(gather with gradients), fit_features, end_to_end, grid_search.
+"""
+from .end_to_end import chance_rsum, fit_end_to_end, shapes_features, shapes_tensors
+from .engine import FitResult, TrainingDivergedError, flatten_record
+from .fit_features import fit
+from .grid_search import GridResult, expand_configs, goal_grid, grid
+from .objective import ROW_WISE, Objective, loss_names, make_objective
+
+__all__ = [
+    "fit",
+    "fit_end_to_end",
+    "grid",
+    "goal_grid",
+    "expand_configs",
+    "GridResult",
+    "FitResult",
+    "TrainingDivergedError",
+    "chance_rsum",
+    "shapes_tensors",
+    "shapes_features",
+    "flatten_record",
+    "make_objective",
+    "loss_names",
+    "Objective",
+    "ROW_WISE",
+]

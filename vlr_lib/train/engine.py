@@ -1,0 +1,286 @@
+"""The training loop shared by every mode: heads on cached features and end-to-end encoders.
+
+One step (VSE++ recipe, Faghri et al.; Li et al. sec. 4.1): a batch of captions
+with their images, embeddings from the two models, S = img @ txt.T, the
+objective on S with repeated images masked as false negatives, Adam. The
+learning rate is multiplied by 0.1 from epoch ``lr_decay_epoch`` on (the
+papers decay once, halfway). Everything the loop needs lives on the device;
+batches are index tensors drawn on the device (``sampling.epoch_batches``).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+from . import distributed as D
+from .checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
+from .evaluate import autocast_for, evaluate, probe_cocos, probe_indices
+from .objective import Objective
+from .sampling import batch_mask, epoch_batches
+
+CHECKPOINT_FORMAT = 1
+
+
+class TrainingDivergedError(RuntimeError):
+    """The loss (or the embeddings) became NaN or infinite; training stopped, the last good checkpoint is kept."""
+
+
+@dataclass
+class Split:
+    """Inputs of one split on the device: image inputs, caption inputs, caption -> image index."""
+
+    img: Tensor
+    txt: Tensor
+    caption_to_image: Tensor
+    n_images: int
+
+
+@dataclass
+class FitResult:
+    """Trained models (outputs L2-normalised), one history dict per epoch, the run's configuration."""
+
+    img_head: nn.Module
+    txt_head: nn.Module
+    history: list[dict]
+    config: dict
+    checkpoint: str | None = None
+    extras: dict = field(default_factory=dict)
+
+    def frame(self):
+        """History as a pandas DataFrame, COCOS flattened to columns ``cocos_<direction>_<count>``."""
+        import pandas as pd
+
+        return pd.DataFrame([flatten_record(r) for r in self.history])
+
+    @property
+    def final(self) -> dict:
+        """The last epoch's record (flattened)."""
+        return flatten_record(self.history[-1]) if self.history else {}
+
+    @torch.no_grad()
+    def similarity(self, img_inputs: Tensor, txt_inputs: Tensor) -> Tensor:
+        """S [n_images, n_captions] of new inputs under the trained models (on the models' device)."""
+        from .evaluate import embed
+
+        dev = next(self.img_head.parameters()).device
+        return embed(self.img_head, img_inputs.to(dev)) @ embed(self.txt_head, txt_inputs.to(dev)).T
+
+
+@dataclass
+class Plan:
+    """Everything that defines a run (its fingerprint is stored in the checkpoint)."""
+
+    objective: Objective
+    epochs: int
+    batch_size: int
+    lr: float
+    lr_decay_epoch: int
+    seed: int
+    sampling: str
+    probe_batch: int
+    config: dict
+    callbacks: Sequence[Callable] = ()
+    checkpoint_dir: str | None = None
+    resume: bool = True
+    progress: bool = True
+
+
+def flatten_record(record: Mapping) -> dict:
+    """{"cocos": {"i2t": {"C_q": 3}}} -> {"cocos_i2t_C_q": 3}; other keys unchanged."""
+    out: dict = {}
+    for key, value in record.items():
+        if isinstance(value, Mapping):
+            for sub, v in flatten_record(value).items():
+                out[f"{key}_{sub}"] = v
+        else:
+            out[key] = value
+    return out
+
+
+# --------------------------------------------------------------------------- one epoch
+
+
+def _diverged(plan: Plan, epoch: int, step: int, what: str, last_good: int) -> TrainingDivergedError:
+    where = f"epoch {epoch + 1}, batch {step + 1}" if step >= 0 else f"the end of epoch {epoch + 1}"
+    if plan.checkpoint_dir is None:
+        kept = "no checkpoint_dir was given, so nothing was saved"
+    elif last_good == 0:
+        kept = "no epoch had finished, so no checkpoint was written"
+    else:
+        kept = f"the last good checkpoint (epoch {last_good}) is kept at {checkpoint_path(plan.checkpoint_dir)}"
+    return TrainingDivergedError(
+        f"training diverged: {what} at {where} (loss {plan.objective.describe()}, lr {plan.lr}); "
+        f"{kept}. Try a smaller lr or a smaller gamma/scale."
+    )
+
+
+def _step_loss(models, split: Split, local: Tensor, global_idx: Tensor, plan: Plan, where: tuple) -> Tensor:
+    """Loss of one batch: local embeddings, gathered over ranks with gradients, S, masked objective.
+
+    `where` is (epoch, step, epochs already checkpointed), for the divergence message.
+    """
+    img_model, txt_model = models
+    epoch, step, last_good = where
+    with autocast_for(split.txt.device):
+        img_e = img_model(split.img[split.caption_to_image[local]])
+        txt_e = txt_model(split.txt[local])
+    img_e, txt_e = D.gather_with_grad(img_e.float()), D.gather_with_grad(txt_e.float())
+    S = img_e @ txt_e.T
+    if not bool(torch.isfinite(S).all()):
+        raise _diverged(plan, epoch, step, "the embeddings contain NaN or inf", last_good)
+    try:
+        loss = plan.objective(S, batch_mask(split.caption_to_image[global_idx]))
+    except FloatingPointError as err:
+        raise _diverged(plan, epoch, step, f"the loss is not finite ({err})", last_good) from None
+    if not bool(torch.isfinite(loss)):
+        raise _diverged(plan, epoch, step, f"the loss is {float(loss.detach())}", last_good)
+    return loss
+
+
+def _train_epoch(models, opt, split: Split, plan: Plan, epoch: int, last_good: int) -> tuple[float, int]:
+    """One pass over the epoch's batches; returns (mean loss, number of steps)."""
+    from tqdm.auto import tqdm
+
+    rank, world = D.rank_and_world()
+    batches = epoch_batches(split.caption_to_image, split.n_images, plan.batch_size, plan.seed, epoch, plan.sampling)
+    per_rank = plan.batch_size // world
+    local = batches[:, rank * per_rank : (rank + 1) * per_rank]
+    total = torch.zeros((), device=split.txt.device)
+    bar = tqdm(range(batches.shape[0]), desc=f"epoch {epoch + 1}", leave=False, disable=not plan.progress or rank)
+    for step in bar:
+        loss = _step_loss(models, split, local[step], batches[step], plan, (epoch, step, last_good))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        D.average_gradients(list(models))
+        opt.step()
+        total += loss.detach()
+    bar.close()
+    steps = batches.shape[0]
+    return (float(total) / steps if steps else math.nan), steps
+
+
+# --------------------------------------------------------------------------- checkpoints
+
+
+def _state(models, opt, epoch: int, history: list, plan: Plan) -> dict:
+    return {
+        "format": CHECKPOINT_FORMAT,
+        "epoch": epoch,
+        "config": json.dumps(plan.config, sort_keys=True),
+        "history": json.dumps(history),
+        "img_head": models[0].state_dict(),
+        "txt_head": models[1].state_dict(),
+        "optimizer": opt.state_dict(),
+    }
+
+
+def _restore(models, opt, plan: Plan) -> tuple[int, list]:
+    """Load the run's checkpoint if there is one (and resume is on): (epochs done, history)."""
+    if plan.checkpoint_dir is None or not plan.resume:
+        return 0, []
+    path = checkpoint_path(plan.checkpoint_dir)
+    if not path.exists():
+        return 0, []
+    state = load_checkpoint(path)
+    stored, wanted = json.loads(state["config"]), json.loads(json.dumps(plan.config, sort_keys=True))
+    if stored != wanted:
+        diff = sorted(k for k in set(stored) | set(wanted) if stored.get(k) != wanted.get(k))
+        raise ValueError(
+            f"checkpoint_dir {plan.checkpoint_dir} holds a run with a different configuration (differs in {diff}); "
+            "use another checkpoint_dir or resume=False"
+        )
+    if state["epoch"] > plan.epochs:
+        raise ValueError(f"epochs={plan.epochs} but the checkpoint in {plan.checkpoint_dir} has {state['epoch']} epochs")
+    models[0].load_state_dict(state["img_head"])
+    models[1].load_state_dict(state["txt_head"])
+    opt.load_state_dict(state["optimizer"])
+    return state["epoch"], json.loads(state["history"])
+
+
+def _check_params(models, plan: Plan, epoch: int, last_good: int) -> None:
+    """After an epoch: parameters still finite (the last step may have broken them)."""
+    for m in models:
+        for p in m.parameters():
+            if not bool(torch.isfinite(p).all()):
+                raise _diverged(plan, epoch, -1, "a parameter became NaN or inf", last_good)
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def _record(models, split, val, plan, probe, epoch, loss, steps, t_train, t0) -> dict:
+    lr = plan.lr * (0.1 if epoch >= plan.lr_decay_epoch else 1.0)
+    rec: dict = {"epoch": epoch + 1, "loss": loss, "lr": lr, "steps": steps}
+    if val is not None:
+        rec.update(evaluate(*models, val.img, val.txt, val.caption_to_image))
+    if probe is not None:
+        rec["cocos"] = probe_cocos(
+            *models, split.img, split.txt, split.caption_to_image, probe, plan.objective.name, plan.objective.kwargs
+        )
+    rec["train_seconds"] = t_train
+    rec["seconds"] = time.perf_counter() - t0
+    return rec
+
+
+def _set_lr(opt, plan: Plan, epoch: int) -> None:
+    for group in opt.param_groups:
+        group["lr"] = plan.lr * (0.1 if epoch >= plan.lr_decay_epoch else 1.0)
+
+
+def _run_callbacks(plan: Plan, record: dict, result: FitResult) -> None:
+    for cb in plan.callbacks:
+        cb(record, result)
+
+
+def train_models(models: tuple[nn.Module, nn.Module], split: Split, val: Split | None, plan: Plan) -> FitResult:
+    """Train (img_model, txt_model) on `split` under `plan`, resuming from a checkpoint when there is one."""
+    from tqdm.auto import tqdm
+
+    rank, _ = D.rank_and_world()
+    opt = torch.optim.Adam([p for m in models for p in m.parameters()], lr=plan.lr)
+    start, history = _restore(models, opt, plan)
+    D.broadcast_modules(list(models))
+    probe = None
+    if plan.probe_batch > 0:
+        probe = probe_indices(split.caption_to_image, split.n_images, plan.probe_batch, plan.seed)
+    ckpt = str(checkpoint_path(plan.checkpoint_dir)) if plan.checkpoint_dir else None
+    result = FitResult(models[0], models[1], history, plan.config, ckpt)
+    bar = tqdm(range(start, plan.epochs), desc=plan.objective.describe(), disable=not plan.progress or rank)
+    for epoch in bar:
+        t0 = time.perf_counter()
+        _set_lr(opt, plan, epoch)
+        loss, steps = _train_epoch(models, opt, split, plan, epoch, last_good=epoch)
+        _check_params(models, plan, epoch, last_good=epoch)
+        t_train = time.perf_counter() - t0
+        record = _record(models, split, val, plan, probe, epoch, loss, steps, t_train, t0)
+        history.append(record)
+        if ckpt and rank == 0:
+            save_checkpoint(ckpt, _state(models, opt, epoch + 1, history, plan))
+        D.barrier()
+        bar.set_postfix({k: round(record[k], 3) for k in ("loss", "rsum") if k in record})
+        _run_callbacks(plan, record, result)
+    bar.close()
+    return result
+
+
+def data_fingerprint(*tensors: Tensor) -> list:
+    """Shape, dtype and a hash of ~100k evenly strided elements of each input.
+
+    A resumed run must train on the same data. Hashing a strided sample (not a
+    float sum, whose bits depend on the reduction order and thread count) is
+    exact, cheap for Flickr30K-sized features, and catches any other dataset.
+    """
+    out = []
+    for t in tensors:
+        flat = t.detach().reshape(-1)
+        sample = flat[:: max(1, flat.numel() // 100_000)].contiguous().cpu()
+        digest = hashlib.sha256(sample.view(torch.uint8).numpy().tobytes()).hexdigest()[:16]
+        out.append([list(t.shape), str(t.dtype), digest])
+    return out

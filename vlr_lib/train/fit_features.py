@@ -1,0 +1,240 @@
+"""``fit``: train projection heads on fixed features with any loss of the workbook."""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from .._checks import check_positive, check_tensor
+from ..models import HEADS, make_head
+from . import distributed as D
+from .engine import FitResult, Plan, Split, data_fingerprint, train_models
+from .objective import LossFn, make_objective
+from .sampling import SAMPLINGS
+
+Triple = tuple[Tensor, Tensor, Tensor]
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def check_int(name: str, value: object, low: int, high: int | None = None) -> int:
+    """An int in [low, high]; the message starts with `name`."""
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < low or (high is not None and value > high):
+        bound = f" and <= {high}" if high is not None else ""
+        raise ValueError(f"{name} must be >= {low}{bound}, got {value}")
+    return int(value)
+
+
+def check_caption_to_image(name: str, c2i: object, n_images: int, n_captions: int) -> Tensor:
+    """Long tensor [n_captions] with values in [0, n_images), every image with at least one caption."""
+    if isinstance(c2i, (list, tuple, np.ndarray)):
+        c2i = torch.as_tensor(np.asarray(c2i))
+    if not isinstance(c2i, Tensor) or c2i.is_floating_point() or c2i.dtype == torch.bool:
+        raise TypeError(f"{name} must be an integer tensor of image indices")
+    if c2i.dim() != 1 or c2i.numel() != n_captions:
+        raise ValueError(f"{name} must be 1-D with one entry per caption ({n_captions}), got shape {tuple(c2i.shape)}")
+    c2i = c2i.long()
+    if bool(((c2i < 0) | (c2i >= n_images)).any()):
+        raise ValueError(f"{name} values must lie in [0, {n_images})")
+    if bool((torch.bincount(c2i, minlength=n_images) == 0).any()):
+        raise ValueError(f"{name} leaves an image without captions; every image needs one")
+    return c2i
+
+
+def check_batch_size(batch_size: object, n_images: int, world: int) -> int:
+    """2 <= batch_size <= n_images (every query needs negatives), divisible by the number of ranks."""
+    b = check_int("batch_size", batch_size, 2, n_images)
+    if b % world:
+        raise ValueError(f"batch_size ({b}) must be divisible by the number of processes ({world})")
+    return b
+
+
+def _features(prefix: str, triple: object) -> Triple:
+    if not isinstance(triple, (tuple, list)) or len(triple) != 3:
+        raise TypeError(f"{prefix} must be a tuple (img_feats, txt_feats, caption_to_image)")
+    img = check_tensor(f"{prefix} img_feats".strip(), triple[0], ndim=2)
+    txt = check_tensor(f"{prefix} txt_feats".strip(), triple[1], ndim=2)
+    c2i = check_caption_to_image(f"{prefix} caption_to_image".strip(), triple[2], img.shape[0], txt.shape[0])
+    return img, txt, c2i
+
+
+def _check_val_dims(train: Triple, val: Triple) -> None:
+    for what, a, b in (("img_feats", train[0], val[0]), ("txt_feats", train[1], val[1])):
+        if a.shape[1] != b.shape[1]:
+            raise ValueError(f"val {what} has dimension {b.shape[1]} but the training {what} have {a.shape[1]}")
+
+
+def _head_in_dim(name: str, head: nn.Module, feats: Tensor) -> None:
+    """A given head must accept the features: check its declared in_dim, else try one row."""
+    expected = getattr(head, "in_dim", None)
+    if expected is None and isinstance(head, nn.Linear):
+        expected = head.in_features
+    if expected is not None and expected != feats.shape[1]:
+        raise ValueError(f"{name} has dimension {feats.shape[1]} but its head expects {expected}")
+
+
+# --------------------------------------------------------------------------- heads
+
+
+def build_heads(head: str | tuple, img_dim: int, txt_dim: int, dim: int, seed: int) -> tuple[nn.Module, nn.Module]:
+    """Two heads initialised from `seed` without touching the global RNG."""
+    if isinstance(head, (tuple, list)):
+        if len(head) != 2 or not all(isinstance(h, nn.Module) for h in head):
+            raise TypeError("head must be 'linear', 'mlp' or a pair (img_head, txt_head) of nn.Modules")
+        return head[0], head[1]
+    if head not in HEADS:
+        raise ValueError(f"head must be one of {tuple(HEADS)} or a pair of modules, got {head!r}")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return make_head(head, img_dim, dim), make_head(head, txt_dim, dim)
+
+
+def default_device(device: str | torch.device | None) -> torch.device:
+    """cuda (this rank's GPU under torchrun) when available, else cpu."""
+    if device is not None:
+        return torch.device(device)
+    if torch.cuda.is_available():
+        local = int(os.environ.get("LOCAL_RANK", D.rank_and_world()[0] % torch.cuda.device_count()))
+        return torch.device("cuda", local)
+    return torch.device("cpu")
+
+
+def resolve_decay(lr_decay_epoch: int | None, epochs: int) -> int:
+    """None -> halfway (Li et al., VSE++: decay once, after half the epochs)."""
+    if lr_decay_epoch is None:
+        return max(1, epochs // 2)
+    return check_int("lr_decay_epoch", lr_decay_epoch, 0)
+
+
+def _callbacks(callbacks) -> tuple[Callable, ...]:
+    if callbacks is None:
+        return ()
+    if callable(callbacks):
+        return (callbacks,)
+    return tuple(callbacks)
+
+
+def _split(triple: Triple, device: torch.device) -> Split:
+    img, txt, c2i = (t.to(device) for t in triple)
+    return Split(img.float(), txt.float(), c2i, img.shape[0])
+
+
+# --------------------------------------------------------------------------- fit
+
+
+def fit(
+    img_feats: Tensor,
+    txt_feats: Tensor,
+    caption_to_image: Tensor,
+    loss: str | LossFn = "unified",
+    loss_kwargs: Mapping | None = None,
+    *,
+    head: str | tuple[nn.Module, nn.Module] = "linear",
+    dim: int = 512,
+    epochs: int = 10,
+    batch_size: int = 128,
+    lr: float = 2e-4,
+    lr_decay_epoch: int | None = None,
+    seed: int = 0,
+    device: str | torch.device | None = None,
+    val: Triple | None = None,
+    callbacks: Callable | Sequence[Callable] | None = None,
+    checkpoint_dir: str | os.PathLike | None = None,
+    resume: bool = True,
+    probe_batch: int | None = None,
+    sampling: str = "captions",
+    progress: bool = True,
+) -> FitResult:
+    """Train an image head and a text head on fixed features with `loss`; record one history row per epoch.
+
+    Data: ``img_feats`` [n_images, D_img], ``txt_feats`` [n_captions, D_txt],
+    ``caption_to_image`` [n_captions] (the image of each caption); ``val`` is the
+    same triple for the validation split (None: no retrieval metrics).
+
+    Loss: a name of ``vlr_lib.losses.LOSSES``, a GOAL combination "goal:T,P"
+    (``vlr_lib.goal``), or a callable ``(S, pos_mask=None) -> scalar``;
+    ``loss_kwargs`` go to it (unknown ones are an error). Row-wise losses
+    (sampled_softmax, cross_example_softmax, smooth_ap) are applied in both
+    directions, ``loss(S) + loss(S.T)`` (see ``vlr_lib.train.objective``).
+
+    Training (VSE++ / Li et al. recipe): each epoch visits every caption once
+    (``sampling="captions"``; "images": one random caption per image) in batches
+    of ``batch_size`` captions with their images; images repeated in a batch are
+    masked as false negatives. Adam at ``lr``, times 0.1 from epoch
+    ``lr_decay_epoch`` (0-based; None: halfway). bf16 autocast on CUDA only. The
+    same seed gives the same history on CPU. Under ``torchrun`` each rank embeds
+    its share of every batch and the loss sees the whole batch
+    (``vlr_lib.train.distributed``).
+
+    History (``FitResult.history``, one dict per epoch): epoch, loss (mean over
+    batches), lr, steps, i2t_r1/5/10, t2i_r1/5/10, rsum, pos_sim, hardneg_sim
+    (``vlr_lib.train.evaluate``), cocos (``analysis.cocos`` on a fixed probe batch
+    of ``probe_batch`` distinct training images; None when the loss has no COCOS
+    rule; ``probe_batch=0`` turns it off), train_seconds and seconds (wall time).
+
+    Checkpoints: with ``checkpoint_dir`` the state is saved atomically after every
+    epoch, and ``resume=True`` continues from it (same result as an
+    uninterrupted run). A NaN/inf loss raises ``TrainingDivergedError`` and keeps
+    the last good checkpoint. ``callbacks``: ``cb(record, result)`` after every
+    epoch, after the checkpoint.
+    """
+    rank, world = D.rank_and_world()
+    train = _features("", (img_feats, txt_feats, caption_to_image))
+    val_t = _features("val", val) if val is not None else None
+    if val_t is not None:
+        _check_val_dims(train, val_t)
+    plan_args = _common_args(train[0].shape[0], epochs, batch_size, lr, lr_decay_epoch, seed, probe_batch, sampling, world)
+    objective = make_objective(loss, loss_kwargs)
+    dim = check_int("dim", dim, 1)
+    models = build_heads(head, train[0].shape[1], train[1].shape[1], dim, plan_args["seed"])
+    _head_in_dim("img_feats", models[0], train[0])
+    _head_in_dim("txt_feats", models[1], train[1])
+    config = {
+        "mode": "features",
+        "loss": objective.name,
+        "loss_kwargs": objective.kwargs,
+        "head": head if isinstance(head, str) else "custom",
+        "dim": dim,
+        **{k: v for k, v in plan_args.items() if k != "epochs"},
+        "data": data_fingerprint(*train),
+        "val": data_fingerprint(*val_t) if val_t is not None else None,
+        "world_size": world,
+    }
+    dev = default_device(device)
+    plan = Plan(
+        objective=objective,
+        config=config,
+        callbacks=_callbacks(callbacks),
+        checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
+        resume=bool(resume),
+        progress=bool(progress) and rank == 0,
+        **plan_args,
+    )
+    models = (models[0].to(dev), models[1].to(dev))
+    return train_models(models, _split(train, dev), _split(val_t, dev) if val_t else None, plan)
+
+
+def _common_args(n_images, epochs, batch_size, lr, lr_decay_epoch, seed, probe_batch, sampling, world) -> dict:
+    """Validated scalar settings shared by ``fit`` and ``fit_end_to_end``."""
+    epochs = check_int("epochs", epochs, 1)
+    batch_size = check_batch_size(batch_size, n_images, world)
+    if sampling not in SAMPLINGS:
+        raise ValueError(f"sampling must be one of {SAMPLINGS}, got {sampling!r}")
+    probe = min(batch_size, n_images) if probe_batch is None else check_int("probe_batch", probe_batch, 0, n_images)
+    if probe == 1:
+        raise ValueError("probe_batch must be 0 (off) or >= 2 (COCOS needs negatives)")
+    return {
+        "epochs": epochs,
+        "batch_size": batch_size,
+        "lr": check_positive("lr", lr),
+        "lr_decay_epoch": resolve_decay(lr_decay_epoch, epochs),
+        "seed": check_int("seed", seed, 0),
+        "sampling": sampling,
+        "probe_batch": probe,
+    }

@@ -1,0 +1,102 @@
+"""The training objective: a loss name (or GOAL combination) turned into ``S, pos_mask -> scalar``.
+
+Every loss of the workbook is a function of the batch similarity matrix S
+(DESIGN.md). Three of them are defined by their papers over the *rows* of S
+only -- sampled softmax and cross-example softmax (Veit & Wilber eqs. 2-6:
+queries are rows) and SmoothAP (Bleeker & de Rijke eq. 8: one AP per query).
+Retrieval runs both ways, so the trainer applies them in both directions,
+``loss(S, pos_mask) + loss(S.T, pos_mask.T)``: image queries over captions plus
+caption queries over images, exactly as the symmetric losses (triplet, InfoNCE,
+unified, GOAL) already do internally. Bleeker & de Rijke train SmoothAP this
+way (i2t + t2i); Veit & Wilber's eq. 5 is written for one direction.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from torch import Tensor
+
+from .. import losses as _losses
+
+ROW_WISE = ("sampled_softmax", "cross_example_softmax", "smooth_ap")
+GOAL_PREFIX = "goal:"
+LossFn = Callable[..., Tensor]
+
+
+@dataclass(frozen=True)
+class Objective:
+    """A named, fully configured objective; call it with (S, pos_mask)."""
+
+    name: str
+    kwargs: dict = field(default_factory=dict)
+    fn: LossFn | None = None
+    both_directions: bool = False
+    fixed: dict = field(default_factory=dict)  # arguments implied by the name (GOAL's triplet and pair)
+
+    def __call__(self, S: Tensor, pos_mask: Tensor | None = None) -> Tensor:
+        kw = {**self.fixed, **self.kwargs}
+        if self.both_directions:
+            t_mask = None if pos_mask is None else pos_mask.T
+            return self.fn(S, pos_mask=pos_mask, **kw) + self.fn(S.T, pos_mask=t_mask, **kw)
+        return self.fn(S, pos_mask=pos_mask, **kw)
+
+    def describe(self) -> str:
+        """A short label: "unified(gamma=60, margin=0.2)"."""
+        args = ", ".join(f"{k}={v}" for k, v in sorted(self.kwargs.items()))
+        return f"{self.name}({args})" if args else self.name
+
+
+def loss_names() -> tuple[str, ...]:
+    """Every closed-form loss name the trainer accepts (GOAL names come on top: "goal:T,P")."""
+    return tuple(_losses.LOSSES)
+
+
+def _goal_fn(name: str) -> tuple[LossFn, dict]:
+    from .. import goal  # imported late: the trainer works without GOAL for closed-form losses
+
+    try:
+        triplet, pair = goal.parse_goal_name(name)
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"loss {name!r} is not a GOAL combination: {err}") from None
+    return goal.goal_objective, {"triplet": triplet, "pair": pair}
+
+
+def _check_kwargs(name: str, fn: LossFn, kwargs: Mapping, fixed: Mapping) -> dict:
+    """Reject parameters the loss does not take, naming them (a typo must not be silently ignored)."""
+    params = inspect.signature(fn).parameters
+    allowed = [p for p in params if p not in ("S", "pos_mask", *fixed)]
+    unknown = sorted(set(kwargs) - set(allowed))
+    if unknown:
+        raise ValueError(f"loss_kwargs has {unknown} which loss {name!r} does not take; it takes {allowed}")
+    out = dict(kwargs)
+    try:
+        json.dumps(out)  # configs are stored in checkpoints and grid caches
+    except TypeError:
+        raise TypeError(f"loss_kwargs must hold numbers, strings, lists or None (they are stored as JSON), got {out}")
+    return out
+
+
+def make_objective(loss: str | LossFn, loss_kwargs: Mapping | None = None) -> Objective:
+    """Resolve `loss` -- a name of ``vlr_lib.losses.LOSSES``, "goal:T,P", or a callable (S, pos_mask=...) -> scalar.
+
+    A callable is used as given (one direction as written; it is the hook for
+    students' own losses and for tests).
+    """
+    kwargs = dict(loss_kwargs or {})
+    if callable(loss):
+        name = getattr(loss, "__qualname__", type(loss).__name__)
+        return Objective(name=f"custom:{name}", kwargs=kwargs, fn=loss)
+    if not isinstance(loss, str):
+        raise TypeError(f"loss must be a loss name or a callable, got {type(loss).__name__}")
+    if loss.startswith(GOAL_PREFIX):
+        fn, fixed = _goal_fn(loss)
+        kwargs = _check_kwargs(loss, fn, kwargs, fixed)
+        return Objective(name=loss, kwargs=kwargs, fn=fn, fixed=fixed)
+    if loss not in _losses.LOSSES:
+        raise ValueError(f"loss must be one of {loss_names()} or 'goal:<triplet>,<pair>', got {loss!r}")
+    fn = _losses.LOSSES[loss]
+    kwargs = _check_kwargs(loss, fn, kwargs, {})
+    return Objective(name=loss, kwargs=kwargs, fn=fn, both_directions=loss in ROW_WISE)
