@@ -59,7 +59,10 @@ def _write_lab_settings(settings_dir: Path) -> None:
     """Lab settings for the test: render every cell (JupyterLab 4 detaches off-screen cells by
     default, so a widget below the fold would never count as visible) and no news prompt."""
     files = {
-        "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+        "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {
+            "windowingMode": "none",
+            "autoStartDefaultKernel": True,  # never stop at the "Select Kernel" dialog
+        },
         "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false"},
     }
     for rel, content in files.items():
@@ -109,20 +112,48 @@ def _figure_state(page) -> str:
     )
 
 
-def test_notebook_04_slider_changes_the_figure(lab):
+def _accept_kernel_dialog(page) -> None:
+    """Under load JupyterLab may still ask which kernel to use; take the preselected Python 3."""
+    dialog = page.locator(".jp-Dialog:has-text('Select Kernel')")
+    try:
+        dialog.wait_for(state="visible", timeout=5_000)
+    except Exception:  # no dialog: nothing to accept
+        return
+    dialog.locator("button.jp-mod-accept").click()
+
+
+def _diagnose(page, where: Path) -> str:
+    """What the page shows when a wait fails: kernel status, error outputs, a screenshot."""
+    shot = where / "failure.png"
+    page.screenshot(path=str(shot), full_page=True)
+    status = page.evaluate(
+        "() => { const e = document.querySelector('.jp-Notebook-ExecutionIndicator');"
+        " return e ? e.getAttribute('data-status') : 'unknown'; }"
+    )
+    errors = page.evaluate(
+        "() => Array.from(document.querySelectorAll("
+        "'[data-mime-type=\"application/vnd.jupyter.stderr\"], .jp-OutputArea-output .ansi-red-fg'))"
+        ".map(e => e.innerText.slice(0, 2000))"
+    )
+    return f"kernel status {status}; screenshot {shot}; error outputs: {errors or 'none'}"
+
+
+def test_notebook_04_slider_changes_the_figure(lab, tmp_path):
     chromium = _chromium()
     if chromium is None:
         pytest.skip("no Chromium on this machine (apt-get install chromium); .ci/run installs it")
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, headless=True, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(lab, timeout=120_000)
             page.wait_for_selector(".jp-NotebookPanel", timeout=120_000)
             page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
+            _accept_kernel_dialog(page)
             page.click("#jp-MainMenu >> text=Run")
             page.click("li.lm-Menu-item:has-text('Run All Cells')")
+            _accept_kernel_dialog(page)
             explorer = page.locator(EXPLORER).first
             explorer.wait_for(state="attached", timeout=180_000)
             explorer.scroll_into_view_if_needed()
@@ -151,5 +182,7 @@ def test_notebook_04_slider_changes_the_figure(lab):
             after = _figure_state(page)
             assert after != before
             assert json.loads(after), "the figure has no data after the slider moved"
+        except sync_api.TimeoutError as exc:
+            pytest.fail(f"{exc.message.splitlines()[0]}\n{_diagnose(page, tmp_path)}")
         finally:
             browser.close()

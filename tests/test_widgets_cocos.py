@@ -1,0 +1,70 @@
+"""vlr_lib.widgets.cocos: moving a control redraws the COCOS figure in place."""
+from __future__ import annotations
+
+import ipywidgets as W
+import numpy as np
+import plotly.graph_objects as go
+
+from vlr_lib.notebook import demo_embeddings
+from vlr_lib.similarity import similarity
+from vlr_lib.viz import cocos as viz
+from vlr_lib.widgets.cocos import cocos_explorer
+
+
+def find(box: W.Widget, kind: type, description: str | None = None) -> W.Widget:
+    """The first widget of `kind` (and `description`) in a container tree, depth first."""
+    if isinstance(box, kind) and (description is None or getattr(box, "description", None) == description):
+        return box
+    for child in getattr(box, "children", ()):
+        try:
+            return find(child, kind, description)
+        except LookupError:
+            pass
+    raise LookupError(f"no {kind.__name__} {description!r}")
+
+
+def dots(fig, panel: int) -> list[tuple[float, float]]:
+    tr = fig.data[3 * panel + 2]
+    return list(zip(tr.x, tr.y))
+
+
+def test_eps_and_margin_sliders_redraw_the_right_panels():
+    box = cocos_explorer(n=10, noise=1.5)
+    assert "vlr-explorer-cocos" in box._dom_classes
+    fig, eps = find(box, go.FigureWidget), find(box, W.FloatLogSlider, "ε")
+    assert box.figure is fig and box.controls["eps"] is eps
+    triplet_before, nt_before = dots(fig, 0), dots(fig, 2)
+    eps.value = 0.1
+    S = similarity(*demo_embeddings(10, 16, 1.5, 0))
+    expected = viz.cocos_figure(S, eps.value, 0.2, 0.1, 0.01)
+    assert dots(fig, 2) == dots(expected, 2) != nt_before
+    assert dots(fig, 0) == triplet_before  # epsilon does not touch the triplets
+    box.controls["margin"].value = 0.6
+    expected = viz.cocos_figure(S, eps.value, 0.6, 0.1, 0.01)
+    assert dots(fig, 0) == dots(expected, 0) and len(dots(fig, 0)) > len(triplet_before)
+    assert fig.layout.annotations[0].text == expected.layout.annotations[0].text
+
+
+def test_direction_noise_and_temperatures():
+    box = cocos_explorer(n=10, noise=1.5)
+    fig = box.figure
+    z_before = np.asarray(fig.data[0].z, dtype=float)
+    box.controls["direction"].value = "t2i"
+    np.testing.assert_allclose(np.asarray(fig.data[0].z, dtype=float), z_before.T)
+    assert "(t2i)" in fig.layout.title.text
+    box.controls["noise"].value = 0.2  # an easy batch: hardly anything violates
+    S = similarity(*demo_embeddings(10, 16, 0.2, 0))
+    expected = viz.cocos_figure(S, 0.01, 0.2, 0.1, 0.01, "t2i")
+    np.testing.assert_allclose(np.asarray(fig.data[0].z, dtype=float), np.asarray(expected.data[0].z, dtype=float))
+    assert dots(fig, 0) == dots(expected, 0)
+    box.controls["temperature"].value = 0.01
+    box.controls["tau"].value = 0.1
+    expected = viz.cocos_figure(S, 0.01, 0.2, 0.01, 0.1, "t2i")
+    assert dots(fig, 2) == dots(expected, 2) and dots(fig, 3) == dots(expected, 3)
+
+
+def test_a_given_batch_has_no_noise_control():
+    S = similarity(*demo_embeddings(6, 16, 1.0, 3))
+    box = cocos_explorer(S)
+    assert "noise" not in box.controls
+    np.testing.assert_allclose(np.asarray(box.figure.data[0].z, dtype=float), S.numpy())

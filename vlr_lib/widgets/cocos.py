@@ -1,0 +1,57 @@
+"""Explorer of notebook 08: COCOS counts of the four losses against ε, the margin and the temperatures.
+
+Same convention as `vlr_lib.widgets.evaluation`: the box exposes `.controls`
+(name -> widget) and `.figure` (a plotly FigureWidget); callbacks only call
+`vlr_lib.viz.cocos.cocos_figure`.
+"""
+from __future__ import annotations
+
+import ipywidgets as W
+from torch import Tensor
+
+from ..notebook import demo_embeddings
+from ..similarity import similarity
+from ..viz import cocos as V
+from .evaluation import explorer, slider
+
+
+def cocos_explorer(
+    S: Tensor | None = None,
+    *,
+    n: int = 16,
+    dim: int = 16,
+    noise: float = 1.5,
+    seed: int = 0,
+    eps: float = 0.01,
+    margin: float = 0.2,
+    temperature: float = 0.1,
+    tau: float = 0.01,
+    direction: str = "i2t",
+) -> W.VBox:
+    """Sliders for ε, the triplet margin α, NT-Xent's τ and SmoothAP's τ, and the direction.
+
+    With `S` the explorer counts on that batch. Without it, a demo batch of `n`
+    pairs (``notebook.demo_embeddings``) gets a `noise` slider too: high noise
+    looks like a batch early in training (every query violates), low noise like
+    one near convergence.
+    """
+
+    def draw(eps: float, margin: float, temperature: float, tau: float, direction: str, noise: float | None = None):
+        batch = S if S is not None else similarity(*demo_embeddings(n, dim, noise, seed))
+        return V.cocos_figure(batch, eps, margin, temperature, tau, direction)
+
+    log = dict(base=10, readout_format=".3g")
+    controls = {
+        "eps": slider(W.FloatLogSlider, "ε", value=eps, min=-4, max=-0.5, step=0.1, **log),
+        "margin": slider(W.FloatSlider, "margin α", value=margin, min=0.0, max=1.0, step=0.05),
+        "temperature": slider(W.FloatLogSlider, "NT-Xent τ", value=temperature, min=-2.5, max=0, step=0.1, **log),
+        "tau": slider(W.FloatLogSlider, "SmoothAP τ", value=tau, min=-3, max=-0.5, step=0.1, **log),
+        "direction": W.ToggleButtons(options=[("image → text", "i2t"), ("text → image", "t2i")], value=direction),
+    }
+    rows = [["eps", "margin"], ["temperature", "tau"], ["direction"]]
+    if S is None:
+        controls["noise"] = slider(W.FloatSlider, "batch noise", value=noise, min=0.0, max=4.0, step=0.1)
+        rows[-1].append("noise")
+    box = explorer(controls, draw, rows=rows)
+    box.add_class("vlr-explorer-cocos")
+    return box
