@@ -12,7 +12,7 @@ from torch import Tensor
 from ..notebook import demo_embeddings
 from ..similarity import similarity
 from ..viz import cocos as V
-from .evaluation import explorer, slider
+from ._core import explorer, slider
 
 
 def cocos_explorer(

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from torch import Tensor
 
 from ..viz import contrastive as V
-from .evaluation import explorer, slider
+from ._core import explorer, slider
 
 
 def temperature_explorer(

@@ -1,12 +1,9 @@
 """Explorers of notebooks 00-01: browse the shapes data; a batch's similarity matrix and rankings.
 
-Each explorer returns an ipywidgets box whose `.controls` (name -> widget) and
-`.figure` (a plotly FigureWidget) are exposed for tests; the callbacks only call
-one builder of `vlr_lib.viz.evaluation` and copy its figure into the widget.
+The callbacks only call one builder of `vlr_lib.viz.evaluation` (wiring in `_core`).
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 
 import ipywidgets as W
 import numpy as np
@@ -14,44 +11,7 @@ import plotly.graph_objects as go
 
 from ..similarity import similarity
 from ..viz import evaluation as V
-
-
-def refresh(fig: go.FigureWidget, new: go.Figure) -> None:
-    """Copy `new` into the live widget: traces updated in place when the structure is unchanged."""
-    same = len(fig.data) == len(new.data) and all(a.type == b.type for a, b in zip(fig.data, new.data))
-    if not same:  # a different set of traces: replace them (rare; not allowed inside batch_update)
-        fig.data = []
-        fig.add_traces(new.data)
-    with fig.batch_update():
-        if same:
-            for old, tr in zip(fig.data, new.data):
-                props = tr.to_plotly_json()
-                props.pop("type", None)
-                props.pop("uid", None)  # keep the widget's trace ids: the browser updates, not re-creates
-                old.update(props, overwrite=True)
-        fig.layout = new.layout
-
-
-def explorer(
-    controls: dict[str, W.Widget], draw: Callable[..., go.Figure], rows: list[list[str]] | None = None
-) -> W.VBox:
-    """Wire `controls` to `draw(**values)`: any change redraws. Returns VBox(controls, figure)."""
-    fig = go.FigureWidget(draw(**{k: c.value for k, c in controls.items()}))
-
-    def on_change(_change=None) -> None:
-        refresh(fig, draw(**{k: c.value for k, c in controls.items()}))
-
-    for c in controls.values():
-        c.observe(on_change, names="value")
-    rows = rows or [list(controls)]
-    box = W.VBox([W.HBox([controls[k] for k in row]) for row in rows] + [fig])
-    box.controls, box.figure, box.redraw = controls, fig, on_change
-    return box
-
-
-def slider(cls, description: str, **kw) -> W.Widget:
-    """A slider that updates on release (each redraw recomputes a figure)."""
-    return cls(description=description, continuous_update=False, style={"description_width": "initial"}, **kw)
+from ._core import explorer, refresh, slider  # noqa: F401  (refresh re-exported for older imports)
 
 
 def shapes_browser(n_groups: int = 6, group_size: int = 4, seed: int = 0, difficulty: float = 0.5) -> W.VBox:

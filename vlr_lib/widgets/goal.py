@@ -15,6 +15,7 @@ from .. import goal
 from ..notebook import demo_embeddings
 from ..similarity import similarity
 from ..viz import goal as viz
+from ._core import refresh
 
 __all__ = ["triplet_explorer", "pair_weight_explorer", "goal_composer", "refresh"]
 
@@ -31,20 +32,6 @@ _PAIR_LABELS = [
     ("P^lin-ms (linear MS, eq. 13)", "lin-ms"),
     ("P^sig-ms (MS loss, eq. 12)", "sig-ms"),
 ]
-
-
-def refresh(target: go.FigureWidget, fig: go.Figure) -> None:
-    """Copy a freshly built figure into a FigureWidget in place (one batched message to the browser)."""
-    with target.batch_update():
-        if len(target.data) == len(fig.data):
-            for old, new in zip(target.data, fig.data):
-                old.update(new.to_plotly_json())
-        else:  # a builder changed its trace count: replace the traces wholesale
-            target.data = []
-            target.add_traces(list(fig.data))
-        new_layout = fig.layout.to_plotly_json()
-        new_layout.pop("template", None)  # same theme every time; re-validating it is the slow part
-        target.layout.update(new_layout)
 
 
 def _slider(description: str, value: float, lo: float, hi: float, step: float) -> widgets.FloatSlider:

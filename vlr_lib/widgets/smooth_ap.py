@@ -11,7 +11,7 @@ from torch import Tensor
 
 from .._checks import check_similarity
 from ..viz import smooth_ap as V
-from .evaluation import explorer, slider
+from ._core import explorer, slider
 
 
 def smooth_ap_explorer(S: Tensor, pos_mask: Tensor | None = None, tau: float = 0.01, query: int = 0) -> W.VBox:

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from torch import Tensor
 
 from ..viz import softmax as V
-from .evaluation import explorer, slider
+from ._core import explorer, slider
 
 
 def partition_explorer(

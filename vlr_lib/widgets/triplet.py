@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from ..notebook import demo_embeddings
 from ..similarity import similarity
 from ..viz import triplet as V
-from .evaluation import slider, explorer
+from ._core import slider, explorer
 
 
 def gradient_explorer(n: int = 8, dim: int = 16, noise: float = 2.0, seed: int = 0, margin: float = 0.2) -> W.VBox:

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from torch import Tensor
 
 from ..viz import unified as V
-from .evaluation import explorer, slider
+from ._core import explorer, slider
 
 
 def unified_explorer(S: Tensor, margin: float = 0.2, gamma: float = 60.0) -> W.VBox:
