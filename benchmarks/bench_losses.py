@@ -96,9 +96,16 @@ def goal_pairs() -> list[tuple[str, Callable, Callable]]:
     """goal_objective beside autograd through the closed-form loss of the same gradient."""
     if G is None:
         return []
+    # Xuan eq. 6, the hard-negative NCA loss, is softplus(tau (s_neg - s_pos)) per query:
+    # sampled softmax with scale tau over the top-1 negative, in both directions.
+    tau = 10.0
     return [
         ("goal(con,con) vs triplet_hardest", lambda S: G.goal_objective(S, "con", "con"), lambda S: L.triplet_hardest(S)),
-        ("goal(cir,sig-ms) vs unified", lambda S: G.goal_objective(S, "cir", "sig-ms"), lambda S: L.unified(S)),
+        (
+            "goal(nca,con) vs hard-negative NCA",
+            lambda S: G.goal_objective(S, "nca", "con", tau=tau),
+            lambda S: L.sampled_softmax(S, tau, topk=1, reduction="sum") + L.sampled_softmax(S.T, tau, 1, "sum"),
+        ),
     ]
 
 
