@@ -12,7 +12,6 @@ Pretrained weights download on first use (open_clip / torchvision caches);
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -33,7 +32,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0, help="shapes: seed when generating (default 0)")
     p.add_argument("--difficulty", type=float, default=0.5, help="shapes: difficulty when generating (default 0.5)")
     p.add_argument("--dataset-id", default=None,
-                   help="id recorded in the manifest (default: <data>:<folder name>, 'shapes', or the Hub repo id)")
+                   help="id recorded in the manifest (default: <data>:<folder name>, 'shapes', or the Hub repo id; "
+                        "vlr-train / vlr-grid and the showdown find flickr30k caches under the default only)")
     p.add_argument("--revision", default=None, help="revision recorded in the manifest / used for the Hub")
     p.add_argument("--split", choices=SPLIT_KEYS + ("all",), default="all", help="split to encode (default all)")
     p.add_argument("--backbone", choices=("clip-vit-b32", "vsepp-resnet50"), default="clip-vit-b32")
@@ -57,13 +57,13 @@ def _load(args: argparse.Namespace):
             return load_shapes(args.data_path), f"shapes:{args.data_path.resolve().name}", args.revision or ""
         dd = make_shapes(seed=args.seed, difficulty=args.difficulty)
         return dd, "shapes", args.revision or f"seed={args.seed},difficulty={args.difficulty}"
-    if args.data_path is not None:
-        return load_flickr30k(args.data_path), f"flickr30k:{args.data_path.resolve().name}", args.revision or ""
-    from vlr_lib.data.flickr30k import DEFAULT_REPO_ID, DEFAULT_REVISION, ENV_REPO, ENV_REVISION
+    from vlr_lib.features import flickr_cache_id
 
-    repo = os.environ.get(ENV_REPO) or DEFAULT_REPO_ID
-    revision = args.revision or os.environ.get(ENV_REVISION) or DEFAULT_REVISION
-    return load_flickr30k(repo_id=repo, revision=revision), repo, revision
+    # The id vlr-train / vlr-grid and the showdown look up (one convention, vlr_lib.features.flickr_cache_id).
+    dataset_id, revision = flickr_cache_id(args.data_path, revision=args.revision)
+    if args.data_path is not None:
+        return load_flickr30k(args.data_path), dataset_id, revision
+    return load_flickr30k(repo_id=dataset_id, revision=revision), dataset_id, revision
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,25 +35,18 @@ from vlr_lib.notebook import setup
 cfg = setup(seed=0)
 
 # %%
-import sys
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-import vlr_lib
 from vlr_lib.losses import LOSSES
 from vlr_lib.goal import GOAL_PAIRS, GOAL_TRIPLETS, TABLE1
 from vlr_lib.train import fit
+from vlr_lib.train import showdown as sd  # the experiment, shared with data_scripts/run_showdown.py
 from vlr_lib.viz import showdown as V
 from vlr_lib.widgets import showdown as W
 
-# The experiment is defined once, in data_scripts/run_showdown.py, and shared with the command line.
-sys.path.insert(0, str(Path(vlr_lib.__file__).resolve().parents[1] / "data_scripts"))
-import run_showdown as rs
-
-spec = rs.spec_for(cfg.data, cfg.fast, device=str(cfg.device))
+spec = sd.spec_for(cfg.data, cfg.fast, device=str(cfg.device))
 spec
 
 # %% [markdown]
@@ -67,7 +60,7 @@ spec
 
 # %%
 contestants = pd.DataFrame([{"loss": c["loss"], "name": V.display_name(c["loss"]),
-                             "hyper-param (library default)": V.hyperparameters(c["loss"])} for c in rs.configs()])
+                             "hyper-param (library default)": V.hyperparameters(c["loss"])} for c in sd.configs()])
 contestants
 
 # %%
@@ -90,23 +83,23 @@ assert contestants["loss"].is_unique
 # - *Same schedule.* Epochs, batch size, learning rate and its one decay (×0.1 halfway, the VSE++
 #   recipe of Bleeker & de Rijke sec. 3) are shared.
 # - *Same evaluation.* After every epoch the trainer measures rsum on the **validation** split; a
-#   callback (`rs.ShowdownMetrics`) also measures the **test** split and COCOS on one fixed probe batch.
+#   callback (`sd.ShowdownMetrics`) also measures the **test** split and COCOS on one fixed probe batch.
 #   Each run is reported at its epoch of best validation rsum — the checkpoint a practitioner would
 #   keep — so the test numbers never influence the choice.
 #
 # The runs go through `vlr_lib.train.grid`, which stores every (configuration, seed) cell on disk under
-# `runs/` at the repository root. `rs.run` returns the stored table when its settings match, so
+# `runs/` at the repository root. `sd.run` returns the stored table when its settings match, so
 # re-opening this notebook does not retrain; in fast mode (CI) the small grid trains in seconds.
 # In essence it calls
 #
 # ```python
-# grid(rs.configs(), seeds=spec.seeds, train=data.train, val=data.val, out=spec.out,
-#      callbacks=[rs.ShowdownMetrics(data.test, probe)], **spec.train_settings())
+# grid(sd.configs(), seeds=spec.seeds, train=data.train, val=data.val, out=spec.out,
+#      callbacks=[sd.ShowdownMetrics(data.test, probe)], **spec.train_settings())
 # ```
 
 # %%
 command = f"notebook 10 (VLR_FAST={int(cfg.fast)}, VLR_DATA={cfg.data})"
-showdown = rs.run(spec, command=command)  # FileNotFoundError with the commands to run if flickr30k features are missing
+showdown = sd.run(spec, command=command)  # FileNotFoundError with the commands to run if flickr30k features are missing
 runs, meta = showdown.runs, showdown.meta
 chance = meta["chance_rsum_test"]
 
@@ -114,7 +107,7 @@ chance = meta["chance_rsum_test"]
 # Where the table came from, read from its stored metadata:
 
 # %%
-stored = meta["spec"]  # the settings the table was trained with (rs.run reuses it only when they match spec)
+stored = meta["spec"]  # the settings the table was trained with (sd.run reuses it only when they match spec)
 display(Markdown("\n".join([
     f"- **{'stored table reused' if showdown.reused else 'trained just now'}** from `{showdown.out.relative_to(showdown.out.parents[1])}`",
     f"- command: `{meta['command']}`",
@@ -152,10 +145,10 @@ print(f"{len(runs)} runs; selected epochs range {runs['sel_epoch'].min()}-{runs[
 # runs should coincide.
 
 # %%
-data = rs.load_data(spec)
+data = sd.load_data(spec)
 seed = spec.seeds[0]
-check = rs.ShowdownMetrics(data.test, rs.probe_batch(data.train, min(spec.probe, data.train[0].shape[0])))
-with rs.cpu_threads(1):  # tiny matmuls: one thread is faster than two on a shared CPU
+check = sd.ShowdownMetrics(data.test, sd.probe_batch(data.train, min(spec.probe, data.train[0].shape[0])))
+with sd.cpu_threads(1):  # tiny matmuls: one thread is faster than two on a shared CPU
     again = fit(*data.train, loss="triplet_hardest", val=data.val, seed=seed, callbacks=[check],
                 device=cfg.device, progress=False, **spec.train_settings())
 stored_row = runs[(runs["loss"] == "triplet_hardest") & (runs["seed"] == seed)].iloc[0]
@@ -437,11 +430,11 @@ print(f"{len(facts['claims'])} claims checked; {facts['n_separated']} of {facts[
 #
 # ```python
 # from vlr_lib.train import grid
-# data = rs.load_data(spec)
-# probe = rs.probe_batch(data.train, spec.probe)
-# with rs.cpu_threads(1):
+# data = sd.load_data(spec)
+# probe = sd.probe_batch(data.train, spec.probe)
+# with sd.cpu_threads(1):
 #     extra = grid([{"loss": "unified", "gamma": 20.0}], seeds=spec.seeds, train=data.train, val=data.val,
-#                  out=spec.out / "extra", data_id=data.data_id, callbacks=[rs.ShowdownMetrics(data.test, probe)],
+#                  out=spec.out / "extra", data_id=data.data_id, callbacks=[sd.ShowdownMetrics(data.test, probe)],
 #                  progress=False, **spec.train_settings())
 # both = pd.concat([runs, extra.runs], ignore_index=True)
 # print(V.table1(V.summarize(both)).tail(3))

@@ -303,3 +303,20 @@ def test_extract_script_help():
     for flag in ("--backbone", "--device", "--batch-size", "--cache-root", "--pretrained", "--split"):
         assert flag in out.stdout
     assert all(b in out.stdout for b in V.BACKBONES)
+
+
+def test_flickr_cache_id_convention(tmp_path, monkeypatch):
+    """Local copy: flickr30k:<folder>; Hub: repo id and revision as load_flickr30k resolves them (args, env)."""
+    from vlr_lib.data import flickr30k as F30
+
+    monkeypatch.delenv(F30.ENV_REPO, raising=False)
+    monkeypatch.delenv(F30.ENV_REVISION, raising=False)
+    (tmp_path / "f30k").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert V.flickr_cache_id("f30k/") == ("flickr30k:f30k", "")
+    assert V.flickr_cache_id(Path("f30k"), revision="v1") == ("flickr30k:f30k", "v1")
+    assert V.flickr_cache_id() == ("nlphuji/flickr30k", "refs/convert/parquet")
+    monkeypatch.setenv(F30.ENV_REPO, "me/mirror")
+    monkeypatch.setenv(F30.ENV_REVISION, "abc")
+    assert V.flickr_cache_id() == ("me/mirror", "abc")
+    assert V.flickr_cache_id(repo_id="o/r", revision="r2") == ("o/r", "r2")

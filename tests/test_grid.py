@@ -74,15 +74,16 @@ def test_grid_rows_summary_files_and_caching(data, tmp_path, monkeypatch):
     runs = first.runs
     assert list(runs["loss"]) == ["info_nce", "info_nce", "triplet_hardest", "triplet_hardest"]
     assert list(runs["seed"]) == [0, 1, 0, 1]
-    assert {"rsum", "i2t_r1", "t2i_r10", "train_loss", "best_rsum", "key"} <= set(runs.columns)
+    assert {"rsum", "i2t_r1", "t2i_r10", "map5", "pr_auc", "train_loss", "best_rsum", "key"} <= set(runs.columns)
     # Summary: mean and std over seeds, computed here independently from the rows.
     s = first.summary.set_index("config")
     for name in ("info_nce", "triplet_hardest"):
-        vals = runs.loc[runs["loss"] == name, "rsum"].tolist()
-        mean = sum(vals) / 2
-        std = (sum((v - mean) ** 2 for v in vals) / 1) ** 0.5
-        assert s.loc[name, "rsum_mean"] == pytest.approx(mean)
-        assert s.loc[name, "rsum_std"] == pytest.approx(std)
+        for metric in ("rsum", "map5", "pr_auc"):
+            vals = runs.loc[runs["loss"] == name, metric].tolist()
+            mean = sum(vals) / 2
+            std = (sum((v - mean) ** 2 for v in vals) / 1) ** 0.5
+            assert s.loc[name, f"{metric}_mean"] == pytest.approx(mean)
+            assert s.loc[name, f"{metric}_std"] == pytest.approx(std)
         assert s.loc[name, "n_seeds"] == 2
     for f in ("runs.csv", "summary.csv", "runs.parquet"):
         assert (tmp_path / f).exists(), f

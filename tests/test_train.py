@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from vlr_lib import losses as L
+from vlr_lib import metrics
 from vlr_lib.models import LinearHead, MLPHead, TextBag, TextGRU, TinyCNN, Vocabulary
 from vlr_lib.train import (
     TrainingDivergedError,
@@ -60,15 +61,22 @@ def test_history_has_one_complete_record_per_epoch(feats):
     assert [r["epoch"] for r in res.history] == [1, 2, 3]
     for r in res.history:
         for key in ("loss", "rsum", "i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10",
-                    "pos_sim", "hardneg_sim", "cocos", "seconds", "steps", "lr"):
+                    "map5", "pr_auc", "pos_sim", "hardneg_sim", "cocos", "seconds", "steps", "lr"):
             assert key in r, key
         assert r["steps"] == N_IMG * N_CAP // 16
         assert r["rsum"] == pytest.approx(sum(r[f"{d}_r{k}"] for d in ("i2t", "t2i") for k in (1, 5, 10)))
         assert -1 <= r["hardneg_sim"] <= 1 and -1 <= r["pos_sim"] <= 1
+        assert 0 <= r["map5"] <= 1 and 0 < r["pr_auc"] <= 1  # fractions, unlike the recalls (percent)
         assert set(r["cocos"]) == {"i2t", "t2i"} and r["cocos"]["i2t"]["n_queries"] == 16
     # Default decay: halfway (epoch index 1 of 3) -> lr x 0.1 from the second epoch on.
     assert [r["lr"] for r in res.history] == pytest.approx([5e-3, 5e-4, 5e-4])
     assert res.history[-1]["loss"] < res.history[0]["loss"]
+    # The last record's validation metrics are those of the final heads (val = the training triple here).
+    S = res.similarity(feats[0], feats[1])
+    assert res.history[-1]["map5"] == pytest.approx(metrics.map_at_k(S, feats[2], k=5), abs=1e-6)
+    assert res.history[-1]["pr_auc"] == pytest.approx(metrics.pr_auc(S, feats[2]), abs=1e-6)
+    assert res.history[-1]["rsum"] == pytest.approx(metrics.retrieval_metrics(S, feats[2])["rsum"])
+    assert res.history[0]["map5"] != res.history[-1]["map5"]  # recomputed every epoch
     flat = res.frame()
     assert len(flat) == 3 and "cocos_i2t_C_B" in flat.columns
     json.dumps(res.history)  # stored in checkpoints as JSON
@@ -181,6 +189,29 @@ class Interrupt:
     def __call__(self, record, result):
         if record["epoch"] == self.after:
             raise KeyboardInterrupt
+
+
+class Tag:
+    """A callback that adds a JSON-able key (the contract of vlr_lib.train.engine)."""
+
+    def __call__(self, record, result):
+        record["tag"] = {"twice": 2 * record["epoch"], "seen": len(result.history)}
+
+
+def test_callback_keys_are_kept_in_history_and_checkpoint(feats, tmp_path):
+    res = run(feats, epochs=2, checkpoint_dir=tmp_path, callbacks=[Tag()])
+    tags = [{"twice": 2, "seen": 1}, {"twice": 4, "seen": 2}]
+    assert [r["tag"] for r in res.history] == tags
+    stored = json.loads(ck.load_checkpoint(tmp_path / ck.CHECKPOINT_NAME)["history"])
+    assert [r["tag"] for r in stored] == tags  # the last epoch's checkpoint holds its callback keys too
+
+
+def test_resumed_history_keeps_callback_keys_of_the_epochs_before(feats, tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        run(feats, epochs=3, checkpoint_dir=tmp_path, callbacks=[Tag(), Interrupt(after_epoch=2)])
+    assert ck.load_checkpoint(tmp_path / ck.CHECKPOINT_NAME)["epoch"] == 2  # the stopping epoch is kept
+    resumed = run(feats, epochs=3, checkpoint_dir=tmp_path, callbacks=[Tag()])
+    assert [r["tag"]["twice"] for r in resumed.history] == [2, 4, 6]
 
 
 def test_resume_after_interrupt_equals_uninterrupted_run(feats, tmp_path):

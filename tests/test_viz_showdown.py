@@ -1,32 +1,23 @@
-"""vlr_lib.viz.showdown over grids of control values, and the runner that makes its tables.
+"""vlr_lib.viz.showdown over grids of control values.
 
 The figures and tables are checked on synthetic showdown tables whose numbers
 are known by construction (means, stds, best cells and separations are
-recomputed here with plain loops), then data_scripts/run_showdown.py is run on
-a tiny shapes set and on a fake Flickr30K feature cache to check the columns
-the figures read (sel_*, test_*, COCOS) and the stored-table reuse.
+recomputed here with plain loops). The runner that makes the real tables
+(vlr_lib.train.showdown) is tested in tests/test_showdown.py.
 """
 from __future__ import annotations
 
 import inspect
 import itertools
-import json
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
-from vlr_lib import analysis, losses, metrics
+from vlr_lib import losses
 from vlr_lib.goal import GOAL_PAIRS, GOAL_TRIPLETS, TABLE1
 from vlr_lib.viz import showdown as V
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "data_scripts"))
-import run_showdown as rs  # noqa: E402
 
 GOAL = [f"goal:{t},{p}" for t in GOAL_TRIPLETS for p in GOAL_PAIRS]
 LOSS_NAMES = list(losses.LOSSES) + GOAL
@@ -326,90 +317,3 @@ def test_to_markdown_by_hand():
     df = pd.DataFrame({"a": ["1 ± 0", "x|y"], "b": [2, 3]}, index=["P^con", "P^lin"])
     assert V.to_markdown(df) == "|  | a | b |\n|---|---|---|\n| P^con | 1 ± 0 | 2 |\n| P^lin | x\\|y | 3 |"
     assert V.to_markdown(df.reset_index(drop=True)).splitlines()[0] == "| a | b |"
-
-
-# --------------------------------------------------------------------------- the runner behind the tables
-
-
-def tiny_spec(**kw):
-    base = dict(n_train=24, n_val=12, n_test=12, epochs=2, batch_size=12, dim=8, seeds=(0,), probe=12)
-    return rs.spec_for("shapes", True, **{**base, **kw})
-
-
-def test_callback_records_test_metrics_cocos_and_the_selected_epoch():
-    from vlr_lib.train import fit
-
-    spec = tiny_spec(epochs=3)
-    data = rs.load_data(spec)
-    probe = rs.probe_batch(data.train, spec.probe)
-    cb = rs.ShowdownMetrics(data.test, probe)
-    with rs.cpu_threads(1):
-        result = fit(*data.train, loss="info_nce", val=data.val, seed=0, callbacks=[cb], progress=False,
-                     **spec.train_settings())
-    h = result.history
-    assert cb.trained == 3 and all("test" in r and "probe_cocos" in r for r in h)
-    S = result.similarity(data.test[0], data.test[1])  # the final heads
-    last = h[-1]["test"]
-    assert last["rsum"] == pytest.approx(metrics.retrieval_metrics(S, data.test[2])["rsum"])
-    assert last["map5"] == pytest.approx(metrics.map_at_k(S, data.test[2], 5))
-    assert last["pr_auc"] == pytest.approx(metrics.pr_auc(S, data.test[2]))
-    table = analysis.cocos_table(result.similarity(*probe)).set_index(["loss", "direction"])
-    assert h[-1]["probe_cocos"]["nt_xent_t2i"]["W_pos"] == pytest.approx(table.loc[("nt_xent", "t2i"), "W_pos"])
-    best = max(range(3), key=lambda e: (h[e]["rsum"], -e))  # earliest best validation rsum
-    assert h[-1]["sel"]["epoch"] == best + 1
-    assert h[-1]["sel"]["rsum"] == h[best]["test"]["rsum"]
-    assert h[-1]["sel"]["cocos"] == h[best]["probe_cocos"]
-    # the probe is the same batch for every run: distinct images, one caption each
-    again = rs.probe_batch(data.train, spec.probe)
-    assert torch.equal(again[0], probe[0]) and torch.unique(probe[0], dim=0).shape[0] == spec.probe
-
-
-def test_run_stores_reuses_and_writes_markdown(tmp_path, monkeypatch):
-    spec = tiny_spec()
-    first = rs.run(spec, command="pytest", out=tmp_path)
-    assert not first.reused and len(first.runs) == 22 and first.meta["n_runs"] == 22
-    assert first.meta["epochs_trained_now"] == 22 * spec.epochs and first.meta["command"] == "pytest"
-    assert {"sel_rsum", "sel_map5", "sel_pr_auc", "test_rsum", "sel_cocos_smooth_ap_i2t_C_q"} <= set(first.runs.columns)
-    meta = json.loads((tmp_path / rs.META_FILE).read_text())
-    assert meta["spec"] == spec.key() and "CPU" in meta["hardware"] and meta["chance_rsum_test"] > 0
-
-    import vlr_lib.train as T
-
-    monkeypatch.setattr(T, "grid", lambda *a, **k: pytest.fail("a matching stored table must not retrain"))
-    second = rs.run(spec, out=tmp_path)
-    assert second.reused and second.meta == first.meta
-    pd.testing.assert_frame_equal(second.runs[["config", "seed", "sel_rsum"]], first.runs[["config", "seed", "sel_rsum"]],
-                                  check_exact=False, rtol=1e-12)
-    assert rs.stored(tiny_spec(epochs=3), tmp_path) is None  # other settings: not reused
-
-    block = rs.markdown_block(second)
-    assert "| loss | hyper-param | i2t R@1 |" in block and "`pytest`" in block and "|  | T^con | T^nca | T^cir |" in block
-
-
-def test_flickr_mode_fails_clearly_without_features(tmp_path):
-    with pytest.raises(FileNotFoundError, match="prepare_flickr30k.py") as err:
-        rs.run(rs.spec_for("flickr30k", True, cache_root=str(tmp_path)), out=tmp_path / "out")
-    assert "extract_features.py --data flickr30k" in str(err.value) and "clip-vit-b32" in str(err.value)
-
-
-def test_flickr_mode_reads_a_cache_in_the_extract_features_layout(tmp_path):
-    from vlr_lib.features import FeatureSet, default_cache_dir, save_features
-
-    g = torch.Generator().manual_seed(0)
-    sizes = {"train": 30, "validation": 10, "test": 10}
-    for split, n in sizes.items():
-        c2i = torch.arange(n).repeat_interleave(5)
-        img = torch.randn(n, 16, generator=g)
-        txt = img[c2i] + 0.3 * torch.randn(5 * n, 16, generator=g)
-        manifest = {"backbone": "clip-vit-b32", "pretrained": "openai", "dataset_id": "flickr30k:flickr30k",
-                    "revision": "", "split": split}
-        save_features(default_cache_dir(tmp_path, "flickr30k:flickr30k", "", split, "clip-vit-b32"),
-                      FeatureSet(img, txt, c2i, manifest))
-    dirs = rs.flickr_feature_dirs(tmp_path)
-    assert set(dirs) == {"train", "validation", "test"}
-    spec = rs.spec_for("flickr30k", True, cache_root=str(tmp_path), n_train=20, batch_size=10, dim=8, epochs=1,
-                       probe=10)
-    data = rs.load_data(spec)
-    assert data.train[0].shape == (20, 16) and data.train[1].shape == (100, 16) and int(data.train[2].max()) == 19
-    assert data.test[0].shape[0] == 10 and "Flickr30K Karpathy split" in data.description
-    assert data.data_id.startswith(rs.METRICS_VERSION + "|flickr30k|flickr30k:")

@@ -13,6 +13,8 @@ Data modes (``--data``):
 - ``flickr30k``: cached frozen-backbone features (``vlr_lib.features.
   load_or_build_features``, built on first use; ``--backbone``, ``--cache-root``,
   ``--data-path`` for a local copy), heads trained on them (GPU when present).
+  The caches are those ``data_scripts/extract_features.py`` writes for the same
+  data (id and revision from ``vlr_lib.features.flickr_cache_id``).
 
 Loss parameters (``--margin``, ``--gamma``, ...) are passed only when given, so
 every loss keeps its paper default otherwise; one that the loss does not take
@@ -115,16 +117,21 @@ def _shapes(args):
 def _flickr_features(args) -> dict:
     try:
         from .data.flickr30k import load_flickr30k
-        from .features import default_cache_dir, load_or_build_features
+        from .features import default_cache_dir, flickr_cache_id, load_or_build_features
     except ImportError as err:  # pragma: no cover - depends on the optional data modules
         raise SystemExit(f"--data flickr30k needs vlr_lib.features and vlr_lib.data.flickr30k: {err}") from err
-    dd = load_flickr30k(args.data_path)
-    dataset_id = "flickr30k" if args.data_path is None else f"flickr30k:{Path(args.data_path).name}"
+    # The cache data_scripts/extract_features.py writes for the same data (one id convention).
+    dataset_id, revision = flickr_cache_id(args.data_path)
+    if args.data_path is None:
+        dd = load_flickr30k(repo_id=dataset_id, revision=revision)
+    else:
+        dd = load_flickr30k(args.data_path)
     out = {}
     for split in ("train", "validation"):
-        cache = default_cache_dir(args.cache_root, dataset_id, "", split, args.backbone)
-        fs = load_or_build_features(dd[split], cache, dataset_id=dataset_id, split=split, backbone=args.backbone,
-                                    device=args.device or "cpu", progress=not args.no_progress)
+        cache = default_cache_dir(args.cache_root, dataset_id, revision, split, args.backbone)
+        fs = load_or_build_features(dd[split], cache, dataset_id=dataset_id, revision=revision, split=split,
+                                    backbone=args.backbone, device=args.device or "cpu",
+                                    progress=not args.no_progress)
         out[split] = (fs.img, fs.txt, fs.caption_to_image)
     return out
 

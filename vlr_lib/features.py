@@ -449,3 +449,25 @@ def default_cache_dir(root: str | os.PathLike, dataset_id: str, revision: str, s
     """root/<dataset>-<revision>-<split>-<backbone>-<weights>, with unsafe characters replaced."""
     parts = [dataset_id, revision or "norev", split, backbone, resolve_pretrained(backbone, pretrained)]
     return Path(root) / "-".join(re.sub(r"[^A-Za-z0-9_.=]+", "_", p) for p in parts)
+
+
+def flickr_cache_id(
+    data_path: str | os.PathLike | None = None, *, repo_id: str | None = None, revision: str | None = None
+) -> tuple[str, str]:
+    """(dataset_id, revision) that Flickr30K feature caches are recorded and found under.
+
+    The one convention of ``data_scripts/extract_features.py --data flickr30k``
+    (which writes the caches), ``vlr-train`` / ``vlr-grid --data flickr30k`` and
+    the showdown (which read them); the pair goes into the manifest and, through
+    ``default_cache_dir``, into the folder name. A local copy at `data_path` is
+    ``("flickr30k:<its folder name>", revision or "")``; the Hub is ``(repo id,
+    revision)`` with the defaults of ``vlr_lib.data.flickr30k.load_flickr30k``
+    (env VLR_FLICKR_REPO / VLR_FLICKR_REVISION, then DEFAULT_REPO_ID /
+    DEFAULT_REVISION), so the id names exactly what was downloaded.
+    """
+    if data_path is not None:
+        return f"flickr30k:{Path(data_path).resolve().name}", revision or ""
+    from .data.flickr30k import DEFAULT_REPO_ID, DEFAULT_REVISION, ENV_REPO, ENV_REVISION
+
+    repo = repo_id or os.environ.get(ENV_REPO) or DEFAULT_REPO_ID
+    return repo, revision or os.environ.get(ENV_REVISION) or DEFAULT_REVISION

@@ -3,17 +3,23 @@
 - :func:`fit` -- projection heads on fixed features (``vlr_lib.train.fit_features``);
 - :func:`fit_end_to_end` -- tiny CNN + text encoder from scratch on the shapes data;
 - :func:`grid` / :func:`goal_grid` -- losses x hyperparameters x seeds, cached per cell;
-- :class:`TrainingDivergedError`, :class:`FitResult`, :func:`chance_rsum`.
+- :class:`TrainingDivergedError`, :class:`FitResult`, :func:`chance_rsum`;
+- :mod:`showdown` -- the loss showdown of notebook 10 (:class:`ShowdownSpec`,
+  :func:`spec_for`, :class:`ShowdownMetrics`, ``showdown.run``; the command line
+  is ``data_scripts/run_showdown.py``).
 
 Submodules: objective (loss names -> callables), sampling (batches), engine (the
-loop), evaluate (per-epoch metrics), checkpoint (atomic save/load), distributed
-(gather with gradients), fit_features, end_to_end, grid_search.
+loop and the callback contract), evaluate (per-epoch metrics), checkpoint
+(atomic save/load), distributed (gather with gradients), fit_features,
+end_to_end, grid_search, showdown.
 """
 from .end_to_end import chance_rsum, fit_end_to_end, shapes_features, shapes_tensors
 from .engine import FitResult, TrainingDivergedError, flatten_record
 from .fit_features import fit
 from .grid_search import GridResult, expand_configs, goal_grid, grid
 from .objective import ROW_WISE, Objective, loss_names, make_objective
+from . import showdown
+from .showdown import Showdown, ShowdownData, ShowdownMetrics, ShowdownSpec, spec_for
 
 __all__ = [
     "fit",
@@ -32,4 +38,10 @@ __all__ = [
     "loss_names",
     "Objective",
     "ROW_WISE",
+    "showdown",
+    "Showdown",
+    "ShowdownData",
+    "ShowdownMetrics",
+    "ShowdownSpec",
+    "spec_for",
 ]

@@ -6,6 +6,21 @@ objective on S with repeated images masked as false negatives, Adam. The
 learning rate is multiplied by 0.1 from epoch ``lr_decay_epoch`` on (the
 papers decay once, halfway). Everything the loop needs lives on the device;
 batches are index tensors drawn on the device (``sampling.epoch_batches``).
+
+Callbacks (``fit(..., callbacks=...)``): after every epoch each callback is
+called as ``cb(record, result)``, in order, with the epoch's history record (a
+dict, already appended to ``result.history``) and the :class:`FitResult` (its
+models are the trained heads of that epoch, ``result.history`` all records so
+far). A callback may add keys to ``record``; their values must be
+JSON-serialisable (numbers, strings, lists, dicts), because the record is what
+``result.history`` holds, what ``grid`` stores in its cell files and what the
+checkpoint stores: the epoch's checkpoint is written after the callbacks, so
+it holds their keys and a resumed run sees them in the restored history. A
+callback that raises (e.g. KeyboardInterrupt to stop early) stops training;
+that epoch's checkpoint is still written. Callbacks must not change the
+models or the existing keys (epoch, loss, rsum, ...). Example: the showdown's
+``vlr_lib.train.showdown.ShowdownMetrics`` adds ``test``, ``probe_cocos`` and
+``sel`` (the test metrics of the best validation epoch so far).
 """
 from __future__ import annotations
 
@@ -235,6 +250,7 @@ def _set_lr(opt, plan: Plan, epoch: int) -> None:
 
 
 def _run_callbacks(plan: Plan, record: dict, result: FitResult) -> None:
+    """The callback contract of the module docstring: cb(record, result), which may add JSON-able keys."""
     for cb in plan.callbacks:
         cb(record, result)
 
@@ -261,11 +277,13 @@ def train_models(models: tuple[nn.Module, nn.Module], split: Split, val: Split |
         t_train = time.perf_counter() - t0
         record = _record(models, split, val, plan, probe, epoch, loss, steps, t_train, t0)
         history.append(record)
-        if ckpt and rank == 0:
-            save_checkpoint(ckpt, _state(models, opt, epoch + 1, history, plan))
+        try:
+            _run_callbacks(plan, record, result)  # before the save: the keys they add are checkpointed too
+        finally:  # a callback that stops the run still leaves this epoch's checkpoint
+            if ckpt and rank == 0:
+                save_checkpoint(ckpt, _state(models, opt, epoch + 1, history, plan))
         D.barrier()
         bar.set_postfix({k: round(record[k], 3) for k in ("loss", "rsum") if k in record})
-        _run_callbacks(plan, record, result)
     bar.close()
     return result
 

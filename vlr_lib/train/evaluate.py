@@ -1,5 +1,12 @@
 """What the trainer records after every epoch: retrieval metrics, similarity gaps, COCOS.
 
+Retrieval metrics of a split (:func:`split_metrics`, from its similarity
+matrix): R@1/5/10 in both directions and rsum (``metrics.retrieval_metrics``,
+percent, 0-100 per recall); ``map5``, mAP@5 of image -> text (Bleeker & de Rijke
+eq. 5, ``metrics.map_at_k`` with k=5) and ``pr_auc``, the area under the
+precision-recall curve over all image-caption pairs (Veit & Wilber,
+``metrics.pr_auc``), both *fractions* in [0, 1]; pos_sim and hardneg_sim below.
+
 Positive and hardest-negative similarity (Li et al. Fig. 4). The paper plots
 "similarities of positive and hardest negative sample pairs on the validation
 set" per epoch without a formula; we use, on the validation matrix S
@@ -61,15 +68,26 @@ def similarity_stats(S: Tensor, caption_to_image: Tensor) -> dict[str, float]:
 
 
 @torch.no_grad()
+def split_metrics(S: Tensor, caption_to_image: Tensor) -> dict[str, float]:
+    """Every metric of the module docstring from one split's S [n_images, n_captions].
+
+    Keys, in order: i2t_r{k}, t2i_r{k} (k in 1, 5, 10 up to the split's size),
+    rsum (percent); map5, pr_auc (fractions); pos_sim, hardneg_sim (cosines).
+    """
+    ks = tuple(k for k in (1, 5, 10) if k <= min(S.shape))
+    out = metrics.retrieval_metrics(S, caption_to_image, ks=ks)
+    out["map5"] = metrics.map_at_k(S, caption_to_image, k=5)
+    out["pr_auc"] = metrics.pr_auc(S, caption_to_image)
+    out.update(similarity_stats(S, caption_to_image))
+    return out
+
+
+@torch.no_grad()
 def evaluate(
     img_model: nn.Module, txt_model: nn.Module, img_data: Tensor, txt_data: Tensor, caption_to_image: Tensor
 ) -> dict[str, float]:
-    """R@1/5/10 both ways, rsum (``metrics.retrieval_metrics``), pos_sim and hardneg_sim on one split."""
-    S = embed(img_model, img_data) @ embed(txt_model, txt_data).T
-    ks = tuple(k for k in (1, 5, 10) if k <= min(S.shape))
-    out = metrics.retrieval_metrics(S, caption_to_image, ks=ks)
-    out.update(similarity_stats(S, caption_to_image))
-    return out
+    """:func:`split_metrics` of one split embedded by the two models (R@K, rsum, map5, pr_auc, similarities)."""
+    return split_metrics(embed(img_model, img_data) @ embed(txt_model, txt_data).T, caption_to_image)
 
 
 def probe_indices(caption_to_image: Tensor, n_images: int, size: int, seed: int) -> Tensor:

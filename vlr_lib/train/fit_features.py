@@ -173,7 +173,8 @@ def fit(
     (``vlr_lib.train.distributed``).
 
     History (``FitResult.history``, one dict per epoch): epoch, loss (mean over
-    batches), lr, steps, i2t_r1/5/10, t2i_r1/5/10, rsum, pos_sim, hardneg_sim
+    batches), lr, steps, i2t_r1/5/10, t2i_r1/5/10, rsum (percent), map5 (i2t
+    mAP@5) and pr_auc (fractions in [0, 1]), pos_sim, hardneg_sim on ``val``
     (``vlr_lib.train.evaluate``), cocos (``analysis.cocos`` on a fixed probe batch
     of ``probe_batch`` distinct training images; None when the loss has no COCOS
     rule; ``probe_batch=0`` turns it off), train_seconds and seconds (wall time).
@@ -182,7 +183,9 @@ def fit(
     epoch, and ``resume=True`` continues from it (same result as an
     uninterrupted run). A NaN/inf loss raises ``TrainingDivergedError`` and keeps
     the last good checkpoint. ``callbacks``: ``cb(record, result)`` after every
-    epoch, after the checkpoint.
+    epoch; a callback may add JSON-serialisable keys to the epoch's record, which
+    are kept in the history and in that epoch's checkpoint (written after the
+    callbacks, also when one raises); see ``vlr_lib.train.engine``.
     """
     rank, world = D.rank_and_world()
     train = _features("", (img_feats, txt_feats, caption_to_image))

@@ -30,8 +30,9 @@ from .objective import make_objective
 
 #: Config keys that are training settings (passed to fit), not loss parameters.
 FIT_KEYS = ("epochs", "batch_size", "lr", "lr_decay_epoch", "head", "dim", "sampling", "text_encoder", "width")
-#: Metrics summarised per configuration.
-SUMMARY_METRICS = ("rsum", "i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10", "pos_sim", "hardneg_sim")
+#: Metrics summarised per configuration (recalls and rsum in percent, map5 and pr_auc fractions; evaluate.py).
+SUMMARY_METRICS = ("rsum", "i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10", "map5", "pr_auc", "pos_sim",
+                   "hardneg_sim")
 _NOT_HASHED = ("callbacks", "progress", "device", "checkpoint_dir", "resume")
 
 

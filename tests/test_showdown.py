@@ -1,0 +1,231 @@
+"""vlr_lib.train.showdown (the experiment of notebook 10) and its command line data_scripts/run_showdown.py.
+
+The runner is run on a tiny shapes set and on a fake Flickr30K feature cache to
+check the columns the figures read (sel_*, test_*, COCOS) and the stored-table
+reuse; the Flickr30K cache that data_scripts/extract_features.py writes is
+found by vlr-grid and by the showdown (one id convention,
+vlr_lib.features.flickr_cache_id); the script parses and delegates.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from vlr_lib import analysis, metrics
+from vlr_lib.train import showdown as sd
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_script(name: str):
+    """A data_scripts/ file as a module (the folder is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"_script_{name}", ROOT / "data_scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# --------------------------------------------------------------------------- the runner (from test_viz_showdown.py)
+
+
+def tiny_spec(**kw):
+    base = dict(n_train=24, n_val=12, n_test=12, epochs=2, batch_size=12, dim=8, seeds=(0,), probe=12)
+    return sd.spec_for("shapes", True, **{**base, **kw})
+
+
+def test_callback_records_test_metrics_cocos_and_the_selected_epoch():
+    from vlr_lib.train import fit
+
+    spec = tiny_spec(epochs=3)
+    data = sd.load_data(spec)
+    probe = sd.probe_batch(data.train, spec.probe)
+    cb = sd.ShowdownMetrics(data.test, probe)
+    with sd.cpu_threads(1):
+        result = fit(*data.train, loss="info_nce", val=data.val, seed=0, callbacks=[cb], progress=False,
+                     **spec.train_settings())
+    h = result.history
+    assert cb.trained == 3 and all("test" in r and "probe_cocos" in r for r in h)
+    S = result.similarity(data.test[0], data.test[1])  # the final heads
+    last = h[-1]["test"]
+    assert last["rsum"] == pytest.approx(metrics.retrieval_metrics(S, data.test[2])["rsum"])
+    assert last["map5"] == pytest.approx(metrics.map_at_k(S, data.test[2], 5))
+    assert last["pr_auc"] == pytest.approx(metrics.pr_auc(S, data.test[2]))
+    table = analysis.cocos_table(result.similarity(*probe)).set_index(["loss", "direction"])
+    assert h[-1]["probe_cocos"]["nt_xent_t2i"]["W_pos"] == pytest.approx(table.loc[("nt_xent", "t2i"), "W_pos"])
+    best = max(range(3), key=lambda e: (h[e]["rsum"], -e))  # earliest best validation rsum
+    assert h[-1]["sel"]["epoch"] == best + 1
+    assert h[-1]["sel"]["rsum"] == h[best]["test"]["rsum"]
+    assert h[-1]["sel"]["cocos"] == h[best]["probe_cocos"]
+    # the probe is the same batch for every run: distinct images, one caption each
+    again = sd.probe_batch(data.train, spec.probe)
+    assert torch.equal(again[0], probe[0]) and torch.unique(probe[0], dim=0).shape[0] == spec.probe
+
+
+def test_run_stores_reuses_and_writes_markdown(tmp_path, monkeypatch):
+    spec = tiny_spec()
+    first = sd.run(spec, command="pytest", out=tmp_path)
+    assert not first.reused and len(first.runs) == 22 and first.meta["n_runs"] == 22
+    assert first.meta["epochs_trained_now"] == 22 * spec.epochs and first.meta["command"] == "pytest"
+    assert {"sel_rsum", "sel_map5", "sel_pr_auc", "test_rsum", "sel_cocos_smooth_ap_i2t_C_q"} <= set(first.runs.columns)
+    meta = json.loads((tmp_path / sd.META_FILE).read_text())
+    assert meta["spec"] == spec.key() and "CPU" in meta["hardware"] and meta["chance_rsum_test"] > 0
+
+    monkeypatch.setattr(sd, "grid", lambda *a, **k: pytest.fail("a matching stored table must not retrain"))
+    second = sd.run(spec, out=tmp_path)
+    assert second.reused and second.meta == first.meta
+    pd.testing.assert_frame_equal(second.runs[["config", "seed", "sel_rsum"]], first.runs[["config", "seed", "sel_rsum"]],
+                                  check_exact=False, rtol=1e-12)
+    assert sd.stored(tiny_spec(epochs=3), tmp_path) is None  # other settings: not reused
+
+    block = sd.markdown_block(second)
+    assert "| loss | hyper-param | i2t R@1 |" in block and "`pytest`" in block and "|  | T^con | T^nca | T^cir |" in block
+
+
+def test_flickr_mode_fails_clearly_without_features(tmp_path):
+    with pytest.raises(FileNotFoundError, match="prepare_flickr30k.py") as err:
+        sd.run(sd.spec_for("flickr30k", True, cache_root=str(tmp_path)), out=tmp_path / "out")
+    assert "extract_features.py --data flickr30k" in str(err.value) and "clip-vit-b32" in str(err.value)
+
+
+def test_flickr_mode_reads_a_cache_in_the_extract_features_layout(tmp_path):
+    from vlr_lib.features import FeatureSet, default_cache_dir, save_features
+
+    g = torch.Generator().manual_seed(0)
+    sizes = {"train": 30, "validation": 10, "test": 10}
+    for split, n in sizes.items():
+        c2i = torch.arange(n).repeat_interleave(5)
+        img = torch.randn(n, 16, generator=g)
+        txt = img[c2i] + 0.3 * torch.randn(5 * n, 16, generator=g)
+        manifest = {"backbone": "clip-vit-b32", "pretrained": "openai", "dataset_id": "flickr30k:flickr30k",
+                    "revision": "", "split": split}
+        save_features(default_cache_dir(tmp_path, "flickr30k:flickr30k", "", split, "clip-vit-b32"),
+                      FeatureSet(img, txt, c2i, manifest))
+    dirs = sd.flickr_feature_dirs(tmp_path)
+    assert set(dirs) == {"train", "validation", "test"}
+    spec = sd.spec_for("flickr30k", True, cache_root=str(tmp_path), n_train=20, batch_size=10, dim=8, epochs=1,
+                       probe=10)
+    data = sd.load_data(spec)
+    assert data.train[0].shape == (20, 16) and data.train[1].shape == (100, 16) and int(data.train[2].max()) == 19
+    assert data.test[0].shape[0] == 10 and "Flickr30K Karpathy split" in data.description
+    assert data.data_id.startswith(sd.METRICS_VERSION + "|flickr30k|flickr30k:")
+
+
+def test_several_flickr_feature_sets_are_an_error_not_a_silent_mix(tmp_path):
+    """Two weights of the same dataset id are two feature sets: the lookup must not pick splits from both."""
+    from vlr_lib.features import FeatureSet, default_cache_dir, save_features
+
+    for pretrained in ("openai", "none"):
+        for split in ("train", "validation", "test"):
+            c2i = torch.arange(3).repeat_interleave(5)
+            manifest = {"backbone": "clip-vit-b32", "pretrained": pretrained, "dataset_id": "flickr30k:f",
+                        "revision": "", "split": split}
+            save_features(default_cache_dir(tmp_path, "flickr30k:f", "", split, "clip-vit-b32", pretrained),
+                          FeatureSet(torch.randn(3, 4), torch.randn(15, 4), c2i, manifest))
+    with pytest.raises(ValueError, match="several Flickr30K feature sets"):
+        sd.flickr_feature_dirs(tmp_path)
+
+
+# --------------------------------------------------------------------------- one Flickr30K cache id
+
+
+class FakeClip:
+    """Stands in for the CLIP encoder (same backbone, weights tag and image size; tiny features, no model)."""
+
+    backbone, pretrained, init_seed, image_size, dim = "clip-vit-b32", "openai", None, 224, 12
+    device = torch.device("cpu")
+
+    @staticmethod
+    def transform(image) -> torch.Tensor:
+        return torch.from_numpy(np.asarray(image.convert("RGB").resize((2, 2)), dtype=np.float32)).reshape(-1)
+
+    def encode_images(self, pixels: torch.Tensor) -> torch.Tensor:
+        return pixels
+
+    def encode_texts(self, texts) -> torch.Tensor:
+        from vlr_lib.features import hashed_bow
+
+        return hashed_bow(texts, self.dim)
+
+
+@pytest.mark.parametrize("where", ["local", "hub", "hub-mirror"])
+def test_cli_and_showdown_find_the_cache_extract_features_writes(where, tmp_path, monkeypatch):
+    """extract_features.py writes the caches (real script, real save); vlr-grid and the showdown read the same ones."""
+    import vlr_lib.data
+    import vlr_lib.data.flickr30k as F30
+    from vlr_lib import cli
+    from vlr_lib import features as feats
+    from vlr_lib.data import make_shapes
+
+    dd = make_shapes(6, 3, 3, seed=2)  # the Flickr30K schema
+    loads = []
+
+    def fake_load(path=None, **kw):
+        loads.append((None if path is None else Path(path).resolve(), kw.get("repo_id"), kw.get("revision")))
+        return dd
+
+    monkeypatch.setattr(vlr_lib.data, "load_flickr30k", fake_load)  # what the script imports
+    monkeypatch.setattr(F30, "load_flickr30k", fake_load)  # what the CLI imports
+    monkeypatch.delenv(F30.ENV_REPO, raising=False)
+    monkeypatch.delenv(F30.ENV_REVISION, raising=False)
+    if where == "hub-mirror":  # a mirror whose id does not say flickr30k
+        monkeypatch.setenv(F30.ENV_REPO, "someone/f30k-mirror")
+    root, local = tmp_path / "features", tmp_path / "flickr30k"
+    local.mkdir()
+    data_args = ["--data-path", str(local)] if where == "local" else []
+
+    monkeypatch.setattr(feats, "build_encoder", lambda *a, **k: FakeClip())
+    script = load_script("extract_features")
+    assert script.main(["--data", "flickr30k", "--cache-root", str(root), *data_args]) == 0
+    written = {feats.read_manifest(m.parent)["split"]: m.parent for m in root.glob("*/manifest.json")}
+    assert set(written) == {"train", "validation", "test"}
+    manifest = feats.read_manifest(written["train"])
+    expected = {"local": ("flickr30k:flickr30k", ""),
+                "hub": (F30.DEFAULT_REPO_ID, F30.DEFAULT_REVISION),
+                "hub-mirror": ("someone/f30k-mirror", F30.DEFAULT_REVISION)}[where]
+    assert (manifest["dataset_id"], manifest["revision"]) == expected
+
+    # vlr-grid --data flickr30k: must load those caches, never encode again.
+    monkeypatch.setattr(feats, "build_encoder", lambda *a, **k: pytest.fail("the CLI missed the script's cache"))
+    args = cli.grid_parser().parse_args(["--data", "flickr30k", "--cache-root", str(root), "--no-progress",
+                                         *data_args])
+    got = cli._flickr_features(args)
+    for split in ("train", "validation"):
+        cached = feats.load_features(written[split])
+        for a, b in zip(got[split], (cached.img, cached.txt, cached.caption_to_image)):
+            assert torch.equal(a, b)
+    assert loads[0] == loads[1], "the script and the CLI load the same data"
+
+    # the showdown finds the same three folders
+    assert sd.flickr_feature_dirs(root) == written
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+def test_script_help():
+    script = ROOT / "data_scripts" / "run_showdown.py"
+    out = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, check=True,
+                         timeout=120)
+    for flag in ("--data", "--fast", "--seeds", "--epochs", "--device", "--cache-root", "--out", "--markdown",
+                 "--force"):
+        assert flag in out.stdout
+    assert "vlr_lib.train.showdown" in out.stdout
+
+
+def test_script_command_line_and_missing_features(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("VLR_DATA", raising=False)
+    monkeypatch.delenv("VLR_FAST", raising=False)
+    script = load_script("run_showdown")
+    args = script.parse_args(["--fast", "--seeds", "0,2", "--out", "runs/x y"])
+    assert script.canonical_command(args) == ("python data_scripts/run_showdown.py --data shapes --fast "
+                                              "--seeds 0,2 --out 'runs/x y'")
+    code = script.main(["--data", "flickr30k", "--cache-root", str(tmp_path), "--out", str(tmp_path / "out")])
+    assert code == 2 and "extract_features.py --data flickr30k" in capsys.readouterr().err

@@ -1,0 +1,412 @@
+"""The loss showdown of notebook 10: every loss, the same features, the same seeds and schedule.
+
+One definition of the experiment, shared by notebook 10 (``from vlr_lib.train
+import showdown``) and the command line ``python data_scripts/run_showdown.py``
+(a thin argparse wrapper around :func:`spec_for`, :func:`run` and
+:func:`markdown_block`).
+
+Contestants (:func:`configs`): every loss of ``vlr_lib.losses.LOSSES`` at its
+paper defaults plus the 15 GOAL combinations (``vlr_lib.train.goal_grid``), 22
+configurations, each trained with seeds 0, 1, 2 through ``vlr_lib.train.grid``
+on one set of frozen features (heads only), with identical settings: same head
+initialisation and batch order per seed, same epochs, batch size, learning rate
+and decay.
+
+Protocol (VSE++ / Bleeker & de Rijke): after every epoch the trainer records
+the validation metrics (rsum, mAP@5, PR-AUC, ...; ``vlr_lib.train.evaluate``);
+a callback (:class:`ShowdownMetrics`) adds the same metrics on the *test*
+split and COCOS of all four rules (``analysis.cocos_table``) on one fixed probe
+batch of training pairs. The reported epoch of a run is the one with the best
+validation rsum ("sel_*" columns: its test metrics and its COCOS).
+
+Caching: ``grid`` stores every (configuration, seed) cell under
+``runs/showdown-<data>-<fast|full>/cells`` of the checkout; the finished table
+is ``runs.csv`` with ``showdown.json`` (the settings, command, data, hardware,
+date and wall time). A stored table whose settings match is reused as it is
+(notebook 10 opens instantly); an interrupted run resumes cell by cell.
+
+Data: ``shapes`` -- the synthetic set (``vlr_lib.data.shapes``) with frozen
+random-CNN image features and hashed bag-of-words caption features
+(``vlr_lib.train.shapes_features``); ``flickr30k`` -- CLIP ViT-B/32 features of
+the Karpathy split cached by ``data_scripts/extract_features.py`` (never
+downloaded or encoded here; the error says what to run when they are missing).
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+import torch
+from torch import Tensor
+
+from .. import __version__
+from .end_to_end import chance_rsum, shapes_features
+from .evaluate import probe_indices, split_metrics
+from .grid_search import goal_grid, grid, tensor_id
+
+#: Bump when the recorded metrics change (the trainer's or the callback's): it is part of every cell's cache key.
+METRICS_VERSION = "showdown-metrics-v2"
+META_FILE = "showdown.json"
+SEEDS = (0, 1, 2)
+DATA_MODES = ("shapes", "flickr30k")
+FLICKR_BACKBONE = "clip-vit-b32"
+
+Triple = tuple[Tensor, Tensor, Tensor]
+
+
+def repo_root() -> Path:
+    """The checkout that holds vlr_lib (runs/ and cache/ live there; an editable install is assumed)."""
+    return Path(__file__).resolve().parents[2]
+
+
+# --------------------------------------------------------------------------- the experiment
+
+
+@dataclass(frozen=True)
+class ShowdownSpec:
+    """Everything that defines a showdown table (all of it is compared before a stored table is reused)."""
+
+    data: str = "shapes"
+    fast: bool = False
+    seeds: tuple[int, ...] = SEEDS
+    epochs: int = 10
+    batch_size: int = 128
+    lr: float = 2e-4
+    dim: int = 256
+    head: str = "linear"
+    sampling: str = "captions"
+    n_train: int | None = 1000  # shapes: images per split; flickr30k: None = the whole split
+    n_val: int | None = 200
+    n_test: int | None = 200
+    difficulty: float = 0.5
+    data_seed: int = 0
+    probe: int = 128  # COCOS probe batch (distinct training images, one caption each)
+    metrics: str = METRICS_VERSION
+    device: str | None = field(default=None, compare=False)
+    cache_root: str | None = field(default=None, compare=False)
+
+    def key(self) -> dict:
+        """The settings a stored table must match (device and cache location excluded)."""
+        d = asdict(self)
+        d.pop("device")
+        d.pop("cache_root")
+        return json.loads(json.dumps(d))
+
+    @property
+    def out(self) -> Path:
+        return repo_root() / "runs" / f"showdown-{self.data}-{'fast' if self.fast else 'full'}"
+
+    def train_settings(self) -> dict:
+        """Shared training arguments of every cell (vlr_lib.train.fit)."""
+        return dict(epochs=self.epochs, batch_size=self.batch_size, lr=self.lr, dim=self.dim, head=self.head,
+                    sampling=self.sampling, probe_batch=0)
+
+
+def spec_for(data: str = "shapes", fast: bool = False, **overrides) -> ShowdownSpec:
+    """The showdown of a data mode at full or fast (CI) size.
+
+    shapes, full: 1000 / 200 / 200 images, 10 epochs, batch 128, lr 2e-4 decayed x0.1
+    after 5 epochs (Bleeker & de Rijke's recipe, epochs cut to 10), 256-d linear
+    heads: ~6 min for 66 runs on a 2-core CPU. shapes, fast: 200 / 100 / 100
+    images, 4 epochs of one caption per image, batch 50, lr 3e-3, 64-d heads:
+    ~10 s. flickr30k: the
+    Karpathy split (29,000 / 1,014 / 1,000 images) on CLIP features, 15 epochs,
+    512-d heads; fast keeps 2,900 training images and 2 epochs.
+    """
+    if data not in DATA_MODES:
+        raise ValueError(f"data must be one of {DATA_MODES}, got {data!r}")
+    if data == "shapes":
+        base = ShowdownSpec(data=data, fast=fast)
+        if fast:
+            base = replace(base, n_train=200, n_val=100, n_test=100, epochs=4, batch_size=50, lr=3e-3, dim=64,
+                           sampling="images", probe=50)
+    else:
+        base = ShowdownSpec(data=data, fast=fast, n_train=None, n_val=None, n_test=None, epochs=15, dim=512,
+                            difficulty=0.0)
+        if fast:
+            base = replace(base, n_train=2900, epochs=2)
+    return replace(base, **overrides)
+
+
+def configs() -> list[dict]:
+    """The 22 contestants: every closed-form loss at its defaults, then the 3 x 5 GOAL grid."""
+    from ..losses import LOSSES
+
+    return [{"loss": name} for name in LOSSES] + goal_grid()
+
+
+# --------------------------------------------------------------------------- data
+
+
+@dataclass
+class ShowdownData:
+    """Feature triples (img, txt, caption_to_image) of the three splits, a description and the cells' data id."""
+
+    train: Triple
+    val: Triple
+    test: Triple
+    description: str
+    data_id: str
+
+
+def _head(triple: Triple, n_images: int | None) -> Triple:
+    """The first n images of a split and their captions (None: all)."""
+    img, txt, c2i = triple
+    if n_images is None or n_images >= img.shape[0]:
+        return triple
+    keep = c2i < n_images
+    return img[:n_images], txt[keep], c2i[keep]
+
+
+def _shapes_data(spec: ShowdownSpec) -> ShowdownData:
+    from ..data.shapes import make_shapes
+
+    dd = make_shapes(n_train=spec.n_train, n_val=spec.n_val, n_test=spec.n_test, difficulty=spec.difficulty,
+                     seed=spec.data_seed)
+    feats = shapes_features(dd, seed=spec.data_seed, splits=("train", "validation", "test"))
+    d_img, d_txt = feats["train"][0].shape[1], feats["train"][1].shape[1]
+    desc = (f"shapes (synthetic, seed {spec.data_seed}, difficulty {spec.difficulty}): "
+            f"{spec.n_train} / {spec.n_val} / {spec.n_test} images x 5 captions; frozen features: "
+            f"random (untrained) TinyCNN image features ({d_img}-d) and hashed uni+bigram bags of words "
+            f"({d_txt}-d), vlr_lib.train.shapes_features")
+    return ShowdownData(feats["train"], feats["validation"], feats["test"], desc, "")
+
+
+def _is_flickr_id(dataset_id: str) -> bool:
+    """A dataset id of ``vlr_lib.features.flickr_cache_id``: a local copy ("flickr30k:<folder>") or the Hub repo."""
+    from ..features import flickr_cache_id
+
+    return "flickr30k" in dataset_id.lower() or dataset_id == flickr_cache_id()[0]
+
+
+def flickr_feature_dirs(cache_root: str | os.PathLike, backbone: str = FLICKR_BACKBONE) -> dict[str, Path]:
+    """The cached feature folders of one Flickr30K feature set with train, validation and test for `backbone`.
+
+    Looks at every ``*/manifest.json`` under `cache_root` (the layout of
+    ``vlr_lib.features.default_cache_dir``, written by
+    ``data_scripts/extract_features.py``) whose dataset id follows
+    ``vlr_lib.features.flickr_cache_id``; a feature set is one (dataset id,
+    revision, weights). Raises FileNotFoundError, saying what to run, when no set
+    has all three splits cached, and ValueError when several have.
+    """
+    from ..features import read_manifest
+
+    root = Path(cache_root)
+    found: dict[tuple, dict[str, Path]] = {}
+    for manifest in sorted(root.glob("*/manifest.json")) if root.is_dir() else []:
+        m = read_manifest(manifest.parent)
+        if m.get("backbone") == backbone and _is_flickr_id(str(m.get("dataset_id", ""))):
+            which = (m["dataset_id"], m.get("revision", ""), m.get("pretrained"))
+            found.setdefault(which, {})[m["split"]] = manifest.parent
+    complete = {k: v for k, v in found.items() if {"train", "validation", "test"} <= set(v)}
+    if not complete:
+        raise FileNotFoundError(
+            f"VLR_DATA=flickr30k needs cached {backbone} features of the Flickr30K Karpathy split "
+            f"(train, validation and test) under {root}, found {sorted(found) or 'none'}. This needs network "
+            "once and preferably a GPU. Run from the repository root:\n"
+            "  python data_scripts/prepare_flickr30k.py --out data/flickr30k\n"
+            f"  python data_scripts/extract_features.py --data flickr30k --data-path data/flickr30k "
+            f"--backbone {backbone} --device cuda\n"
+            "then re-run this notebook / `python data_scripts/run_showdown.py --data flickr30k --device cuda`."
+        )
+    if len(complete) > 1:
+        raise ValueError(f"cache_root {root} holds several Flickr30K feature sets {sorted(complete)} "
+                         "(dataset id, revision, weights); point cache_root at a folder with one of them")
+    return next(iter(complete.values()))
+
+
+def _flickr_data(spec: ShowdownSpec) -> ShowdownData:
+    from ..features import load_features
+
+    root = spec.cache_root or str(repo_root() / "cache" / "features")
+    dirs = flickr_feature_dirs(root)
+    sets = {split: load_features(dirs[split]) for split in ("train", "validation", "test")}
+    triples = {s: _head((fs.img.float(), fs.txt.float(), fs.caption_to_image), n)
+               for (s, fs), n in zip(sets.items(), (spec.n_train, spec.n_val, spec.n_test))}
+    m = sets["train"].manifest
+    sizes = " / ".join(f"{t[0].shape[0]:,}" for t in triples.values())
+    desc = (f"Flickr30K Karpathy split ({m['dataset_id']}, revision {m.get('revision') or '-'}): {sizes} images; "
+            f"frozen {m['backbone']} ({m.get('pretrained')}) features, {sets['train'].dim}-d, "
+            f"cached by data_scripts/extract_features.py")
+    hashes = "|".join(sets[s].manifest.get("content_hash", "?")[:16] for s in sets)
+    return ShowdownData(triples["train"], triples["validation"], triples["test"], desc, f"flickr30k:{hashes}")
+
+
+def load_data(spec: ShowdownSpec) -> ShowdownData:
+    """Train / validation / test features of the spec's data mode, and a data id for the cell cache."""
+    data = _shapes_data(spec) if spec.data == "shapes" else _flickr_data(spec)
+    tensors = [t for triple in (data.train, data.val, data.test) for t in triple]
+    data.data_id = f"{METRICS_VERSION}|{spec.data}|{data.data_id or tensor_id(*tensors)}|probe={spec.probe}"
+    return data
+
+
+# --------------------------------------------------------------------------- the test split and COCOS
+
+
+def probe_batch(train: Triple, size: int) -> tuple[Tensor, Tensor]:
+    """A fixed COCOS probe: `size` distinct training images with one caption each (the same for every run)."""
+    img, txt, c2i = train
+    caps = probe_indices(c2i, img.shape[0], size, seed=0)
+    return img[c2i[caps]], txt[caps]
+
+
+class ShowdownMetrics:
+    """A ``fit`` callback: test metrics and probe COCOS per epoch, and the test metrics of the best epoch so far.
+
+    The trainer records the validation metrics itself; this adds to each epoch's
+    record (grid stores the whole history in its cell): ``test`` -- the same
+    metrics on the test split (``evaluate.split_metrics``: R@1/5/10 both ways and
+    rsum in percent, ``map5`` (i2t mAP@5) and ``pr_auc`` as fractions, pos_sim,
+    hardneg_sim); ``probe_cocos`` -- for each COCOS rule and direction the mean
+    C^q over active queries, C^0 and (NT-Xent) W^{qv-}, W^{qv+} on the fixed
+    probe batch; ``sel`` -- ``test`` and ``probe_cocos`` of the epoch with the
+    best *validation* rsum so far (earliest on ties) and its number, so the final
+    record (the grid's row) carries the selected checkpoint. It relies on the
+    callback contract of ``vlr_lib.train.engine`` (JSON-able keys added to the
+    record are kept in the history).
+    """
+
+    def __init__(self, test: Triple, probe: tuple[Tensor, Tensor]):
+        self.test, self.probe = test, probe
+        self.trained = 0  # epochs trained through this callback (0 when every cell came from the cache)
+
+    def __call__(self, record: dict, result) -> None:
+        from .. import analysis  # lazily, as in evaluate: training itself does not need it
+
+        self.trained += 1
+        img, txt, c2i = self.test
+        S = result.similarity(img, txt)
+        record["test"] = split_metrics(S, c2i.to(S.device))
+        table = analysis.cocos_table(result.similarity(*self.probe))
+        record["probe_cocos"] = {
+            f"{row.loss}_{row.direction}": {k: float(getattr(row, k)) for k in ("C_q", "C_0", "W_neg", "W_pos")}
+            for row in table.itertuples()
+        }
+        rsums = [r.get("rsum", float("-inf")) for r in result.history]
+        best = rsums.index(max(rsums))
+        chosen = result.history[best]
+        record["sel"] = {"epoch": best + 1, **chosen["test"], "cocos": chosen["probe_cocos"]}
+
+
+# --------------------------------------------------------------------------- run / load
+
+
+@dataclass
+class Showdown:
+    """A finished showdown: one row per (configuration, seed), and how it was made."""
+
+    runs: pd.DataFrame
+    meta: dict
+    out: Path
+    reused: bool
+
+
+def stored(spec: ShowdownSpec, out: Path | None = None) -> Showdown | None:
+    """The stored table of `spec` when its settings match, else None."""
+    out = Path(out or spec.out)
+    meta_path, runs_path = out / META_FILE, out / "runs.csv"
+    if not (meta_path.exists() and runs_path.exists()):
+        return None
+    meta = json.loads(meta_path.read_text())
+    if meta.get("spec") != spec.key():
+        return None
+    return Showdown(pd.read_csv(runs_path), meta, out, reused=True)
+
+
+def hardware(device: torch.device) -> str:
+    """'2-core CPU (x86_64), no GPU, torch 2.x' or the GPU's name."""
+    cpu = f"{os.cpu_count()}-core CPU ({platform.machine()})"
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)} GPU, {cpu}, torch {torch.__version__}"
+    gpu = "no GPU" if not torch.cuda.is_available() else "GPU present but unused"
+    return f"{cpu}, {gpu}, torch {torch.__version__}"
+
+
+@contextmanager
+def cpu_threads(n: int):
+    """Run torch with `n` intra-op threads inside the block (restored after)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def run(spec: ShowdownSpec, command: str = "", out: Path | None = None, force: bool = False,
+        progress: bool = False) -> Showdown:
+    """The showdown table of `spec`: the stored one when it matches (unless `force`), else trained now.
+
+    Training goes through ``vlr_lib.train.grid`` (cells cached individually, so a
+    re-run trains only missing cells). On a CPU torch runs single-threaded here:
+    the heads' matmuls are tiny and thread synchronisation dominated (measured
+    10-50x slower with 2 threads on a shared 2-core machine).
+    """
+    out = Path(out or spec.out)
+    if not force and (found := stored(spec, out)) is not None:
+        return found
+    data = load_data(spec)
+    device = torch.device(spec.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    callback = ShowdownMetrics(data.test, probe_batch(data.train, min(spec.probe, data.train[0].shape[0])))
+    t0 = time.perf_counter()
+    with cpu_threads(1 if device.type == "cpu" else torch.get_num_threads()):
+        result = grid(configs(), seeds=spec.seeds, train=data.train, val=data.val, out=out, data_id=data.data_id,
+                      progress=progress, callbacks=[callback], device=device, **spec.train_settings())
+    wall = time.perf_counter() - t0
+    meta = {
+        "spec": spec.key(),
+        "command": command or "vlr_lib.train.showdown.run(spec_for(...))",
+        "data": data.description,
+        "data_id": data.data_id,
+        "n_runs": len(result.runs),
+        "epochs_trained_now": callback.trained,
+        "chance_rsum_test": chance_rsum(data.test[2]),
+        "n_test_images": int(data.test[0].shape[0]),
+        "device": str(device),
+        "hardware": hardware(device),
+        "wall_seconds": round(wall, 1),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "versions": {"vlr_lib": __version__, "torch": torch.__version__, "python": platform.python_version()},
+    }
+    (out / META_FILE).write_text(json.dumps(meta, indent=1))
+    return Showdown(result.runs, meta, out, reused=False)
+
+
+# --------------------------------------------------------------------------- markdown for docs/results.md
+
+
+def markdown_block(showdown: Showdown) -> str:
+    """The docs/results.md section of one run: provenance, the Table-1 layout, the GOAL grids."""
+    from ..viz import showdown as V
+
+    m, spec = showdown.meta, showdown.meta["spec"]
+    summary = V.summarize(showdown.runs)
+    lines = [
+        f"### {spec['data']} ({'fast' if spec['fast'] else 'full'} size), {m['date'][:10]}",
+        "",
+        f"- command: `{m['command']}`",
+        f"- data: {m['data']}",
+        f"- training: heads only ({spec['head']}, {spec['dim']}-d), {spec['epochs']} epochs, batch "
+        f"{spec['batch_size']}, Adam lr {spec['lr']} x0.1 after half the epochs, sampling by {spec['sampling']}, "
+        f"seeds {', '.join(map(str, spec['seeds']))}; every loss at its library defaults",
+        f"- reported: test split ({m['n_test_images']} images) at the epoch with the best validation rsum; "
+        f"mean ± std over {len(spec['seeds'])} seeds; chance rsum {m['chance_rsum_test']:.1f}",
+        f"- hardware: {m['hardware']}; wall time {m['wall_seconds'] / 60:.1f} min "
+        f"({m['n_runs']} runs, {m['epochs_trained_now']} epochs trained in that call)",
+        "",
+        V.to_markdown(V.table1(summary)),
+        "",
+    ]
+    for metric in ("i2t_r1", "t2i_r1", "rsum"):
+        lines += [f"GOAL grid, {V.METRICS[metric]} (Xuan & Chen Tables 3-5 layout: pair weights down, triplet "
+                  "weights across), mean ± std:", "", V.to_markdown(V.goal_table(summary, metric)), ""]
+    lines += ["Reading (generated from the table by `vlr_lib.viz.showdown.reading`; 'separated' = the mean ± std "
+              "intervals do not overlap):", "", V.reading(summary)["text"], ""]
+    return "\n".join(lines)
