@@ -1,0 +1,139 @@
+"""Explorers of notebooks 09 and 11: stored training histories and stored sweep results.
+
+Same convention as `vlr_lib.widgets.evaluation`: each box exposes `.controls`
+(name -> widget) and `.figure` (a plotly FigureWidget); callbacks only call one
+builder of `vlr_lib.viz.training` and copy its figure into the widget (`refresh`).
+Nothing is trained here: the explorers browse results that already exist.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import ipywidgets as W
+import pandas as pd
+import plotly.graph_objects as go
+
+from ..viz import training as V
+from ._core import refresh, slider
+
+
+def training_explorer(
+    histories: Mapping[str, object],
+    metrics: Sequence[str] = ("loss", "rsum", "sim_gap"),
+    shown: Sequence[str] = ("loss", "rsum"),
+    chance: float | None = None,
+    relative_loss: bool = True,
+) -> W.VBox:
+    """Checkboxes (one per run) and a multi-select of metrics redrawing ``V.curves_figure``.
+
+    `histories`: {run name: history}; `metrics`: the metrics offered; `shown`: the
+    ones selected at the start. A run switched off keeps its (invisible) trace, so
+    toggling runs updates the traces in place; changing the metrics redraws the panels.
+    """
+    names = list(histories)
+    metrics = list(metrics)
+    bad = [m for m in shown if m not in metrics]
+    if bad:
+        raise ValueError(f"shown has {bad}, not among metrics {metrics}")
+    boxes = {f"run:{n}": W.Checkbox(value=True, description=n, indent=False, layout=W.Layout(width="auto"))
+             for n in names}
+    pick = W.SelectMultiple(options=[(V.metric_label(m), m) for m in metrics], value=tuple(shown),
+                            description="metrics", rows=min(len(metrics), 6))
+    controls: dict[str, W.Widget] = {"metrics": pick, **boxes}
+
+    def draw() -> go.Figure:
+        runs = [n for n in names if boxes[f"run:{n}"].value]
+        return V.curves_figure(histories, list(pick.value), runs, relative_loss=relative_loss, chance=chance)
+
+    fig = go.FigureWidget(draw())
+
+    def on_change(_change=None) -> None:
+        refresh(fig, draw())
+
+    for c in controls.values():
+        c.observe(on_change, names="value")
+    box = W.VBox([W.HBox([pick, W.VBox(list(boxes.values()))]), fig])
+    box.controls, box.figure, box.redraw = controls, fig, on_change
+    return box
+
+
+def _other(values: Mapping[str, list], x: str) -> str | None:
+    rest = [p for p in values if p != x]
+    return rest[0] if rest else None
+
+
+def sweep_explorer(
+    runs: pd.DataFrame,
+    metric: str = "rsum",
+    metrics: Sequence[str] = ("rsum", "i2t_r1", "t2i_r1", "best_rsum", "map5", "pr_auc", "pos_sim", "hardneg_sim"),
+    references: Sequence[str] = (),
+    chance: float | None = None,
+    loss: str | None = None,
+) -> W.VBox:
+    """Browse a grid's runs table: which sweep, which parameter on the x-axis, the slice, the metric.
+
+    Controls: "loss" (the losses with a swept parameter), "x" (its swept parameters),
+    "at" (the value of the other parameter of a two-parameter sweep, e.g. m when x
+    is gamma; disabled for one-parameter sweeps) and "metric". The figure is
+    ``V.sweep_figure``. Changing the loss or x first resets the dependent controls,
+    then redraws once.
+    """
+    losses = V.sweep_losses(runs)
+    if not losses:
+        raise ValueError("runs has no loss with a swept parameter (two or more values)")
+    metrics = [m for m in metrics if m in runs.columns]
+    if metric not in metrics:
+        raise ValueError(f"metric must be one of {metrics}, got {metric!r}")
+    loss = loss if loss is not None else losses[0]
+    if loss not in losses:
+        raise ValueError(f"loss must be one of {losses}, got {loss!r}")
+    refs = [r for r in references if r in set(runs["loss"])]
+    controls = {
+        "loss": W.Dropdown(options=losses, value=loss, description="sweep"),
+        "x": W.Dropdown(options=[""], description="x-axis"),
+        "at": slider(W.SelectionSlider, "at", options=["—"]),
+        "metric": W.Dropdown(options=[(V.metric_label(m), m) for m in metrics], value=metric, description="metric"),
+    }
+    busy = [False]  # while the dependent controls are reset, their own events must not redraw
+
+    def sync(reset_x: bool) -> None:
+        values = V.sweep_values(runs, controls["loss"].value)
+        if reset_x or controls["x"].value not in values:
+            controls["x"].options = list(values)
+            controls["x"].value = list(values)[-1]  # the last swept parameter (gamma in m x gamma)
+        other = _other(values, controls["x"].value)
+        at = controls["at"]
+        at.description = other or "at"
+        if other is None:
+            at.options, at.disabled = ["—"], True
+        else:
+            options = [(V.fmt(v), v) for v in values[other]]
+            at.options, at.disabled = options, False
+            at.value = options[len(options) // 2][1]
+
+    def draw() -> go.Figure:
+        name, x = controls["loss"].value, controls["x"].value
+        other = _other(V.sweep_values(runs, name), x)
+        fixed = {other: controls["at"].value} if other is not None else {}
+        return V.sweep_figure(runs, name, x, fixed, controls["metric"].value, refs, chance)
+
+    sync(reset_x=True)
+    fig = go.FigureWidget(draw())
+
+    def on_change(change=None) -> None:
+        if busy[0]:
+            return
+        owner = None if change is None else change.get("owner")
+        if owner is controls["loss"] or owner is controls["x"]:
+            busy[0] = True
+            try:
+                sync(reset_x=owner is controls["loss"])
+            finally:
+                busy[0] = False
+        refresh(fig, draw())
+
+    for c in controls.values():
+        c.observe(on_change, names="value")
+    box = W.VBox([W.HBox([controls["loss"], controls["x"]]), W.HBox([controls["at"], controls["metric"]]), fig])
+    box.controls, box.figure, box.redraw = controls, fig, on_change
+    return box
