@@ -11,7 +11,12 @@ def test_setup_reads_environment(monkeypatch):
     monkeypatch.setenv("VLR_FAST", "1")
     monkeypatch.setenv("VLR_DATA", "shapes")
     monkeypatch.setenv("VLR_DEVICE", "cpu")
-    cfg = notebook.setup(seed=3, renderer=None)
+    threads = torch.get_num_threads()
+    try:
+        cfg = notebook.setup(seed=3, renderer=None)
+        assert torch.get_num_threads() == 1  # fast mode on CPU runs single-threaded
+    finally:
+        torch.set_num_threads(threads)
     assert cfg.fast and cfg.data == "shapes" and cfg.device == torch.device("cpu")
     assert cfg.pick(1, 2) == 1
     monkeypatch.setenv("VLR_FAST", "0")

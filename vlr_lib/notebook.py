@@ -1,7 +1,7 @@
 """The one settings cell of every notebook, and the small demo batches they explore.
 
 Environment variables (read once, here):
-- VLR_FAST=1      fast mode (what CI runs): small sizes, few epochs, same code path;
+- VLR_FAST=1      fast mode (what CI runs): small sizes, few epochs, one CPU thread, same code path;
 - VLR_DATA        "shapes" (default, embedded, CPU) or "flickr30k" (cached features, GPU);
 - VLR_DEVICE      "cpu", "cuda", ... (default: cuda when available, else cpu).
 """
@@ -61,6 +61,10 @@ def setup(seed: int = 0, renderer: str | None = PLOTLY_RENDERER) -> Settings:
     device_name = os.environ.get("VLR_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
     settings = Settings(fast=_flag("VLR_FAST"), data=data, device=torch.device(device_name), seed=seed)
     seed_everything(seed)
+    if settings.fast and settings.device.type == "cpu":
+        # Fast mode's matrices are tiny: threads gain nothing, and on a shared 2-core CI
+        # machine two spinning threads stall each other (measured 10-50x slower).
+        torch.set_num_threads(1)
     if renderer is not None:
         import plotly.io as pio
 

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from ..similarity import similarity
 from ..viz import evaluation as V
-from ._core import explorer, refresh, slider  # noqa: F401  (refresh re-exported for older imports)
+from ._core import explorer, slider
 
 
 def shapes_browser(n_groups: int = 6, group_size: int = 4, seed: int = 0, difficulty: float = 0.5) -> W.VBox:

@@ -10,7 +10,7 @@ import ipywidgets as W
 import pandas as pd
 
 from ..viz import showdown as V
-from .evaluation import explorer
+from ._core import explorer
 
 CHECKPOINTS = (("best validation epoch", "sel_"), ("last epoch", "test_"))
 GOAL_METRICS = (("R@1 both ways (Tables 3-5)", "r1"),) + tuple((V.METRICS[m], m) for m in V.METRICS)
