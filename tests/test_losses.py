@@ -348,3 +348,12 @@ def test_bad_hyperparameters(call, match):
 def test_not_a_tensor():
     with pytest.raises(TypeError, match="S must be a torch.Tensor"):
         L.info_nce([[1.0, 0.0], [0.0, 1.0]])
+
+
+@pytest.mark.parametrize("k", range(1, 8))
+def test_top_k_logsumexp_selection_with_ties(k):
+    """The sort-free top-k sum equals the sorted one, ties at the threshold included."""
+    values = torch.tensor([3.0, 1.0, 2.0, 2.0, 2.0, 0.0, -math.inf], dtype=torch.float64)
+    k = min(k, 6)  # never select the -inf (a masked positive)
+    expected = torch.logsumexp(values.topk(k).values, dim=0)
+    torch.testing.assert_close(L._top_k_logsumexp(values, k), expected)

@@ -283,6 +283,19 @@ def sampled_softmax(
     return _finite(reduce(per_pair, reduction), "sampled_softmax")
 
 
+def _top_k_logsumexp(values: Tensor, k: int) -> Tensor:
+    """log sum of exp over the k largest entries of a 1-D tensor, without sorting.
+
+    A linear-time selection finds the k-th largest value t; the top k are the c
+    entries strictly above t plus k - c copies of t (ties at t are interchangeable).
+    Over the N^2 negatives of a batch this is several times faster than topk.
+    """
+    t = values.kthvalue(values.numel() - k + 1).values
+    above = values > t
+    n_at_t = (k - above.sum()).to(values.dtype)  # >= 1 by definition of t
+    return torch.logaddexp(torch.logsumexp(values.masked_fill(~above, -math.inf), dim=0), t + n_at_t.log())
+
+
 def cross_example_softmax(
     S: Tensor,
     scale: float = 20.0,
@@ -305,9 +318,7 @@ def cross_example_softmax(
     n_negs = int(pos.neg.sum())
     k = _topk_count(topk, n_negs, "negatives in the batch", allow_fraction=True)
     negs = _masked(S * lam, pos.neg, -math.inf).flatten()  # every negative of the batch
-    if k is not None:
-        negs = negs.topk(k).values
-    lse_neg = torch.logsumexp(negs, dim=0)
+    lse_neg = torch.logsumexp(negs, dim=0) if k is None else _top_k_logsumexp(negs, k)
     logit_pos = _pos_scores(S, pos) * lam
     per_pair = torch.logaddexp(logit_pos, lse_neg) - logit_pos
     return _finite(reduce(per_pair, reduction), "cross_example_softmax")
