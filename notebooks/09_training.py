@@ -27,15 +27,12 @@
 # 4. tell a robust difference from a lucky seed.
 
 # %%
-from pathlib import Path
-
 import torch
 
-import vlr_lib
 from vlr_lib.analysis import tangent_gradient_norms
-from vlr_lib.notebook import setup
+from vlr_lib.notebook import setup, training_features
 from vlr_lib.similarity import l2_normalize
-from vlr_lib.train import chance_rsum, fit, make_objective, shapes_features
+from vlr_lib.train import chance_rsum, fit, make_objective
 from vlr_lib.train.evaluate import evaluate
 from vlr_lib.train.fit_features import build_heads
 from vlr_lib.viz import training as viz
@@ -75,42 +72,7 @@ LOSSES = {  # display name -> (vlr_lib.losses name, parameters)
 #   same cache from the command line). The test split plays the role of the validation split.
 
 # %%
-REPO = Path(vlr_lib.__file__).resolve().parents[1]
-
-
-def flickr30k_clip_features(splits=("train", "test")):
-    """Cached CLIP ViT-B/32 features {split: (img, txt, caption_to_image)}; builds them only on a GPU."""
-    from vlr_lib.data import load_flickr30k
-    from vlr_lib.features import FeatureCacheError, default_cache_dir, flickr_cache_id, load_or_build_features
-
-    repo, revision = flickr_cache_id()  # the id and revision extract_features.py records (env VLR_FLICKR_*)
-    data = load_flickr30k()  # Hub or HF cache; raises DatasetUnavailableError saying how to work offline
-    out = {}
-    for split in splits:
-        cache = default_cache_dir(REPO / "cache" / "features", repo, revision, split, "clip-vit-b32")
-        try:
-            fs = load_or_build_features(data[split], cache, dataset_id=repo, revision=revision, split=split,
-                                        backbone="clip-vit-b32", device=cfg.device, build=cfg.device.type == "cuda")
-        except FeatureCacheError as err:
-            raise RuntimeError(
-                f"VLR_DATA=flickr30k needs cached CLIP ViT-B/32 features of the {split!r} split at {cache}. "
-                "Encoding 31,000 images is a GPU job: run `python data_scripts/extract_features.py --data flickr30k "
-                "--device cuda` from the repository root (or this notebook on a GPU), or use VLR_DATA=shapes."
-            ) from err
-        out[split] = (fs.img, fs.txt, fs.caption_to_image)
-    return out
-
-
-if SHAPES:
-    from vlr_lib.data import make_shapes
-
-    data = make_shapes(n_train=cfg.pick(400, 2000), n_val=cfg.pick(100, 200), n_test=1, seed=cfg.seed)
-    feats = shapes_features(data, seed=cfg.seed)
-    train_set, val_set = feats["train"], feats["validation"]
-else:
-    feats = flickr30k_clip_features()
-    train_set, val_set = feats["train"], feats["test"]
-
+train_set, val_set = training_features(cfg)  # shapes, or cached CLIP features of Flickr30K
 chance = chance_rsum(val_set[2])
 for name, (img, txt, c2i) in (("train", train_set), ("validation", val_set)):
     print(f"{name:>10}: {img.shape[0]} images x {img.shape[1]} features, {txt.shape[0]} captions x {txt.shape[1]}")

@@ -33,11 +33,9 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import torch
 
-import vlr_lib
-from vlr_lib.notebook import setup
-from vlr_lib.train import chance_rsum, grid, shapes_features
+from vlr_lib.notebook import repo_root, setup, training_features
+from vlr_lib.train import chance_rsum, grid
 from vlr_lib.viz import training as viz
 from vlr_lib.widgets.training import sweep_explorer
 
@@ -58,8 +56,7 @@ SWEEPS = {  # loss -> {parameter: values}; fast mode: 2-3 values each
     "cross_example_softmax": {"topk": cfg.pick([1.0, 0.1], [1.0, 0.5, 0.25, 0.1, 0.01])},  # share of negatives kept
     "triplet_hardest": {},  # the reference: gamma -> infinity of the unified loss (eq. 6)
 }
-REPO = Path(vlr_lib.__file__).resolve().parents[1]
-RUNS = Path(os.environ.get("VLR_RUNS", REPO / "runs"))  # git-ignored
+RUNS = Path(os.environ.get("VLR_RUNS", repo_root() / "runs"))  # git-ignored
 OUT = RUNS / f"11_hyperparameters-{cfg.data}-{'fast' if cfg.fast else 'full'}"
 OUT.mkdir(parents=True, exist_ok=True)
 print(f"grid cache: {OUT}")
@@ -74,38 +71,7 @@ print(f"grid cache: {OUT}")
 # even more here.
 
 # %%
-def flickr30k_clip_features(splits=("train", "test")):
-    """Cached CLIP ViT-B/32 features {split: (img, txt, caption_to_image)}; builds them only on a GPU."""
-    from vlr_lib.data import load_flickr30k
-    from vlr_lib.features import FeatureCacheError, default_cache_dir, flickr_cache_id, load_or_build_features
-
-    repo, revision = flickr_cache_id()  # the id and revision extract_features.py records (env VLR_FLICKR_*)
-    data = load_flickr30k()  # Hub or HF cache; raises DatasetUnavailableError saying how to work offline
-    out = {}
-    for split in splits:
-        cache = default_cache_dir(REPO / "cache" / "features", repo, revision, split, "clip-vit-b32")
-        try:
-            fs = load_or_build_features(data[split], cache, dataset_id=repo, revision=revision, split=split,
-                                        backbone="clip-vit-b32", device=cfg.device, build=cfg.device.type == "cuda")
-        except FeatureCacheError as err:
-            raise RuntimeError(
-                f"VLR_DATA=flickr30k needs cached CLIP ViT-B/32 features of the {split!r} split at {cache}. "
-                "Encoding 31,000 images is a GPU job: run `python data_scripts/extract_features.py --data flickr30k "
-                "--device cuda` from the repository root (or this notebook on a GPU), or use VLR_DATA=shapes."
-            ) from err
-        out[split] = (fs.img, fs.txt, fs.caption_to_image)
-    return out
-
-
-if SHAPES:
-    from vlr_lib.data import make_shapes
-
-    data = make_shapes(n_train=cfg.pick(400, 2000), n_val=cfg.pick(100, 200), n_test=1, seed=cfg.seed)
-    feats = shapes_features(data, seed=cfg.seed)
-    train_set, val_set = feats["train"], feats["validation"]
-else:
-    feats = flickr30k_clip_features()
-    train_set, val_set = feats["train"], feats["test"]
+train_set, val_set = training_features(cfg)  # shapes, or cached CLIP features of Flickr30K
 chance = chance_rsum(val_set[2])
 print(f"{train_set[0].shape[0]} training images, {val_set[0].shape[0]} validation images; chance rsum {chance:.1f}")
 

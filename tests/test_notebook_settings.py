@@ -48,3 +48,27 @@ def test_demo_embeddings_unit_norm_deterministic_and_noise_controls_difficulty()
     assert float((i3 * t3).sum(1).mean()) < float(easy)
     with pytest.raises(ValueError, match="noise"):
         notebook.demo_embeddings(noise=-1.0)
+
+
+def test_training_features_shapes_mode(monkeypatch):
+    monkeypatch.setenv("VLR_FAST", "1")
+    monkeypatch.setenv("VLR_DATA", "shapes")
+    monkeypatch.setenv("VLR_DEVICE", "cpu")
+    threads = torch.get_num_threads()
+    try:
+        cfg = notebook.setup(renderer=None)
+        train, val = notebook.training_features(cfg, n_train=(12, 99), n_val=(6, 99))
+    finally:
+        torch.set_num_threads(threads)
+    assert train[0].shape[0] == 12 and val[0].shape[0] == 6
+    assert torch.equal(torch.bincount(train[2]), torch.full((12,), 5))  # five captions per image
+    assert train[0].shape[1] == val[0].shape[1] and train[1].shape[1] == val[1].shape[1]
+
+
+def test_training_features_flickr30k_without_cache_says_what_to_run(monkeypatch, tmp_path):
+    monkeypatch.setenv("VLR_DATA", "flickr30k")
+    monkeypatch.setenv("VLR_DEVICE", "cpu")
+    monkeypatch.setattr(notebook, "repo_root", lambda: tmp_path)  # an empty cache/
+    cfg = notebook.setup(renderer=None)
+    with pytest.raises(FileNotFoundError, match="extract_features.py"):
+        notebook.training_features(cfg)

@@ -471,3 +471,42 @@ def flickr_cache_id(
 
     repo = repo_id or os.environ.get(ENV_REPO) or DEFAULT_REPO_ID
     return repo, revision or os.environ.get(ENV_REVISION) or DEFAULT_REVISION
+
+
+def _is_flickr_id(dataset_id: str) -> bool:
+    """A dataset id of :func:`flickr_cache_id`: a local copy ("flickr30k:<folder>") or the Hub repo."""
+    return "flickr30k" in dataset_id.lower() or dataset_id == flickr_cache_id()[0]
+
+
+def flickr_feature_dirs(cache_root: str | os.PathLike, backbone: str = "clip-vit-b32") -> dict[str, Path]:
+    """The cached feature folders of one Flickr30K feature set with train, validation and test for `backbone`.
+
+    Looks at every ``*/manifest.json`` under `cache_root` (the layout of
+    ``vlr_lib.features.default_cache_dir``, written by
+    ``data_scripts/extract_features.py``) whose dataset id follows
+    ``vlr_lib.features.flickr_cache_id``; a feature set is one (dataset id,
+    revision, weights). Raises FileNotFoundError, saying what to run, when no set
+    has all three splits cached, and ValueError when several have.
+    """
+    root = Path(cache_root)
+    found: dict[tuple, dict[str, Path]] = {}
+    for manifest in sorted(root.glob("*/manifest.json")) if root.is_dir() else []:
+        m = read_manifest(manifest.parent)
+        if m.get("backbone") == backbone and _is_flickr_id(str(m.get("dataset_id", ""))):
+            which = (m["dataset_id"], m.get("revision", ""), m.get("pretrained"))
+            found.setdefault(which, {})[m["split"]] = manifest.parent
+    complete = {k: v for k, v in found.items() if {"train", "validation", "test"} <= set(v)}
+    if not complete:
+        raise FileNotFoundError(
+            f"VLR_DATA=flickr30k needs cached {backbone} features of the Flickr30K Karpathy split "
+            f"(train, validation and test) under {root}, found {sorted(found) or 'none'}. This needs network "
+            "once and preferably a GPU. Run from the repository root:\n"
+            "  python data_scripts/prepare_flickr30k.py --out data/flickr30k\n"
+            f"  python data_scripts/extract_features.py --data flickr30k --data-path data/flickr30k "
+            f"--backbone {backbone} --device cuda\n"
+            "then re-run the notebook, or `python data_scripts/run_showdown.py --data flickr30k --device cuda`."
+        )
+    if len(complete) > 1:
+        raise ValueError(f"cache_root {root} holds several Flickr30K feature sets {sorted(complete)} "
+                         "(dataset id, revision, weights); point cache_root at a folder with one of them")
+    return next(iter(complete.values()))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
@@ -89,3 +90,62 @@ def demo_embeddings(
     img = torch.randn(n, dim, generator=g, dtype=dtype)
     txt = img + noise * torch.randn(n, dim, generator=g, dtype=dtype)
     return l2_normalize(img), l2_normalize(txt)
+
+
+Triple = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+def repo_root() -> Path:
+    """The checkout holding vlr_lib: cache/ and runs/ live there (an editable install, as `make` does)."""
+    return Path(__file__).resolve().parents[1]
+
+
+def training_features(
+    cfg: Settings, n_train: tuple[int, int] = (400, 2000), n_val: tuple[int, int] = (100, 200)
+) -> tuple[Triple, Triple]:
+    """(train, validation) frozen features (img, txt, caption_to_image) for the data mode of `cfg`.
+
+    - shapes: the synthetic data (`cfg.pick` of the sizes) and its frozen features
+      (vlr_lib.train.shapes_features: an untrained CNN and hashed bags of words);
+    - flickr30k: cached CLIP ViT-B/32 features of the Karpathy train split and the
+      1,000-image test split (as validation), found wherever
+      `data_scripts/extract_features.py` wrote them under cache/features; on a GPU,
+      missing caches are built from the Hub. Elsewhere the error says what to run.
+    """
+    if cfg.data == "shapes":
+        from .data import make_shapes
+        from .train import shapes_features
+
+        data = make_shapes(n_train=cfg.pick(*n_train), n_val=cfg.pick(*n_val), n_test=1, seed=cfg.seed)
+        feats = shapes_features(data, seed=cfg.seed)
+        return feats["train"], feats["validation"]
+    return _flickr30k_features(cfg.device)
+
+
+def _flickr30k_features(device: torch.device, backbone: str = "clip-vit-b32") -> tuple[Triple, Triple]:
+    from .features import flickr_feature_dirs, load_features
+
+    root = repo_root() / "cache" / "features"
+    try:
+        dirs = flickr_feature_dirs(root, backbone)
+    except FileNotFoundError:
+        if device.type != "cuda":
+            raise  # its message names the commands that build the cache
+        dirs = _build_flickr30k_features(root, device, backbone)
+    sets = [load_features(dirs[split]) for split in ("train", "test")]
+    return tuple((fs.img.float(), fs.txt.float(), fs.caption_to_image) for fs in sets)  # type: ignore[return-value]
+
+
+def _build_flickr30k_features(root: Path, device: torch.device, backbone: str) -> dict[str, Path]:
+    """Encode the Karpathy splits once (a GPU job) into the layout extract_features.py writes."""
+    from .data import load_flickr30k
+    from .features import default_cache_dir, flickr_cache_id, load_or_build_features
+
+    repo, revision = flickr_cache_id()
+    data = load_flickr30k()  # Hub or HF cache; DatasetUnavailableError says how to work offline
+    dirs = {}
+    for split in ("train", "validation", "test"):
+        dirs[split] = default_cache_dir(root, repo, revision, split, backbone)
+        load_or_build_features(data[split], dirs[split], dataset_id=repo, revision=revision, split=split,
+                               backbone=backbone, device=device)
+    return dirs
