@@ -9,18 +9,7 @@ from vlr_lib.notebook import demo_embeddings
 from vlr_lib.similarity import similarity
 from vlr_lib.viz import cocos as viz
 from vlr_lib.widgets.cocos import cocos_explorer
-
-
-def find(box: W.Widget, kind: type, description: str | None = None) -> W.Widget:
-    """The first widget of `kind` (and `description`) in a container tree, depth first."""
-    if isinstance(box, kind) and (description is None or getattr(box, "description", None) == description):
-        return box
-    for child in getattr(box, "children", ()):
-        try:
-            return find(child, kind, description)
-        except LookupError:
-            pass
-    raise LookupError(f"no {kind.__name__} {description!r}")
+from tests.widget_helpers import find
 
 
 def dots(fig, panel: int) -> list[tuple[float, float]]:
