@@ -37,8 +37,11 @@ notebooks/%.ipynb: notebooks/%.py $(STAMP)
 
 notebooks: $(NOTEBOOKS)
 
+# Containers often run as root, which JupyterLab refuses without --allow-root.
+LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
+
 lab: setup notebooks
-	$(VENV)/bin/jupyter lab $(if $(FIRST_NOTEBOOK),$(FIRST_NOTEBOOK),notebooks)
+	$(VENV)/bin/jupyter lab $(LAB_ARGS) $(if $(FIRST_NOTEBOOK),$(FIRST_NOTEBOOK),notebooks)
 
 # pytest exits 5 when it collects nothing: that is a failure here, tests must exist.
 test-unit: setup
