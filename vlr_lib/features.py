@@ -35,18 +35,16 @@ not match the request or is corrupt, never reuses it silently; with
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
 import os
 import re
-import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import datasets
 import numpy as np
@@ -56,6 +54,7 @@ from torch import Tensor
 
 from . import __version__
 from ._checks import check_choice
+from ._io import atomic_write
 
 BACKBONES = ("clip-vit-b32", "vsepp-resnet50")
 FORMAT_VERSION = 1
@@ -331,30 +330,10 @@ def save_features(cache_dir: str | os.PathLike, features: FeatureSet) -> Path:
     tensors = {"img": features.img, "txt": features.txt, "caption_to_image": features.caption_to_image}
     manifest = dict(features.manifest, dim=features.dim, content_hash=content_hash(tensors), files=[FEATURES_FILE],
                     vlr_lib_version=__version__, torch_version=torch.__version__)
-    _atomic_write(cache_dir / FEATURES_FILE, lambda f: torch.save(tensors, f))
-    _atomic_write(cache_dir / MANIFEST_FILE, lambda f: f.write(json.dumps(manifest, indent=2, sort_keys=True).encode()))
+    atomic_write(cache_dir / FEATURES_FILE, lambda f: torch.save(tensors, f))
+    atomic_write(cache_dir / MANIFEST_FILE, lambda f: f.write(json.dumps(manifest, indent=2, sort_keys=True).encode()))
     features.manifest = manifest
     return cache_dir
-
-
-def _atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):  # make the rename durable; not possible on every OS
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
 
 
 def read_manifest(cache_dir: str | os.PathLike) -> dict[str, Any]:

@@ -11,34 +11,18 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from .._io import atomic_write
 
 CHECKPOINT_NAME = "last.pt"
 
 
 def checkpoint_path(checkpoint_dir: str | os.PathLike) -> Path:
     return Path(checkpoint_dir) / CHECKPOINT_NAME
-
-
-def atomic_write(path: str | os.PathLike, write) -> None:
-    """Call ``write(file_object)`` on a temp file next to `path`, then ``os.replace`` it into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        # Interrupts included: never leave a half-written temp file behind.
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> None:
