@@ -16,7 +16,7 @@ from torch import Tensor
 
 from .. import metrics
 from .._checks import check_choice
-from ..similarity import l2_normalize
+from ..similarity import l2_normalize, positive_mask
 from ._style import NEGATIVE, NEUTRAL, POSITIVE, layout, to_numpy
 from .matrix import similarity_heatmap
 
@@ -105,8 +105,7 @@ def positive_mask_of(caption_to_image, n_images: int) -> np.ndarray:
     c2i = to_numpy(caption_to_image)
     if c2i.ndim != 1 or (c2i != np.round(c2i)).any() or (c2i < 0).any() or (c2i >= n_images).any():
         raise ValueError(f"caption_to_image must be a 1-D array of image indices in [0, {n_images})")
-    c2i = c2i.astype(np.int64)
-    return np.arange(n_images)[:, None] == c2i[None, :]
+    return positive_mask(torch.arange(n_images), torch.from_numpy(c2i.astype(np.int64))).numpy()
 
 
 def hardest_negative_mask(S, pos: np.ndarray, direction: str = "i2t") -> np.ndarray:

@@ -8,7 +8,6 @@ S_neg on the y-axis, as the paper's Fig. 2 does, so `z[i, j]` is the value at
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -20,6 +19,7 @@ from torch import Tensor
 from .. import goal
 from .._checks import check_choice, check_similarity
 from ._style import NEGATIVE, POSITIVE, SEQUENTIAL, layout, to_numpy
+from .evaluation import hardest_negative_mask
 from .matrix import similarity_heatmap
 
 __all__ = [
@@ -286,18 +286,12 @@ def weight_surface(
 def hardest_negative_masks(S, pos_mask: Tensor | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Bool masks of the hardest negative of every image query (row) and of every caption query (column).
 
-    Picks one entry per query with torch.max over the negatives, the same tie-break as
-    vlr_lib.goal and vlr_lib.losses.triplet_hardest.
+    One entry per query (the first maximum, as torch.max picks in vlr_lib.goal and
+    vlr_lib.losses.triplet_hardest); the search itself is viz.evaluation's.
     """
     S, pos = check_similarity(torch.as_tensor(S) if not isinstance(S, Tensor) else S, pos_mask)
-    S = S.detach()
-    masks = []
-    for M, neg in ((S, pos.neg), (S.T, pos.neg.T)):
-        col = M.masked_fill(~neg, -math.inf).argmax(dim=1)
-        hit = torch.zeros_like(neg)
-        hit[torch.arange(M.shape[0]), col] = True
-        masks.append(hit)
-    return masks[0].cpu().numpy(), masks[1].T.cpu().numpy()
+    Z, is_pos = to_numpy(S), (~pos.neg).cpu().numpy()
+    return hardest_negative_mask(Z, is_pos, "i2t"), hardest_negative_mask(Z, is_pos, "t2i")
 
 
 def batch_triplets(S, pos_mask: Tensor | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -23,6 +23,7 @@ from torch import Tensor
 
 from .. import losses, metrics
 from .._checks import check_choice, check_positive, check_similarity
+from ..similarity import positive_mask
 from ._style import NEGATIVE, NEUTRAL, PALETTE, POSITIVE, layout, to_numpy
 
 __all__ = [
@@ -205,10 +206,6 @@ def _results(results: Results) -> dict[str, tuple[Tensor, Tensor]]:
     return out
 
 
-def _positive_mask(S: Tensor, c2i: Tensor) -> Tensor:
-    return torch.arange(S.shape[0])[:, None] == c2i[None, :]
-
-
 def precision_recall_at(S: Tensor, caption_to_image: Tensor, threshold: float) -> tuple[float, float]:
     """Precision and recall over all pairs when every pair scoring >= `threshold` is called a match.
 
@@ -217,7 +214,7 @@ def precision_recall_at(S: Tensor, caption_to_image: Tensor, threshold: float) -
     pair this is a point of ``metrics.pr_curve``.
     """
     S = torch.as_tensor(S).detach().cpu()
-    pos = _positive_mask(S, torch.as_tensor(caption_to_image).cpu().long())
+    pos = positive_mask(torch.arange(S.shape[0]), torch.as_tensor(caption_to_image).cpu().long())
     accepted = S >= threshold
     n_acc = int(accepted.sum())
     hits = int((accepted & pos).sum())
@@ -254,7 +251,7 @@ def pr_figure(results: Results) -> go.Figure:
 def _oriented(S: Tensor, c2i: Tensor, direction: str) -> tuple[Tensor, Tensor]:
     """Scores with the queries of `direction` as rows and the positive mask laid out the same way."""
     check_choice("direction", direction, DIRECTIONS)
-    pos = _positive_mask(S, c2i)
+    pos = positive_mask(torch.arange(S.shape[0]), c2i)
     return (S, pos) if direction == "i2t" else (S.T, pos.T)
 
 
