@@ -64,7 +64,7 @@ def closed_form_losses() -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
 
 
 def pml_equivalents() -> dict[str, tuple[Callable[[torch.Tensor, torch.Tensor], torch.Tensor], int]]:
-    """Both directions, as in tests/test_peers.py (where the mappings are proven), each with the
+    """Both directions, as in tests/core/test_peers.py (where the mappings are proven), each with the
     largest N it is timed at: NTXentLoss's cost grows much faster than N^2 (one call at N = 1024
     did not finish in 8 minutes on a 2-core CPU), the triplet losses run to N = 1024."""
     try:

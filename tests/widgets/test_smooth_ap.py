@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
-from tests.test_widgets_contrastive import find
+from tests.widgets.helpers import find
 from vlr_lib.viz import smooth_ap as viz
 from vlr_lib.widgets.smooth_ap import smooth_ap_explorer
 

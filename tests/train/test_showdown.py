@@ -22,7 +22,7 @@ import torch
 from vlr_lib import analysis, metrics
 from vlr_lib.train import showdown as sd
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def load_script(name: str):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests import references as ref
+from tests.core import references as ref
 from vlr_lib import losses
 from vlr_lib.notebook import demo_embeddings
 from vlr_lib.similarity import similarity

@@ -11,7 +11,7 @@ from vlr_lib.notebook import demo_embeddings
 from vlr_lib.similarity import similarity
 from vlr_lib.viz import softmax as viz
 from vlr_lib.widgets.softmax import partition_explorer, threshold_explorer
-from tests.widget_helpers import find
+from tests.widgets.helpers import find
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from PIL import Image
 from vlr_lib.data import COLUMNS, FEATURES, check_schema, load_shapes, make_shapes, save_shapes
 from vlr_lib.data import shapes as S
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

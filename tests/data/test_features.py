@@ -14,7 +14,7 @@ import torch
 from vlr_lib import features as V
 from vlr_lib.data import make_shapes
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 IMG = 64  # small input side keeps ResNet-50 / ViT-B-32 fast on CPU
 
 

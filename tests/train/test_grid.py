@@ -14,7 +14,7 @@ from vlr_lib.goal import GOAL_PAIRS, GOAL_TRIPLETS, parse_goal_name
 from vlr_lib.train import expand_configs, goal_grid, grid
 from vlr_lib.train import grid_search as gs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = dict(epochs=1, batch_size=8, dim=8, lr=5e-3, probe_batch=0)
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "04_unified_loss.py"
 EXPLORER = ".vlr-explorer-unified"
 CHROMIUM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome")

@@ -23,7 +23,7 @@ from vlr_lib.data import (
 )
 from vlr_lib.data import flickr30k as F
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SIZES = {"train": 9, "validation": 4, "test": 3}
 # The columns of nlphuji/flickr30k (its script's features; its Parquet export keeps them).
 HUB_FEATURES = datasets.Features(

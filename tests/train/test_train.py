@@ -28,7 +28,7 @@ from vlr_lib.train import engine
 from vlr_lib.train.evaluate import similarity_stats
 from vlr_lib.train.sampling import batch_mask, epoch_batches
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 N_IMG, N_CAP, D = 64, 5, 32
 TIME_KEYS = ("seconds", "train_seconds")
 

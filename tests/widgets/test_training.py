@@ -6,8 +6,8 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from tests.test_viz_training import GAMMAS, MARGINS, make_history, sweep_table
-from tests.test_widgets_contrastive import find
+from tests.viz.test_training import GAMMAS, MARGINS, make_history, sweep_table
+from tests.widgets.helpers import find
 from vlr_lib.viz import training as V
 from vlr_lib.widgets.training import sweep_explorer, training_explorer
 

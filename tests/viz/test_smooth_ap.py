@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests import references as ref
+from tests.core import references as ref
 from vlr_lib import metrics
 from vlr_lib.viz import smooth_ap as A
 

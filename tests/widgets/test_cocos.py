@@ -9,7 +9,7 @@ from vlr_lib.notebook import demo_embeddings
 from vlr_lib.similarity import similarity
 from vlr_lib.viz import cocos as viz
 from vlr_lib.widgets.cocos import cocos_explorer
-from tests.widget_helpers import find
+from tests.widgets.helpers import find
 
 
 def dots(fig, panel: int) -> list[tuple[float, float]]:

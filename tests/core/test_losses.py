@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from tests import references as ref
+from tests.core import references as ref
 from vlr_lib import losses as L
 
 

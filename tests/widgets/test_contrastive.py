@@ -10,7 +10,7 @@ from vlr_lib.notebook import demo_embeddings
 from vlr_lib.similarity import similarity
 from vlr_lib.viz import contrastive as viz
 from vlr_lib.widgets.contrastive import temperature_explorer
-from tests.widget_helpers import find
+from tests.widgets.helpers import find
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@
 The figures and tables are checked on synthetic showdown tables whose numbers
 are known by construction (means, stds, best cells and separations are
 recomputed here with plain loops). The runner that makes the real tables
-(vlr_lib.train.showdown) is tested in tests/test_showdown.py.
+(vlr_lib.train.showdown) is tested in tests/train/test_showdown.py.
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ import pytest
 from vlr_lib.viz import showdown as V
 from vlr_lib.widgets import showdown as W
 
-from .test_viz_showdown import synthetic_runs
+from tests.viz.test_showdown import synthetic_runs
 
 
 def arr(x) -> np.ndarray:
