@@ -6,6 +6,7 @@ starts with the argument's name, so a student sees at once which knob is wrong.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import torch
@@ -25,6 +26,16 @@ def check_tensor(name: str, x: object, ndim: int | None = None) -> Tensor:
     if x.numel() and not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name} contains NaN or inf")
     return x
+
+
+def check_int(name: str, value: object, low: int = 1, high: int | None = None) -> int:
+    """An integer (Python or numpy, never bool) in [low, high]; the one integer check of vlr_lib."""
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < low or (high is not None and value > high):
+        bound = f" and <= {high}" if high is not None else ""
+        raise ValueError(f"{name} must be >= {low}{bound}, got {value}")
+    return int(value)
 
 
 def check_positive(name: str, value: float) -> float:

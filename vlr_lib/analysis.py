@@ -25,6 +25,7 @@ from .similarity import l2_normalize
 
 __all__ = [
     "COCOS_LOSSES",
+    "COCOS_RULE_OF_LOSS",
     "cocos",
     "cocos_table",
     "TangentNorms",
@@ -35,6 +36,10 @@ __all__ = [
 ]
 
 COCOS_LOSSES = ("triplet", "triplet_sh", "nt_xent", "smooth_ap")
+#: The COCOS counting rule of each training loss (vlr_lib.losses name -> one of COCOS_LOSSES); the paper counts
+#: only these four losses (Bleeker & de Rijke eqs. 9-13).
+COCOS_RULE_OF_LOSS = {"triplet_all": "triplet", "triplet_hardest": "triplet_sh", "info_nce": "nt_xent",
+                      "smooth_ap": "smooth_ap"}
 """The losses COCOS is defined for (Bleeker & de Rijke sec. 4)."""
 
 _TABLE_OF = {"triplet": 2, "triplet_sh": 2, "nt_xent": 3, "smooth_ap": 4}

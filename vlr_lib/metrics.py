@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ._checks import check_tensor
+from ._checks import check_int, check_tensor
 
 DEFAULT_CHUNK = 256  # rows per block: 256 x 25,000 float32 is 25.6 MB per temporary
 
@@ -86,27 +86,18 @@ def _as_caption_to_image(caption_to_image: object, S: Tensor) -> Tensor:
     return c2i
 
 
-def _check_int(name: str, value: object, upper: int | None = None) -> int:
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 1 or (upper is not None and value > upper):
-        bound = f" and <= {upper}" if upper is not None else ""
-        raise ValueError(f"{name} must be >= 1{bound}, got {value}")
-    return int(value)
-
-
 def _check_ks(ks: object, n_images: int, n_captions: int) -> tuple[int, ...]:
     if isinstance(ks, numbers.Integral) or not isinstance(ks, Sequence) or len(ks) == 0:
         raise TypeError(f"ks must be a non-empty tuple of ints, got {ks!r}")
     # An R@K needs K candidates in both directions: captions (i2t) and images (t2i).
-    out = tuple(_check_int("ks", k, upper=min(n_images, n_captions)) for k in ks)
+    out = tuple(check_int("ks", k, 1, min(n_images, n_captions)) for k in ks)
     if len(set(out)) != len(out):
         raise ValueError(f"ks must not repeat a value, got {ks!r}")
     return out
 
 
 def _validate(S_eval: object, caption_to_image: object, chunk_size: object) -> tuple[Tensor, Tensor, int]:
-    chunk_size = _check_int("chunk_size", chunk_size)
+    chunk_size = check_int("chunk_size", chunk_size)
     S = _as_scores(S_eval, chunk_size)
     return S, _as_caption_to_image(caption_to_image, S), chunk_size
 
@@ -222,7 +213,7 @@ def map_at_k(S_eval: Tensor, caption_to_image: Tensor, k: int = 5, chunk_size: i
     reach k, so it is still counted out.
     """
     S, c2i, chunk_size = _validate(S_eval, caption_to_image, chunk_size)
-    k = _check_int("k", k)
+    k = check_int("k", k)
     n_images, n_captions = S.shape
     img, score, before, bounds = _positives_by_image(S, c2i)
     ap = torch.zeros(n_images, dtype=torch.float64, device=S.device)

@@ -12,6 +12,8 @@ from torch import Tensor
 from ._checks import check_tensor
 
 _EPS = 1e-12  # keeps zero vectors finite; they map to the zero vector
+#: The two retrieval directions: image queries over captions (rows of S), caption queries over images (columns).
+DIRECTIONS: tuple[str, str] = ("i2t", "t2i")
 
 
 def l2_normalize(x: Tensor, dim: int = -1) -> Tensor:

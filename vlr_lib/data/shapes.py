@@ -44,6 +44,7 @@ from pathlib import Path
 import datasets
 import numpy as np
 
+from .._checks import check_int
 from .flickr30k import COLUMNS, FEATURES, SPLITS
 
 COLORS = ("red", "green", "blue", "yellow", "purple", "orange")
@@ -84,9 +85,9 @@ class Scenes:
 # ---------------------------------------------------------------- scene sampling
 def sample_scenes(n: int, difficulty: float, rng: np.random.Generator, group_size: int = 4) -> Scenes:
     """`n` scenes in groups of `group_size`; members share each base attribute with probability `difficulty`."""
-    _check_int("n", n, 1)
+    check_int("n", n, 1)
     _check_unit("difficulty", difficulty)
-    _check_int("group_size", group_size, 1)
+    check_int("group_size", group_size, 1)
     idx = np.arange(n)
     group, member = idx // group_size, idx % group_size
     base_n, base_a = _random_objects(-(-n // group_size), rng)
@@ -150,7 +151,7 @@ def scene_overlap(scenes: Scenes, k: int = 1) -> np.ndarray:
     returns the mean of the k largest shared(i, j), j != i; shape [N], values in [0, 1].
     Hard negatives are the scenes with a large overlap: the mean grows with `difficulty`.
     """
-    _check_int("k", k, 1)
+    check_int("k", k, 1)
     if k >= len(scenes):
         raise ValueError(f"k must be < the number of scenes ({len(scenes)}), got {k}")
     a = scenes.attrs
@@ -175,7 +176,7 @@ def attribute_matrix(scenes: Scenes) -> np.ndarray:
 # ---------------------------------------------------------------- rasterisation
 def render(scenes: Scenes, image_size: int = 64) -> np.ndarray:
     """uint8 images [N, image_size, image_size, 3], vectorised over images (chunks of _CHUNK)."""
-    _check_int("image_size", image_size, 16)
+    check_int("image_size", image_size, 16)
     return np.concatenate(
         [_render_chunk(scenes, slice(s, s + _CHUNK), image_size) for s in range(0, len(scenes), _CHUNK)]
     )
@@ -361,11 +362,11 @@ def make_shapes(
     """
     sizes = {"train": n_train, "validation": n_val, "test": n_test}
     for name, n in zip(("n_train", "n_val", "n_test"), sizes.values()):
-        _check_int(name, n, 1)
-    _check_int("image_size", image_size, 16)
+        check_int(name, n, 1)
+    check_int("image_size", image_size, 16)
     _check_unit("difficulty", difficulty)
-    _check_int("seed", seed, 0)
-    _check_int("group_size", group_size, 1)
+    check_int("seed", seed, 0)
+    check_int("group_size", group_size, 1)
     rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(len(sizes))]
     out, all_scenes, first_id = {}, {}, 0
     for (key, n), rng in zip(sizes.items(), rngs):
@@ -421,14 +422,6 @@ def load_shapes(
 
 
 # ---------------------------------------------------------------- checks
-def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
-
-
 def _check_unit(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a number, got {type(value).__name__}")

@@ -19,7 +19,8 @@ from torch import Tensor
 from ..models import TEXT_ENCODERS, TinyCNN, Vocabulary
 from . import distributed as D
 from .engine import FitResult, Plan, Split, data_fingerprint, train_models
-from .fit_features import _callbacks, _common_args, check_int, default_device
+from .._checks import check_int
+from .fit_features import _callbacks, _common_args, default_device
 from .objective import LossFn, make_objective
 
 

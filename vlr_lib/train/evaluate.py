@@ -105,13 +105,11 @@ def _cocos_fn():
     return cocos
 
 
-#: The COCOS counting rule (``analysis.COCOS_LOSSES``, Bleeker & de Rijke eqs. 9-13) of each training loss.
-COCOS_RULES = {"triplet_all": "triplet", "triplet_hardest": "triplet_sh", "info_nce": "nt_xent", "smooth_ap": "smooth_ap"}
-
-
 def cocos_loss_name(loss_name: str) -> str | None:
-    """The COCOS rule of a training loss, or None (the paper counts only these four losses)."""
-    return COCOS_RULES.get(loss_name)
+    """The COCOS rule of a training loss (``analysis.COCOS_RULE_OF_LOSS``), or None for the others."""
+    from ..analysis import COCOS_RULE_OF_LOSS
+
+    return COCOS_RULE_OF_LOSS.get(loss_name)
 
 
 @torch.no_grad()

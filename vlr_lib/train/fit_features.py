@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_positive, check_tensor
+from .._checks import check_int, check_positive, check_tensor
 from ..models import HEADS, make_head
 from . import distributed as D
 from .engine import FitResult, Plan, Split, data_fingerprint, train_models
@@ -19,16 +19,6 @@ Triple = tuple[Tensor, Tensor, Tensor]
 
 
 # --------------------------------------------------------------------------- validation
-
-
-def check_int(name: str, value: object, low: int, high: int | None = None) -> int:
-    """An int in [low, high]; the message starts with `name`."""
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < low or (high is not None and value > high):
-        bound = f" and <= {high}" if high is not None else ""
-        raise ValueError(f"{name} must be >= {low}{bound}, got {value}")
-    return int(value)
 
 
 def check_caption_to_image(name: str, c2i: object, n_images: int, n_captions: int) -> Tensor:

@@ -449,7 +449,7 @@ def cocos_own_rule(runs: pd.DataFrame, prefix: str = "sel_") -> pd.DataFrame:
     ("nt_xent"), SmoothAP ("smooth_ap") when trained; columns C^q, C^0 and, for
     NT-Xent, W^{qv-} and W^{qv+}, per direction, mean over seeds at the selected epoch.
     """
-    from ..train.evaluate import COCOS_RULES as LOSS_TO_RULE
+    from ..analysis import COCOS_RULE_OF_LOSS as LOSS_TO_RULE
 
     rows = []
     for loss, rule in LOSS_TO_RULE.items():
