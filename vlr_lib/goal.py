@@ -32,6 +32,8 @@ from ._checks import Positives, check_choice, check_nonnegative, check_positive,
 __all__ = [
     "GOAL_TRIPLETS",
     "GOAL_PAIRS",
+    "TRIPLET_PARAMS",
+    "PAIR_PARAMS",
     "TABLE1",
     "parse_goal_name",
     "triplet_weight",
@@ -44,6 +46,11 @@ __all__ = [
 GOAL_TRIPLETS: tuple[str, ...] = ("con", "nca", "cir")
 GOAL_PAIRS: tuple[str, ...] = ("con", "lin", "sig", "lin-ms", "sig-ms")
 _MS_PAIRS = ("lin-ms", "sig-ms")
+#: The parameters each triplet weight (eqs. 5, 7, 8) and each pair weight (eqs. 9-13) uses; eps is the MS sets'
+#: mining margin. Written once: figures, widgets and result tables read it from here.
+TRIPLET_PARAMS: dict[str, tuple[str, ...]] = {"con": ("margin",), "nca": ("tau",), "cir": ("tau",)}
+PAIR_PARAMS: dict[str, tuple[str, ...]] = {"con": (), "lin": (), "sig": ("alpha", "beta", "lam"), "lin-ms": ("eps",),
+                                           "sig-ms": ("alpha", "beta", "lam", "eps")}
 
 #: Table 1 of the paper: the existing loss each (triplet weight, pair weight) combination
 #: reproduces; "New" marks the combinations that only GOAL can train.

@@ -369,3 +369,36 @@ LOSSES = {
     "smooth_ap": smooth_ap,
 }
 """Every closed-form loss by name (the trainer and the notebooks look them up here)."""
+
+#: The one display name of each loss, used by every notebook, figure and table (the glossary is docs/architecture.md).
+LOSS_LABELS: dict[str, str] = {
+    "triplet_all": "Triplet",
+    "triplet_hardest": "Triplet-SH",
+    "info_nce": "NT-Xent",
+    "unified": "Unified",
+    "sampled_softmax": "Sampled softmax",
+    "cross_example_softmax": "Cross-example softmax",
+    "smooth_ap": "SmoothAP",
+}
+
+#: Other names the papers use for the same loss (a reader meets all of them).
+ALSO_KNOWN_AS: dict[str, tuple[str, ...]] = {
+    "triplet_all": ("Triplet (all negatives)", "VSE0 sum of hinges (Faghri et al.)", "Triplet (Bleeker & de Rijke)"),
+    "triplet_hardest": ("Triplet-SH (Bleeker & de Rijke)", "Triplet-HN (Li et al.)", "VSE++ max of hinges (Faghri et al.)",
+                        "Triplet (Xuan & Chen, Table 1)"),
+    "info_nce": ("NT-Xent (Chen et al.; Bleeker & de Rijke)", "InfoNCE", "VLC (Li et al.)", "CLIP loss (Radford et al.)"),
+    "unified": ("Unified loss (Li et al., eq. 5)",),
+    "sampled_softmax": ("Sampled softmax (Veit & Wilber, eq. 2)",),
+    "cross_example_softmax": ("Cross-example softmax (Veit & Wilber, eq. 5)",),
+    "smooth_ap": ("SmoothAP (Brown et al.; Bleeker & de Rijke)",),
+}
+
+
+def loss_label(name: str) -> str:
+    """The display name of a loss: ``LOSS_LABELS[name]``, or "GOAL (cir, sig-ms)" for "goal:cir,sig-ms"."""
+    if isinstance(name, str) and name.startswith("goal:"):
+        triplet, _, pair = name[len("goal:"):].partition(",")
+        return f"GOAL ({triplet.strip()}, {pair.strip()})"
+    if name not in LOSS_LABELS:
+        raise ValueError(f"name must be one of {tuple(LOSS_LABELS)} or 'goal:<triplet>,<pair>', got {name!r}")
+    return LOSS_LABELS[name]

@@ -83,10 +83,6 @@ _NAMES = {
     "cross_example_softmax": "Cross-example softmax",
     "smooth_ap": "SmoothAP",
 }
-#: The goal_objective parameters each triplet weight / pair weight uses (vlr_lib.goal).
-_TRIPLET_PARAMS = {"con": ("margin",), "nca": ("tau",), "cir": ("tau",)}
-_PAIR_PARAMS = {"con": (), "lin": (), "sig": ("alpha", "beta", "lam"), "lin-ms": ("eps",),
-                "sig-ms": ("alpha", "beta", "lam", "eps")}
 #: Xuan & Chen's "Triplet" (Table 1) is the VSE++ triplet on the hardest negative.
 _TABLE1_LABELS = {"Triplet": "Triplet-SH (VSE++)"}
 
@@ -129,7 +125,7 @@ def hyperparameters(loss: str) -> str:
         values = _defaults(losses.LOSSES[loss])
     else:
         d = _defaults(goal.goal_objective)
-        keys = [*_TRIPLET_PARAMS.get(parts[0], ()), *_PAIR_PARAMS.get(parts[1], ())]
+        keys = [*goal.TRIPLET_PARAMS.get(parts[0], ()), *goal.PAIR_PARAMS.get(parts[1], ())]
         values = {k: d[k] for k in dict.fromkeys(keys)}
     return ", ".join(f"{k}={v}" for k, v in values.items() if v is not None)
 
