@@ -1,7 +1,8 @@
 """A pretrained, frozen image encoder for the shapes data: ``TinyCNN`` taught to read scenes, cached on disk.
 
 The losses' lessons (VSE++, Faghri et al.; Bleeker & de Rijke, Table 1) are measured on
-*pretrained* frozen image features (ImageNet ResNets). The cosine of a randomly initialised
+*pretrained* frozen image features (an ImageNet ResNet, frozen for the whole run in Bleeker &
+de Rijke, appendix B.3). The cosine of a randomly initialised
 CNN's features barely tracks what two shapes scenes share, so this module gives the shapes
 mode the analogue of ImageNet pretraining:
 
@@ -42,6 +43,7 @@ import io
 import json
 import math
 import os
+import tempfile
 import warnings
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -363,9 +365,8 @@ def _check_writable(cache_dir: Path) -> None:
     """Fail before training, not after, when the cache cannot be written."""
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
-        with open(cache_dir / f".write-test-{os.getpid()}", "wb"):
+        with tempfile.TemporaryFile(dir=cache_dir):  # deleted on close, even by a crash on Linux
             pass
-        os.unlink(cache_dir / f".write-test-{os.getpid()}")
     except PermissionError as err:
         raise PermissionError(f"cannot write the shapes encoder cache at {str(cache_dir)!r}: permission denied; "
                               "set VLR_CACHE to a folder you own or pass cache_dir") from err
@@ -429,8 +430,9 @@ def _as_images(images: object) -> Tensor:
                          f"{tuple(images.shape)}")
     if images.shape[0] == 0:
         raise ValueError("images is empty")
-    # One memory layout whatever the input's: convolutions pick their algorithm (and float sums) by layout.
-    return (images if images.shape[1] == 3 else images.permute(0, 3, 1, 2)).contiguous()
+    # On the CPU (where the encoder runs, deterministically) and in one memory layout whatever the
+    # input's: convolutions pick their algorithm (and so their float sums) by layout.
+    return (images if images.shape[1] == 3 else images.permute(0, 3, 1, 2)).cpu().contiguous()
 
 
 def pretrained_image_features(
