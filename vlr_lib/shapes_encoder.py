@@ -67,13 +67,16 @@ __all__ = [
     "ATTRIBUTES",
     "EncoderSettings",
     "ShapesEncoder",
+    "block_weights",
     "default_cache_dir",
     "encoder_dir",
     "load_or_train_encoder",
+    "pool_scenes",
     "pretrain",
     "pretrained_image_features",
     "random_encoder",
     "scene_labels",
+    "task_accuracy",
 ]
 
 FORMAT_VERSION = 1  # bump whenever the pool, the task, the training or the export changes
