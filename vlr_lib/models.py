@@ -121,18 +121,31 @@ class TinyCNN(nn.Module):
                 for layer in (nn.Conv2d(c_in, c_out, 3, stride=2, padding=1), nn.ReLU())
             ]
         )
+        self.channels = chans[-1]
         # Position matters for scenes ("left of", "above"): keep a coarse 2x2 map as well.
-        self.fc = nn.Linear(2 * chans[-1] + 4 * chans[-1], out_dim)
+        self.fc = nn.Linear(sum(self.pooled_blocks), out_dim)
 
-    def pooled(self, images: Tensor) -> Tensor:
-        """The pooled convolutional features before the projection, [N, 12 * width]."""
+    @property
+    def pooled_blocks(self) -> tuple[int, int, int]:
+        """Sizes of the three parts of `pooled`, in order: average, max, 2 x 2 average map."""
+        return self.channels, self.channels, 4 * self.channels
+
+    def feature_map(self, images: Tensor) -> Tensor:
+        """The last convolutional map, [N, 2 * width, H / 16, W / 16] (4 x 4 for 64 x 64 images)."""
         x = images
         if x.dim() == 4 and x.shape[-1] == 3 and x.shape[1] != 3:
             x = x.permute(0, 3, 1, 2)  # channels-last arrays from PIL / numpy
         if not torch.is_floating_point(x):
             x = x.float() / 255.0
-        h = self.features(x * 2.0 - 1.0)
+        return self.features(x * 2.0 - 1.0)
+
+    def pool(self, h: Tensor) -> Tensor:
+        """A feature map pooled: average, max and 2 x 2 average map, concatenated (see `pooled_blocks`)."""
         return torch.cat([h.mean(dim=(2, 3)), h.amax(dim=(2, 3)), F.adaptive_avg_pool2d(h, 2).flatten(1)], dim=1)
+
+    def pooled(self, images: Tensor) -> Tensor:
+        """The pooled convolutional features before the projection, [N, 12 * width]."""
+        return self.pool(self.feature_map(images))
 
     def forward(self, images: Tensor) -> Tensor:
         return _unit(self.fc(self.pooled(images)))
