@@ -1,6 +1,6 @@
 """Every closed-form loss of the workbook, each a function of the similarity matrix S.
 
-The contract (DESIGN.md): S[i, j] is the similarity of image i and caption j.
+The S contract (docs/architecture.md): S[i, j] is the similarity of image i and caption j.
 Positives sit on the diagonal unless `pos_mask` marks them. Each positive pair
 (i, j) is one *anchor term*; in the image->text direction its negatives are the
 entries of row i outside `pos_mask`, in the text->image direction those of
@@ -33,6 +33,7 @@ from ._checks import (
     check_tensor,
     reduce,
 )
+from .similarity import hardest_negatives
 
 __all__ = [
     "triplet_all",
@@ -125,12 +126,8 @@ def triplet_all(
 
 
 def _hardest_negative(S: Tensor, pos: Positives) -> Tensor:
-    """Hardest negative score of each positive pair's query (row view), shape [P].
-
-    torch.max sends the gradient to a single index, as VSE++ does; GOAL's custom
-    backward picks the same index.
-    """
-    row_max = _masked(S, pos.neg, -math.inf).max(dim=1).values
+    """Hardest negative score of each positive pair's query (row view), shape [P] (similarity.hardest_negatives)."""
+    row_max = hardest_negatives(S, pos.neg).values
     return row_max if pos.diagonal else row_max[pos.rows]
 
 
