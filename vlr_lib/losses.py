@@ -43,6 +43,7 @@ __all__ = [
     "sampled_softmax",
     "cross_example_softmax",
     "smooth_ap",
+    "smooth_step",
     "LOSSES",
 ]
 
@@ -349,6 +350,19 @@ def cross_example_softmax(
 # --------------------------------------------------------------------------- ranking
 
 
+def smooth_step(x: Tensor, tau: float) -> Tensor:
+    r"""G(x; tau) = 1 / (1 + e^{-x/tau}) (Bleeker & de Rijke eq. 7): the smooth stand-in for 1{x > 0}.
+
+    SmoothAP counts candidate j as ranked above i by :math:`G(s_j - s_i)`; tau -> 0
+    recovers the step (the exact rank), larger tau spreads it. Never overflows.
+    """
+    return _smooth_step(check_tensor("x", x), check_positive("tau", tau))
+
+
+def _smooth_step(x: Tensor, tau: float) -> Tensor:
+    return torch.sigmoid(x / tau)
+
+
 def smooth_ap(S: Tensor, tau: float = 0.01, pos_mask: Tensor | None = None, reduction: str = "mean") -> Tensor:
     r"""1 - SmoothAP per row query (Bleeker & de Rijke eqs. 5-8; Brown et al. 2020).
 
@@ -368,7 +382,7 @@ def smooth_ap(S: Tensor, tau: float = 0.01, pos_mask: Tensor | None = None, redu
     t = check_positive("tau", tau)
     rows, neg = _query_rows(S, pos)  # [P, M]: the row of the query of each positive
     s_i = _pos_scores(S, pos)[:, None]
-    above = torch.sigmoid((rows - s_i) / t)
+    above = _smooth_step(rows - s_i, t)
     # The sums run over j != i: the j = i term is exactly sigmoid(0) = 1/2 with zero
     # gradient (s_i - s_i), so subtracting 1/2 removes it without a mask.
     rank_all = 0.5 + above.sum(dim=1)

@@ -430,3 +430,12 @@ def test_top_k_logsumexp_selection_with_ties(k):
     k = min(k, 6)  # never select the -inf (a masked positive)
     expected = torch.logsumexp(values.topk(k).values, dim=0)
     torch.testing.assert_close(L._top_k_logsumexp(values, k), expected)
+
+
+def test_smooth_step_is_bleeker_eq7():
+    x = torch.linspace(-0.3, 0.3, 61, dtype=torch.float64)
+    for tau in (0.01, 0.1, 1.0):
+        torch.testing.assert_close(L.smooth_step(x, tau), 1 / (1 + torch.exp(-x / tau)))
+    assert L.smooth_step(torch.tensor([-1.0, 1.0]), 1e-6).tolist() == [0.0, 1.0]  # no overflow
+    with pytest.raises(ValueError, match="tau"):
+        L.smooth_step(x, 0.0)
