@@ -54,7 +54,7 @@ import torch
 from torch import Tensor
 
 from ._checks import check_choice, check_finite, check_int, check_tensor
-from .similarity import DIRECTIONS
+from .similarity import DIRECTIONS, positive_mask
 
 DEFAULT_CHUNK = 256  # rows per block: 256 x 25,000 float32 is 25.6 MB per temporary
 
@@ -119,6 +119,12 @@ def _validate(S_eval: object, caption_to_image: object, chunk_size: object) -> t
     chunk_size = check_int("chunk_size", chunk_size)
     S = _as_scores(S_eval, chunk_size)
     return S, _as_caption_to_image(caption_to_image, S), chunk_size
+
+
+def positive_pairs(S_eval: Tensor, caption_to_image: Tensor) -> Tensor:
+    """Bool [n_images, n_captions]: True where caption c describes image i (after every metric's input checks)."""
+    S, c2i, _ = _validate(S_eval, caption_to_image, DEFAULT_CHUNK)
+    return positive_mask(torch.arange(S.shape[0], device=S.device), c2i)
 
 
 # ---------------------------------------------------------------------- ranks
@@ -255,8 +261,8 @@ def map_at_k(S_eval: Tensor, caption_to_image: Tensor, k: int = 5, chunk_size: i
 
 def _one_query(scores: object, is_pos: object) -> tuple[Tensor, Tensor]:
     """One query's candidate scores (1-D float tensor) and its bool positive mask."""
-    s = torch.as_tensor(scores.detach() if isinstance(scores, Tensor) else np.asarray(scores))
-    p = torch.as_tensor(is_pos.detach() if isinstance(is_pos, Tensor) else np.asarray(is_pos))
+    s = scores.detach() if isinstance(scores, Tensor) else torch.as_tensor(np.ascontiguousarray(scores))
+    p = is_pos.detach() if isinstance(is_pos, Tensor) else torch.as_tensor(np.ascontiguousarray(is_pos))
     check_tensor("scores", s, ndim=1)
     if p.dtype != torch.bool or p.shape != s.shape:
         raise ValueError(f"is_pos must be a bool mask of the shape of scores {tuple(s.shape)}, got {p.dtype} "

@@ -9,6 +9,7 @@ and the limit Li et al. use to explain Triplet-HN's vanishing gradient.
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -865,3 +866,97 @@ def test_triplet_hn_descent_steps_decrease_the_loss():
         assert loss(moved["anchor"], r.positive, r.negative) < base
         assert loss(r.anchor, moved["positive"], r.negative) < base
         assert loss(r.anchor, r.positive, moved["negative"]) < base
+
+
+def test_softmax_weights_are_the_info_nce_gradient():
+    """Off the diagonal, dL/dS of info_nce is (row weights + column weights) / tau (eq. 11 in both directions)."""
+    S = spread_S(8, seed=11)
+    G = A.loss_gradient(S, lambda X: L.info_nce(X, 0.1, "sum"))
+    W = A.softmax_weights(S, 0.1) + A.softmax_weights(S, 0.1, direction="t2i").T
+    off = ~torch.eye(8, dtype=torch.bool)
+    torch.testing.assert_close(G[off], W[off] / 0.1)
+    with pytest.raises(ValueError, match="direction"):
+        A.softmax_weights(S, 0.1, direction="both")
+    with pytest.raises(ValueError, match="temperature"):
+        A.softmax_weights(S, 0.0)
+
+
+def test_hand_worked_partition():
+    """Three pairs: query 0 has negatives 0.5 (its row) and the batch adds 0.9 from row 2."""
+    S = torch.tensor([[0.8, 0.5, 0.1], [0.0, 0.7, 0.2], [0.3, 0.9, 0.6]], dtype=torch.float64)
+
+    def term(loss, topk):
+        return float(-torch.log(A.partition_weights(S, 0, loss, topk, scale=1.0)[0, 0]))
+
+    assert term("sampled_softmax", None) == pytest.approx(math.log(math.exp(0.8) + math.exp(0.5) + math.exp(0.1)) - 0.8)
+    assert term("sampled_softmax", 1) == pytest.approx(math.log(math.exp(0.8) + math.exp(0.5)) - 0.8)  # only 0.5
+    negs = [0.5, 0.1, 0.0, 0.2, 0.3, 0.9]
+    assert term("cross_example_softmax", None) == pytest.approx(math.log(math.exp(0.8) + sum(map(math.exp, negs)))
+                                                                - 0.8)
+    top_half = math.log(math.exp(0.8) + math.exp(0.9) + math.exp(0.5) + math.exp(0.3)) - 0.8  # 3 of 6
+    assert term("cross_example_softmax", 0.5) == pytest.approx(top_half)
+    W = A.partition_weights(S, 0, "cross_example_softmax", 0.5, scale=1.0)
+    assert W[2, 1] > 0 and W[1, 0] == 0 and W[0, 2] == 0  # 0.9 mined from another row; 0.0 and 0.1 left out
+    for q in range(3):
+        assert torch.all(A.partition_weights(S, q)[torch.arange(3) != q] == 0)  # sampled softmax: its row only
+        assert int((A.partition_weights(S, q, "cross_example_softmax") > 0).sum()) == 3 * 2 + 1
+
+
+# --------------------------------------------------------------------------- COCOS marks against the paper
+
+
+def demo_S(n: int = 8) -> torch.Tensor:
+    g = torch.Generator().manual_seed(0)
+    img = torch.randn(n, 16, generator=g, dtype=torch.float64)
+    return similarity(img, img + 1.5 * torch.randn(n, 16, generator=g, dtype=torch.float64))
+
+
+def _sigmoid(x: float) -> float:
+    return 1 / (1 + math.exp(-x)) if x >= 0 else math.exp(x) / (1 + math.exp(x))
+
+
+def slow_contributions(S, loss, eps, margin, temperature, tau, direction) -> list[list[bool]]:
+    """Eqs. 9a, 9b, 11, 13 for each query (row of the oriented S), one positive on the diagonal."""
+    rows = [[float(v) for v in row] for row in (S if direction == "i2t" else S.T)]
+    n = len(rows)
+    out = []
+    for q, row in enumerate(rows):
+        s_pos = row[q]
+        negs = [j for j in range(n) if j != q]
+        if loss == "triplet":
+            flags = {j: s_pos - row[j] < margin for j in negs}
+        elif loss == "triplet_sh":
+            h = max(negs, key=lambda j: row[j])
+            flags = {j: j == h and s_pos - row[h] < margin for j in negs}
+        elif loss == "nt_xent":
+            z = sum(math.exp(v / temperature) for v in row)
+            flags = {j: math.exp(row[j] / temperature) / z > eps for j in negs}
+        else:
+            g = {j: _sigmoid((row[j] - s_pos) / tau) for j in negs}
+            rank = 1 + sum(g.values())
+            flags = {j: g[j] * (1 - g[j]) / tau / rank**2 > eps for j in negs}
+        out.append([flags.get(j, False) for j in range(n)])
+    return out
+
+
+MASK_GRID = list(itertools.product(["triplet", "triplet_sh", "nt_xent", "smooth_ap"], [1e-3, 0.01, 0.2],
+                              [0.0, 0.2, 0.8], ["i2t", "t2i"]))
+
+
+@pytest.mark.parametrize("loss, eps, margin, direction", MASK_GRID)
+def test_cocos_mask_matches_the_paper(loss, eps, margin, direction):
+    S = demo_S()
+    for temperature, tau in ((0.1, 0.01), (0.5, 0.1)):
+        mask = A.cocos_mask(S, loss, eps, margin, temperature, tau, direction)
+        assert mask.tolist() == slow_contributions(S, loss, eps, margin, temperature, tau, direction)
+        counts = A.cocos(S, loss, eps=eps, margin=margin, temperature=temperature, tau=tau)[direction]["C_q"]
+        assert mask.sum(dim=1).tolist() == counts.round().long().tolist()
+
+
+def test_cocos_mask_hand_worked_batch():
+    """Two queries; image 0 violates with caption 1 (0.5 vs 0.6 + margin), image 1 does not."""
+    S = torch.tensor([[0.6, 0.5], [-0.5, 0.9]], dtype=torch.float64)
+    assert A.cocos_mask(S, "triplet", margin=0.2).tolist() == [[False, True], [False, False]]
+    # captions as queries: caption 0 (0.6 vs -0.5) is fine, caption 1 (0.9 vs 0.5) is fine at margin 0.2
+    assert A.cocos_mask(S, "triplet", margin=0.2, direction="t2i").tolist() == [[False, False], [False, False]]
+    assert A.cocos_mask(S, "triplet", margin=0.5, direction="t2i").tolist() == [[False, False], [True, False]]
