@@ -45,6 +45,7 @@ EPS = 0.01  # the COCOS threshold epsilon (sec. 5)
 MARGIN = 0.2  # triplet margin alpha
 TAU_NT = 0.1  # NT-Xent temperature (Bleeker & de Rijke, Table 1)
 TAU_AP = 0.01  # SmoothAP temperature
+SETTINGS = analysis.CocosSettings(eps=EPS, margin=MARGIN, temperature=TAU_NT, tau=TAU_AP)  # all four, checked once
 
 # %% [markdown]
 # ## Four gradients w.r.t. a query (eqs. 9–13)
@@ -120,7 +121,7 @@ for name in analysis.COCOS_LOSSES:
         assert by_gradient.tolist() == counts[d]["C_q"].round().long().tolist(), (name, d)
         assert counts[d]["C_0"] == int((by_gradient == 0).sum())
         # which candidates, not only how many: the marks the explorer draws (analysis.cocos_mask)
-        marks = analysis.cocos_mask(S, name, EPS, MARGIN, TAU_NT, TAU_AP, direction=d)
+        marks = analysis.cocos_mask(S, name, SETTINGS, direction=d)
         assert torch.equal(marks, contributes[name](g)), (name, d)
 print("C^q per image query:", {name: analysis.cocos(S, name, eps=EPS, margin=MARGIN, temperature=TAU_NT,
                                                       tau=TAU_AP)["i2t"]["C_q"].round().long().tolist()
@@ -185,7 +186,7 @@ table.round(3)
 # - **NT-Xent τ**: small τ concentrates the weight on the hardest negative (notebook 03).
 
 # %%
-widgets.cocos.cocos_explorer(n=N, dim=16, noise=1.5, seed=cfg.seed, eps=EPS, margin=MARGIN, temperature=TAU_NT, tau=TAU_AP)
+widgets.cocos.cocos_explorer(settings=SETTINGS, n=N, dim=16, noise=1.5, seed=cfg.seed)
 
 # %% [markdown]
 # What the explorer shows, checked on the live batch over a grid of settings: counts that use

@@ -23,6 +23,7 @@ Analyses from the source papers, all functions of the S contract
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -43,6 +44,7 @@ __all__ = [
     "partition_weights",
     "COCOS_LOSSES",
     "COCOS_RULE_OF_LOSS",
+    "CocosSettings",
     "cocos",
     "cocos_mask",
     "cocos_table",
@@ -282,24 +284,45 @@ def _smooth_ap(pr: _Pairs, tau: float, eps: float) -> Tensor:
     return ~pr.is_self & (sim / rank**2 > eps)
 
 
-def _contributions(pr: _Pairs, loss: str, eps: float, margin: float, temperature: float, tau: float):
+@dataclass(frozen=True)
+class CocosSettings:
+    """The parameters of the four COCOS rules (Bleeker & de Rijke sec. 4), validated once.
+
+    `eps` is the threshold epsilon of NT-Xent and SmoothAP (0.01 in the paper), `margin`
+    the triplets' alpha, `temperature` NT-Xent's tau, `tau` SmoothAP's. :func:`cocos`
+    takes them as keywords (the trainer passes a loss's own arguments there);
+    :func:`cocos_mask`, the figures and the explorer take the object.
+    """
+
+    eps: float = 0.01
+    margin: float = 0.2
+    temperature: float = 0.1
+    tau: float = 0.01
+
+    def __post_init__(self) -> None:
+        checked = dict(eps=check_positive("eps", self.eps), margin=check_nonnegative("margin", self.margin),
+                       temperature=check_positive("temperature", self.temperature), tau=check_positive("tau", self.tau))
+        for key, value in checked.items():
+            object.__setattr__(self, key, value)
+
+
+def _contributions(pr: _Pairs, loss: str, c: CocosSettings):
     """[P, M] bool: the candidates contributing to each anchor term's gradient; NT-Xent's W terms too."""
     if loss == "triplet":
-        return _triplet(pr, margin), {}
+        return _triplet(pr, c.margin), {}
     if loss == "triplet_sh":
-        return _triplet_sh(pr, margin), {}
+        return _triplet_sh(pr, c.margin), {}
     if loss == "nt_xent":
-        contributing, w_neg, w_pos = _nt_xent(pr, temperature, eps)
+        contributing, w_neg, w_pos = _nt_xent(pr, c.temperature, c.eps)
         return contributing, {"W_neg": _per_query_mean(w_neg, pr), "W_pos": _per_query_mean(w_pos, pr)}
-    return _smooth_ap(pr, tau, eps), {}
+    return _smooth_ap(pr, c.tau, c.eps), {}
 
 
-def _checked_cocos_args(loss, eps, margin, temperature, tau, S, pos_mask):
+def _cocos_input(loss: str, S: Tensor, pos_mask: Tensor | None) -> tuple[Tensor, Tensor]:
+    """The checked rule name's S (detached) and its bool positive mask."""
     check_choice("loss", loss, COCOS_LOSSES)
-    args = (check_positive("eps", eps), check_nonnegative("margin", margin),
-            check_positive("temperature", temperature), check_positive("tau", tau))
     S, pos = check_similarity(S, pos_mask, both_directions=True)
-    return args, S.detach(), ~pos.neg
+    return S.detach(), ~pos.neg
 
 
 def _summary(parts: dict[str, Tensor]) -> dict[str, object]:
@@ -393,11 +416,12 @@ def cocos(
     SmoothAP; `margin` by the triplets; `temperature` by NT-Xent; `tau` by SmoothAP.
     All are validated whatever `loss` is.
     """
-    (eps, margin, temperature, tau), S, is_pos = _checked_cocos_args(loss, eps, margin, temperature, tau, S, pos_mask)
+    settings = CocosSettings(eps, margin, temperature, tau)
+    S, is_pos = _cocos_input(loss, S, pos_mask)
     out = {}
     for direction, (S_dir, pos_dir) in {"i2t": (S, is_pos), "t2i": (S.T, is_pos.T)}.items():
         pr = _pairs(S_dir, pos_dir)
-        contributing, extra = _contributions(pr, loss, eps, margin, temperature, tau)
+        contributing, extra = _contributions(pr, loss, settings)
         per_pair = contributing.sum(dim=1)
         # SmoothAP's C^q is a mean over the query's positives (eq. 13); the others add over anchor terms.
         c_q = _per_query_mean(per_pair.to(S.dtype), pr) if loss == "smooth_ap" else _per_query_sum(per_pair, pr)
@@ -409,25 +433,25 @@ def cocos(
 def cocos_mask(
     S: Tensor,
     loss: str,
-    eps: float = 0.01,
-    margin: float = 0.2,
-    temperature: float = 0.1,
-    tau: float = 0.01,
+    settings: CocosSettings = CocosSettings(),
     direction: str = "i2t",
     pos_mask: Tensor | None = None,
 ) -> Tensor:
     r"""Bool [n_queries, n_candidates]: which candidates contribute to each query's gradient (eqs. 9-13).
 
     Rows are the queries of `direction` (images for "i2t": S itself; captions for
-    "t2i": S.T). The rules of :func:`cocos`, which counts these marks: a candidate is
-    marked when it contributes to any anchor term of the query. With one positive per
-    query a row's sum is exactly ``cocos(...)[direction]["C_q"]``.
+    "t2i": S.T). The rules of :func:`cocos`, which counts these marks, with the
+    parameters of `settings`: a candidate is marked when it contributes to any anchor
+    term of the query. With one positive per query a row's sum is exactly
+    ``cocos(...)[direction]["C_q"]``.
     """
     check_choice("direction", direction, DIRECTIONS)
-    (eps, margin, temperature, tau), S, is_pos = _checked_cocos_args(loss, eps, margin, temperature, tau, S, pos_mask)
+    if not isinstance(settings, CocosSettings):
+        raise TypeError(f"settings must be a CocosSettings, got {type(settings).__name__}")
+    S, is_pos = _cocos_input(loss, S, pos_mask)
     S_dir, pos_dir = (S, is_pos) if direction == "i2t" else (S.T, is_pos.T)
     pr = _pairs(S_dir, pos_dir)
-    contributing, _ = _contributions(pr, loss, eps, margin, temperature, tau)
+    contributing, _ = _contributions(pr, loss, settings)
     marks = torch.zeros(S_dir.shape, dtype=torch.int64, device=S.device).index_add_(0, pr.query, contributing.long())
     return marks > 0
 

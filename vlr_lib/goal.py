@@ -44,7 +44,7 @@ Two readings of the MS pair weight (eq. 12), ``ms_form``:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 import torch.nn.functional as F
@@ -187,6 +187,9 @@ _DEFAULT = GoalConfig()
 
 def _resolve(config: GoalConfig | None, **loose: object) -> GoalConfig:
     """The config of a call: `config` itself, or one built from the loose keywords -- never a mix."""
+    unknown = sorted(set(loose) - {f.name for f in fields(GoalConfig)})
+    if unknown:
+        raise TypeError(f"{unknown[0]} is not a GOAL parameter; the parameters are the fields of GoalConfig")
     if config is None:
         return GoalConfig(**loose)  # type: ignore[arg-type]
     if not isinstance(config, GoalConfig):
@@ -497,23 +500,18 @@ def goal_gradient(
     S: Tensor,
     triplet: str = _DEFAULT.triplet,
     pair: str = _DEFAULT.pair,
-    margin: float = _DEFAULT.margin,
-    tau: float = _DEFAULT.tau,
-    alpha: float = _DEFAULT.alpha,
-    beta: float = _DEFAULT.beta,
-    lam: float = _DEFAULT.lam,
-    eps: float = _DEFAULT.eps,
-    ms_form: str = _DEFAULT.ms_form,
+    *,
     pos_mask: Tensor | None = None,
     config: GoalConfig | None = None,
+    **params: object,
 ) -> Tensor:
     """The designed dL/dS of :func:`goal_objective` as a plain tensor (no autograd), for plots and analysis.
 
-    Takes a :class:`GoalConfig` (``goal_gradient(S, config=cfg)``) or the same
-    parameters as keywords (``goal_gradient(S, "cir", "sig-ms", beta=50)``), not both.
+    Takes a :class:`GoalConfig` (``goal_gradient(S, config=cfg)``) or the weights and the
+    other fields of GoalConfig as keywords (``goal_gradient(S, "cir", "sig-ms", beta=50)``),
+    not both; see :func:`goal_objective` for what each field does.
     """
-    cfg = _resolve(config, triplet=triplet, pair=pair, margin=margin, tau=tau, alpha=alpha, beta=beta, lam=lam,
-                   eps=eps, ms_form=ms_form)
+    cfg = _resolve(config, triplet=triplet, pair=pair, **params)
     S, pos = check_similarity(S, pos_mask)
     return _goal(S.detach(), pos, cfg)[0]
 

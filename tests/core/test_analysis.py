@@ -627,7 +627,7 @@ def test_cocos_mask_is_what_autograd_says(loss, direction, eps, margin, temperat
     """Marks = non-zero triplet gradients (eqs. 9a/9b), tau * gradient > eps (NT-Xent, eq. 11),
     |gradient| > eps (SmoothAP, eq. 13, one positive per query); row sums = C^q."""
     S = make()
-    mask = A.cocos_mask(S, loss, eps, margin, temperature, tau, direction)
+    mask = A.cocos_mask(S, loss, A.CocosSettings(eps, margin, temperature, tau), direction)
     G = jacobian_reference(S, loss, margin, temperature, tau, direction)
     off = ~torch.eye(S.shape[0], dtype=torch.bool)
     expected = {"triplet": G != 0, "triplet_sh": G != 0, "nt_xent": G * temperature > eps}.get(loss, G.abs() > eps)
@@ -638,7 +638,7 @@ def test_cocos_mask_is_what_autograd_says(loss, direction, eps, margin, temperat
 
 def test_cocos_mask_with_several_positives_marks_any_anchor_term():
     S, mask = tied_S(3, 15, seed=1, mask=five_caption_mask()), five_caption_mask()
-    marks = A.cocos_mask(S, "triplet", margin=0.2, pos_mask=mask)
+    marks = A.cocos_mask(S, "triplet", A.CocosSettings(margin=0.2), pos_mask=mask)
     expected = torch.zeros(3, 15, dtype=torch.bool)
     for i in range(3):
         for p in mask[i].nonzero().flatten().tolist():
@@ -947,7 +947,7 @@ MASK_GRID = list(itertools.product(["triplet", "triplet_sh", "nt_xent", "smooth_
 def test_cocos_mask_matches_the_paper(loss, eps, margin, direction):
     S = demo_S()
     for temperature, tau in ((0.1, 0.01), (0.5, 0.1)):
-        mask = A.cocos_mask(S, loss, eps, margin, temperature, tau, direction)
+        mask = A.cocos_mask(S, loss, A.CocosSettings(eps, margin, temperature, tau), direction)
         assert mask.tolist() == slow_contributions(S, loss, eps, margin, temperature, tau, direction)
         counts = A.cocos(S, loss, eps=eps, margin=margin, temperature=temperature, tau=tau)[direction]["C_q"]
         assert mask.sum(dim=1).tolist() == counts.round().long().tolist()
@@ -956,7 +956,22 @@ def test_cocos_mask_matches_the_paper(loss, eps, margin, direction):
 def test_cocos_mask_hand_worked_batch():
     """Two queries; image 0 violates with caption 1 (0.5 vs 0.6 + margin), image 1 does not."""
     S = torch.tensor([[0.6, 0.5], [-0.5, 0.9]], dtype=torch.float64)
-    assert A.cocos_mask(S, "triplet", margin=0.2).tolist() == [[False, True], [False, False]]
+    assert A.cocos_mask(S, "triplet", A.CocosSettings(margin=0.2)).tolist() == [[False, True], [False, False]]
     # captions as queries: caption 0 (0.6 vs -0.5) is fine, caption 1 (0.9 vs 0.5) is fine at margin 0.2
-    assert A.cocos_mask(S, "triplet", margin=0.2, direction="t2i").tolist() == [[False, False], [False, False]]
-    assert A.cocos_mask(S, "triplet", margin=0.5, direction="t2i").tolist() == [[False, False], [True, False]]
+    assert A.cocos_mask(S, "triplet", A.CocosSettings(margin=0.2), "t2i").tolist() == [[False, False], [False, False]]
+    assert A.cocos_mask(S, "triplet", A.CocosSettings(margin=0.5), "t2i").tolist() == [[False, False], [True, False]]
+
+
+def test_cocos_settings_are_checked_once():
+    assert A.CocosSettings(eps=1, margin=0).eps == 1.0 and isinstance(A.CocosSettings(eps=1).eps, float)
+    for kw, name in [({"eps": 0.0}, "eps"), ({"margin": -0.1}, "margin"), ({"temperature": 0}, "temperature"),
+                     ({"tau": -1.0}, "tau")]:
+        with pytest.raises(ValueError, match=f"^{name}"):
+            A.CocosSettings(**kw)
+    S = spread_S(5, seed=2)
+    with pytest.raises(TypeError, match="^settings"):
+        A.cocos_mask(S, "triplet", {"margin": 0.2})
+    for loss in A.COCOS_LOSSES:  # cocos's keywords and the object say the same
+        kw = dict(eps=0.05, margin=0.3, temperature=0.2, tau=0.05)
+        marks = A.cocos_mask(S, loss, A.CocosSettings(**kw), "t2i")
+        assert marks.sum(dim=1).tolist() == A.cocos(S, loss, **kw)["t2i"]["C_q"].round().long().tolist()

@@ -537,11 +537,16 @@ def test_goal_config_and_keywords_give_the_same_gradient():
 
 
 def test_keyword_defaults_are_the_config_defaults():
-    """The trainer validates GOAL keywords by signature, and reads its defaults there: one source."""
-    for fn in (G.goal_objective, G.goal_gradient):
-        params = inspect.signature(fn).parameters
-        for field in dataclasses.fields(G.GoalConfig):
-            assert params[field.name].default == field.default, (fn.__name__, field.name)
+    """The trainer validates GOAL keywords by goal_objective's signature, and reads its defaults there:
+    one source. goal_gradient takes the same fields as keywords, and nothing else."""
+    params = inspect.signature(G.goal_objective).parameters
+    for field in dataclasses.fields(G.GoalConfig):
+        assert params[field.name].default == field.default, field.name
+    S = random_S(4, seed=1).detach()
+    for field in dataclasses.fields(G.GoalConfig)[2:]:  # the fields after triplet and pair
+        G.goal_gradient(S, "cir", "sig-ms", **{field.name: field.default})
+    with pytest.raises(TypeError, match="^gama is not a GOAL parameter"):
+        G.goal_gradient(S, "cir", "sig-ms", gama=2.0)
 
 
 # --------------------------------------------------------------------------- dtypes and devices

@@ -33,10 +33,10 @@ def dots(fig, panel: int) -> set[tuple[int, int]]:
 
 @pytest.mark.parametrize("eps, margin, direction", list(itertools.product([1e-4, 0.01, 0.3], [0.0, 0.2, 1.0], ["i2t", "t2i"])))
 def test_cocos_figure_grid(S, eps, margin, direction):
-    fig = V.cocos_figure(S, eps, margin, 0.1, 0.01, direction)
+    fig = V.cocos_figure(S, analysis.CocosSettings(eps, margin), direction)
     assert len(fig.data) == 12 and len(fig.layout.annotations) == 4
     for p, loss in enumerate(analysis.COCOS_LOSSES):
-        expected = analysis.cocos_mask(S, loss, eps, margin, 0.1, 0.01, direction)
+        expected = analysis.cocos_mask(S, loss, analysis.CocosSettings(eps, margin), direction)
         assert dots(fig, p) == {tuple(ij) for ij in expected.nonzero().tolist()}
         c = analysis.cocos(S, loss, eps=eps, margin=margin, temperature=0.1, tau=0.01)[direction]
         title = fig.layout.annotations[p].text
@@ -50,14 +50,14 @@ def test_cocos_figure_grid(S, eps, margin, direction):
 
 
 def test_cocos_figure_controls_change_the_right_panels(S):
-    base = V.cocos_figure(S, 0.01, 0.2, 0.1, 0.01)
-    wider = V.cocos_figure(S, 0.01, 0.6, 0.1, 0.01)
-    stricter = V.cocos_figure(S, 0.1, 0.2, 0.1, 0.01)
-    colder = V.cocos_figure(S, 0.01, 0.2, 0.02, 0.01)
+    base = V.cocos_figure(S)
+    wider = V.cocos_figure(S, analysis.CocosSettings(margin=0.6))
+    stricter = V.cocos_figure(S, analysis.CocosSettings(eps=0.1))
+    colder = V.cocos_figure(S, analysis.CocosSettings(temperature=0.02))
     assert dots(base, 0) < dots(wider, 0) and dots(base, 2) == dots(wider, 2)
     assert dots(stricter, 2) < dots(base, 2) and dots(stricter, 0) == dots(base, 0)
     assert dots(colder, 2) != dots(base, 2)
-    t2i = V.cocos_figure(S, 0.01, 0.2, 0.1, 0.01, "t2i")
+    t2i = V.cocos_figure(S, direction="t2i")
     assert base.layout.title.text != t2i.layout.title.text
 
 
@@ -88,10 +88,10 @@ def test_cocos_history_figure(direction):
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda S: V.cocos_figure(S, margin=-0.1), "margin"),
-        (lambda S: V.cocos_figure(S, temperature=0.0), "temperature"),
-        (lambda S: V.cocos_figure(S, tau=-1.0), "tau"),
-        (lambda S: V.cocos_figure(S, eps=0.0), "eps"),
+        (lambda S: V.cocos_figure(S, analysis.CocosSettings(margin=-0.1)), "margin"),
+        (lambda S: V.cocos_figure(S, analysis.CocosSettings(temperature=0.0)), "temperature"),
+        (lambda S: V.cocos_figure(S, analysis.CocosSettings(tau=-1.0)), "tau"),
+        (lambda S: V.cocos_figure(S, analysis.CocosSettings(eps=0.0)), "eps"),
         (lambda S: V.cocos_figure(S[:, :3]), "S"),
         (lambda S: V.cocos_figure(S, direction="x"), "direction"),
         (lambda S: V.cocos_history_figure({}), "histories"),

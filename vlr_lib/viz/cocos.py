@@ -9,11 +9,13 @@ in the tests against a Jacobian of the library losses).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 
 import numpy as np
 import plotly.graph_objects as go
 
 from .. import analysis, losses
+from ..analysis import CocosSettings
 from .._checks import check_choice
 from ..similarity import DIRECTIONS
 from ._style import BELOW, NEGATIVE, PALETTE, POSITIVE, grid, layout, matrix_axes, to_numpy
@@ -34,14 +36,7 @@ def _summary(d: Mapping) -> str:
     return f"C<sup>q</sup> {c_q_text}, C<sup>B</sup> {c_b_text}, C<sup>0</sup> {d['C_0']}/{d['n_queries']}"
 
 
-def cocos_figure(
-    S: Tensor,
-    eps: float = 0.01,
-    margin: float = 0.2,
-    temperature: float = 0.1,
-    tau: float = 0.01,
-    direction: str = "i2t",
-) -> go.Figure:
+def cocos_figure(S: Tensor, settings: CocosSettings = CocosSettings(), direction: str = "i2t") -> go.Figure:
     """Which candidates contribute to each query's gradient, for the four losses of Bleeker & de Rijke.
 
     Four heatmaps of S (queries of `direction` as rows), one per loss of
@@ -49,13 +44,13 @@ def cocos_figure(
     (``analysis.cocos_mask``), green squares the positives. Each subplot title gives
     the counts of ``analysis.cocos`` in the layout of Tables 2-4: C^q (mean over the
     queries that have a gradient; "–" when none has), C^B (the batch total) and C^0
-    (queries without gradient). `eps` applies to NT-Xent and SmoothAP, `margin` to the triplets,
-    `temperature` to NT-Xent, `tau` to SmoothAP.
+    (queries without gradient). `settings` holds ε (NT-Xent and SmoothAP), the
+    triplets' margin α and the two temperatures.
     """
     titles, masks = [], []
     for name in analysis.COCOS_LOSSES:
-        masks.append(analysis.cocos_mask(S, name, eps, margin, temperature, tau, direction).cpu().numpy())
-        counts = analysis.cocos(S, name, eps=eps, margin=margin, temperature=temperature, tau=tau)[direction]
+        masks.append(analysis.cocos_mask(S, name, settings, direction).cpu().numpy())
+        counts = analysis.cocos(S, name, **asdict(settings))[direction]
         titles.append(f"{RULE_TITLES[name]}<br>{_summary(counts)}")
     S_np = to_numpy(S)
     Z = S_np if direction == "i2t" else S_np.T
@@ -78,8 +73,8 @@ def cocos_figure(
                       row=row + 1, col=col + 1)
         matrix_axes(fig, row + 1, col + 1, f"{cands} candidate", f"{queries} query")
     fig.update_layout(**layout(
-        f"COCOS ({direction}): ε = {eps:g}, margin α = {margin:g}, "
-        f"NT-Xent τ = {temperature:g}, SmoothAP τ = {tau:g}",
+        f"COCOS ({direction}): ε = {settings.eps:g}, margin α = {settings.margin:g}, "
+        f"NT-Xent τ = {settings.temperature:g}, SmoothAP τ = {settings.tau:g}",
         height=820, width=820, margin=dict(l=50, r=20, t=100, b=40), legend=dict(BELOW, y=-0.06),
     ))
     fig.update_annotations(font_size=12)
