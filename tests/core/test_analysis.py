@@ -975,3 +975,22 @@ def test_cocos_settings_are_checked_once():
         kw = dict(eps=0.05, margin=0.3, temperature=0.2, tau=0.05)
         marks = A.cocos_mask(S, loss, A.CocosSettings(**kw), "t2i")
         assert marks.sum(dim=1).tolist() == A.cocos(S, loss, **kw)["t2i"]["C_q"].round().long().tolist()
+
+
+@pytest.mark.parametrize("n", [2, 5])
+def test_cocos_on_a_constant_matrix(n):
+    """A collapsed model (every score tied): the counts follow the losses' own gradients, no NaN."""
+    S = torch.full((n, n), 0.3, dtype=torch.float64)
+    for d in ("i2t", "t2i"):
+        # margin > 0: every triplet violates, so all negatives count (Triplet) or exactly one (Triplet-SH)
+        assert A.cocos(S, "triplet", margin=0.2)[d]["C_q"].tolist() == [n - 1] * n
+        assert A.cocos(S, "triplet_sh", margin=0.2)[d]["C_q"].tolist() == [1] * n
+        # margin 0: a tie sits on the hinge, where the loss's gradient is 0 -- nothing counts
+        assert A.cocos(S, "triplet", margin=0.0)[d]["C_0"] == n
+        nt = A.cocos(S, "nt_xent", eps=0.5 / n, temperature=0.1)[d]  # every weight is 1/n, above eps
+        assert nt["C_q"].tolist() == [n - 1] * n and math.isclose(nt["W_pos"], 1 - 1 / n)
+        ap = A.cocos(S, "smooth_ap", tau=0.01)[d]
+        assert all(math.isfinite(float(v)) for v in ap["C_q"])
+    for margin in (0.0, 0.2):  # the same on the gradients themselves
+        grad = A.loss_gradient(S, lambda X: L.triplet_all(X, margin))
+        assert int((grad[~torch.eye(n, dtype=torch.bool)] != 0).sum()) == (0 if margin == 0 else n * (n - 1))
