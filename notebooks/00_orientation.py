@@ -116,7 +116,8 @@ assert S.abs().max() <= 1.0 + 1e-6, "cosine similarities lie in [-1, 1]"
 # %%
 for name, label in losses.LOSS_LABELS.items():
     print(f"{label:22s} losses.{name:22s} also: {'; '.join(losses.ALSO_KNOWN_AS[name])}")
-assert losses.loss_label("triplet_hardest") == "Triplet-SH" and losses.loss_label("goal:cir,sig-ms") == "GOAL (cir, sig-ms)"
+assert losses.loss_label("triplet_hardest") == "Triplet-SH"
+assert losses.loss_label("goal:cir,sig-ms") == "GOAL (cir, sig-ms)"
 
 # %% [markdown]
 # ## Environment check

@@ -249,7 +249,7 @@ def test_topk_all_equals_no_mining():
 @pytest.mark.parametrize("count, fraction, available", [(1, 0.2, 5), (2, 0.4, 5), (3, 0.5, 5), (3, 0.3, 10),
                                                         (1, 0.01, 30), (15, 0.5, 30), (9, 0.3, 30)])
 def test_topk_fraction_is_the_rounded_up_count(count, fraction, available):
-    """A float is ceil(fraction * negatives) -- exact in decimal: 0.3 of 10 is 3 (binary 0.3 * 10 is 3.0000000000000004)."""
+    """A float is ceil(fraction * negatives), exact in decimal: 0.3 of 10 is 3 (in binary, 0.3 * 10 > 3)."""
     if available == 5:
         S = random_S(6, seed=12).detach()
         torch.testing.assert_close(L.sampled_softmax(S, topk=fraction), L.sampled_softmax(S, topk=count))

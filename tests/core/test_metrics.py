@@ -71,7 +71,8 @@ def test_hand_worked_ranks_and_recalls(dtype):
     out = retrieval_metrics(S, c2i, ks=(1, 2, 3))
     # i2t: no image at rank 1, 2 of 3 by rank 2 and 3; t2i: 10/15 at rank 1, 14/15 by 2, 15/15 by 3
     expected = {"i2t_r1": 0.0, "i2t_r2": 200 / 3, "i2t_r3": 200 / 3,
-                "t2i_r1": 1000 / 15, "t2i_r2": 1400 / 15, "t2i_r3": 100.0, "rsum": 400 / 3 + 1000 / 15 + 1400 / 15 + 100.0}
+                "t2i_r1": 1000 / 15, "t2i_r2": 1400 / 15, "t2i_r3": 100.0,
+                "rsum": 400 / 3 + 1000 / 15 + 1400 / 15 + 100.0}
     assert out.keys() == expected.keys()
     for key, value in expected.items():
         assert isinstance(out[key], float)

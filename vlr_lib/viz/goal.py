@@ -220,7 +220,8 @@ def weight_surface(
         if px.shape != py.shape:
             raise ValueError(f"points must be two arrays of equal length, got {px.shape} and {py.shape}")
     top = max(float(w_pos.max()), float(w_neg.max()), 1e-12)
-    fig = grid(1, 2, ["pull on the positive: T·P₊ = −∂L/∂S_pos", "push on the hardest negative: T·P₋ = ∂L/∂S_neg"],
+    fig = grid(1, 2, ["pull on the positive: T·P₊ = −∂L/∂S_pos",
+                      "push on the hardest negative: T·P₋ = ∂L/∂S_neg"],
                horizontal_spacing=0.12)
     for k, w in enumerate((w_pos, w_neg), start=1):
         fig.add_trace(go.Heatmap(

@@ -26,7 +26,7 @@ def cocos_explorer(
     noise: float = 1.5,
     seed: int = 0,
 ) -> W.VBox:
-    """Sliders for ε, the triplet margin α, NT-Xent's τ and SmoothAP's τ (starting at `settings`), and the direction.
+    """Sliders for ε, the triplet margin α, NT-Xent's τ and SmoothAP's τ (from `settings`), and the direction.
 
     With `S` the explorer counts on that batch. Without it, a demo batch of `n`
     pairs (``notebook.demo_embeddings``) gets a `noise` slider too: high noise

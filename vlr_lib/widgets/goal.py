@@ -29,7 +29,8 @@ _MS_FORM_OPTIONS = [("MS loss's own weights (<= 1)", "ms-loss"), ("eq. 12 as pri
 
 def _sliders(cfg: GoalConfig, names: tuple[str, ...]) -> dict[str, W.Widget]:
     """The parameter sliders of a GoalConfig's fields (same ranges in every GOAL explorer)."""
-    spec = {"margin": ("margin m", 0.0, 1.0, 0.05), "tau": ("scale τ", 1.0, 50.0, 1.0), "alpha": ("α", 0.5, 10.0, 0.5),
+    spec = {"margin": ("margin m", 0.0, 1.0, 0.05), "tau": ("scale τ", 1.0, 50.0, 1.0),
+            "alpha": ("α", 0.5, 10.0, 0.5),
             "beta": ("β", 1.0, 50.0, 1.0), "lam": ("λ", -1.0, 1.0, 0.05)}
     return {k: slider(W.FloatSlider, spec[k][0], value=getattr(cfg, k), min=spec[k][1], max=spec[k][2],
                       step=spec[k][3]) for k in names}
