@@ -19,11 +19,20 @@
 # There is nothing to derive yet. Notebook 01 starts with the similarity matrix and
 # how retrieval is evaluated.
 #
-# Every notebook begins with the same settings cell. It reads three environment variables
-# (`VLR_FAST=1` for small sizes, `VLR_DATA` for the data mode, `VLR_DEVICE` for the device),
-# seeds every random generator and sets the plotly renderer.
+# Every notebook begins with the same setup cell: all its imports (the library's modules by
+# name: `losses`, `metrics`, `viz`, `widgets`, ...), then `setup`, which reads three environment
+# variables (`VLR_FAST=1` for small sizes, `VLR_DATA` for the data mode, `VLR_DEVICE` for the
+# device), seeds every random generator and sets the plotly renderer.
 
 # %%
+import ipywidgets
+import numpy as np
+import plotly
+import torch
+
+import vlr_lib
+from vlr_lib import losses, similarity, viz, widgets
+from vlr_lib.data import COLUMNS, load_flickr30k, make_shapes, scene_overlap
 from vlr_lib.notebook import setup
 
 cfg = setup(seed=0)
@@ -51,13 +60,9 @@ cfg = setup(seed=0)
 # A tiny example: three images and three captions in a 2-dimensional space, with made-up numbers.
 
 # %%
-import torch
-
-from vlr_lib.similarity import similarity
-
 img = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.2]])  # image embeddings (not yet unit length)
 txt = torch.tensor([[0.9, 0.1], [0.2, 1.0], [-1.0, -0.3]])  # caption j describes image j
-S = similarity(img, txt)  # normalises both, then S = img @ txt.T
+S = similarity.similarity(img, txt)  # normalises both, then S = img @ txt.T
 print(S.numpy().round(3))
 print("image query i -> captions, best first:", S.argsort(dim=1, descending=True).tolist())
 print("caption query j -> images, best first:", S.argsort(dim=0, descending=True).T.tolist())
@@ -77,7 +82,7 @@ assert S.abs().max() <= 1.0 + 1e-6, "cosine similarities lie in [-1, 1]"
 # | paper | short name | what we take |
 # |---|---|---|
 # | Xuan & Chen, *Dissecting Deep Metric Learning Losses for Image-Text Retrieval* | GOAL | the gradient of a triplet loss as *triplet weight × pair weight*; training with a designed gradient |
-# | Li et al., *Unified Loss of Pair Similarity Optimization for Vision-Language Retrieval* | unified loss | one loss with margin $m$ and scale $\gamma$ that contains Triplet-HN and the contrastive VLC; gradients on the hypersphere |
+# | Li et al., *Unified Loss of Pair Similarity Optimization for Vision-Language Retrieval* | unified loss | one loss with margin $m$ and scale $\gamma$ that contains Triplet-SH and NT-Xent; gradients on the hypersphere |
 # | Veit & Wilber, *Improving Calibration in Deep Metric Learning With Cross-Example Softmax* | cross-example softmax | negatives from the whole batch, not only the query's own row; calibration |
 # | Bleeker & de Rijke, *Do Lessons from Metric Learning Generalize to Image-Caption Retrieval?* | COCOS | Triplet vs Triplet-SH vs NT-Xent vs SmoothAP; counting the samples that contribute to a gradient |
 # | Faghri et al., *VSE++* (through the papers above) | VSE++ | the hardest-negative triplet loss that the others start from |
@@ -102,6 +107,17 @@ assert S.abs().max() <= 1.0 + 1e-6, "cosine similarities lie in [-1, 1]"
 #
 # The library `vlr_lib` holds every formula once, with the paper and equation in its
 # docstring; the notebooks derive a formula, then assert that the library computes the same.
+#
+# **One name per loss.** The papers name the same losses differently. The workbook uses one
+# name each, the one of `losses.loss_label`, and lists the others once, here (the glossary of
+# `docs/architecture.md` says the same):
+
+# %% [markdown]
+# %%
+for name, label in losses.LOSS_LABELS.items():
+    print(f"{label:22s} losses.{name:22s} also: {'; '.join(losses.ALSO_KNOWN_AS[name])}")
+assert losses.loss_label("triplet_hardest") == "Triplet-SH"
+assert losses.loss_label("goal:cir,sig-ms") == "GOAL (cir, sig-ms)"
 
 # %% [markdown]
 # ## Environment check
@@ -110,19 +126,13 @@ assert S.abs().max() <= 1.0 + 1e-6, "cosine similarities lie in [-1, 1]"
 # loss evaluated on a $2 \times 2$ matrix whose value we work out by hand.
 
 # %%
-import ipywidgets
-import plotly
-
-import vlr_lib
-from vlr_lib import losses
-
 print(f"vlr_lib {vlr_lib.__version__} | torch {torch.__version__} | plotly {plotly.__version__} "
       f"| ipywidgets {ipywidgets.__version__}")
 print(f"device: {cfg.device} (CUDA available: {torch.cuda.is_available()})")
 
 # %% [markdown]
 # With margin $m = 0.2$ and $S = \begin{pmatrix} 0.5 & 0.6 \\ 0.2 & 0.4 \end{pmatrix}$ (positives
-# on the diagonal), the hardest-negative triplet loss (Li et al. eq. 1) has one hinge per
+# on the diagonal), the hardest-negative triplet loss Triplet-SH (Li et al. eq. 1) has one hinge per
 # row and one per column:
 #
 # - row 0 (image 0): $[0.2 + 0.6 - 0.5]_+ = 0.3$; row 1: $[0.2 + 0.2 - 0.4]_+ = 0$;
@@ -134,7 +144,7 @@ print(f"device: {cfg.device} (CUDA available: {torch.cuda.is_available()})")
 S_tiny = torch.tensor([[0.5, 0.6], [0.2, 0.4]], dtype=torch.float64)
 value = losses.triplet_hardest(S_tiny, margin=0.2)
 print(f"triplet_hardest = {value.item():.4f}")
-assert abs(value.item() - 0.7) < 1e-12, "the library's Triplet-HN should give the hand-computed 0.7"
+assert abs(value.item() - 0.7) < 1e-12, "the library's Triplet-SH should give the hand-computed 0.7"
 assert torch.ones(2, device=cfg.device).sum().item() == 2.0, "the chosen device computes"
 
 # %% [markdown]
@@ -160,18 +170,9 @@ assert torch.ones(2, device=cfg.device).sum().item() == 2.0, "the chosen device 
 # Below are a few images of the current mode with their five captions.
 
 # %%
-import numpy as np
-
-from vlr_lib.data import COLUMNS
-from vlr_lib.viz.evaluation import image_gallery
-
 if cfg.data == "shapes":
-    from vlr_lib.data import make_shapes
-
     data = make_shapes(n_train=cfg.pick(16, 64), n_val=8, n_test=8, seed=cfg.seed)
 else:
-    from vlr_lib.data import load_flickr30k
-
     data = load_flickr30k()  # Hub download or HF cache; raises DatasetUnavailableError with what to do
 print(data)
 
@@ -184,8 +185,8 @@ def thumbnail(image, size: int = 160) -> np.ndarray:
 
 
 examples = data["test"].select(range(4))
-image_gallery([thumbnail(im) for im in examples["image"]], examples["caption"],
-              [f"img_id {i}" for i in examples["img_id"]])
+viz.evaluation.image_gallery([thumbnail(im) for im in examples["image"]], examples["caption"],
+                             [f"img_id {i}" for i in examples["img_id"]])
 
 # %% [markdown]
 # The schema is the same in both modes, and every image has five captions:
@@ -206,9 +207,7 @@ assert all(len(c) == 5 for c in data["test"]["caption"])
 # negatives* that the triplet losses of notebook 02 chase. Move the sliders.
 
 # %%
-from vlr_lib.widgets.evaluation import shapes_browser
-
-shapes_browser(n_groups=cfg.pick(3, 8), seed=cfg.seed)
+widgets.evaluation.shapes_browser(n_groups=cfg.pick(3, 8), seed=cfg.seed)
 
 # %% [markdown]
 # A check of the claim: scenes of a group share more with each other as `difficulty`
@@ -216,8 +215,6 @@ shapes_browser(n_groups=cfg.pick(3, 8), seed=cfg.seed)
 # most similar other scene).
 
 # %%
-from vlr_lib.data import make_shapes, scene_overlap
-
 overlap = {}
 for difficulty in (0.0, 0.5, 1.0):
     _, scenes = make_shapes(n_train=cfg.pick(64, 400), n_val=1, n_test=1, difficulty=difficulty,
@@ -252,7 +249,7 @@ assert overlap[0.0] < overlap[0.5] < overlap[1.0], "harder data: more shared att
 # ```python
 # txt2 = txt.clone()
 # txt2[2] = torch.tensor([-0.6, 0.8])
-# S2 = similarity(img, txt2)
+# S2 = similarity.similarity(img, txt2)
 # print(S2.argmax(dim=1), S2.argmax(dim=0))  # tensor([0, 1, 2]) tensor([0, 1, 1])
 # ```
 # Image 2 still ranks caption 2 first (cosine 0.75 against 0.0 for caption 1), but caption 2

@@ -20,19 +20,16 @@
 # - say what a random model scores, so that a trained model's numbers mean something.
 
 # %%
-from vlr_lib.notebook import setup
-
-cfg = setup(seed=0)
-
-# %%
 import math
 
 import numpy as np
 import torch
 
-from vlr_lib import metrics
-from vlr_lib.similarity import l2_normalize, positive_mask, similarity
-from vlr_lib.viz.evaluation import demo_retrieval_batch, similarity_figure
+from vlr_lib import metrics, similarity, viz, widgets
+from vlr_lib.notebook import demo_retrieval_batch, setup
+from vlr_lib.train import chance_rsum
+
+cfg = setup(seed=0)
 
 # %% [markdown]
 # ## Cosine similarity and the unit hypersphere
@@ -58,12 +55,13 @@ x = torch.randn(6, 16, generator=g, dtype=torch.float64)  # 6 raw image embeddin
 y = torch.randn(9, 16, generator=g, dtype=torch.float64)  # 9 raw caption embeddings
 
 by_hand = (x @ y.T) / (x.norm(dim=1, keepdim=True) * y.norm(dim=1)[None, :])
-S = similarity(x, y)
+S = similarity.similarity(x, y)
 torch.testing.assert_close(S, by_hand)  # the library's S is the cosine matrix
-torch.testing.assert_close(similarity(3.0 * x, y), S)  # 1. scale does not matter
-assert S.abs().max() <= 1.0 and torch.allclose(similarity(x, x).diagonal(), torch.ones(6, dtype=torch.float64))  # 2.
+torch.testing.assert_close(similarity.similarity(3.0 * x, y), S)  # 1. scale does not matter
+assert S.abs().max() <= 1.0  # 2. ...
+torch.testing.assert_close(similarity.similarity(x, x).diagonal(), torch.ones(6, dtype=torch.float64))
 
-v, t = l2_normalize(x), l2_normalize(y)
+v, t = similarity.l2_normalize(x), similarity.l2_normalize(y)
 dist2 = torch.cdist(v, t) ** 2
 torch.testing.assert_close(dist2, 2 - 2 * S)  # 3. distance and similarity carry the same information
 assert torch.equal(S.argsort(dim=1, descending=True), dist2.argsort(dim=1))  # ... and the same ranking
@@ -84,11 +82,11 @@ print("cosine S of 6 images x 9 captions:\n", S.numpy().round(2))
 # %%
 n_images, per_image = 10, 5
 img, txt, caption_to_image = demo_retrieval_batch(n_images, per_image, dim=8, noise=1.5, seed=cfg.seed)
-S = similarity(img, txt)
-pos = positive_mask(torch.arange(n_images), caption_to_image)  # [10, 50]: True where caption c is of image i
+S = similarity.similarity(img, txt)
+pos = similarity.positive_mask(torch.arange(n_images), caption_to_image)  # [10, 50]: True where c describes i
 print("S:", tuple(S.shape), "| captions per image:", pos.sum(dim=1).tolist())
 assert (pos.sum(dim=1) == per_image).all() and (pos.sum(dim=0) == 1).all()
-similarity_figure(S, caption_to_image, title="S of a toy batch: 10 images x 50 captions")
+viz.evaluation.similarity_figure(S, caption_to_image, title="S of a toy batch: 10 images x 50 captions")
 
 # %% [markdown]
 # Squares mark the positives (five per row, one per column). The circle in each row is the
@@ -103,9 +101,12 @@ similarity_figure(S, caption_to_image, title="S of a toy batch: 10 images x 50 c
 # first correct candidate (Bleeker & de Rijke eq. 6 counts the candidates scoring above):
 #
 # - **image → text** (image query $i$, five correct captions $P_i$):
-#   $\ \mathrm{rank}_i = 1 + \#\{c : s_{ic} > \max_{c' \in P_i} s_{ic'}\}$, the position of its *best* caption;
+#   $\ \mathrm{rank}_i = 1 + \#\{c \notin P_i : s_{ic} \ge \max_{c' \in P_i} s_{ic'}\}$, the position of its *best* caption;
 # - **text → image** (caption query $c$ of image $i_c$):
-#   $\ \mathrm{rank}_c = 1 + \#\{i : s_{ic} > s_{i_c c}\}$.
+#   $\ \mathrm{rank}_c = 1 + \#\{i \ne i_c : s_{ic} \ge s_{i_c c}\}$.
+#
+# The $\ge$ decides ties: a negative that scores *the same* as the positive is counted above
+# it (more on that choice below).
 #
 # $\mathrm{R@K}$ is the percentage of queries whose rank is at most $K$:
 #
@@ -139,7 +140,7 @@ print("i2t ranks:", ranks_i2t)
 print({k: round(v, 1) for k, v in by_hand.items()})
 
 # %% [markdown]
-# The library computes the same numbers without sorting (it counts the candidates above the
+# The library computes the same numbers without sorting (it counts the negatives at or above the
 # positive, which needs far less memory on a 1,000 × 5,000 test set):
 
 # %%
@@ -150,10 +151,43 @@ assert lib.keys() == by_hand.keys() and all(math.isclose(lib[k], by_hand[k]) for
 lib
 
 # %% [markdown]
-# Random scores never tie here, so sorting and counting agree. With ties the library lets the
-# positive win (a negative that merely *equals* the positive does not push it down); the
-# module docstring of `vlr_lib.metrics` explains the convention.
+# ## Ties: a tie is not a hit
 #
+# Random scores never tie, so the sorting above and the library's counting agree. But scores
+# *can* tie: a model that has collapsed (zeroed projection heads, or a head that outputs the
+# same vector for every input) gives every pair the same score. What is its R@1?
+#
+# Eq. 6 says "the candidates ranked above", and a tie is neither above nor below. The workbook
+# picks the **pessimistic** convention: a negative tied with the positive ranks *before* it,
+# $\mathrm{rank} = 1 + \#\{\text{negatives with } s \ge s^+\}$. Why this one:
+#
+# - retrieval must put the right item in front of the wrong ones, and a tie does not;
+# - it never flatters a model: the optimistic reading ("ties favour the positive") would give
+#   a collapsed model R@K = 100 and rsum = 600, and training picks the epoch with the best
+#   validation rsum, so it would pick exactly the collapsed one;
+# - without ties it gives the same numbers as any other convention.
+#
+# The expected rank under random tie-breaking would also be defensible, but it awards a
+# collapsed model the chance level, which hides the collapse. mAP@k uses the same rule
+# (tied negatives first). PR-AUC needs no rule: a precision-recall curve moves a threshold
+# over the scores, so tied pairs are accepted together, and a constant $S$ scores the base
+# rate, the share of matching pairs.
+
+# %%
+flat = torch.zeros(n_images, n_images * per_image)  # a collapsed model: every score equal
+collapsed = metrics.retrieval_metrics(flat, caption_to_image, ks=(1, 5))  # K <= 5: with 10 images, R@10 of
+print(collapsed)                                                          # t2i is 100 for any model (see below)
+assert collapsed["rsum"] == 0.0 and metrics.map_at_k(flat, caption_to_image) == 0.0  # 0, never 100
+assert metrics.ranks_t2i(flat, caption_to_image).tolist() == [n_images] * (n_images * per_image)
+assert math.isclose(metrics.pr_auc(flat, caption_to_image), 1 / n_images)  # the base rate: 50 of 500 pairs
+
+# one tie in the real batch: image 1 now ties caption 0's true image, which costs caption 0 one place
+S_tie = S.clone()
+S_tie[1, 0] = S_tie[0, 0]
+before, after = (int(metrics.ranks_t2i(X, caption_to_image)[0]) for X in (S, S_tie))
+assert after == before + int(S[1, 0] < S[0, 0])  # + 1 unless image 1 already scored higher
+
+# %% [markdown]
 # ## mAP@5: all five captions, not just the best
 #
 # R@K of an image query only asks for its *best* caption. Bleeker & de Rijke also report
@@ -192,11 +226,12 @@ assert map5 <= lib["i2t_r5"] / 100 + 1e-12
 # ## What do the numbers mean? Perfect and random models
 #
 # A perfect model ($\sigma = 0$: every caption equals its image) puts all positives on top:
-# R@1 = 100 in both directions, rsum = 600, mAP@5 = 1.
+# R@1 = 100 in both directions, rsum = 600, mAP@5 = 1. (Its five captions of an image tie with
+# each other, which costs nothing: only *negatives* tied with a positive count against it.)
 
 # %%
 img0, txt0, c2i0 = demo_retrieval_batch(n_images, per_image, dim=8, noise=0.0, seed=cfg.seed)
-S0 = similarity(img0, txt0)
+S0 = similarity.similarity(img0, txt0)
 perfect = metrics.retrieval_metrics(S0, c2i0)
 assert perfect["rsum"] == 600.0 and metrics.map_at_k(S0, c2i0) == 1.0
 perfect
@@ -212,12 +247,9 @@ perfect
 # are about equal, and i2t is never above t2i (the union bound gives at most $5K/M = K/N$).
 # With only 10 images, R@10 of t2i is 100 for *any* model, which is why papers evaluate on
 # 1,000 test images. We derive the chance rsum, compare it with
-# `vlr_lib.train.end_to_end.chance_rsum`, and with the average over many random $S$.
+# `vlr_lib.train.chance_rsum`, and with the average over many random $S$.
 
 # %%
-from vlr_lib.train.end_to_end import chance_rsum
-
-
 def chance(n_images: int, per_image: int, ks=(1, 5, 10)) -> tuple[float, float]:
     """Chance-level sums of R@K over `ks`: (i2t, t2i), in percent."""
     m = n_images * per_image
@@ -247,7 +279,7 @@ print(f"Flickr30K test (1,000 images x 5 captions): chance rsum {sum(chance(1000
 rsum_at = {}
 for noise in (0.0, 1.0, 3.0):
     im, tx, c2 = demo_retrieval_batch(n_images, per_image, dim=8, noise=noise, seed=cfg.seed)
-    rsum_at[noise] = metrics.retrieval_metrics(similarity(im, tx), c2)["rsum"]
+    rsum_at[noise] = metrics.retrieval_metrics(similarity.similarity(im, tx), c2)["rsum"]
 print(rsum_at)
 assert rsum_at[0.0] > rsum_at[1.0] > rsum_at[3.0] > expected
 
@@ -265,9 +297,7 @@ assert rsum_at[0.0] > rsum_at[1.0] > rsum_at[3.0] > expected
 # other four captions sit far down (R@1 is happy, AP is not).
 
 # %%
-from vlr_lib.widgets.evaluation import retrieval_explorer
-
-retrieval_explorer(n_images=8, captions_per_image=5, dim=8, noise=1.5, seed=cfg.seed)
+widgets.evaluation.retrieval_explorer(n_images=8, captions_per_image=5, dim=8, noise=1.5, seed=cfg.seed)
 
 # %% [markdown]
 # ## Summary
@@ -277,6 +307,8 @@ retrieval_explorer(n_images=8, captions_per_image=5, dim=8, noise=1.5, seed=cfg.
 # - $S$ holds every image–caption score of a batch; rows are image queries, columns caption queries.
 # - R@K (i2t: best of the five captions; t2i: the one image), rsum = sum of six recalls, mAP@5
 #   (all five captions of an image query). `vlr_lib.metrics` matches the loops above.
+# - A tie is not a hit: a negative scoring the same as the positive ranks before it, so a
+#   collapsed model scores 0, never 100.
 # - Read every number against chance, which depends on the gallery size.
 #
 # ## Exercises
@@ -286,8 +318,9 @@ retrieval_explorer(n_images=8, captions_per_image=5, dim=8, noise=1.5, seed=cfg.
 #    Check with the explorer's noise slider.
 # 2. Build an $S$ for 2 images × 4 captions (2 each) where R@1 = 100 in both directions but
 #    mAP@2 (i2t, $k = 2$) is below 1.
-# 3. Give one caption a score equal to its image's positive score (a tie) and check which rank
-#    `metrics.ranks_t2i` reports. Why is this choice sensible for evaluation?
+# 3. Take a trained-looking $S$ and add a constant to one *column* (one caption's scores for
+#    every image). Which metrics change, and which cannot? Then set that whole column to one
+#    value: what rank does the caption query get, and why is that the right answer?
 #
 # <details><summary>Solution 1</summary>
 #
@@ -299,7 +332,7 @@ retrieval_explorer(n_images=8, captions_per_image=5, dim=8, noise=1.5, seed=cfg.
 # ```python
 # for noise in (0.5, 1.5, 3.0):
 #     im, tx, c2 = demo_retrieval_batch(100, 5, dim=8, noise=noise, seed=0)
-#     r = metrics.retrieval_metrics(similarity(im, tx), c2)
+#     r = metrics.retrieval_metrics(similarity.similarity(im, tx), c2)
 #     print(noise, round(r["i2t_r1"]), round(r["t2i_r1"]))  # i2t ahead while the model is informative
 # ```
 # </details>
@@ -319,13 +352,16 @@ retrieval_explorer(n_images=8, captions_per_image=5, dim=8, noise=1.5, seed=cfg.
 # <details><summary>Solution 3</summary>
 #
 # ```python
-# c = 0                                           # caption 0, of image 0
+# c = 0                                      # caption 0, of image 0
 # S3 = S.clone()
-# S3[1, c] = S3[0, c]                             # image 1 now ties with the true image
+# S3[:, c] += 0.5                            # shift one column: the caption's ranking of images is unchanged
 # print(metrics.ranks_t2i(S, caption_to_image)[c], metrics.ranks_t2i(S3, caption_to_image)[c])
+# S3[:, c] = 0.3                             # a constant column: every image ties with the true one
+# print(metrics.ranks_t2i(S3, caption_to_image)[c])  # n_images = 10: last place
 # ```
-# Both ranks are equal unless image 1 was already above: the rank counts candidates
-# *strictly* above the positive, so a tie does not push the positive down. Ties
-# arise mainly from duplicated images or captions, where penalising the model would be arbitrary;
-# any fixed convention is fine as long as every loss is evaluated with the same one.
+# A shift of one column leaves that caption query's ranking, hence t2i, as it was; it changes the
+# i2t rankings of every image (caption 0 moves up in each row) and the global PR curve, which
+# compares scores across queries. A constant column ranks the true image last: with every image
+# tied, the model has not told them apart, and counting that as a hit would reward a collapsed
+# model (the argument of the ties section).
 # </details>

@@ -11,19 +11,14 @@
 #
 # **Learning goals.** After this notebook you can
 #
-# - write the triplet loss over all negatives (Bleeker & de Rijke eqs. 3a–3b) and the
-#   hardest-negative loss of VSE++, *Triplet-HN* (Li et al. eqs. 1–2; *Triplet SH* in Bleeker & de
-#   Rijke eqs. 1–2) as functions of the similarity matrix $S$;
+# - write the triplet loss over all negatives, *Triplet* (Bleeker & de Rijke eqs. 3a–3b), and the
+#   hardest-negative loss of VSE++, *Triplet-SH* (Bleeker & de Rijke eqs. 1–2; Li et al. call it
+#   Triplet-HN, eqs. 1–2, and VSE++ the max of hinges) as functions of the similarity matrix $S$;
 # - derive their gradients $\partial L / \partial S$ by hand, check them against autograd, and carry
 #   them to the embeddings (Xuan & Chen eqs. 3–4; Bleeker & de Rijke eqs. 9a–9b);
 # - say which entries of $S$ receive gradient under each loss, and how the margin $m$ changes that;
-# - follow Li et al.'s hypersphere argument (eqs. 8–12) for why Triplet-HN's gradient vanishes
+# - follow Li et al.'s hypersphere argument (eqs. 8–12) for why Triplet-SH's gradient vanishes
 #   when the positive and the hardest negative both sit close to the anchor.
-
-# %%
-from vlr_lib.notebook import setup
-
-cfg = setup(seed=0)
 
 # %%
 import math
@@ -31,9 +26,10 @@ import math
 import numpy as np
 import torch
 
-from vlr_lib import analysis, losses
-from vlr_lib.notebook import demo_embeddings
-from vlr_lib.similarity import similarity
+from vlr_lib import analysis, losses, similarity, widgets
+from vlr_lib.notebook import demo_embeddings, setup
+
+cfg = setup(seed=0)
 
 # %% [markdown]
 # ## Two triplet losses on $S$
@@ -48,10 +44,10 @@ from vlr_lib.similarity import similarity
 #
 # $$ L_{\text{all}} = \sum_{i}\sum_{j \ne i} \Big( [m - s_{ii} + s_{ij}]_+ + [m - s_{ii} + s_{ji}]_+ \Big). $$
 #
-# **Triplet-HN**, the max-violation loss of VSE++ (Li et al. eqs. 1–2): only each query's hardest
+# **Triplet-SH**, the max-violation loss of VSE++ (Li et al. eqs. 1–2): only each query's hardest
 # negative, $\hat T_i = \arg\max_{j \ne i} s_{ij}$ for image $i$ and $\hat V_i = \arg\max_{j\ne i} s_{ji}$ for caption $i$:
 #
-# $$ L_{\text{HN}} = \sum_{i} \Big( [m + \max_{j \ne i} s_{ij} - s_{ii}]_+ + [m + \max_{j \ne i} s_{ji} - s_{ii}]_+ \Big). $$
+# $$ L_{\text{SH}} = \sum_{i} \Big( [m + \max_{j \ne i} s_{ij} - s_{ii}]_+ + [m + \max_{j \ne i} s_{ji} - s_{ii}]_+ \Big). $$
 #
 # A live batch: `demo_embeddings` makes caption $i$ a noisy copy of image $i$ (the noise sets how
 # hard the batch is). The loops below are the formulas, term by term.
@@ -59,7 +55,7 @@ from vlr_lib.similarity import similarity
 # %%
 n, margin = 8, 0.2
 img, txt = demo_embeddings(n=n, dim=16, noise=2.0, seed=cfg.seed)
-S = similarity(img, txt)
+S = similarity.similarity(img, txt)
 S_np = S.numpy()
 
 
@@ -72,18 +68,18 @@ L_all = sum(hinge(margin - S_np[i, i] + S_np[i, j]) + hinge(margin - S_np[i, i] 
 L_hn = sum(hinge(margin + max(S_np[i, j] for j in range(n) if j != i) - S_np[i, i])
            + hinge(margin + max(S_np[j, i] for j in range(n) if j != i) - S_np[i, i]) for i in range(n))
 print(f"L_all = {L_all:.4f} (library {losses.triplet_all(S, margin).item():.4f})")
-print(f"L_HN  = {L_hn:.4f} (library {losses.triplet_hardest(S, margin).item():.4f})")
+print(f"L_SH  = {L_hn:.4f} (library {losses.triplet_hardest(S, margin).item():.4f})")
 assert math.isclose(losses.triplet_all(S, margin).item(), L_all, rel_tol=1e-12)
 assert math.isclose(losses.triplet_hardest(S, margin).item(), L_hn, rel_tol=1e-12)
 
 # %% [markdown]
-# Each Triplet-HN term is one of the terms that $L_{\text{all}}$ adds up (the one with the largest
-# negative), so $L_{\text{HN}} \le L_{\text{all}}$, and both are zero exactly when no triplet violates the margin.
+# Each Triplet-SH term is one of the terms that $L_{\text{all}}$ adds up (the one with the largest
+# negative), so $L_{\text{SH}} \le L_{\text{all}}$, and both are zero exactly when no triplet violates the margin.
 
 # %%
 assert L_hn <= L_all
 easy_img, easy_txt = demo_embeddings(n=n, dim=16, noise=0.3, seed=cfg.seed)  # an easy batch as well
-for batch in (S, similarity(easy_img, easy_txt)):
+for batch in (S, similarity.similarity(easy_img, easy_txt)):
     for m in (0.0, 0.2, 1.0):
         hn, every = losses.triplet_hardest(batch, m).item(), losses.triplet_all(batch, m).item()
         assert hn <= every and (hn == 0.0) == (every == 0.0)
@@ -102,7 +98,8 @@ for batch in (S, similarity(easy_img, easy_txt)):
 #   active; the diagonal gets $-1$ per active hinge of its row and of its column.
 #
 # We write both with numpy, splitting row (image-query) and column (caption-query) terms, and check
-# them against autograd on the library's losses.
+# them against autograd on the library's losses (`analysis.loss_gradient`, the one helper every
+# notebook and figure uses for $\partial L/\partial S$).
 
 # %%
 def grad_all(S: np.ndarray, m: float) -> tuple[np.ndarray, np.ndarray]:
@@ -117,7 +114,7 @@ def grad_all(S: np.ndarray, m: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def grad_hardest(S: np.ndarray, m: float) -> tuple[np.ndarray, np.ndarray]:
-    """dL_HN/dS as (row-query part, column-query part)."""
+    """dL_SH/dS as (row-query part, column-query part)."""
     N, rows = len(S), np.arange(len(S))
     masked = np.where(np.eye(N, dtype=bool), -np.inf, S)
     h_row, h_col = masked.argmax(axis=1), masked.argmax(axis=0)  # T^_i and V^_j (Li et al. eq. 2)
@@ -128,16 +125,10 @@ def grad_hardest(S: np.ndarray, m: float) -> tuple[np.ndarray, np.ndarray]:
     return G_row - np.diag(a), G_col - np.diag(b)
 
 
-def autograd_dS(loss_fn, S: torch.Tensor) -> np.ndarray:
-    S = S.detach().clone().requires_grad_()
-    (g,) = torch.autograd.grad(loss_fn(S), S)
-    return g.numpy()
-
-
 G_all = sum(grad_all(S_np, margin))
 G_hn = sum(grad_hardest(S_np, margin))
-np.testing.assert_allclose(G_all, autograd_dS(lambda S: losses.triplet_all(S, margin), S))
-np.testing.assert_allclose(G_hn, autograd_dS(lambda S: losses.triplet_hardest(S, margin), S))
+np.testing.assert_allclose(G_all, analysis.loss_gradient(S, lambda X: losses.triplet_all(X, margin)).numpy())
+np.testing.assert_allclose(G_hn, analysis.loss_gradient(S, lambda X: losses.triplet_hardest(X, margin)).numpy())
 print("entries of S with gradient: all negatives", int((G_all != 0).sum()), "| hardest", int((G_hn != 0).sum()))
 
 # %% [markdown]
@@ -145,10 +136,10 @@ print("entries of S with gradient: all negatives", int((G_all != 0).sum()), "| h
 #
 # 1. every active triplet pushes one negative down exactly as hard as it pulls its positive up, so
 #    the entries of $\partial L/\partial S$ sum to zero;
-# 2. under Triplet-HN, only the diagonal and the hardest negatives (at most one per row and one per
+# 2. under Triplet-SH, only the diagonal and the hardest negatives (at most one per row and one per
 #    column, so at most $3N$ entries in all) receive gradient, each off-diagonal with weight 1 or 2
 #    whatever the size of the violation;
-# 3. every entry that Triplet-HN moves is also moved by the all-negatives loss (a violating hardest
+# 3. every entry that Triplet-SH moves is also moved by the all-negatives loss (a violating hardest
 #    negative is a violating negative).
 
 # %%
@@ -168,7 +159,7 @@ assert not ((G_hn != 0) & (G_all == 0)).any()  # 3.
 # With unit embeddings $\mathbf{x}_i$ (images) and $\mathbf{y}_j$ (captions), $s_{ij} = \mathbf{x}_i^\top \mathbf{y}_j$, so the chain rule
 # gives Xuan & Chen's eq. 3: $\ \partial L/\partial \mathbf{x}_i = \sum_j \frac{\partial L}{\partial s_{ij}}\, \mathbf{y}_j$ and
 # $\partial L/\partial \mathbf{y}_j = \sum_i \frac{\partial L}{\partial s_{ij}}\, \mathbf{x}_i$, in matrix form $G Y$ and $G^\top X$.
-# For one image query of Triplet-HN with hardest negative $\mathbf{y}'$ this is their eq. 4,
+# For one image query of Triplet-SH with hardest negative $\mathbf{y}'$ this is their eq. 4,
 # $\ \delta(m + s_{x,y'} - s_{x,y})(\mathbf{y}' - \mathbf{y})$ from the image's own term.
 
 # %%
@@ -205,23 +196,21 @@ print("violating negatives per image query (C^q):", cocos_all["i2t"]["C_q"].toli
 # %% [markdown]
 # ## Explorer: which entries of $S$ receive gradient?
 #
-# Left, $\partial L_{\text{all}}/\partial S$; right, $\partial L_{\text{HN}}/\partial S$, on the same batch. Red entries are pushed
+# Left, $\partial L_{\text{all}}/\partial S$; right, $\partial L_{\text{SH}}/\partial S$, on the same batch. Red entries are pushed
 # down by a gradient step, blue ones pulled up. Squares are the positives, circles each image's
 # hardest negative caption, diamonds each caption's hardest negative image.
 #
 # Try: set $m = 0$ on an easy batch (low noise) — do both losses go silent? Raise $m$: the
-# all-negatives loss lights up row after row, Triplet-HN never more than the marked cells. At
+# all-negatives loss lights up row after row, Triplet-SH never more than the marked cells. At
 # high noise, the diagonal of the left panel saturates: every violating negative adds to it.
 
 # %%
-from vlr_lib.widgets.triplet import gradient_explorer
-
-gradient_explorer(n=8, dim=16, noise=2.0, seed=cfg.seed, margin=margin)
+widgets.triplet.gradient_explorer(n=8, dim=16, noise=2.0, seed=cfg.seed, margin=margin)
 
 # %% [markdown]
 # The margin's effect, checked on the batch above: the set of entries with gradient grows with $m$
 # for both losses; with $m > 2$ every hinge is active (since $s_{ij} - s_{ii} \ge -2$), so every entry of $S$
-# gets gradient from $L_{\text{all}}$, while Triplet-HN still touches at most $3N$.
+# gets gradient from $L_{\text{all}}$, while Triplet-SH still touches at most $3N$.
 
 # %%
 counts = {m: (int((sum(grad_all(S_np, m)) != 0).sum()), int((sum(grad_hardest(S_np, m)) != 0).sum()))
@@ -232,7 +221,7 @@ assert all(counts[a][k] <= counts[b][k] for a, b in zip(ms, ms[1:]) for k in (0,
 assert counts[2.1][0] == n * n and counts[2.1][1] <= 3 * n
 
 # %% [markdown]
-# ## Li et al.: why Triplet-HN's gradient can vanish (eqs. 8–12)
+# ## Li et al.: why Triplet-SH's gradient can vanish (eqs. 8–12)
 #
 # Take the image-query term for anchor $\mathbf{v}$ with positive $\mathbf{t}$ and hardest negative $\hat{\mathbf{t}}$
 # (Li et al. eq. 8): $\ L = \max(\mathbf{v}^\top\hat{\mathbf{t}} - \mathbf{v}^\top\mathbf{t} + m, 0)$. While active, its gradients are
@@ -337,29 +326,27 @@ for deg_pos, deg_neg, phi in ((3.0, 2.0, math.pi), (3.0, 2.0, 0.0), (60.0, 60.0,
 # $\theta^- = \theta^+$, the anchor's arrow disappears at any angle.
 
 # %%
-from vlr_lib.widgets.triplet import tangent_explorer
-
-tangent_explorer(theta_pos_deg=5.0, theta_neg_deg=5.0, side="opposite", margin=margin)
+widgets.triplet.tangent_explorer(theta_pos_deg=5.0, theta_neg_deg=5.0, side="opposite", margin=margin)
 
 # %% [markdown]
 # ## Summary
 #
-# - $L_{\text{all}}$ sums a hinge for every negative of every query; Triplet-HN keeps only each query's hardest
-#   negative, so $L_{\text{HN}} \le L_{\text{all}}$.
+# - $L_{\text{all}}$ sums a hinge for every negative of every query; Triplet-SH keeps only each query's hardest
+#   negative, so $L_{\text{SH}} \le L_{\text{all}}$.
 # - Both give every active triplet the same weight ($T^{con}$, Xuan & Chen eq. 5): $+1$ on its negative, $-1$ on its
-#   positive. Under Triplet-HN at most $3N$ entries of $S$ move; under $L_{\text{all}}$ up to all $N^2$, which is how
+#   positive. Under Triplet-SH at most $3N$ entries of $S$ move; under $L_{\text{all}}$ up to all $N^2$, which is how
 #   many easy negatives can swamp the informative ones (Bleeker & de Rijke sec. 5).
 # - The gradient reaches the embeddings as $GY$ and $G^\top X$ (Xuan & Chen eq. 3).
-# - On the sphere only the tangent part of a gradient acts. For Triplet-HN it is $\|\hat{\mathbf{t}} - \mathbf{t}\|\sin\theta$ at the
+# - On the sphere only the tangent part of a gradient acts. For Triplet-SH it is $\|\hat{\mathbf{t}} - \mathbf{t}\|\sin\theta$ at the
 #   anchor and $\sin\theta(\mathbf{v}, \hat{\mathbf{t}})$ at the negative (Li et al. eqs. 11–12): it vanishes when the
 #   positive and the hardest negative crowd the anchor, exactly when the loss is large. Notebook 04's
 #   unified loss keeps many negatives in play to avoid this.
 #
 # ## Exercises
 #
-# 1. For a batch of $N$ pairs, what is the largest number of nonzero entries of $\partial L_{\text{HN}}/\partial S$?
+# 1. For a batch of $N$ pairs, what is the largest number of nonzero entries of $\partial L_{\text{SH}}/\partial S$?
 #    When is it reached, and when can it be smaller even though every hinge is active?
-# 2. Show that the gradient of Triplet-HN does not depend on *how much* a triplet violates the margin.
+# 2. Show that the gradient of Triplet-SH does not depend on *how much* a triplet violates the margin.
 #    What would a loss whose gradient grows with the violation look like?
 # 3. In Li et al.'s geometry, at which angle $\theta^-$ does the hardest negative receive the largest tangent push?
 #    What does that say about negatives that are almost identical to the anchor?
@@ -382,7 +369,7 @@ tangent_explorer(theta_pos_deg=5.0, theta_neg_deg=5.0, side="opposite", margin=m
 #
 # ```python
 # S2 = S.clone(); S2[0, 1] = S2[0, 0] + 0.5     # a much larger violation in row 0
-# print(np.abs(autograd_dS(lambda S: losses.triplet_hardest(S, margin), S2)).max())   # still 1 or 2
+# print(analysis.loss_gradient(S2, lambda X: losses.triplet_hardest(X, margin)).abs().max())  # still 1 or 2
 # ```
 # A squared hinge $[x]_+^2$ has derivative $2[x]_+$, growing with the violation; the softplus of notebook 04's
 # unified loss gives a smooth weight $\sigma(\gamma x)$, which Xuan & Chen call a different *triplet weight*.
@@ -392,7 +379,7 @@ tangent_explorer(theta_pos_deg=5.0, theta_neg_deg=5.0, side="opposite", margin=m
 #
 # $\|g(\hat{\mathbf{t}})\| = \sin\theta^-$ is largest at $\theta^- = 90°$ and zero at $\theta^- = 0$: the closer a negative is to the
 # anchor, the weaker the push that could separate them. Near-duplicates of the anchor, the hardest of
-# hard negatives, barely move — which is Li et al.'s explanation of Triplet-HN's slow start.
+# hard negatives, barely move — which is Li et al.'s explanation of Triplet-SH's slow start.
 #
 # ```python
 # thetas = np.radians(np.arange(0, 181, 15))

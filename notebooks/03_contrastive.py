@@ -7,10 +7,11 @@
 # ---
 
 # %% [markdown]
-# # 03 · Contrastive learning: NT-Xent, InfoNCE, VLC
+# # 03 · Contrastive learning: NT-Xent
 #
 # CLIP, ALIGN and most vision–language pre-training train with one loss that goes by many
-# names: **NT-Xent** (Bleeker & de Rijke, eq. 4), **InfoNCE**, or **VLC** (Li et al., eq. 3).
+# names: **NT-Xent** (Bleeker & de Rijke, eq. 4), which is what this workbook calls it, also
+# InfoNCE, the CLIP loss, or VLC (Li et al., eq. 3).
 # Each query (an image, or a caption) must pick its partner out of the batch in a softmax
 # over similarities divided by a **temperature** $\tau$.
 #
@@ -30,12 +31,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from vlr_lib import losses
+from vlr_lib import analysis, losses, similarity, viz, widgets
 from vlr_lib.notebook import demo_embeddings, setup
-from vlr_lib.similarity import similarity
-from vlr_lib.viz import contrastive as viz
-from vlr_lib.viz.matrix import similarity_heatmap
-from vlr_lib.widgets.contrastive import temperature_explorer
 
 cfg = setup(seed=0)
 N = cfg.pick(8, 16)  # batch size of the live batch
@@ -50,9 +47,9 @@ TAU = 0.1  # Bleeker & de Rijke's NT-Xent temperature (Table 1)
 
 # %%
 img, txt = demo_embeddings(n=N, dim=16, noise=0.8, seed=cfg.seed)
-S = similarity(img, txt)
+S = similarity.similarity(img, txt)
 eye = torch.eye(N, dtype=torch.bool)
-similarity_heatmap(S, marks={"positive": eye})
+viz.matrix.similarity_heatmap(S, marks={"positive": eye})
 
 # %% [markdown]
 # ## NT-Xent is a cross-entropy over rows and columns
@@ -62,7 +59,7 @@ similarity_heatmap(S, marks={"positive": eye})
 # $$\ell^{i\to t}_i = -\log \frac{e^{s_{ii}/\tau}}{\sum_{j=1}^{N} e^{s_{ij}/\tau}},$$
 #
 # a softmax cross-entropy of row $i$ of $S/\tau$ with target $i$. Li et al. (eq. 3, with scale
-# $\gamma = 1/\tau$) add the caption queries, i.e. the **columns**: $\mathcal L_{VLC} = \sum_i
+# $\gamma = 1/\tau$) add the caption queries, i.e. the **columns**: $\mathcal L = \sum_i
 # (\ell^{i\to t}_i + \ell^{t\to i}_i)$. `losses.info_nce(S, tau, "sum")` is that sum, and with
 # `"mean"` it is divided by $N$ — exactly two of PyTorch's `F.cross_entropy` calls, as in CLIP.
 
@@ -85,7 +82,7 @@ print(f"NT-Xent of the batch: {float(losses.info_nce(S, TAU, 'mean')):.4f} (mean
 # $$\ell^{i\to t}_i = \log \sum_{j} e^{(s_{ij} - s_{ii})/\tau}
 #   = \log\Big(1 + \sum_{j \ne i} e^{(s_{ij} - s_{ii})/\tau}\Big).$$
 #
-# So VLC only looks at the **gaps** $s_{ij} - s_{ii}$ between each negative and the positive
+# So NT-Xent only looks at the **gaps** $s_{ij} - s_{ii}$ between each negative and the positive
 # of its query: it is small when every negative sits well below the positive. Nothing
 # asks for a *margin* between them; notebook 04 adds one.
 
@@ -123,9 +120,7 @@ Q = torch.softmax(S / TAU, dim=0)
 I = torch.eye(N, dtype=S.dtype)
 grad_by_hand = (P - I + Q - I) / TAU
 
-S_leaf = S.clone().requires_grad_()
-losses.info_nce(S_leaf, TAU, "sum").backward()
-torch.testing.assert_close(grad_by_hand, S_leaf.grad)
+torch.testing.assert_close(grad_by_hand, analysis.loss_gradient(S, lambda X: losses.info_nce(X, TAU, "sum")))
 
 # %% [markdown]
 # ### From $S$ to the query embedding (Bleeker & de Rijke, eq. 11)
@@ -159,22 +154,23 @@ torch.testing.assert_close(p[off[q]].sum(), 1 - p[q])  # negatives' weights add 
 # %% [markdown]
 # ## Temperature: soft hard-negative mining
 #
-# `viz.softmax_weights(S, tau)` reads the weights $p_{qn}$ of every negative off autograd of
+# `analysis.softmax_weights(S, tau)` reads the weights $p_{qn}$ of every negative off autograd of
 # the library loss (times $\tau$). They are the $P$ we derived, with the positives zeroed:
 
 # %%
-W = viz.softmax_weights(S, TAU)
+W = analysis.softmax_weights(S, TAU)
 torch.testing.assert_close(W, P * off)
 
 # %% [markdown]
 # **Explorer.** Pick a query and move the temperature. The bars are the query's negatives,
-# hardest first, each with its share $p_{qn} / \sum_{n'} p_{qn'}$ of the push. The readout is
-# the **effective number of negatives** $e^{H}$, the exponential of the entropy of those
-# shares: $k$ when $k$ negatives share the weight equally, 1 when one takes it all.
+# hardest first, each with its share $p_{qn} / \sum_{n'} p_{qn'}$ of the push. The title reads
+# out the **effective number of negatives** $e^{H}$ (`analysis.effective_number`), the
+# exponential of the entropy of those shares: $k$ when $k$ negatives share the weight equally,
+# 1 when one takes it all.
 # Try $\tau = 0.01$, $0.1$ (Bleeker's setting) and $1$.
 
 # %%
-temperature_explorer(S, temperature=TAU, query=0)
+widgets.contrastive.temperature_explorer(S, temperature=TAU, query=0)
 
 # %% [markdown]
 # ### Both limits, checked
@@ -194,25 +190,25 @@ def negative_shares(tau: float) -> torch.Tensor:
     return torch.softmax((S / tau).masked_fill(eye, -torch.inf), dim=1)
 
 
-W_01 = viz.softmax_weights(S, 0.1)
+W_01 = analysis.softmax_weights(S, 0.1)
 torch.testing.assert_close(negative_shares(0.1), W_01 / W_01.sum(dim=1, keepdim=True))
 
 hardest = S.masked_fill(eye, -torch.inf).argmax(dim=1)  # each image's hardest negative caption
 cold, hot = negative_shares(1e-5), negative_shares(1e3)
 assert torch.all(cold[torch.arange(N), hardest] > 0.999)  # tau -> 0: all weight on the hardest negative
-assert all(viz.effective_number(cold[q][off[q]]) < 1.01 for q in range(N))
+assert all(analysis.effective_number(cold[q][off[q]]) < 1.01 for q in range(N))
 assert torch.all((hot[off] - 1 / (N - 1)).abs() < 1e-3)  # tau -> inf: every negative equally
-assert all(viz.effective_number(hot[q][off[q]]) > (N - 1) - 0.01 for q in range(N))
+assert all(analysis.effective_number(hot[q][off[q]]) > (N - 1) - 0.01 for q in range(N))
 
 # %%
 taus = np.logspace(-3, 1, 17)
-sweep = viz.temperature_sweep(S, taus, query=0)
+sweep = viz.contrastive.temperature_sweep(S, taus, query=0)
 assert np.all(np.diff(np.asarray(sweep.data[0].y)) >= -1e-9)  # more temperature, more negatives
 sweep
 
 # %% [markdown]
 # The same limit on the loss itself: with $\tau \to 0$, $\tau \log\big(1 + \sum_j e^{(s_{ij}-s_{ii})/\tau}\big)
-# \to [\max_j s_{ij} - s_{ii}]_+$, so $\tau\,\mathcal L_{VLC}$ tends to Triplet-HN **without a
+# \to [\max_j s_{ij} - s_{ii}]_+$, so $\tau\,\mathcal L$ tends to Triplet-SH **without a
 # margin**, within $2N\log N \cdot \tau$ (each of the $2N$ terms overshoots by at most
 # $\tau \log N$). Notebook 04 puts the margin back.
 
@@ -229,12 +225,12 @@ for tau in (1e-2, 1e-3, 1e-4):
 # sits there, but not all of it.
 
 # %%
-viz.gradient_heatmap(S, TAU)
+viz.contrastive.gradient_heatmap(S, TAU)
 
 # %% [markdown]
 # ## Summary
 #
-# - NT-Xent / InfoNCE / VLC is a softmax cross-entropy over every row and every column of
+# - NT-Xent is a softmax cross-entropy over every row and every column of
 #   $S/\tau$ (Bleeker eq. 4; Li eq. 3); `losses.info_nce` sums or averages both directions.
 # - In pair-similarity form (Li eq. 4) it depends only on the gaps $s_{ij} - s_{ii}$.
 # - Its gradient is $(P - I + Q - I)/\tau$: each negative is pushed with its softmax weight
@@ -266,8 +262,8 @@ viz.gradient_heatmap(S, TAU)
 # lo, hi = 1e-3, 10.0  # the effective number grows with tau: bisect in log space
 # for _ in range(40):
 #     mid = (lo * hi) ** 0.5
-#     w = viz.softmax_weights(S, mid)[0][off[0]]
-#     lo, hi = (mid, hi) if viz.effective_number(w) < 2 else (lo, mid)
+#     w = analysis.softmax_weights(S, mid)[0][off[0]]
+#     lo, hi = (mid, hi) if analysis.effective_number(w) < 2 else (lo, mid)
 # print(f"tau = {mid:.2g}")
 # ```
 # </details>
@@ -276,7 +272,7 @@ viz.gradient_heatmap(S, TAU)
 #
 # ```python
 # for tau in (0.1, 0.5):
-#     counts = (viz.softmax_weights(S, tau) > 0.01).sum(dim=1)
+#     counts = (analysis.softmax_weights(S, tau) > 0.01).sum(dim=1)
 #     print(tau, counts.tolist())
 # ```
 # </details>

@@ -10,10 +10,10 @@
 # # 04 · The unified loss: a margin, a scale, and two classic losses as its limits
 #
 # Li et al. ("Unified Loss of Pair Similarity Optimization for Vision-Language Retrieval")
-# put the two workhorses of image–text retrieval into one formula. Triplet-HN (VSE++) keeps
-# a **margin** $m$ but looks only at the hardest negative; VLC (NT-Xent, notebook 03) looks at
-# every negative through a softmax with **scale** $\gamma = 1/\tau$ but has no margin. The
-# unified loss has both knobs.
+# put the two workhorses of image–text retrieval into one formula. Triplet-SH (notebook 02;
+# Li et al. call it Triplet-HN) keeps a **margin** $m$ but looks only at the hardest negative;
+# NT-Xent (notebook 03; their VLC) looks at every negative through a softmax with **scale**
+# $\gamma = 1/\tau$ but has no margin. The unified loss has both knobs.
 #
 # **Learning goals.** After this notebook you can
 # 1. compute the unified loss (Li et al., eq. 5) by hand and recognise it as an
@@ -21,8 +21,8 @@
 # 2. derive the weight $D_{ij} / (1 + \sum_k D_{ik})$ with which each negative is pushed
 #    (eqs. 14–16);
 # 3. read how $m$ shifts and $\gamma$ sharpens that weight, on a curve, a surface and a live batch;
-# 4. check both limits: $\gamma \to \infty$ gives Triplet-HN (eq. 6, with an explicit error
-#    bound), $m = 0$ gives VLC (eq. 7);
+# 4. check both limits: $\gamma \to \infty$ gives Triplet-SH (eq. 6, with an explicit error
+#    bound), $m = 0$ gives NT-Xent (eq. 7);
 # 5. use the weighted and adaptive-margin variants (eqs. 24–27).
 
 # %%
@@ -31,11 +31,8 @@ import math
 import numpy as np
 import torch
 
-from vlr_lib import losses
+from vlr_lib import analysis, losses, similarity, viz, widgets
 from vlr_lib.notebook import demo_embeddings, setup
-from vlr_lib.similarity import similarity
-from vlr_lib.viz import unified as viz
-from vlr_lib.widgets.unified import surface_explorer, unified_explorer
 
 cfg = setup(seed=0)
 N = cfg.pick(8, 16)  # batch size of the live batch
@@ -50,11 +47,11 @@ M, GAMMA = 0.2, 60.0  # Li et al.'s setting for VSE++ (BUTD), appendix B.1
 
 # %%
 img, txt = demo_embeddings(n=N, dim=16, noise=1.5, seed=cfg.seed)
-S = similarity(img, txt)
+S = similarity.similarity(img, txt)
 eye = torch.eye(N, dtype=torch.bool)
 off = ~eye
 P = N  # positive pairs (the diagonal)
-violated = (S.masked_fill(eye, -torch.inf).max(dim=1).values - S.diagonal() + M) > 0
+violated = (similarity.hardest_negatives(S, off).values - S.diagonal() + M) > 0
 print(f"{int(violated.sum())} of {N} image queries violate the margin m = {M}")
 assert violated.sum() >= N / 4
 
@@ -117,11 +114,9 @@ Dc = torch.exp(GAMMA * (S - S.diagonal()[None, :] + M)) * off  # column (caption
 w_row = Dr / (1 + Dr.sum(dim=1, keepdim=True))
 w_col = Dc / (1 + Dc.sum(dim=0, keepdim=True))
 grad_by_hand = w_row + w_col - torch.diag(w_row.sum(dim=1) + w_col.sum(dim=0))
-
-S_leaf = S.clone().requires_grad_()
-losses.unified(S_leaf, M, GAMMA).backward()
-torch.testing.assert_close(grad_by_hand, S_leaf.grad)
-torch.testing.assert_close(w_row, viz.row_weights(S, M, GAMMA))  # what the explorer plots
+torch.testing.assert_close(grad_by_hand, analysis.loss_gradient(S, lambda X: losses.unified(X, M, GAMMA)))
+torch.testing.assert_close(w_row, analysis.unified_weights(S, M, GAMMA))  # what the explorer plots
+torch.testing.assert_close(w_col, analysis.unified_weights(S.T, M, GAMMA).T)
 assert not torch.allclose(Dr / (1 + Dr), w_row)  # eq. 15 as printed (one D) is not it here
 
 # %% [markdown]
@@ -129,8 +124,8 @@ assert not torch.allclose(Dr / (1 + Dr), w_row)  # eq. 15 as printed (one D) is 
 #
 # Left: the weight of a negative against its gap $x = s_{ij} - s_{ii}$. The thick curve is
 # a query with a single negative, $D/(1+D) = \sigma(\gamma(x + m))$: a sigmoid centred at
-# $x = -m$ with width $\sim 1/\gamma$. The dotted curve is VLC ($m = 0$) at the same $\gamma$;
-# the dashed step is Triplet-HN ($\gamma \to \infty$). Grey dots are the negatives of the
+# $x = -m$ with width $\sim 1/\gamma$. The dotted curve is NT-Xent ($m = 0$) at the same $\gamma$;
+# the dashed step is Triplet-SH ($\gamma \to \infty$). Grey dots are the negatives of the
 # live batch with their real weights $D/(1+\sum D)$ — on or below the curve, because
 # the other negatives of the query share the weight. Right: $\partial\mathcal L/\partial S$
 # of the batch.
@@ -141,43 +136,46 @@ assert not torch.allclose(Dr / (1 + Dr), w_row)  # eq. 15 as printed (one D) is 
 # that violate the margin.
 
 # %%
-unified_explorer(S, margin=M, gamma=GAMMA)
+widgets.unified.unified_explorer(S, margin=M, gamma=GAMMA)
 
 # %% [markdown]
-# The curves are the library's: with one negative per query (a batch of two pairs whose
-# negatives sit at gap $x$), the loss per query term and the weight equal `losses.unified`
-# and its autograd. And the sigmoid's centre is $-m$ for every $\gamma$.
+# The curves are `analysis.unified_one_negative_loss` and `_weight`, and they are the loss itself:
+# with one negative per query (a batch of two pairs whose negatives sit at gap $x$), the loss per
+# query term and the weight equal `losses.unified` and its gradient. And the sigmoid's centre is
+# $-m$ for every $\gamma$.
 
 # %%
 for x in (-0.5, -0.2, 0.1):
     for gamma in (5.0, 60.0, 1e3):
-        S2 = torch.tensor([[0.0, x], [x, 0.0]], dtype=torch.float64, requires_grad=True)
-        loss = losses.unified(S2, M, gamma)  # four query terms, one negative each
-        loss.backward()
-        assert math.isclose(viz.one_negative_loss(x, M, gamma), float(loss.detach()) / 4, rel_tol=1e-9, abs_tol=1e-12)
-        assert math.isclose(viz.one_negative_weight(x, M, gamma), float(S2.grad[0, 1]) / 2, rel_tol=1e-9, abs_tol=1e-12)
-assert all(float(viz.one_negative_weight(-m, m, g)) == 0.5 for m in (0.0, 0.2, 0.4) for g in (1.0, 60.0, 1e4))
+        S2 = torch.tensor([[0.0, x], [x, 0.0]], dtype=torch.float64)  # four query terms, one negative each
+        loss, grad = losses.unified(S2, M, gamma), analysis.loss_gradient(S2, lambda X: losses.unified(X, M, gamma))
+        assert math.isclose(analysis.unified_one_negative_loss(x, M, gamma), float(loss) / 4, rel_tol=1e-9,
+                            abs_tol=1e-12)
+        assert math.isclose(analysis.unified_one_negative_weight(x, M, gamma), float(grad[0, 1]) / 2, rel_tol=1e-9,
+                            abs_tol=1e-12)
+assert all(float(analysis.unified_one_negative_weight(-m, m, g)) == 0.5 for m in (0.0, 0.2, 0.4)
+           for g in (1.0, 60.0, 1e4))
 
 # %% [markdown]
 # ### The whole picture: surfaces over gap and scale
 #
 # The loss and the weight of one negative over $(x, \log_{10}\gamma)$. At small $\gamma$ the
-# weight is a gentle ramp: every negative is pushed a little (VLC-like). At large $\gamma$ the
-# loss folds into the hinge $[x + m]_+$ and the weight into a step: Triplet-HN. The slider
+# weight is a gentle ramp: every negative is pushed a little (NT-Xent-like). At large $\gamma$ the
+# loss folds into the hinge $[x + m]_+$ and the weight into a step: Triplet-SH. The slider
 # moves the margin.
 
 # %%
-surface_explorer(margin=M, n=cfg.pick(30, 60))
+widgets.unified.surface_explorer(margin=M, n=cfg.pick(30, 60))
 
 # %%
-x = np.linspace(-1.0, 0.6, 161)
-hinge = np.maximum(x + M, 0.0)
-assert np.all(np.abs(viz.one_negative_loss(x, M, 1e3) - hinge) <= math.log(2) / 1e3)  # large γ: the hinge
-assert np.all(np.diff(viz.one_negative_weight(x, M, 1.0)) > 0)  # small γ: a ramp ...
-assert viz.one_negative_weight(-1.0, M, 1.0) > 0.3  # ... that still pushes a negative 1.0 below the positive
+x = torch.linspace(-1.0, 0.6, 161, dtype=torch.float64)
+hinge = (x + M).clamp_min(0.0)
+assert torch.all((analysis.unified_one_negative_loss(x, M, 1e3) - hinge).abs() <= math.log(2) / 1e3)  # large γ
+assert torch.all(torch.diff(analysis.unified_one_negative_weight(x, M, 1.0)) > 0)  # small γ: a ramp ...
+assert analysis.unified_one_negative_weight(-1.0, M, 1.0) > 0.3  # ... that still pushes a negative 1.0 below
 
 # %% [markdown]
-# ## Limit 1: $\gamma \to \infty$ gives Triplet-HN (eq. 6)
+# ## Limit 1: $\gamma \to \infty$ gives Triplet-SH (eq. 6)
 #
 # For the violations $x_j = s_{ij} - s_{ii} + m$ of one query, with $x^* = \max(0, \max_j x_j)$,
 #
@@ -186,7 +184,7 @@ assert viz.one_negative_weight(-1.0, M, 1.0) > 0.3  # ... that still pushes a ne
 # because the sum inside has $N$ terms ($1$ and $N - 1$ exponentials), each at most
 # $e^{\gamma x^*}$. Divide by $\gamma$ and add the $2P$ query terms:
 #
-# $$0 \;\le\; \mathcal L_{\text{Unified}}(m, \gamma) - \mathcal L_{\text{Triplet-HN}}(m)
+# $$0 \;\le\; \mathcal L_{\text{Unified}}(m, \gamma) - \mathcal L_{\text{Triplet-SH}}(m)
 #   \;\le\; \frac{2P\log N}{\gamma}.$$
 
 # %%
@@ -199,32 +197,27 @@ hn = losses.triplet_hardest(S, M)
 for gamma in (10.0, 100.0, 1e3, 1e4):
     gap = float(losses.unified(S, M, gamma) - hn)
     assert within_bound(gap, gamma), (gamma, gap)
-print(f"Triplet-HN {float(hn):.5f}  vs  unified at γ = 1e4: {float(losses.unified(S, M, 1e4)):.5f}")
-viz.gamma_limit_figure(S, M, gammas=np.logspace(0, 4, 9))
+print(f"Triplet-SH {float(hn):.5f}  vs  unified at γ = 1e4: {float(losses.unified(S, M, 1e4)):.5f}")
+viz.unified.gamma_limit_figure(S, M, gammas=np.logspace(0, 4, 9))
 
 # %% [markdown]
-# The gradient follows. Triplet-HN's gradient (through `max`) is nonzero only at the positive
-# and the hardest negative of each query whose hinge is active; at $\gamma = 10^4$ the unified
-# loss's gradient is the same matrix.
+# The gradient follows. Triplet-SH's gradient (through `max`) is nonzero only at the positive
+# and the hardest negative of each query whose hinge is active (`similarity.hardest_negative_mask`,
+# the one the losses pick); at $\gamma = 10^4$ the unified loss's gradient is the same matrix.
 
 # %%
 def grad_of(loss_fn) -> torch.Tensor:
-    X = S.clone().requires_grad_()
-    loss_fn(X).backward()
-    return X.grad
+    return analysis.loss_gradient(S, loss_fn)
 
 
 g_hn, g_uni = grad_of(lambda X: losses.triplet_hardest(X, M)), grad_of(lambda X: losses.unified(X, M, 1e4))
-row_hard = torch.zeros_like(eye)
-row_hard[torch.arange(N), S.masked_fill(eye, -torch.inf).argmax(dim=1)] = True
-col_hard = torch.zeros_like(eye)
-col_hard[S.masked_fill(eye, -torch.inf).argmax(dim=0), torch.arange(N)] = True
-assert torch.all(g_hn[off & ~(row_hard | col_hard)] == 0)  # only the hardest negatives get gradient
+hardest = similarity.hardest_negative_mask(S, None, "i2t") | similarity.hardest_negative_mask(S, None, "t2i")
+assert torch.all(g_hn[off & ~hardest] == 0)  # only the hardest negatives get gradient
 assert torch.any(g_hn[off] != 0)  # ... and some of them do in this batch
 torch.testing.assert_close(g_uni, g_hn, atol=1e-6, rtol=0)
 
 # %% [markdown]
-# ## Limit 2: $m = 0$ gives VLC (eq. 7)
+# ## Limit 2: $m = 0$ gives NT-Xent (eq. 7)
 #
 # Set $m = 0$ and multiply by $\gamma$: every term is $\log(1 + \sum_j e^{\gamma(s_{ij}-s_{ii})})$,
 # the pair-similarity form of NT-Xent at temperature $1/\gamma$ (notebook 03; Li et al., eq. 4).
@@ -239,10 +232,10 @@ for gamma in (1.0, 10.0, 60.0):
 # is $0.2$. On this batch the margin multiplies the total gradient several times over:
 
 # %%
-push_vlc = float(grad_of(lambda X: losses.unified(X, 0.0, GAMMA)).abs().sum())
+push_nt = float(grad_of(lambda X: losses.unified(X, 0.0, GAMMA)).abs().sum())
 push_uni = float(grad_of(lambda X: losses.unified(X, M, GAMMA)).abs().sum())
-print(f"sum |dL/dS|: m = 0 -> {push_vlc:.3f},  m = {M} -> {push_uni:.3f}")
-assert push_uni > 2 * push_vlc
+print(f"sum |dL/dS|: m = 0 -> {push_nt:.3f},  m = {M} -> {push_uni:.3f}")
+assert push_uni > 2 * push_nt
 
 # %% [markdown]
 # ## Variants (Li et al., appendix A.4)
@@ -254,7 +247,7 @@ assert push_uni > 2 * push_vlc
 # $$\frac{1}{\gamma}\sum_i\Big[\log\Big(1 + \sum_{j\ne i} e^{\gamma(w_{ij}s_{ij} - w_{ii}s_{ii} + m)}\Big)
 #  + \log\Big(1 + \sum_{j\ne i} e^{\gamma(w_{ji}s_{ji} - w_{ii}s_{ii} + m)}\Big)\Big].$$
 #
-# Its $\gamma \to \infty$ limit is Triplet-HN on the weighted similarities (RSP, eq. 25, is of
+# Its $\gamma \to \infty$ limit is Triplet-SH on the weighted similarities (RSP, eq. 25, is of
 # this kind with a polynomial weight).
 
 # %%
@@ -268,7 +261,7 @@ assert within_bound(gap, 1e4), gap
 # %% [markdown]
 # **Adaptive margin (eq. 26).** Methods for noisy correspondences give each pair its own
 # margin $m_i$, shared by its two query terms; pass one margin per positive pair. As
-# $\gamma \to \infty$ it becomes NCR's loss (eq. 27): Triplet-HN with per-pair margins,
+# $\gamma \to \infty$ it becomes NCR's loss (eq. 27): Triplet-SH with per-pair margins,
 # `losses.triplet_hardest(S, margins)` — within the same bound.
 
 # %%
@@ -287,19 +280,19 @@ torch.testing.assert_close(losses.unified(S, torch.full((N,), M, dtype=S.dtype),
 #   $s_{ij} - s_{ii} + m$ over each query, i.e. an additive-margin softmax over the batch.
 # - Each negative is pushed with weight $D_{ij} / (1 + \sum_k D_{ik})$ (eqs. 14–16):
 #   a sigmoid-like ramp centred at gap $-m$ whose sharpness is $\gamma$.
-# - $\gamma \to \infty$ gives Triplet-HN (eq. 6) with error at most $2P\log N/\gamma$, and the
-#   gradient collapses onto the hardest negatives; $m = 0$ gives VLC $/\gamma$ (eq. 7).
+# - $\gamma \to \infty$ gives Triplet-SH (eq. 6) with error at most $2P\log N/\gamma$, and the
+#   gradient collapses onto the hardest negatives; $m = 0$ gives NT-Xent $/\gamma$ (eq. 7).
 # - Weights on the similarities (eq. 24) and per-pair margins (eq. 26, NCR as eq. 27's
 #   limit) fit in the same formula.
 # - Li et al. train with $m = 0.2$ and $\gamma = 50$–$60$. On Flickr30K (their Fig. 5), with
-#   $\gamma = 60$ fixed, $m = 0.2$ gave the best RSUM and every $m > 0$ beat VLC; with $m = 0.2$
+#   $\gamma = 60$ fixed, $m = 0.2$ gave the best RSUM and every $m > 0$ beat NT-Xent; with $m = 0.2$
 #   fixed, RSUM first rises and then falls as $\gamma$ grows: mining hard negatives helps,
-#   mining only the hardest one (Triplet-HN) loses performance.
+#   mining only the hardest one (Triplet-SH) loses performance.
 #
 # ## Exercises
 #
 # 1. Show numerically that the unified loss *decreases* monotonically in $\gamma$ towards
-#    Triplet-HN (hint: $\frac{d}{d\gamma}\frac{1}{\gamma}\log\sum_j e^{\gamma x_j}
+#    Triplet-SH (hint: $\frac{d}{d\gamma}\frac{1}{\gamma}\log\sum_j e^{\gamma x_j}
 #    = -H(p)/\gamma^2 \le 0$, $p$ the softmax of $\gamma x$).
 # 2. A COCOS-style count (Bleeker & de Rijke, Sec. 4): how many negatives per image query
 #    have weight $> 0.01$ at $\gamma = 10, 60, 1000$?
@@ -320,7 +313,7 @@ torch.testing.assert_close(losses.unified(S, torch.full((N,), M, dtype=S.dtype),
 #
 # ```python
 # for gamma in (10.0, 60.0, 1e3):
-#     print(gamma, (viz.row_weights(S, M, gamma) > 0.01).sum(dim=1).tolist())
+#     print(gamma, (analysis.unified_weights(S, M, gamma) > 0.01).sum(dim=1).tolist())
 # ```
 # </details>
 #

@@ -34,14 +34,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from vlr_lib import losses, metrics
-from vlr_lib.data.shapes import make_shapes
+from vlr_lib import analysis, losses, metrics, similarity, viz, widgets
+from vlr_lib.data import make_shapes
 from vlr_lib.notebook import demo_embeddings, setup
-from vlr_lib.similarity import similarity
 from vlr_lib.train import chance_rsum, fit, shapes_features
-from vlr_lib.viz import softmax as viz
-from vlr_lib.viz.matrix import similarity_heatmap
-from vlr_lib.widgets.softmax import partition_explorer, threshold_explorer
 
 cfg = setup(seed=0)
 N = cfg.pick(10, 16)  # pairs in the live batch
@@ -66,9 +62,9 @@ FRACTION = 0.5  # cross-example negative mining: share of the batch's negatives 
 
 # %%
 img, txt = demo_embeddings(n=N, dim=16, noise=1.2, seed=cfg.seed)
-S = similarity(img, txt)
+S = similarity.similarity(img, txt)
 eye = torch.eye(N, dtype=torch.bool)
-similarity_heatmap(S, marks={"positive": eye})
+viz.matrix.similarity_heatmap(S, marks={"positive": eye})
 
 # %% [markdown]
 # ## One softmax, four sets of negatives
@@ -85,6 +81,12 @@ similarity_heatmap(S, marks={"positive": eye})
 # | stochastic negative mining (SNM) | $\operatorname{topk}(\mathcal N_{i,B})$, the $k$ largest of the row | 3 |
 # | cross-example softmax | $\mathcal N_B = \bigcup_i \mathcal N_{i,B}$, every off-diagonal entry of $S$ | 4–5 |
 # | cross-example negative mining | $\operatorname{topk}(\mathcal N_B)$, the largest entries of the whole batch | 6 |
+#
+# In the library the four are two functions and one argument, `topk`, which means the same
+# everywhere in `vlr_lib` (and on the command lines): an **int** is a count of negatives, a
+# **float** in $(0, 1]$ a fraction of the negatives available ($1.0$ = all of them). SNM is
+# `sampled_softmax(S, topk=k)` with the $k$ negatives of the row; cross-example mining is
+# `cross_example_softmax(S, topk=0.5)`, half of the batch's $N(N-1)$ negatives, rounded up.
 #
 # We write $\ell_i$ once and feed it the four sets.
 
@@ -118,6 +120,13 @@ library = {
 for name in by_hand:
     torch.testing.assert_close(by_hand[name], library[name])
 torch.testing.assert_close(by_hand["sampled softmax (eq. 2)"].mean(), losses.sampled_softmax(S, LAM))  # the 1/N sum
+
+# one meaning of topk: a fraction and the count it rounds up to are the same loss; 1.0 keeps everything
+torch.testing.assert_close(losses.cross_example_softmax(S, LAM, topk=FRACTION),
+                           losses.cross_example_softmax(S, LAM, topk=n_keep))
+torch.testing.assert_close(losses.sampled_softmax(S, LAM, topk=K / (N - 1)), losses.sampled_softmax(S, LAM, topk=K))
+for loss in (losses.sampled_softmax, losses.cross_example_softmax):
+    torch.testing.assert_close(loss(S, LAM, topk=1.0), loss(S, LAM))
 
 pd.DataFrame({name: v.numpy() for name, v in by_hand.items()}).describe().loc[["mean", "min", "max"]].round(4)
 
@@ -159,20 +168,25 @@ print("mined negatives per row:", mined_per_row.tolist(), f"(each row has {N - 1
 # \quad\text{for } s \in \mathcal N, \qquad \frac{\partial \ell_q}{\partial s_{q,q}} = -\lambda(1 - p_+),$$
 #
 # and zero for every entry left out. So the gradient of the library loss is a map of the
-# partition function: `viz.partition_weights` divides it by $\lambda$ and returns the softmax
+# partition function: `analysis.partition_weights` divides it by $\lambda$ and returns the softmax
 # weight $p$ of every entry in $Z_q$ (and $p_+$ at the positive). The weights sum to one, the
 # term is $-\log p_+$, and the sizes of the four sets are $N-1$, $k$, $N(N-1)$ and
 # $\lceil 0.5\,N(N-1)\rceil$.
 
 # %%
 q = 0
-sizes = {"sampled_softmax": N - 1, "snm": K, "cross_example_softmax": N * (N - 1), "cross_example_mining": n_keep}
-for variant, size in sizes.items():
-    W = viz.partition_weights(S, q, variant, K, FRACTION, LAM)
+variants = {  # (library loss, topk, size of its set of negatives)
+    "sampled softmax (eq. 2)": ("sampled_softmax", None, N - 1),
+    "SNM (eq. 3)": ("sampled_softmax", K, K),
+    "cross-example softmax (eq. 5)": ("cross_example_softmax", None, N * (N - 1)),
+    "cross-example mining (eq. 6)": ("cross_example_softmax", FRACTION, n_keep),
+}
+for name, (loss, topk, size) in variants.items():
+    W = analysis.partition_weights(S, q, loss, topk, LAM)
     assert int((W > 0).sum()) == size + 1  # the negatives in Z_q and the positive
     torch.testing.assert_close(W.sum(), torch.tensor(1.0, dtype=W.dtype))
-    torch.testing.assert_close(-torch.log(W[q, q]), viz.query_term(S, q, variant, K, FRACTION, LAM))
-    if variant in ("sampled_softmax", "snm"):
+    torch.testing.assert_close(-torch.log(W[q, q]), library[name][q])  # the term is -log p+
+    if loss == "sampled_softmax":
         assert torch.all(W[torch.arange(N) != q] == 0)  # only the query's own row
 
 # %% [markdown]
@@ -182,12 +196,11 @@ for variant, size in sizes.items():
 # %%
 S_bumped = S.clone()
 S_bumped[N - 1, 1] += 0.5  # an entry of the last row, not query 0's
-for variant, moves in (("sampled_softmax", False), ("cross_example_softmax", True)):
-    before = viz.query_term(S, q, variant, K, FRACTION, LAM)
-    after = viz.query_term(S_bumped, q, variant, K, FRACTION, LAM)
-    assert bool(after > before) == moves, variant
-print("query 0, cross-example term:", float(viz.query_term(S, q, "cross_example_softmax")), "->",
-      float(viz.query_term(S_bumped, q, "cross_example_softmax")))
+for loss, moves in ((losses.sampled_softmax, False), (losses.cross_example_softmax, True)):
+    before, after = (loss(X, LAM, reduction="none")[q] for X in (S, S_bumped))
+    assert bool(after > before) == moves, loss.__name__
+terms = [float(losses.cross_example_softmax(X, LAM, reduction="none")[q]) for X in (S, S_bumped)]
+print("query 0, cross-example term: {:.4f} -> {:.4f}".format(*terms))
 
 # %% [markdown]
 # **Explorer (Veit & Wilber, Fig. 2 B on the live batch).** Each panel shows $S$ in grey and, in
@@ -201,7 +214,7 @@ print("query 0, cross-example term:", float(viz.query_term(S, q, "cross_example_
 # - lower $\lambda$: the weights spread out; raise it: one entry takes them all.
 
 # %%
-partition_explorer(S, query=q, k=K, fraction=FRACTION, scale=LAM)
+widgets.softmax.partition_explorer(S, query=q, k=K, fraction=FRACTION, scale=LAM)
 
 # %% [markdown]
 # ## Why cross-example comparisons calibrate
@@ -317,7 +330,7 @@ print(f"random scorer: PR-AUC {random_auc:.3f}, rsum {chance_rsum(val[2]):.1f}")
 table.round(3)
 
 # %%
-viz.pr_figure(results)
+viz.softmax.pr_figure(results)
 
 # %% [markdown]
 # **What to expect, and what we see.** Veit & Wilber train BERT and a ResNet-50 for 25,000 steps
@@ -347,7 +360,7 @@ print(f"This run: cross-example softmax PR-AUC {auc['cross_example_softmax']:.3f
 # box below it. Move the **global threshold** and read precision and recall over all pairs.
 
 # %%
-threshold_explorer(results, threshold=0.2, n_queries=12, direction="t2i")
+widgets.softmax.threshold_explorer(results, threshold=0.2, n_queries=12, direction="t2i")
 
 # %% [markdown]
 # Veit & Wilber's Fig. 4 (right) draws, per query, the number of neighbours whose score is at least
@@ -362,7 +375,7 @@ threshold_explorer(results, threshold=0.2, n_queries=12, direction="t2i")
 # see it at all (the offset argument above).
 
 # %%
-viz.neighbor_count_figure(results, direction="t2i")
+viz.softmax.neighbor_count_figure(results, direction="t2i")
 
 # %%
 def between_query_share(S: torch.Tensor, caption_to_image: torch.Tensor) -> float:

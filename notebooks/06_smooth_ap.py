@@ -29,11 +29,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from vlr_lib import losses, metrics
+from vlr_lib import losses, metrics, similarity, viz, widgets
 from vlr_lib.notebook import demo_embeddings, setup
-from vlr_lib.similarity import l2_normalize, positive_mask, similarity
-from vlr_lib.viz import smooth_ap as viz
-from vlr_lib.widgets.smooth_ap import smooth_ap_explorer
 
 cfg = setup(seed=0)
 N_IMG = cfg.pick(6, 16)  # images in the live batch, 5 captions each
@@ -50,6 +47,8 @@ TAU = 0.01  # Bleeker & de Rijke's SmoothAP temperature (Table 1)
 #   \frac{\mathcal R(i, \mathcal P)}{\mathcal R(i, \Omega)} \quad\text{(eq. 5)}.$$
 #
 # $\mathcal R(i,\mathcal P)/\mathcal R(i,\Omega)$ is the precision at the position of positive $i$.
+# (Ties are not an issue in this notebook's real-valued scores; the library's
+# `metrics.average_precision` counts a negative tied with a positive as above it, notebook 01.)
 # Take eight candidates with the positives at ranks 1, 3 and 6:
 # $\text{AP} = \frac13\big(\frac11 + \frac23 + \frac36\big) = \frac{13}{18}$.
 
@@ -70,15 +69,17 @@ def ap_by_hand(scores, is_pos) -> Fraction:
 
 
 assert ap_by_hand(scores, is_pos) == Fraction(13, 18)
-assert math.isclose(viz.exact_ap(scores, is_pos), 13 / 18)
-viz.ranking_figure(scores, is_pos, title="Eight candidates, three positives")
+assert math.isclose(metrics.average_precision(scores, is_pos), 13 / 18)
+viz.smooth_ap.ranking_figure(scores, is_pos, title="Eight candidates, three positives")
 
 # %% [markdown]
 # ## The sigmoid relaxation (eq. 7)
 #
 # Replace every indicator $\mathbb 1\{x > 0\}$ by
 #
-# $$\mathcal G(x; \tau) = \frac{1}{1 + e^{-x/\tau}},$$
+# $$\mathcal G(x; \tau) = \frac{1}{1 + e^{-x/\tau}}$$
+#
+# (`losses.smooth_step`),
 #
 # which counts a candidate *fractionally* when its score is within a few $\tau$ of the
 # positive's. This gives SmoothAP (Bleeker & de Rijke, the display after eq. 7),
@@ -109,11 +110,16 @@ def smooth_ap_by_hand(scores, is_pos, tau: float, flip: bool = False) -> float:
     return total / len(positives)
 
 
-row, row_mask = torch.tensor(scores)[None], torch.tensor(is_pos)[None]
+def smoothed_ap(scores, is_pos, tau: float) -> float:
+    """SmoothAP of one query: 1 - the library loss on that single row."""
+    row, mask = torch.as_tensor(np.asarray(scores))[None], torch.as_tensor(np.asarray(is_pos))[None]
+    return 1 - float(losses.smooth_ap(row, tau, pos_mask=mask))
+
+
 for tau in (0.3, TAU, 1e-3):
-    library = 1 - float(losses.smooth_ap(row, tau, pos_mask=row_mask))
-    assert math.isclose(smooth_ap_by_hand(scores, is_pos, tau), library, rel_tol=1e-12)
-    assert math.isclose(viz.smoothed_ap(scores, is_pos, tau), library, rel_tol=1e-12)
+    assert math.isclose(smooth_ap_by_hand(scores, is_pos, tau), smoothed_ap(scores, is_pos, tau), rel_tol=1e-12)
+x = torch.linspace(-0.1, 0.1, 9, dtype=torch.float64)
+torch.testing.assert_close(losses.smooth_step(x, TAU), 1 / (1 + torch.exp(-x / TAU)))  # G of eq. 7
 
 # tau -> 0 recovers the exact AP (scores here are 0.1 apart, so tau = 1e-3 is already sharp) ...
 assert abs(smooth_ap_by_hand(scores, is_pos, 1e-3) - 13 / 18) < 1e-12
@@ -135,9 +141,9 @@ assert math.isclose(smooth_ap_by_hand(scores, is_pos, 1e4), (1 + 2 / 2) / (1 + 7
 img, _ = demo_embeddings(n=N_IMG, dim=16, noise=0.0, seed=cfg.seed)
 g = torch.Generator().manual_seed(cfg.seed)
 c2i = torch.arange(5 * N_IMG) // 5  # caption -> its image
-txt = l2_normalize(img[c2i] + 1.0 * torch.randn(5 * N_IMG, 16, generator=g, dtype=img.dtype))
-S = similarity(img, txt)
-pos_i2t = positive_mask(torch.arange(N_IMG), c2i)  # [N_IMG, 5 N_IMG], five True per row
+txt = similarity.l2_normalize(img[c2i] + 1.0 * torch.randn(5 * N_IMG, 16, generator=g, dtype=img.dtype))
+S = similarity.similarity(img, txt)
+pos_i2t = similarity.positive_mask(torch.arange(N_IMG), c2i)  # [N_IMG, 5 N_IMG], five True per row
 pos_t2i = pos_i2t.T  # one True per row
 assert (pos_i2t.sum(dim=1) == 5).all() and (pos_t2i.sum(dim=1) == 1).all()
 
@@ -149,18 +155,19 @@ assert (pos_i2t.sum(dim=1) == 5).all() and (pos_t2i.sum(dim=1) == 1).all()
 # $0.01$ and $0.3$.
 
 # %%
-smooth_ap_explorer(S, pos_i2t, tau=TAU, query=0)
+widgets.smooth_ap.smooth_ap_explorer(S, pos_i2t, tau=TAU, query=0)
 
 # %% [markdown]
 # ### Exact AP of the batch, and the library's metrics agree
 #
-# With every candidate ranked, mean AP over image queries is `metrics.map_at_k` at full
-# depth; with one positive, AP is $1/\text{rank}$, so mean AP over caption queries is the
-# mean reciprocal rank of `metrics.ranks_t2i`.
+# `metrics.average_precision` is the AP of one query's ranking. With every candidate ranked,
+# mean AP over image queries is `metrics.map_at_k` at full depth; with one positive, AP is
+# $1/\text{rank}$, so mean AP over caption queries is the mean reciprocal rank of
+# `metrics.ranks_t2i`.
 
 # %%
-ap_i2t = np.array([viz.exact_ap(S[q], pos_i2t[q]) for q in range(N_IMG)])
-ap_t2i = np.array([viz.exact_ap(S.T[c], pos_t2i[c]) for c in range(5 * N_IMG)])
+ap_i2t = np.array([metrics.average_precision(S[q], pos_i2t[q]) for q in range(N_IMG)])
+ap_t2i = np.array([metrics.average_precision(S.T[c], pos_t2i[c]) for c in range(5 * N_IMG)])
 assert math.isclose(ap_i2t.mean(), metrics.map_at_k(S, c2i, k=5 * N_IMG))
 np.testing.assert_allclose(ap_t2i, 1.0 / metrics.ranks_t2i(S, c2i).double().numpy())
 print(f"mean AP: image->text {ap_i2t.mean():.4f}, text->image {ap_t2i.mean():.4f}")
@@ -173,7 +180,7 @@ print(f"mean AP: image->text {ap_i2t.mean():.4f}, text->image {ap_t2i.mean():.4f
 
 # %%
 s_pos = S.T[pos_t2i]  # each caption's own image score, in caption order
-G_neg = torch.sigmoid((S.T - s_pos[:, None]) / TAU).masked_fill(pos_t2i, 0.0)
+G_neg = losses.smooth_step(S.T - s_pos[:, None], TAU).masked_fill(pos_t2i, 0.0)
 torch.testing.assert_close(
     1 - losses.smooth_ap(S.T, TAU, pos_mask=pos_t2i, reduction="none"), 1 / (1 + G_neg.sum(dim=1))
 )
@@ -284,17 +291,17 @@ pd.concat({"rsum": rsum, "i2t mAP@5": mAP}, axis=1)
 # <details><summary>Solution 1</summary>
 #
 # ```python
-# assert viz.exact_ap(10 * scores, is_pos) == viz.exact_ap(scores, is_pos)
-# print(viz.smoothed_ap(scores, is_pos, 0.05), viz.smoothed_ap(10 * scores, is_pos, 0.05))
-# assert math.isclose(viz.smoothed_ap(10 * scores, is_pos, 0.5), viz.smoothed_ap(scores, is_pos, 0.05))  # tau x 10
+# assert metrics.average_precision(10 * scores, is_pos) == metrics.average_precision(scores, is_pos)
+# print(smoothed_ap(scores, is_pos, 0.05), smoothed_ap(10 * scores, is_pos, 0.05))
+# assert math.isclose(smoothed_ap(10 * scores, is_pos, 0.5), smoothed_ap(scores, is_pos, 0.05))  # tau x 10
 # ```
 # </details>
 #
 # <details><summary>Solution 2</summary>
 #
 # ```python
-# exact = viz.exact_ap(S[0], pos_i2t[0])
-# ok = [t for t in np.logspace(-4, 0, 41) if abs(viz.smoothed_ap(S[0], pos_i2t[0], t) - exact) < 0.01]
+# exact = metrics.average_precision(S[0], pos_i2t[0])
+# ok = [t for t in np.logspace(-4, 0, 41) if abs(smoothed_ap(S[0], pos_i2t[0], t) - exact) < 0.01]
 # print(max(ok))
 # ```
 # </details>

@@ -24,7 +24,9 @@
 # - place the 15 combinations in Table 1 and test which of them are the gradient of some loss;
 # - compose a gradient with the widgets and watch $\partial L/\partial S$ on a live batch;
 # - explain how `vlr_lib.goal.goal_objective` hands a designed gradient to autograd
-#   (a custom `torch.autograd.Function`), and check it against Triplet-HN and NCA.
+#   (a custom `torch.autograd.Function`), and check it against Triplet-SH and NCA;
+# - say why the MS pair weight needs MS loss's own normalisation to stay bounded (eq. 12 as printed
+#   can give $|\partial L/\partial S| \sim 10^{10}$).
 #
 # Paper: Xuan & Chen, sec. 3 (eqs. 1–13), Table 1, Figs. 2–3, Tables 2–5. Library:
 # `vlr_lib.goal` (its docstrings record how we read the MS sets $\mathcal{P}$, $\mathcal{N}$ and the clamps).
@@ -35,15 +37,10 @@ import itertools
 import torch
 import torch.nn.functional as F
 
-from vlr_lib import goal, losses
-from vlr_lib.notebook import demo_embeddings
-from vlr_lib.viz import goal as vgoal
-from vlr_lib.viz.matrix import similarity_heatmap
-from vlr_lib.widgets import goal as wgoal
+from vlr_lib import goal, losses, similarity, viz, widgets
+from vlr_lib.notebook import demo_embeddings, setup
 
-from vlr_lib.notebook import setup
 cfg = setup(seed=0)
-
 N = cfg.pick(8, 12)  # batch size of the live batch (both small: every matrix is shown)
 
 # %% [markdown]
@@ -103,7 +100,7 @@ print("eq. 3 holds: the encoders see dL/dS only through  dL/dx_i = sum_j G_ij y_
 # sit bottom right.
 
 # %%
-vgoal.triplet_diagrams(margin=0.2, tau=10.0)
+viz.goal.triplet_diagrams(margin=0.2, tau=10.0)
 
 # %% [markdown]
 # The iso-lines tell the story. $T^{con}$ is a cliff along the line $S_{neg} = S_{pos} - m$.
@@ -157,7 +154,7 @@ assert abs(t_nca[0] - t_nca[1]) < 1e-12 and t_cir[1] > 0.99 > 0.05 > t_cir[0]
 # gap. Move the knobs: a larger $\tau$ sharpens both soft steps; the margin moves the cliff of $T^{con}$.
 
 # %%
-wgoal.triplet_explorer()
+widgets.goal.triplet_explorer()
 
 # %% [markdown]
 # ## 3. Pair weights (eqs. 9–13; Fig. 3)
@@ -174,15 +171,16 @@ wgoal.triplet_explorer()
 # | lin-ms (eq. 13) | $(1 - m^{lin}_+)(1 - s)$ | $(1 + m^{lin}_-)\, s$ | new in the paper |
 #
 # The MS forms add a *relative-similarity* term $m$ computed from the rest of the batch: for the
-# positive, a mean of $e^{\alpha(S_{\mathbf{x},\mathbf{y}} - R)}$ over the other positive pairs $R$ in
-# the set $\mathcal{P}$; for the negative, a mean of $e^{-\beta(S_{\mathbf{x},\mathbf{y}'} - R)}$ over
-# the query's other negatives in $\mathcal{N}$ (and plain differences $S - R$ for lin-ms). `vlr_lib`
+# positive, from $e^{\alpha(S_{\mathbf{x},\mathbf{y}} - R)}$ over the other positive pairs $R$ in
+# the set $\mathcal{P}$; for the negative, from $e^{-\beta(S_{\mathbf{x},\mathbf{y}'} - R)}$ over
+# the query's other negatives in $\mathcal{N}$ (eq. 12 prints their mean; section 3b shows why
+# `vlr_lib` follows MS loss itself instead), and a mean of plain differences $S - R$ for lin-ms. `vlr_lib`
 # clamps the linear forms at zero ($[1-s]_+$, $[s]_+$, as Circle loss does), so a positive is never
 # pushed and a negative never pulled. Fig. 3 draws the curves with $\alpha = 2$, $\beta = 10$,
 # $\lambda = 0.5$ and a fixed $m = 0.1$ for the MS forms:
 
 # %%
-vgoal.pair_weight_curves(alpha=2.0, beta=10.0, lam=0.5, rel=0.1)
+viz.goal.pair_weight_curves(alpha=2.0, beta=10.0, lam=0.5, rel=0.1)
 
 # %% [markdown]
 # Read the curves: every $P_+$ falls as the positive gets closer (less work left) and every $P_-$
@@ -213,23 +211,55 @@ for name in goal.GOAL_PAIRS:
     assert (P(name, True, **kw).diff() <= 1e-15).all() and (P(name, False, **kw).diff() >= -1e-15).all()
 
 # %% [markdown]
-# In training, $m$ is not a knob: it comes from the batch (`goal.relative_term`). One subtlety is
-# worth seeing with numbers. A *hardest* negative scores above every other negative of its query, so
-# each $S_{\mathbf{x},\mathbf{y}'} - R$ in $\mathcal{N}$ is positive and $m^{sig}_- = \text{mean}\, e^{-\beta(S - R)} \le 1$:
-# eq. 12 can only *raise* $P_-$ above the sigmoid. (The paper's prose speaks of $m^{sig}_- > 1$ for a
-# relatively close negative; we follow the equations, as the `vlr_lib.goal` docstrings explain.)
+# ### 3b. Eq. 12 as printed, and MS loss's own weights
+#
+# In training, $m$ is not a knob: it comes from the batch (`goal.relative_term`). Read literally,
+# eq. 12 takes $m$ as a *mean* over the set. A *hardest* negative scores above every other negative
+# of its query, so each $S_{\mathbf{x},\mathbf{y}'} - R$ in $\mathcal{N}$ is positive and
+# $m^{sig}_- = \text{mean}\, e^{-\beta(S - R)} \le 1$: the printed eq. 12 can only *raise* $P_-$ above
+# the sigmoid, up to $1/m$ — and $m$ can be tiny. (The paper's prose speaks of $m^{sig}_- > 1$ for a
+# relatively close negative; the equations say otherwise.)
+#
+# MS loss itself (Wang et al., CVPR 2019) writes its weights as
+#
+# $$w^- = \frac{1}{e^{\beta(\lambda - S_{ik})} + \sum_{k' \in \mathcal N_i} e^{\beta(S_{ik'} - S_{ik})}},
+# \qquad w^+ = \frac{1}{e^{-\alpha(\lambda - S_{ik})} + \sum_{k' \in \mathcal P_i} e^{-\alpha(S_{ik'} - S_{ik})}},$$
+#
+# eq. 12's form with $m$ a **sum** over a set that **contains the selected pair itself**, whose term
+# is $e^0 = 1$. So $m \ge 1$ and every weight is at most 1 (and at most the plain sigmoid weight).
+# `vlr_lib` uses this reading by default (`ms_form="ms-loss"`) and keeps the printed one as
+# `ms_form="printed"`. On one hardest negative:
 
 # %%
 s_hn = torch.tensor([0.6], dtype=torch.float64)  # a hardest negative
 others = torch.tensor([[0.5, 0.2, 0.58]], dtype=torch.float64)  # the query's other negatives
-m_neg = goal.relative_term("sig-ms", s_hn, others, torch.ones_like(others, dtype=torch.bool), positive=False)
-p_ms = goal.pair_weight("sig-ms", s_hn, False, rel=m_neg)
+members = torch.ones_like(others, dtype=torch.bool)
 p_sig = goal.pair_weight("sig", s_hn, False)
-print(f"m_- = {float(m_neg):.3f};  P_-^sig-ms = {float(p_ms):.3f}  vs  P_-^sig = {float(p_sig):.3f}")
-assert float(m_neg) < 1 and float(p_ms) > float(p_sig)
+for form in goal.MS_FORMS:
+    m_neg = goal.relative_term("sig-ms", s_hn, others, members, positive=False, ms_form=form)
+    p_ms = goal.pair_weight("sig-ms", s_hn, False, rel=m_neg)
+    print(f"{form:8s}: m_- = {float(m_neg):.3f};  P_-^sig-ms = {float(p_ms):.3f}  vs  P_-^sig = {float(p_sig):.3f}")
+    assert (float(m_neg) < 1 and float(p_ms) > float(p_sig)) if form == "printed" else \
+        (float(m_neg) >= 1 and float(p_ms) <= float(p_sig))
+
+# %% [markdown]
+# That difference is not cosmetic. At MS loss's own setting ($\alpha = 2$, $\beta = 50$) and cosines
+# spread over $[-1, 1]$, a hardest negative far above the rest makes the printed $m^{sig}_-$ about
+# $e^{-50 \cdot 0.5}$, and its weight the inverse:
 
 # %%
-wgoal.pair_weight_explorer()
+S_spread = torch.randn(6, 6, generator=torch.Generator().manual_seed(0)).clamp(-1, 1)
+for lam in (0.5, 1.0):
+    worst = {form: float(goal.goal_gradient(S_spread, "con", "sig-ms", alpha=2.0, beta=50.0, lam=lam,
+                                            ms_form=form).abs().max()) for form in goal.MS_FORMS}
+    print(f"lambda = {lam}: max |dL/dS|  MS loss's reading {worst['ms-loss']:.3g},  as printed {worst['printed']:.3g}")
+    assert worst["ms-loss"] <= 2.0  # each weight <= 1, each entry in at most 2 triplets
+worst_printed = float(goal.goal_gradient(S_spread, "con", "sig-ms", alpha=2.0, beta=50.0, lam=0.5,
+                                         ms_form="printed").abs().max())
+assert worst_printed > 1e6  # ~1e10: one step of that size throws the embeddings anywhere
+
+# %%
+widgets.goal.pair_weight_explorer()
 
 # %% [markdown]
 # ## 4. Table 1: fifteen gradients, five known losses
@@ -239,7 +269,7 @@ wgoal.pair_weight_explorer()
 # ten are "New".
 
 # %%
-vgoal.table1_grid()
+viz.goal.table1_grid()
 
 # %%
 named = {key: name for key, name in goal.TABLE1.items() if name != "New"}
@@ -291,16 +321,20 @@ assert all(max_curl[key] > 0.1 for key in max_curl if key not in integrable)
 #
 # Now the whole batch. `goal.goal_gradient(S, triplet, pair, ...)` returns the designed
 # $\partial L / \partial S$: for every positive pair, in both directions, $-T P_+$ on the positive and
-# $+T P_-$ on that query's hardest negative. Here is the batch we use (the same toy embeddings as above;
-# squares mark positives, circles and diamonds the hardest negative of each image query and each
-# caption query):
+# $+T P_-$ on that query's hardest negative. One combination with all its parameters is a
+# `goal.GoalConfig`, validated once and passed whole to `goal_gradient`, `goal_objective`, the
+# figures and the composer; the loose keywords give the same gradient. Here is the batch we use
+# (the same toy embeddings as above; squares mark positives, circles and diamonds the hardest
+# negative of each image query and each caption query, `similarity.hardest_negative_mask`):
 
 # %%
 S = (img @ txt.T).detach()
-hn_rows, hn_cols = vgoal.hardest_negative_masks(S)
+best = goal.GoalConfig("cir", "sig-ms")  # the paper's best combination, default parameters
+print(best, "->", best.label, "| uses", best.params())
+torch.testing.assert_close(goal.goal_gradient(S, config=best), goal.goal_gradient(S, "cir", "sig-ms"))
+hn_rows, hn_cols = (similarity.hardest_negative_mask(S, None, d) for d in ("i2t", "t2i"))
 eye = torch.eye(N, dtype=torch.bool)
-similarity_heatmap(S, marks={"positive": eye, "hardest negative (image query)": hn_rows,
-                             "hardest negative (caption query)": hn_cols})
+viz.matrix.similarity_heatmap(S, marks=viz.matrix.batch_marks(S))
 
 # %% [markdown]
 # The composer below pairs any $T$ with any $P$. Top: the designed weights $T P_+$ (pull on the
@@ -316,7 +350,7 @@ similarity_heatmap(S, marks={"positive": eye, "hardest negative (image query)": 
 # - $(T^{cir}, P^{sig\text{-}ms})$, the paper's best: how small the weights of already-good triplets get.
 
 # %%
-wgoal.goal_composer(S, triplet="cir", pair="sig-ms")
+widgets.goal.goal_composer(S, config=best)
 
 # %% [markdown]
 # Whatever the combination, GOAL only ever writes on positives and hardest negatives: the designed
@@ -324,15 +358,15 @@ wgoal.goal_composer(S, triplet="cir", pair="sig-ms")
 # $(T^{con}, P^{con})$ a positive gets gradient exactly when one of its two triplets violates the margin.
 
 # %%
-touched = eye | torch.as_tensor(hn_rows) | torch.as_tensor(hn_cols)
+touched = eye | hn_rows | hn_cols
 for t, p in itertools.product(goal.GOAL_TRIPLETS, goal.GOAL_PAIRS):
     grad = goal.goal_gradient(S, t, p)
     assert not grad[~touched].any(), (t, p)  # nothing outside positives and hardest negatives
     assert (grad.diagonal() <= 0).all() and (grad[~eye] >= 0).all(), (t, p)  # pull positives, push negatives
 
 grad_cc = goal.goal_gradient(S, "con", "con", margin=0.2)
-s_pos_b, s_neg_b = vgoal.batch_triplets(S)  # image queries first, then caption queries
-violated = torch.as_tensor((0.2 + s_neg_b - s_pos_b > 0).reshape(2, N).any(axis=0))
+s_pos_b, s_neg_b = goal.batch_triplets(S)  # image queries first, then caption queries
+violated = (0.2 + s_neg_b - s_pos_b > 0).reshape(2, N).any(dim=0)
 assert torch.equal(grad_cc.diagonal() != 0, violated)
 print(f"(con, con): {int(violated.sum())} of {N} positives violate a margin of 0.2 and receive gradient")
 
@@ -379,7 +413,7 @@ print(f"forward value (triplet-hardest loss, for logging): {value.item():.4f}")
 torch.testing.assert_close(S_leaf.grad, goal.goal_gradient(S, "cir", "sig-ms"))  # backward = design
 torch.testing.assert_close(value.detach(), losses.triplet_hardest(S, margin=0.2, reduction="sum"))
 
-# the backward is not the derivative of the forward value: that would be Triplet-HN's gradient
+# the backward is not the derivative of the forward value: that would be Triplet-SH's gradient
 S_th = S.clone().requires_grad_()
 losses.triplet_hardest(S_th, margin=0.2).backward()
 assert not torch.allclose(S_leaf.grad, S_th.grad)
@@ -389,9 +423,8 @@ S_half = S.clone().requires_grad_()
 (0.5 * goal.goal_objective(S_half, "cir", "sig-ms")).backward()
 torch.testing.assert_close(S_half.grad, 0.5 * S_leaf.grad)
 
-similarity_heatmap(S_leaf.grad, marks={"positive": eye}, diverging=True,
-                   zrange=(-float(S_leaf.grad.abs().max()), float(S_leaf.grad.abs().max())),
-                   title="S.grad after goal_objective(S, 'cir', 'sig-ms').backward()", colorbar_title="∂L/∂S")
+viz.matrix.gradient_heatmap(S_leaf.grad, {"positive": eye},
+                            title="S.grad after goal_objective(S, 'cir', 'sig-ms').backward()")
 
 # %% [markdown]
 # And all the way down to the embeddings, as in eq. 3: the encoders receive $\partial L/\partial S$
@@ -407,7 +440,7 @@ torch.testing.assert_close(txt_leaf.grad, designed.T @ img.detach())
 # %% [markdown]
 # ## 7. Two combinations we can check against real losses
 #
-# **Triplet-HN = $(T^{con}, P^{con})$.** Differentiating the hard-negative triplet loss (eq. 4) gives
+# **Triplet-SH = $(T^{con}, P^{con})$.** Differentiating the hard-negative triplet loss (eq. 4) gives
 # $-\delta(\cdot)$ on the positive and $+\delta(\cdot)$ on the hardest negative: $T^{con}$ with
 # $P_\pm = 1$. So GOAL's (con, con) must equal autograd's gradient of `losses.triplet_hardest` — which
 # is what the paper's Table 2 confirms in training (e.g. VSE++ R152-FT: 41.3 / 30.3 R@1 reported,
@@ -416,7 +449,7 @@ torch.testing.assert_close(txt_leaf.grad, designed.T @ img.detach())
 # %%
 S_tri = S.clone().requires_grad_()
 losses.triplet_hardest(S_tri, margin=0.2, reduction="sum").backward()
-torch.testing.assert_close(goal.goal_gradient(S, "con", "con", margin=0.2), S_tri.grad)
+torch.testing.assert_close(goal.goal_gradient(S, config=goal.GoalConfig("con", "con", margin=0.2)), S_tri.grad)
 print("GOAL (con, con) == autograd of triplet_hardest")
 
 # %% [markdown]
@@ -467,8 +500,8 @@ TABLE5 = {
 }
 as_grid = {k: {(t, p): rows[i][j] for i, p in enumerate(goal.GOAL_PAIRS) for j, t in enumerate(goal.GOAL_TRIPLETS)}
            for k, rows in TABLE5.items()}
-vgoal.table1_grid(values=as_grid["BUTD i2t"], highlight=("cir", "sig-ms"), value_label="R@1",
-                  title="Xuan & Chen Table 5: VSE∞ (BUTD), image → text R@1 on MS-COCO 5K")
+viz.goal.table1_grid(values=as_grid["BUTD i2t"], highlight=("cir", "sig-ms"), value_label="R@1",
+                     title="Xuan & Chen Table 5: VSE∞ (BUTD), image → text R@1 on MS-COCO 5K")
 
 # %%
 best = {k: max(g, key=g.get) for k, g in as_grid.items()}
@@ -497,10 +530,12 @@ assert all(g[(t, "sig-ms")] > g[(t, "con")] for g in as_grid.values() for t in g
 #   to autograd without a loss: `S.backward(G)`, or a custom `autograd.Function` whose backward returns it.
 # - Triplet-loss gradients factor into a triplet weight ($T^{con}$: a cliff; $T^{nca}$: a ramp in the gap;
 #   $T^{cir}$: circles around $(1, 0)$) times a pair weight ($P^{con}$, $P^{lin}$, $P^{sig}$ and their MS
-#   forms, whose batch term $m$ scales the ceiling).
+#   forms, whose batch term $m$ scales the ceiling). Eq. 12 read as printed lets that ceiling $1/m$
+#   explode; MS loss's own weights sum over the set *with* the selected pair, so $m \ge 1$ and every
+#   weight stays $\le 1$ — `vlr_lib`'s default (`ms_form="ms-loss"`).
 # - Of the 15 combinations, Table 1 names five; the smooth "New" ones we tested have non-zero curl: no loss
 #   has them as gradient, and GOAL trains them anyway.
-# - $(T^{con}, P^{con})$ is exactly Triplet-HN; $(T^{nca}, P^{con})$ is hard-negative NCA divided by $\tau$;
+# - $(T^{con}, P^{con})$ is exactly Triplet-SH; $(T^{nca}, P^{con})$ is hard-negative NCA divided by $\tau$;
 #   every combination writes only on positives and hardest negatives.
 # - In the paper's Tables 3–5, $P^{sig\text{-}ms}$ beats or ties $P^{con}$ in every column, and
 #   $(T^{cir}, P^{sig\text{-}ms})$ is best or close to best; the paper's final models use it.
@@ -603,14 +638,14 @@ assert all(g[(t, "sig-ms")] > g[(t, "con")] for g in as_grid.values() for t in g
 # </details>
 #
 # **5.** In the composer, choose $(T^{con}, P^{con})$. Which margin makes *every* one of the $2N$ triplets of
-# the batch receive gradient? Predict it from `vgoal.batch_triplets(S)`, then check with the slider.
+# the batch receive gradient? Predict it from `goal.batch_triplets(S)`, then check with the slider.
 #
 # <details><summary>Solution</summary>
 #
 # Every triplet is active when $m + s_{neg} - s_{pos} > 0$ for all of them, i.e. $m > \max(s_{pos} - s_{neg})$:
 #
 # ```python
-# s_pos_b, s_neg_b = vgoal.batch_triplets(S)
+# s_pos_b, s_neg_b = goal.batch_triplets(S)
 # m_all = float((s_pos_b - s_neg_b).max())
 # print(f"m > {m_all:.3f}")
 # grad = goal.goal_gradient(S, "con", "con", margin=m_all + 1e-6)

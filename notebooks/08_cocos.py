@@ -33,15 +33,11 @@ import pandas as pd
 import torch
 from torch.autograd.functional import jacobian
 
-from vlr_lib import analysis, goal, losses
-from vlr_lib.data.shapes import make_shapes
+from vlr_lib import analysis, goal, losses, similarity, viz, widgets
+from vlr_lib.data import make_shapes
 from vlr_lib.notebook import demo_embeddings, setup
-from vlr_lib.similarity import similarity
 from vlr_lib.train import fit, shapes_features
 from vlr_lib.train.evaluate import probe_indices
-from vlr_lib.viz import cocos as viz
-from vlr_lib.viz.matrix import similarity_heatmap
-from vlr_lib.widgets.cocos import cocos_explorer
 
 cfg = setup(seed=0)
 N = cfg.pick(12, 16)  # pairs in the live batch (Bleeker & de Rijke count on batches of 128)
@@ -49,6 +45,7 @@ EPS = 0.01  # the COCOS threshold epsilon (sec. 5)
 MARGIN = 0.2  # triplet margin alpha
 TAU_NT = 0.1  # NT-Xent temperature (Bleeker & de Rijke, Table 1)
 TAU_AP = 0.01  # SmoothAP temperature
+SETTINGS = analysis.CocosSettings(eps=EPS, margin=MARGIN, temperature=TAU_NT, tau=TAU_AP)  # all four, checked once
 
 # %% [markdown]
 # ## Four gradients w.r.t. a query (eqs. 9–13)
@@ -77,10 +74,10 @@ TAU_AP = 0.01  # SmoothAP temperature
 
 # %%
 img, txt = demo_embeddings(n=N, dim=16, noise=1.5, seed=cfg.seed)
-S = similarity(img, txt)
+S = similarity.similarity(img, txt)
 eye = torch.eye(N, dtype=torch.bool)
 off = ~eye
-similarity_heatmap(S, marks={"positive": eye})
+viz.matrix.similarity_heatmap(S, marks={"positive": eye})
 
 # %% [markdown]
 # ## COCOS from the gradient
@@ -123,6 +120,9 @@ for name in analysis.COCOS_LOSSES:
         by_gradient = contributes[name](g).sum(dim=1)
         assert by_gradient.tolist() == counts[d]["C_q"].round().long().tolist(), (name, d)
         assert counts[d]["C_0"] == int((by_gradient == 0).sum())
+        # which candidates, not only how many: the marks the explorer draws (analysis.cocos_mask)
+        marks = analysis.cocos_mask(S, name, SETTINGS, direction=d)
+        assert torch.equal(marks, contributes[name](g)), (name, d)
 print("C^q per image query:", {name: analysis.cocos(S, name, eps=EPS, margin=MARGIN, temperature=TAU_NT,
                                                       tau=TAU_AP)["i2t"]["C_q"].round().long().tolist()
                                for name in analysis.COCOS_LOSSES})
@@ -154,8 +154,8 @@ for d in ("i2t", "t2i"):
     assert hardest["C_0"] == all_neg["C_0"] and hardest["C_B"] == N - hardest["C_0"]
     assert set(hardest["C_q"].tolist()) <= {0, 1} and all_neg["C_B"] >= hardest["C_B"]
 
-x = (S - S.diagonal()[:, None]) / TAU_AP  # D_qj / tau for image queries
-sig = torch.sigmoid(x)
+D = S - S.diagonal()[:, None]  # D_qj for image queries
+sig = losses.smooth_step(D, TAU_AP)  # G(D) of eq. 7
 rank = 1 + (sig * off).sum(dim=1, keepdim=True)
 sim = sig * (1 - sig) / TAU_AP
 torch.testing.assert_close(G["smooth_ap"][0].abs()[off], (sim / rank**2)[off])
@@ -186,7 +186,7 @@ table.round(3)
 # - **NT-Xent τ**: small τ concentrates the weight on the hardest negative (notebook 03).
 
 # %%
-cocos_explorer(n=N, dim=16, noise=1.5, seed=cfg.seed, eps=EPS, margin=MARGIN, temperature=TAU_NT, tau=TAU_AP)
+widgets.cocos.cocos_explorer(settings=SETTINGS, n=N, dim=16, noise=1.5, seed=cfg.seed)
 
 # %% [markdown]
 # What the explorer shows, checked on the live batch over a grid of settings: counts that use
@@ -225,18 +225,19 @@ BATCH = cfg.pick(64, 128)
 schedule = dict(dim=64, epochs=cfg.pick(6, 20), batch_size=BATCH, lr=3e-3, seed=cfg.seed, sampling="images",
                 val=val, device=cfg.device, progress=False)
 configs = {  # label -> (training loss, its arguments, its COCOS rule)
-    "Triplet": ("triplet_all", {"margin": MARGIN}, "triplet"),
-    "Triplet-SH": ("triplet_hardest", {"margin": MARGIN}, "triplet_sh"),
-    "NT-Xent": ("info_nce", {"temperature": TAU_NT}, "nt_xent"),
+    losses.loss_label(loss): (loss, kw, analysis.COCOS_RULE_OF_LOSS[loss])
+    for loss, kw in (("triplet_all", {"margin": MARGIN}), ("triplet_hardest", {"margin": MARGIN}),
+                     ("info_nce", {"temperature": TAU_NT}))
 }
+assert list(configs) == ["Triplet", "Triplet-SH", "NT-Xent"]
 runs = {label: fit(*train, loss=loss, loss_kwargs=kw, **schedule) for label, (loss, kw, _) in configs.items()}
 histories = {label: run.history for label, run in runs.items()}
 
 # %%
-viz.cocos_history_figure(histories, "i2t")
+viz.cocos.cocos_history_figure(histories, "i2t")
 
 # %%
-viz.cocos_history_figure(histories, "t2i")
+viz.cocos.cocos_history_figure(histories, "t2i")
 
 # %% [markdown]
 # The history is trustworthy: the last epoch's counts are exactly `analysis.cocos` on the final
@@ -304,7 +305,7 @@ print({label: round(v, 1) for label, v in rsum.items()})
 # NT-Xent beats the all-negatives triplet in VSE++ *while counting more negatives*, because what
 # matters is how much each counted sample weighs, which a thresholded count does not see.
 #
-# **Li et al. (unified loss).** Triplet-HN's gradient rests on one negative per query. Early in
+# **Li et al. (unified loss).** Triplet-SH's gradient rests on one negative per query. Early in
 # training that hardest negative is very similar to the query — and to the positive caption — so
 # the parts of the gradient tangent to the hypersphere, $\|g\| \sin\theta$, approach zero (eqs.
 # 8–12): in their Fig. 4 the positive and the hardest-negative similarities both sit near 1 for

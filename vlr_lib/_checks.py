@@ -38,6 +38,15 @@ def check_int(name: str, value: object, low: int = 1, high: int | None = None) -
     return int(value)
 
 
+def check_finite(name: str, value: object) -> float:
+    """A finite real number (a threshold, the lambda of GOAL's sigmoid weights)."""
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value}")
+    return float(value)
+
+
 def check_positive(name: str, value: float) -> float:
     """A finite number > 0 (temperatures, scales, gamma, tau)."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):

@@ -1,38 +1,60 @@
-"""Why losses behave differently: COCOS counts and tangent-gradient norms.
+"""Why losses behave differently: where the gradient goes, COCOS counts and tangent-gradient norms.
 
-Two analyses from the source papers, both functions of the similarity-matrix
-contract (DESIGN.md):
+Analyses from the source papers, all functions of the S contract
+(docs/architecture.md); the figures of vlr_lib.viz draw what these compute:
+
+- :func:`loss_gradient` -- dL/dS of any loss on a batch (autograd), the one way every
+  notebook and figure looks at a gradient;
+- the weight each negative gets: :func:`softmax_weights` (NT-Xent, Bleeker & de Rijke
+  eq. 11) with :func:`effective_number`, :func:`unified_weights` and the one-negative
+  curves :func:`unified_one_negative_loss` / :func:`unified_one_negative_weight`
+  (Li et al. eqs. 13-16), :func:`partition_weights` (Veit & Wilber eqs. 2-6);
 
 - :func:`cocos` -- *counting contributing samples* (Bleeker & de Rijke, sec. 4,
   eqs. 9-13): how many candidates of a batch enter the gradient w.r.t. each query
-  for Triplet, Triplet-SH, NT-Xent and SmoothAP; :func:`cocos_table` lays the
-  counts out like the paper's Tables 2-4.
+  for Triplet, Triplet-SH, NT-Xent and SmoothAP; :func:`cocos_mask` says which ones,
+  and :func:`cocos_table` lays the counts out like the paper's Tables 2-4.
 - :func:`tangent_gradient_norms` -- the part of the gradient that is tangent to
   the unit hypersphere (Li et al. sec. 3.3, eqs. 8-19), and the closed forms
   :func:`triplet_hn_tangent_norm` (eqs. 11-12) and :func:`unified_tangent_norm`
-  (eqs. 17-18, one negative) for the three-vector geometry of Li et al. Fig. 2.
+  (eqs. 17-18, one negative) for the three-vector geometry of Li et al. Fig. 2, whose
+  descent directions :func:`triplet_hn_descent` gives.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from ._checks import check_choice, check_nonnegative, check_positive, check_similarity, check_tensor
-from .similarity import l2_normalize
+from . import losses
+from ._checks import check_choice, check_int, check_nonnegative, check_positive, check_similarity, check_tensor
+from .similarity import DIRECTIONS, hardest_negatives, l2_normalize
 
 __all__ = [
+    "loss_gradient",
+    "softmax_weights",
+    "effective_number",
+    "unified_one_negative_loss",
+    "unified_one_negative_weight",
+    "unified_weights",
+    "partition_weights",
     "COCOS_LOSSES",
     "COCOS_RULE_OF_LOSS",
+    "CocosSettings",
     "cocos",
+    "cocos_mask",
     "cocos_table",
     "TangentNorms",
     "tangent_gradient_norms",
     "SphereNorms",
     "triplet_hn_tangent_norm",
     "unified_tangent_norm",
+    "SphereTriplet",
+    "triplet_hn_descent",
 ]
 
 COCOS_LOSSES = ("triplet", "triplet_sh", "nt_xent", "smooth_ap")
@@ -43,6 +65,149 @@ COCOS_RULE_OF_LOSS = {"triplet_all": "triplet", "triplet_hardest": "triplet_sh",
 """The losses COCOS is defined for (Bleeker & de Rijke sec. 4)."""
 
 _TABLE_OF = {"triplet": 2, "triplet_sh": 2, "nt_xent": 3, "smooth_ap": 4}
+
+
+# --------------------------------------------------------------------------- dL/dS and the weight of each negative
+
+
+def loss_gradient(S: Tensor, loss_fn: Callable[[Tensor], Tensor]) -> Tensor:
+    """dL/dS of a scalar loss ``loss_fn(S)`` by autograd, detached; S itself and its graph are not touched.
+
+    The one helper behind every "where does the gradient go" figure and notebook cell:
+    ``loss_gradient(S, lambda X: losses.triplet_hardest(X, 0.2))``.
+    """
+    check_tensor("S", S, ndim=2)
+    if not callable(loss_fn):
+        raise TypeError(f"loss_fn must be a callable S -> scalar loss, got {type(loss_fn).__name__}")
+    with torch.enable_grad():
+        leaf = S.detach().clone().requires_grad_()
+        loss = loss_fn(leaf)
+        if not isinstance(loss, Tensor) or loss.numel() != 1:
+            raise ValueError("loss_fn must return a scalar tensor")
+        (grad,) = torch.autograd.grad(loss.reshape(()), leaf, allow_unused=True)
+    return torch.zeros_like(leaf) if grad is None else grad.detach()
+
+
+def _oriented(S: Tensor, pos_mask: Tensor | None, direction: str) -> tuple[Tensor, Tensor | None]:
+    """S (and mask) with the queries of `direction` as rows: images for "i2t", captions for "t2i"."""
+    check_choice("direction", direction, DIRECTIONS)
+    if direction == "i2t":
+        return S, pos_mask
+    return S.T, None if pos_mask is None else pos_mask.T
+
+
+def softmax_weights(
+    S: Tensor, temperature: float, pos_mask: Tensor | None = None, direction: str = "i2t"
+) -> Tensor:
+    r"""Weight of every negative in the NT-Xent gradient of its query (Bleeker & de Rijke eq. 11).
+
+    Row q of the result holds, for each negative n of query q,
+    :math:`p_{qn} = e^{s_{qn}/\tau} / Z(q)` -- the factor of :math:`\tau^{-1} v_n` in
+    eq. 11 -- and 0 at the query's positives. Read off the library's loss:
+    :math:`\tau\,\partial L / \partial s_{qn}` of the one-direction NT-Xent
+    ``losses.sampled_softmax(S, scale=1/tau, reduction="sum")``. With one positive per
+    query each row sums to :math:`1 - p_{q+}`, the weight of the positive; with several
+    (a `pos_mask`), the weights of the query's positive pairs add up. Rows are the
+    queries of `direction` ("i2t": images, "t2i": captions).
+    """
+    t = check_positive("temperature", temperature)
+    S_q, mask_q = _oriented(S, pos_mask, direction)
+    _, pos = check_similarity(S_q, mask_q, both_directions=False)
+    grad = loss_gradient(
+        S_q, lambda X: losses.sampled_softmax(X, scale=1.0 / t, reduction="sum", pos_mask=mask_q)
+    )
+    return (grad * t).masked_fill(~pos.neg, 0.0)
+
+
+def effective_number(weights: object) -> float:
+    r"""Effective number of negatives :math:`\exp(H(p))`, p the weights normalised to sum 1.
+
+    The perplexity of the weight distribution: k for k equal weights, 1 when one
+    negative takes all the weight (Triplet-SH's mining). A display statistic of this
+    workbook, not from the papers. 0.0 when every weight is 0 (no negative gets gradient).
+    """
+    w = torch.as_tensor(np.asarray(weights.detach().cpu() if isinstance(weights, Tensor) else weights,
+                                   dtype=np.float64)).flatten()
+    if w.numel() == 0 or not bool(torch.isfinite(w).all()) or bool((w < 0).any()):
+        raise ValueError("weights must be a non-empty array of finite values >= 0")
+    total = w.sum()
+    if total <= 0:
+        return 0.0
+    p = w[w > 0] / total
+    return float(torch.exp(-(p * p.log()).sum()))
+
+
+def _as_gaps(x: object) -> Tensor:
+    gaps = torch.as_tensor(x, dtype=torch.float64)
+    return check_tensor("x", gaps)
+
+
+def unified_one_negative_loss(x: object, margin: float, gamma: float) -> Tensor:
+    r"""One query term of the unified loss with a single negative at gap x = s_ij - s_ii (Li et al. eqs. 5, 13).
+
+    :math:`\frac{1}{\gamma}\log(1 + e^{\gamma(x + m)})`, a stable softplus, float64,
+    elementwise over `x` (a number, array or tensor of gaps). It is :math:`[x + m]_+`
+    within :math:`\log 2/\gamma` (eq. 6) and, with m = 0, :math:`1/\gamma` times the
+    NT-Xent term at temperature :math:`1/\gamma` (eq. 7).
+    """
+    m, g = check_nonnegative("margin", margin), check_positive("gamma", gamma)
+    return torch.logaddexp(torch.zeros(()), g * (_as_gaps(x) + m)) / g
+
+
+def unified_one_negative_weight(x: object, margin: float, gamma: float) -> Tensor:
+    r"""d(:func:`unified_one_negative_loss`)/dx = D/(1+D) = sigmoid(gamma (x + m)) (Li et al. eqs. 14-16).
+
+    :math:`D = e^{\gamma(x + m)}`; the :math:`1/\gamma` of eq. 5 cancels the chain rule's
+    :math:`\gamma`, so this is eq. 15 for any gamma. It tends to the step 1{x > -m} of
+    Triplet-HN as gamma grows (eq. 6).
+    """
+    m, g = check_nonnegative("margin", margin), check_positive("gamma", gamma)
+    return torch.sigmoid(g * (_as_gaps(x) + m))
+
+
+def unified_weights(S: Tensor, margin: float, gamma: float, pos_mask: Tensor | None = None) -> Tensor:
+    r"""Weight :math:`D_{in}/(1 + \sum_k D_{ik})` of every negative in its image query's unified term (Li eqs. 14-16).
+
+    :math:`D_{in} = e^{\gamma(s_{in} - s_{ij} + m)}` for the positive pair (i, j) of row i:
+    the image -> text half of :func:`vlr_lib.losses.unified` pushes negative n down with
+    this weight (a softmax over the negatives and the "1" of the positive). 0 at
+    positives; with several positives in a row (`pos_mask`) their pairs' weights add.
+    The caption -> text half is ``unified_weights(S.T, ...).T``; the two sum to autograd
+    of ``losses.unified(S, m, gamma, "sum")`` at every negative.
+    """
+    m, g = check_nonnegative("margin", margin), check_positive("gamma", gamma)
+    S, pos = check_similarity(S, pos_mask, both_directions=False)
+    S = S.detach()
+    rows, neg = S[pos.rows], pos.neg[pos.rows]  # the row of each positive pair's image query
+    logits = (g * (rows - S[pos.rows, pos.cols][:, None] + m)).masked_fill(~neg, -math.inf)
+    log_z = torch.logaddexp(torch.logsumexp(logits, dim=1, keepdim=True), S.new_zeros(()))  # the "1 +"
+    return torch.zeros_like(S).index_add_(0, pos.rows, torch.exp(logits - log_z))
+
+
+def partition_weights(
+    S: Tensor, query: int, loss: str = "sampled_softmax", topk: int | float | None = None, scale: float = 20.0
+) -> Tensor:
+    r"""Softmax weight of every entry of S in the partition function of query `query`'s term (Veit & Wilber).
+
+    `loss` is "sampled_softmax" (eq. 2; with `topk`, stochastic negative mining, eq. 3)
+    or "cross_example_softmax" (eq. 5; with `topk`, cross-example negative mining,
+    eq. 6); `topk` has the library's one meaning (int count, float fraction). For
+    :math:`\ell_q = -\lambda s_{qq} + \log Z_q` autograd of the library's per-query term
+    gives :math:`\lambda p_s` at every negative s inside :math:`Z_q`, 0 at every entry
+    left out and :math:`-\lambda(1 - p_+)` at the positive. The result holds
+    :math:`p_s` at the negatives in :math:`Z_q`, :math:`p_+` at the positive S[q, q] and
+    0 elsewhere; it sums to 1 and :math:`\ell_q = -\log p_+`. `S` is square with the
+    positives on the diagonal, rows are queries. Computed in float64 (a weight below
+    1e-308 would show as left out).
+    """
+    check_choice("loss", loss, ("sampled_softmax", "cross_example_softmax"))
+    lam = check_positive("scale", scale)
+    S, _ = check_similarity(S, None, both_directions=False)
+    q = check_int("query", query, 0, S.shape[0] - 1)
+    fn = losses.LOSSES[loss]
+    weights = loss_gradient(S.double(), lambda X: fn(X, lam, topk=topk, reduction="none")[q]) / lam
+    weights[q, q] += 1.0  # the positive: 1 - (1 - p+) = p+
+    return weights
 
 
 # --------------------------------------------------------------------------- COCOS
@@ -81,21 +246,22 @@ def _per_query_mean(values: Tensor, pr: _Pairs) -> Tensor:
     return _per_query_sum(values, pr) / n_pos
 
 
-def _triplet(pr: _Pairs, margin: float) -> dict[str, Tensor]:
+def _triplet(pr: _Pairs, margin: float) -> Tensor:
     # Eq. 9b: a triplet contributes iff s+ - s- < alpha. Written as the hinge's
     # argument (alpha - s+ + s- > 0), exactly as losses.triplet_all computes it.
-    violating = pr.neg & ((margin - pr.s_pos[:, None] + pr.scores) > 0)
-    return {"C_q": _per_query_sum(violating.sum(dim=1), pr)}
+    return pr.neg & ((margin - pr.s_pos[:, None] + pr.scores) > 0)
 
 
-def _triplet_sh(pr: _Pairs, margin: float) -> dict[str, Tensor]:
-    # Eqs. 9a/10: only the hardest negative; the anchor term has a gradient iff it violates.
-    hardest = pr.scores.masked_fill(~pr.neg, -math.inf).max(dim=1).values
-    active = (margin + hardest - pr.s_pos) > 0
-    return {"C_q": _per_query_sum(active.long(), pr)}
+def _triplet_sh(pr: _Pairs, margin: float) -> Tensor:
+    # Eqs. 9a/10: only the hardest negative (the one losses.triplet_hardest picks), when the hinge is active.
+    hardest = hardest_negatives(pr.scores, pr.neg)
+    active = (margin + hardest.values - pr.s_pos) > 0
+    mask = torch.zeros_like(pr.neg)
+    mask[torch.arange(mask.shape[0], device=mask.device), hardest.indices] = active
+    return mask
 
 
-def _nt_xent(pr: _Pairs, temperature: float, eps: float) -> dict[str, Tensor]:
+def _nt_xent(pr: _Pairs, temperature: float, eps: float) -> tuple[Tensor, Tensor, Tensor]:
     # Eq. 11: weight of candidate j = exp(s_j / tau) / Z(q), Z over the positive and
     # the negatives of the anchor term (other positives are left out, as in losses.info_nce).
     logits = pr.scores / temperature
@@ -105,25 +271,62 @@ def _nt_xent(pr: _Pairs, temperature: float, eps: float) -> dict[str, Tensor]:
     contributing = pr.neg & (weight > eps)
     w_neg = (weight * contributing).sum(dim=1)
     w_pos = 1.0 - (weight * pr.is_self).sum(dim=1)
-    return {
-        "C_q": _per_query_sum(contributing.sum(dim=1), pr),
-        "W_neg": _per_query_mean(w_neg, pr),
-        "W_pos": _per_query_mean(w_pos, pr),
-    }
+    return contributing, w_neg, w_pos
 
 
-def _smooth_ap(pr: _Pairs, tau: float, eps: float) -> dict[str, Tensor]:
-    # Eq. 13 with D_ij = s_j - s_i (candidate j above positive i), G(x) = sigmoid(x / tau)
+def _smooth_ap(pr: _Pairs, tau: float, eps: float) -> Tensor:
+    # Eq. 13 with D_ij = s_j - s_i (candidate j above positive i), G = losses.smooth_step (eq. 7)
     # and sim(D) = G(D)(1 - G(D)) / tau (appendix eq. 24); R(i, Omega) = 1 + sum_{j != i} G(D_ij).
-    x = (pr.scores - pr.s_pos[:, None]) / tau
-    g = torch.sigmoid(x).masked_fill(pr.is_self, 0.0)
-    rank = 1.0 + g.sum(dim=1, keepdim=True)
-    sim = torch.sigmoid(x) * torch.sigmoid(-x) / tau  # sigma * (1 - sigma), stable in both tails
-    contributing = ~pr.is_self & (sim / rank**2 > eps)
-    return {"C_q": _per_query_mean(contributing.sum(dim=1).to(pr.scores.dtype), pr)}
+    diff = pr.scores - pr.s_pos[:, None]
+    g = losses.smooth_step(diff, tau)
+    rank = 1.0 + g.masked_fill(pr.is_self, 0.0).sum(dim=1, keepdim=True)
+    sim = g * losses.smooth_step(-diff, tau) / tau  # G (1 - G), stable in both tails
+    return ~pr.is_self & (sim / rank**2 > eps)
+
+
+@dataclass(frozen=True)
+class CocosSettings:
+    """The parameters of the four COCOS rules (Bleeker & de Rijke sec. 4), validated once.
+
+    `eps` is the threshold epsilon of NT-Xent and SmoothAP (0.01 in the paper), `margin`
+    the triplets' alpha, `temperature` NT-Xent's tau, `tau` SmoothAP's. :func:`cocos`
+    takes them as keywords (the trainer passes a loss's own arguments there);
+    :func:`cocos_mask`, the figures and the explorer take the object.
+    """
+
+    eps: float = 0.01
+    margin: float = 0.2
+    temperature: float = 0.1
+    tau: float = 0.01
+
+    def __post_init__(self) -> None:
+        checked = dict(eps=check_positive("eps", self.eps), margin=check_nonnegative("margin", self.margin),
+                       temperature=check_positive("temperature", self.temperature), tau=check_positive("tau", self.tau))
+        for key, value in checked.items():
+            object.__setattr__(self, key, value)
+
+
+def _contributions(pr: _Pairs, loss: str, c: CocosSettings):
+    """[P, M] bool: the candidates contributing to each anchor term's gradient; NT-Xent's W terms too."""
+    if loss == "triplet":
+        return _triplet(pr, c.margin), {}
+    if loss == "triplet_sh":
+        return _triplet_sh(pr, c.margin), {}
+    if loss == "nt_xent":
+        contributing, w_neg, w_pos = _nt_xent(pr, c.temperature, c.eps)
+        return contributing, {"W_neg": _per_query_mean(w_neg, pr), "W_pos": _per_query_mean(w_pos, pr)}
+    return _smooth_ap(pr, c.tau, c.eps), {}
+
+
+def _cocos_input(loss: str, S: Tensor, pos_mask: Tensor | None) -> tuple[Tensor, Tensor]:
+    """The checked rule name's S (detached) and its bool positive mask."""
+    check_choice("loss", loss, COCOS_LOSSES)
+    S, pos = check_similarity(S, pos_mask, both_directions=True)
+    return S.detach(), ~pos.neg
 
 
 def _summary(parts: dict[str, Tensor]) -> dict[str, object]:
+    """The per-direction dictionary of :func:`cocos` from C^q per query (and W for NT-Xent)."""
     c_q = parts["C_q"]
     active = c_q > 0
     n_active = int(active.sum())
@@ -213,27 +416,44 @@ def cocos(
     SmoothAP; `margin` by the triplets; `temperature` by NT-Xent; `tau` by SmoothAP.
     All are validated whatever `loss` is.
     """
-    check_choice("loss", loss, COCOS_LOSSES)
-    eps = check_positive("eps", eps)
-    margin = check_nonnegative("margin", margin)
-    temperature = check_positive("temperature", temperature)
-    tau = check_positive("tau", tau)
-    S, pos = check_similarity(S, pos_mask, both_directions=True)
-    S = S.detach()
-    is_pos = ~pos.neg
+    settings = CocosSettings(eps, margin, temperature, tau)
+    S, is_pos = _cocos_input(loss, S, pos_mask)
     out = {}
     for direction, (S_dir, pos_dir) in {"i2t": (S, is_pos), "t2i": (S.T, is_pos.T)}.items():
         pr = _pairs(S_dir, pos_dir)
-        if loss == "triplet":
-            parts = _triplet(pr, margin)
-        elif loss == "triplet_sh":
-            parts = _triplet_sh(pr, margin)
-        elif loss == "nt_xent":
-            parts = _nt_xent(pr, temperature, eps)
-        else:
-            parts = _smooth_ap(pr, tau, eps)
-        out[direction] = _summary(parts)
+        contributing, extra = _contributions(pr, loss, settings)
+        per_pair = contributing.sum(dim=1)
+        # SmoothAP's C^q is a mean over the query's positives (eq. 13); the others add over anchor terms.
+        c_q = _per_query_mean(per_pair.to(S.dtype), pr) if loss == "smooth_ap" else _per_query_sum(per_pair, pr)
+        out[direction] = _summary({"C_q": c_q, **extra})
     return out
+
+
+@torch.no_grad()
+def cocos_mask(
+    S: Tensor,
+    loss: str,
+    settings: CocosSettings = CocosSettings(),
+    direction: str = "i2t",
+    pos_mask: Tensor | None = None,
+) -> Tensor:
+    r"""Bool [n_queries, n_candidates]: which candidates contribute to each query's gradient (eqs. 9-13).
+
+    Rows are the queries of `direction` (images for "i2t": S itself; captions for
+    "t2i": S.T). The rules of :func:`cocos`, which counts these marks, with the
+    parameters of `settings`: a candidate is marked when it contributes to any anchor
+    term of the query. With one positive per query a row's sum is exactly
+    ``cocos(...)[direction]["C_q"]``.
+    """
+    check_choice("direction", direction, DIRECTIONS)
+    if not isinstance(settings, CocosSettings):
+        raise TypeError(f"settings must be a CocosSettings, got {type(settings).__name__}")
+    S, is_pos = _cocos_input(loss, S, pos_mask)
+    S_dir, pos_dir = (S, is_pos) if direction == "i2t" else (S.T, is_pos.T)
+    pr = _pairs(S_dir, pos_dir)
+    contributing, _ = _contributions(pr, loss, settings)
+    marks = torch.zeros(S_dir.shape, dtype=torch.int64, device=S.device).index_add_(0, pr.query, contributing.long())
+    return marks > 0
 
 
 def cocos_table(
@@ -440,3 +660,39 @@ def unified_tangent_norm(theta_pos, theta_neg, phi, margin: float = 0.2, gamma: 
     anchor, neg, pos, cos_p, cos_n = _geometry(theta_pos, theta_neg, phi)
     weight = torch.sigmoid(g * (cos_n - cos_p + m))  # D / (1 + D)
     return SphereNorms(anchor * weight, neg * weight, pos * weight)
+
+
+class SphereTriplet(NamedTuple):
+    """Li et al. Fig. 2 in 3-D: the unit anchor v, positive t and hardest negative t^ ([..., 3] each), and
+    the tangent part of minus the Triplet-HN gradient at each -- the way a gradient step moves it."""
+
+    anchor: Tensor
+    positive: Tensor
+    negative: Tensor
+    anchor_step: Tensor
+    positive_step: Tensor
+    negative_step: Tensor
+
+
+def triplet_hn_descent(theta_pos, theta_neg, phi, margin: float = 0.2) -> SphereTriplet:
+    r"""Points and descent directions of Triplet-HN for one anchor on the unit sphere (Li et al. eqs. 8-12).
+
+    The geometry of :func:`triplet_hn_tangent_norm`: v = e_z, t at polar angle `theta_pos`
+    and azimuth 0, t^ at polar angle `theta_neg` and azimuth `phi` (0: the same side of v
+    as t, :math:`\pi`: the opposite side; the 2-D picture of Fig. 2 is the x-z plane).
+    Raw gradients (eqs. 9-10) when the hinge :math:`\cos\theta^- - \cos\theta^+ + m` is
+    active: dL/dv = t^ - t, dL/dt^ = v, dL/dt = -v; else 0. Each step is
+    :math:`-(g - (g\cdot x)x)` at its point x, so its norm is the tangent norm of eqs. 11-12.
+    """
+    m = check_nonnegative("margin", margin)
+    tp, tn, ph = _angles(theta_pos, theta_neg, phi)
+    zero = torch.zeros_like(tp)
+    v = torch.stack([zero, zero, torch.ones_like(tp)], dim=-1)
+    t = torch.stack([torch.sin(tp), zero, torch.cos(tp)], dim=-1)
+    t_hat = torch.stack([torch.sin(tn) * torch.cos(ph), torch.sin(tn) * torch.sin(ph), torch.cos(tn)], dim=-1)
+    active = ((torch.cos(tn) - torch.cos(tp) + m) > 0).to(tp.dtype)[..., None]
+
+    def step(g: Tensor, x: Tensor) -> Tensor:
+        return -active * (g - (g * x).sum(dim=-1, keepdim=True) * x)
+
+    return SphereTriplet(v, t, t_hat, step(t_hat - t, v), step(-v, t), step(v, t_hat))

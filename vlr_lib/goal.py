@@ -17,28 +17,63 @@ Here the gradient is designed with respect to S itself; autograd carries it to
 the embeddings through S = img @ txt.T, which is eq. 3 (dl/dx = sum_j dl/dS_xj y_j).
 Queries run in both directions (rows = image queries, columns = caption queries)
 and their gradients add, as in the symmetric loss of sec. 3.1.
+
+:class:`GoalConfig` holds one combination and all its parameters (validated in one
+place); :func:`goal_objective` and :func:`goal_gradient` take it, or the same
+parameters as keywords.
+
+Two readings of the MS pair weight (eq. 12), ``ms_form``:
+
+- ``"ms-loss"`` (the default): the weights of MS loss itself (Wang et al., CVPR 2019,
+  "Multi-Similarity Loss with General Pair Weighting", the gradient of their eq. 6),
+  :math:`w^+ = 1/(e^{-\alpha(\lambda - S_{ik})} + \sum_{k' \in \mathcal{P}_i} e^{-\alpha(S_{ik'} - S_{ik})})`
+  and :math:`w^- = 1/(e^{\beta(\lambda - S_{ik})} + \sum_{k' \in \mathcal{N}_i} e^{\beta(S_{ik'} - S_{ik})})`,
+  whose sums run over sets that *contain the selected pair itself*. In eq. 12's notation
+  the relative term is :math:`m = 1 + \sum_{\text{others}} e^{\pm(\cdot)}`, a sum, so
+  m >= 1 and every pair weight is <= 1 (and <= the plain sigmoid weight of eq. 11).
+  With T <= 1 too, each designed weight T * P is <= 1, and |dL/dS_ij| is at most the
+  number of anchor triplets that select entry (i, j) -- 2 when the positives are on
+  the diagonal (the entry's row query and its column query).
+- ``"printed"``: eq. 12 as printed, :math:`m` the *mean* over the set without the
+  selected pair. For a hardest negative every other member scores below it, so
+  :math:`m^{sig}_- = \mathrm{mean}\, e^{-\beta(s_{neg} - R)}` can be tiny and
+  :math:`P_- \approx 1/m` huge: at MS loss's own beta = 50, lambda = 0.5, a batch of
+  spread cosines gives |dL/dS| ~ 1e11, and larger beta overflows. Kept because it
+  is what the paper prints and it shows why MS loss adds the pair to its own sum.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ._checks import Positives, check_choice, check_nonnegative, check_positive, check_similarity, check_tensor
+from ._checks import (
+    Positives,
+    check_choice,
+    check_finite,
+    check_nonnegative,
+    check_positive,
+    check_similarity,
+    check_tensor,
+)
+from .similarity import hardest_negatives
 
 __all__ = [
     "GOAL_TRIPLETS",
     "GOAL_PAIRS",
+    "MS_FORMS",
     "TRIPLET_PARAMS",
     "PAIR_PARAMS",
     "TABLE1",
     "parse_goal_name",
+    "GoalConfig",
     "triplet_weight",
     "pair_weight",
     "relative_term",
+    "batch_triplets",
     "goal_gradient",
     "goal_objective",
 ]
@@ -46,8 +81,11 @@ __all__ = [
 GOAL_TRIPLETS: tuple[str, ...] = ("con", "nca", "cir")
 GOAL_PAIRS: tuple[str, ...] = ("con", "lin", "sig", "lin-ms", "sig-ms")
 _MS_PAIRS = ("lin-ms", "sig-ms")
-#: The parameters each triplet weight (eqs. 5, 7, 8) and each pair weight (eqs. 9-13) uses; eps is the MS sets'
-#: mining margin. Written once: figures, widgets and result tables read it from here.
+#: The two readings of eq. 12 (see the module docstring): MS loss's own bounded weights, or eq. 12 as printed.
+MS_FORMS: tuple[str, ...] = ("ms-loss", "printed")
+#: The numeric parameters each triplet weight (eqs. 5, 7, 8) and each pair weight (eqs. 9-13) uses; eps is the MS
+#: sets' mining margin. (sig-ms also takes ms_form, the reading of eq. 12: a choice of formula, not a number.)
+#: Written once: figures, widgets and result tables read it from here.
 TRIPLET_PARAMS: dict[str, tuple[str, ...]] = {"con": ("margin",), "nca": ("tau",), "cir": ("tau",)}
 PAIR_PARAMS: dict[str, tuple[str, ...]] = {"con": (), "lin": (), "sig": ("alpha", "beta", "lam"), "lin-ms": ("eps",),
                                            "sig-ms": ("alpha", "beta", "lam", "eps")}
@@ -75,6 +113,93 @@ def parse_goal_name(name: str) -> tuple[str, str]:
     return check_choice("triplet", triplet, GOAL_TRIPLETS), check_choice("pair", pair, GOAL_PAIRS)
 
 
+@dataclass(frozen=True)
+class GoalConfig:
+    """One GOAL gradient: a triplet weight, a pair weight and every parameter, validated once.
+
+    Fields: `triplet` (one of GOAL_TRIPLETS), `pair` (one of GOAL_PAIRS), `margin` (T^con,
+    eq. 5), `tau` (T^nca and T^cir, eqs. 7-8), `alpha`, `beta`, `lam` (P^sig and P^sig-ms,
+    eqs. 11-12), `eps` (the MS sets' mining margin, P^lin-ms and P^sig-ms) and `ms_form`
+    (the reading of eq. 12, one of MS_FORMS). A combination uses only some of them:
+    :meth:`params`. ``GoalConfig.from_name("goal:cir,sig-ms", beta=50)`` builds one from
+    the trainer's loss name. Frozen, so one config can be shared by a figure, a widget
+    and a training run.
+    """
+
+    triplet: str = "con"
+    pair: str = "con"
+    margin: float = 0.2
+    tau: float = 10.0
+    alpha: float = 2.0
+    beta: float = 10.0
+    lam: float = 0.5
+    eps: float = 0.1
+    ms_form: str = "ms-loss"
+
+    def __post_init__(self) -> None:
+        checked = dict(
+            triplet=check_choice("triplet", self.triplet, GOAL_TRIPLETS),
+            pair=check_choice("pair", self.pair, GOAL_PAIRS),
+            margin=check_nonnegative("margin", self.margin),
+            tau=check_positive("tau", self.tau),
+            alpha=check_positive("alpha", self.alpha),
+            beta=check_positive("beta", self.beta),
+            lam=check_finite("lam", self.lam),
+            eps=check_nonnegative("eps", self.eps),
+            ms_form=check_choice("ms_form", self.ms_form, MS_FORMS),
+        )
+        for key, value in checked.items():
+            object.__setattr__(self, key, value)
+
+    @classmethod
+    def from_name(cls, name: str, **params: object) -> "GoalConfig":
+        """The config of a trainer loss name, "goal:<triplet>,<pair>", with `params` set."""
+        triplet, pair = parse_goal_name(name)
+        return cls(triplet, pair, **params)  # type: ignore[arg-type]
+
+    @property
+    def name(self) -> str:
+        """The trainer's loss name, e.g. "goal:cir,sig-ms"."""
+        return f"goal:{self.triplet},{self.pair}"
+
+    @property
+    def label(self) -> str:
+        """The display name, e.g. "GOAL (cir, sig-ms)" (losses.loss_label)."""
+        from .losses import loss_label
+
+        return loss_label(self.name)
+
+    @property
+    def known_as(self) -> str:
+        """The loss this combination reproduces in Table 1, or "New"."""
+        return TABLE1[(self.triplet, self.pair)]
+
+    def params(self) -> dict[str, float | str]:
+        """The parameters the chosen weights use, with their values: TRIPLET_PARAMS, PAIR_PARAMS, then
+        ms_form for sig-ms."""
+        form = ("ms_form",) if self.pair == "sig-ms" else ()
+        keys = [*TRIPLET_PARAMS[self.triplet], *PAIR_PARAMS[self.pair], *form]
+        return {key: getattr(self, key) for key in dict.fromkeys(keys)}
+
+
+_DEFAULT = GoalConfig()
+
+
+def _resolve(config: GoalConfig | None, **loose: object) -> GoalConfig:
+    """The config of a call: `config` itself, or one built from the loose keywords -- never a mix."""
+    unknown = sorted(set(loose) - {f.name for f in fields(GoalConfig)})
+    if unknown:
+        raise TypeError(f"{unknown[0]} is not a GOAL parameter; the parameters are the fields of GoalConfig")
+    if config is None:
+        return GoalConfig(**loose)  # type: ignore[arg-type]
+    if not isinstance(config, GoalConfig):
+        raise TypeError(f"config must be a GoalConfig, got {type(config).__name__}")
+    changed = [key for key, value in loose.items() if value != getattr(_DEFAULT, key)]
+    if changed:
+        raise ValueError(f"pass either config or the loose parameters, not both; also given: {changed}")
+    return config
+
+
 # --------------------------------------------------------------------------- validation helpers
 
 
@@ -83,14 +208,6 @@ def _as_tensor(name: str, x: Tensor | float, like: Tensor | None = None) -> Tens
     if isinstance(x, (int, float)) and not isinstance(x, bool):
         x = torch.tensor(float(x), dtype=torch.get_default_dtype() if like is None else like.dtype)
     return check_tensor(name, x)
-
-
-def _check_finite(name: str, value: float) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value}")
-    return float(value)
 
 
 def _check_broadcast(names: tuple[str, str], a: Tensor, b: Tensor) -> None:
@@ -178,7 +295,7 @@ def pair_weight(
     if not isinstance(positive, bool):
         raise TypeError(f"positive must be a bool (True for P_+, False for P_-), got {type(positive).__name__}")
     alpha, beta = check_positive("alpha", alpha), check_positive("beta", beta)
-    lam = _check_finite("lam", lam)
+    lam = check_finite("lam", lam)
     return _pair(name, s, positive, alpha, beta, lam, _check_rel(name, rel, s))
 
 
@@ -227,31 +344,40 @@ def relative_term(
     positive: bool,
     alpha: float = 2.0,
     beta: float = 10.0,
+    ms_form: str = "ms-loss",
 ) -> Tensor:
     r"""Relative-similarity term m of the MS pair weights (eqs. 12, 13), one per selected pair.
 
     s[k] is the similarity of the k-th selected pair (its positive if `positive`,
     else its hardest negative); row k of `others` holds the candidate relative
     similarities R and row k of `members` (bool) marks which of them are in the set
-    (:math:`\mathcal{P}` for positives, :math:`\mathcal{N}` for negatives):
+    (:math:`\mathcal{P}` for positives, :math:`\mathcal{N}` for negatives), the
+    selected pair itself excluded. With :math:`e_R = e^{\alpha(s - R)}` for positives
+    and :math:`e^{-\beta(s - R)}` for negatives:
 
-    - "sig-ms": :math:`m^{sig}_+ = \mathrm{mean}_{\mathcal{P}}\, e^{\alpha(s - R)}`,
-      :math:`m^{sig}_- = \mathrm{mean}_{\mathcal{N}}\, e^{-\beta(s - R)}`;
-    - "lin-ms": :math:`m^{lin}_\pm = \mathrm{mean}\,(s - R)` over the set.
+    - "sig-ms", ``ms_form="ms-loss"`` (MS loss's own weights, Wang et al. 2019: the
+      sum runs over the set *and the selected pair*, whose term is :math:`e^0 = 1`):
+      :math:`m^{sig} = 1 + \sum_{R} e_R \ge 1`, so :math:`P^{sig-ms} \le 1`;
+    - "sig-ms", ``ms_form="printed"`` (eq. 12 as printed):
+      :math:`m^{sig} = \mathrm{mean}_{R}\, e_R`, 1 for an empty set;
+    - "lin-ms" (eq. 13, GOAL's own parameter-free form, bounded as printed):
+      :math:`m^{lin}_\pm = \mathrm{mean}\,(s - R)` over the set, 0 for an empty set;
+      `ms_form` does not apply.
 
-    An empty set gives the neutral value (1 for "sig-ms", 0 for "lin-ms"), which
-    turns eq. 12 into eq. 11 and eq. 13 into eq. 10, the paper's own remark on
-    m = 1. (The authors' public code uses 0 for both, which makes an isolated
+    With an empty set both sig-ms readings give m = 1, which turns eq. 12 into
+    eq. 11 (the paper's own remark on m = 1), and lin-ms gives 0, which turns eq. 13
+    into eq. 10. (The authors' public code uses 0 for both, which makes an isolated
     pair's sig-ms weight :math:`e^{-\alpha(s - \lambda)}`, up to e^3; we keep the
     paper's reading.) Shapes: s [K], others and members [K, M].
 
     We follow the equations where the paper's prose disagrees with them: for a
-    hardest negative every member of :math:`\mathcal{N}` lies below s, so
+    hardest negative every member of :math:`\mathcal{N}` lies below s, so the printed
     :math:`m^{sig}_- \le 1` (and :math:`m^{lin}_- \ge 0`), which *raises* P_- above the
-    plain sigmoid, up to 1/m -- the prose says m_- > 1. A small m can make the
-    weight large (1/m); that is eq. 12 as printed and MS loss's own behaviour.
+    plain sigmoid, up to 1/m -- the prose says m_- > 1. That unbounded 1/m is why the
+    default is MS loss's own sum.
     """
     check_choice("name", name, _MS_PAIRS)
+    check_choice("ms_form", ms_form, MS_FORMS)
     s = check_tensor("s", s, ndim=1)
     others = check_tensor("others", others, ndim=2)
     if not isinstance(members, Tensor) or members.dtype != torch.bool or members.shape != others.shape:
@@ -260,20 +386,23 @@ def relative_term(
         raise ValueError(f"others must have one row per entry of s ({s.shape[0]}), got {others.shape[0]}")
     if not isinstance(positive, bool):
         raise TypeError(f"positive must be a bool, got {type(positive).__name__}")
-    ms = _relative(name, s, others, members, positive, check_positive("alpha", alpha), check_positive("beta", beta))
+    alpha, beta = check_positive("alpha", alpha), check_positive("beta", beta)
+    ms = _relative(name, s, others, members, positive, alpha, beta, ms_form)
     return ms.exp() if name == "sig-ms" else ms
 
 
 def _relative(
-    name: str, s: Tensor, others: Tensor, members: Tensor, positive: bool, alpha: float, beta: float
+    name: str, s: Tensor, others: Tensor, members: Tensor, positive: bool, alpha: float, beta: float, ms_form: str
 ) -> Tensor:
-    """m^lin for "lin-ms", log m^sig for "sig-ms" (a log-mean-exp, so it never overflows)."""
+    """m^lin for "lin-ms", log m^sig for "sig-ms" (a log-sum-exp, so it never overflows)."""
     count = members.sum(dim=1)
     diff = s[:, None] - others
     if name == "lin-ms":
         total = torch.where(members, diff, 0).sum(dim=1)
         return torch.where(count > 0, total / count.clamp_min(1), 0)
     logits = torch.where(members, alpha * diff if positive else -beta * diff, -math.inf)
+    if ms_form == "ms-loss":  # log(1 + sum): the selected pair's own term is e^0 = 1
+        return torch.logaddexp(torch.logsumexp(logits, dim=1), s.new_zeros(()))
     log_mean = torch.logsumexp(logits, dim=1) - count.clamp_min(1).to(s).log()
     return torch.where(count > 0, log_mean, 0)
 
@@ -281,25 +410,26 @@ def _relative(
 # --------------------------------------------------------------------------- the GOAL gradient
 
 
-@dataclass(frozen=True)
-class _Config:
-    triplet: str
-    pair: str
-    margin: float
-    tau: float
-    alpha: float
-    beta: float
-    lam: float
-    eps: float
-
-
 def _hardest(S: Tensor, pos: Positives) -> tuple[Tensor, Tensor, Tensor]:
     """Rows as queries: positive score, hardest-negative score and its column, one per positive pair.
 
-    torch.max picks a single hardest negative, as losses.triplet_hardest does.
+    similarity.hardest_negatives picks a single hardest negative, as losses.triplet_hardest does.
     """
-    neg_val, neg_col = S.masked_fill(~pos.neg, -math.inf).max(dim=1)
+    neg_val, neg_col = hardest_negatives(S, pos.neg)
     return S[pos.rows, pos.cols], neg_val[pos.rows], neg_col[pos.rows]
+
+
+def batch_triplets(S: Tensor, pos_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """(s_pos, s_neg) of every anchor triplet GOAL weighs (sec. 3.1), image queries first, then caption queries.
+
+    Each positive pair (i, j) gives two triplets: the image query i with its hardest
+    negative caption, and the caption query j with its hardest negative image. These
+    are the points at which :func:`goal_gradient` evaluates T and P; shape [2P] each.
+    """
+    S, pos = check_similarity(S, pos_mask)
+    S = S.detach()
+    rows, cols = _hardest(S, pos), _hardest(S.T, pos.transposed())
+    return torch.cat([rows[0], cols[0]]), torch.cat([rows[1], cols[1]])
 
 
 def _ms_sets(S: Tensor, pos: Positives, s_pos: Tensor, s_neg: Tensor, neg_col: Tensor, eps: float):
@@ -323,27 +453,42 @@ def _ms_sets(S: Tensor, pos: Positives, s_pos: Tensor, s_neg: Tensor, neg_col: T
     return (others_pos, in_p), (rows, in_n)
 
 
-def _one_direction(S: Tensor, pos: Positives, cfg: _Config, grad: Tensor) -> Tensor:
+def _check_weights(w_pos: Tensor, w_neg: Tensor, cfg: GoalConfig, S: Tensor) -> None:
+    """The gradient is built from these 2P weights alone: checking them checks it, and says which knob overflowed."""
+    for w, param, value in ((w_pos, "alpha", cfg.alpha), (w_neg, "beta", cfg.beta)):
+        if bool(torch.isfinite(w).all()):
+            continue
+        if cfg.pair == "sig-ms" and cfg.ms_form == "printed":
+            raise FloatingPointError(
+                f"goal ({cfg.triplet}, sig-ms) overflowed {S.dtype} at {param}={value:g}: with ms_form='printed' "
+                f"(eq. 12 as printed) the weight 1/m grows without bound as {param} grows; lower {param}, or use "
+                "ms_form='ms-loss', whose weights are <= 1"
+            )
+        raise FloatingPointError(
+            f"goal ({cfg.triplet}, {cfg.pair}) weights overflowed {S.dtype}: scores up to "
+            f"{float(S.abs().max()):.3g} are far outside the cosine range [-1, 1]"
+        )
+
+
+def _one_direction(S: Tensor, pos: Positives, cfg: GoalConfig, grad: Tensor) -> Tensor:
     """Add the designed dL/dS of the row queries of S to `grad`; return their triplet-hardest value."""
     s_pos, s_neg, neg_col = _hardest(S, pos)
     t = _triplet(cfg.triplet, s_pos, s_neg, cfg.margin, cfg.tau)
     ms_pos = ms_neg = None
     if cfg.pair in _MS_PAIRS:
         (cand_p, in_p), (cand_n, in_n) = _ms_sets(S, pos, s_pos, s_neg, neg_col, cfg.eps)
-        ms_pos = _relative(cfg.pair, s_pos, cand_p, in_p, True, cfg.alpha, cfg.beta)
-        ms_neg = _relative(cfg.pair, s_neg, cand_n, in_n, False, cfg.alpha, cfg.beta)
+        ms_pos = _relative(cfg.pair, s_pos, cand_p, in_p, True, cfg.alpha, cfg.beta, cfg.ms_form)
+        ms_neg = _relative(cfg.pair, s_neg, cand_n, in_n, False, cfg.alpha, cfg.beta, cfg.ms_form)
     w_pos = t * _pair(cfg.pair, s_pos, True, cfg.alpha, cfg.beta, cfg.lam, ms_pos)
     w_neg = t * _pair(cfg.pair, s_neg, False, cfg.alpha, cfg.beta, cfg.lam, ms_neg)
-    # The gradient is built from these 2P weights alone: checking them checks it.
-    if not bool(torch.isfinite(w_pos).all() & torch.isfinite(w_neg).all()):
-        raise FloatingPointError("goal produced a non-finite gradient; please report this with the input S")
+    _check_weights(w_pos, w_neg, cfg, S)
     # Several positives of one query share its hardest negative: accumulate.
     grad.index_put_((pos.rows, pos.cols), -w_pos, accumulate=True)
     grad.index_put_((pos.rows, neg_col), w_neg, accumulate=True)
     return F.relu(cfg.margin + s_neg - s_pos).sum()
 
 
-def _goal(S: Tensor, pos: Positives, cfg: _Config) -> tuple[Tensor, Tensor]:
+def _goal(S: Tensor, pos: Positives, cfg: GoalConfig) -> tuple[Tensor, Tensor]:
     grad = torch.zeros_like(S)
     # One buffer for both directions: the caption queries write through its transpose.
     value_rows = _one_direction(S, pos, cfg, grad)
@@ -351,41 +496,31 @@ def _goal(S: Tensor, pos: Positives, cfg: _Config) -> tuple[Tensor, Tensor]:
     return grad, value_rows + value_cols
 
 
-def _config(triplet, pair, margin, tau, alpha, beta, lam, eps) -> _Config:
-    return _Config(
-        triplet=check_choice("triplet", triplet, GOAL_TRIPLETS),
-        pair=check_choice("pair", pair, GOAL_PAIRS),
-        margin=check_nonnegative("margin", margin),
-        tau=check_positive("tau", tau),
-        alpha=check_positive("alpha", alpha),
-        beta=check_positive("beta", beta),
-        lam=_check_finite("lam", lam),
-        eps=check_nonnegative("eps", eps),
-    )
-
-
 def goal_gradient(
     S: Tensor,
-    triplet: str = "con",
-    pair: str = "con",
-    margin: float = 0.2,
-    tau: float = 10.0,
-    alpha: float = 2.0,
-    beta: float = 10.0,
-    lam: float = 0.5,
-    eps: float = 0.1,
+    triplet: str = _DEFAULT.triplet,
+    pair: str = _DEFAULT.pair,
+    *,
     pos_mask: Tensor | None = None,
+    config: GoalConfig | None = None,
+    **params: object,
 ) -> Tensor:
-    """The designed dL/dS of :func:`goal_objective` as a plain tensor (no autograd), for plots and analysis."""
+    """The designed dL/dS of :func:`goal_objective` as a plain tensor (no autograd), for plots and analysis.
+
+    Takes a :class:`GoalConfig` (``goal_gradient(S, config=cfg)``) or the weights and the
+    other fields of GoalConfig as keywords (``goal_gradient(S, "cir", "sig-ms", beta=50)``),
+    not both; see :func:`goal_objective` for what each field does.
+    """
+    cfg = _resolve(config, triplet=triplet, pair=pair, **params)
     S, pos = check_similarity(S, pos_mask)
-    return _goal(S.detach(), pos, _config(triplet, pair, margin, tau, alpha, beta, lam, eps))[0]
+    return _goal(S.detach(), pos, cfg)[0]
 
 
 class _GoalFunction(torch.autograd.Function):
     """Forward: the logging value. Backward: the designed gradient, weights held constant."""
 
     @staticmethod
-    def forward(ctx, S: Tensor, pos: Positives, cfg: _Config) -> Tensor:  # type: ignore[override]
+    def forward(ctx, S: Tensor, pos: Positives, cfg: GoalConfig) -> Tensor:  # type: ignore[override]
         grad, value = _goal(S.detach(), pos, cfg)
         ctx.save_for_backward(grad)
         return value
@@ -398,15 +533,17 @@ class _GoalFunction(torch.autograd.Function):
 
 def goal_objective(
     S: Tensor,
-    triplet: str = "con",
-    pair: str = "con",
-    margin: float = 0.2,
-    tau: float = 10.0,
-    alpha: float = 2.0,
-    beta: float = 10.0,
-    lam: float = 0.5,
-    eps: float = 0.1,
+    triplet: str = _DEFAULT.triplet,
+    pair: str = _DEFAULT.pair,
+    margin: float = _DEFAULT.margin,
+    tau: float = _DEFAULT.tau,
+    alpha: float = _DEFAULT.alpha,
+    beta: float = _DEFAULT.beta,
+    lam: float = _DEFAULT.lam,
+    eps: float = _DEFAULT.eps,
+    ms_form: str = _DEFAULT.ms_form,
     pos_mask: Tensor | None = None,
+    config: GoalConfig | None = None,
 ) -> Tensor:
     r"""GOAL objective (Xuan & Chen sec. 3, eq. 3): a scalar whose backward is the designed gradient.
 
@@ -425,12 +562,14 @@ def goal_objective(
     of ``losses.triplet_hardest(S, margin, "sum")``; (nca, con) is the gradient of the
     hard-negative NCA loss of eq. 6 divided by `tau` (see :func:`triplet_weight`).
 
-    Parameters: `margin` (T^con), `tau` (T^nca, T^cir), `alpha`, `beta`, `lam` (P^sig,
-    P^sig-ms: alpha, beta, lambda of eqs. 11-12), `eps` (the MS sets: MS loss's
-    pair-mining margin epsilon, which decides which other pairs enter
-    :math:`\mathcal{P}` and :math:`\mathcal{N}`; 0.1 as in MS loss and the authors' code;
-    used by "lin-ms" and "sig-ms" only). See :func:`relative_term` and `_ms_sets`
-    for our reading of the sets.
+    Parameters (the fields of :class:`GoalConfig`; pass one as `config` instead):
+    `margin` (T^con), `tau` (T^nca, T^cir), `alpha`, `beta`, `lam` (P^sig, P^sig-ms:
+    alpha, beta, lambda of eqs. 11-12), `eps` (the MS sets: MS loss's pair-mining
+    margin epsilon, which decides which other pairs enter :math:`\mathcal{P}` and
+    :math:`\mathcal{N}`; 0.1 as in MS loss and the authors' code; used by "lin-ms" and
+    "sig-ms" only), `ms_form` (P^sig-ms only: "ms-loss", MS loss's own weights, each
+    <= 1, or "printed", eq. 12 as printed; see the module docstring and
+    :func:`relative_term`).
 
     Forward value (for logging only -- its own autograd gradient is *not* the
     backward): the triplet-hardest (VSE++) loss,
@@ -438,5 +577,7 @@ def goal_objective(
     number the paper's baselines report. It is comparable across all 15
     combinations and equals the trained objective for (con, con).
     """
+    cfg = _resolve(config, triplet=triplet, pair=pair, margin=margin, tau=tau, alpha=alpha, beta=beta, lam=lam,
+                   eps=eps, ms_form=ms_form)
     S, pos = check_similarity(S, pos_mask)
-    return _GoalFunction.apply(S, pos, _config(triplet, pair, margin, tau, alpha, beta, lam, eps))
+    return _GoalFunction.apply(S, pos, cfg)

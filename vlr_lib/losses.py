@@ -1,6 +1,6 @@
 """Every closed-form loss of the workbook, each a function of the similarity matrix S.
 
-The contract (DESIGN.md): S[i, j] is the similarity of image i and caption j.
+The S contract (docs/architecture.md): S[i, j] is the similarity of image i and caption j.
 Positives sit on the diagonal unless `pos_mask` marks them. Each positive pair
 (i, j) is one *anchor term*; in the image->text direction its negatives are the
 entries of row i outside `pos_mask`, in the text->image direction those of
@@ -18,6 +18,7 @@ over examples.
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 import torch.nn.functional as F
@@ -32,6 +33,7 @@ from ._checks import (
     check_tensor,
     reduce,
 )
+from .similarity import hardest_negatives
 
 __all__ = [
     "triplet_all",
@@ -41,6 +43,7 @@ __all__ = [
     "sampled_softmax",
     "cross_example_softmax",
     "smooth_ap",
+    "smooth_step",
     "LOSSES",
 ]
 
@@ -84,10 +87,15 @@ def _both_directions(S: Tensor, pos: Positives, term) -> Tensor:
     return term(S, pos) + term(S.T, pos.transposed())
 
 
-def _finite(loss: Tensor, name: str) -> Tensor:
-    # Inputs are validated, so a non-finite loss is a bug; say so instead of returning NaN.
+def _finite(loss: Tensor, name: str, param: str, value: object, too: str) -> Tensor:
+    """Never return NaN silently. S is validated finite, so a non-finite loss means that `param`
+    scaled the scores out of the dtype's range: the error names it and which way to move it."""
     if not bool(torch.isfinite(loss).all()):
-        raise FloatingPointError(f"{name} produced a non-finite value; please report this with the input S")
+        shown = f"{value:g}" if isinstance(value, float) else "the given values"
+        way = "larger" if too == "small" else "smaller"
+        also = "" if loss.dtype == torch.float64 else " or compute in float64"
+        raise FloatingPointError(f"{name} overflowed {loss.dtype}: {param}={shown} is too {too} for these scores; "
+                                 f"make it {way}{also} (cosine similarities lie in [-1, 1])")
     return loss
 
 
@@ -115,16 +123,12 @@ def triplet_all(
         hinge = F.relu(m_col - _pos_scores(S, pos)[:, None] + rows)
         return (hinge * neg).sum(dim=1)
 
-    return _finite(reduce(_both_directions(S, pos, term), reduction), "triplet_all")
+    return _finite(reduce(_both_directions(S, pos, term), reduction), "triplet_all", "margin", m, "large")
 
 
 def _hardest_negative(S: Tensor, pos: Positives) -> Tensor:
-    """Hardest negative score of each positive pair's query (row view), shape [P].
-
-    torch.max sends the gradient to a single index, as VSE++ does; GOAL's custom
-    backward picks the same index.
-    """
-    row_max = _masked(S, pos.neg, -math.inf).max(dim=1).values
+    """Hardest negative score of each positive pair's query (row view), shape [P] (similarity.hardest_negatives)."""
+    row_max = hardest_negatives(S, pos.neg).values
     return row_max if pos.diagonal else row_max[pos.rows]
 
 
@@ -145,7 +149,7 @@ def triplet_hardest(
     def term(S: Tensor, pos: Positives) -> Tensor:
         return F.relu(m + _hardest_negative(S, pos) - _pos_scores(S, pos))
 
-    return _finite(reduce(_both_directions(S, pos, term), reduction), "triplet_hardest")
+    return _finite(reduce(_both_directions(S, pos, term), reduction), "triplet_hardest", "margin", m, "large")
 
 
 # --------------------------------------------------------------------------- softmax family
@@ -181,7 +185,8 @@ def info_nce(
         logit_pos = _pos_scores(S, pos) * inv_t
         return torch.logaddexp(logit_pos, _neg_logsumexp(S, pos, inv_t)) - logit_pos
 
-    return _finite(reduce(_both_directions(S, pos, term), reduction), "info_nce")
+    per_pair = _both_directions(S, pos, term)
+    return _finite(reduce(per_pair, reduction), "info_nce", "temperature", 1.0 / inv_t, "small")
 
 
 def unified(
@@ -229,30 +234,46 @@ def unified(
             return F.cross_entropy(logits * g, pos.rows, reduction="none") / g
         return F.softplus(g * (m - _pos_scores(S, pos)) + _neg_logsumexp(S, pos, g), threshold=20.0) / g
 
-    return _finite(reduce(_both_directions(S, pos, term), reduction), "unified")
+    return _finite(reduce(_both_directions(S, pos, term), reduction), "unified", "gamma", g, "large")
 
 
-def _topk_count(topk: int | float | None, available: int, what: str, allow_fraction: bool) -> int | None:
-    """Resolve `topk` to a count in [1, available]; a float is a fraction of `available`."""
+def _topk_counts(topk: int | float | None, available: Tensor) -> Tensor | None:
+    """`topk` as a number of negatives per query, given how many each query has (`available`, int [Q]).
+
+    One meaning everywhere in vlr_lib: an int >= 1 is a count, a float in (0, 1] is a
+    fraction of the available negatives, k = ceil(fraction * available) (1.0 keeps all;
+    the product is rounded to 1e-9 first, so 0.3 of 10 negatives is 3, not 4).
+    None keeps every negative. A bool is neither.
+    """
     if topk is None:
         return None
-    if isinstance(topk, bool):
-        raise TypeError("topk must be an int, a float fraction or None")
-    if isinstance(topk, int):
-        if not 1 <= topk <= available:
-            raise ValueError(f"topk must be between 1 and the number of {what} ({available}), got {topk}")
-        return topk
-    if isinstance(topk, float) and allow_fraction:
-        if not (0.0 < topk <= 1.0):
-            raise ValueError(f"topk as a fraction must lie in (0, 1], got {topk}")
-        return max(1, math.ceil(topk * available))
-    raise TypeError(f"topk must be an int{' or a float fraction' if allow_fraction else ''} or None, got {topk!r}")
+    fewest = int(available.min())
+    if isinstance(topk, numbers.Integral) and not isinstance(topk, bool):
+        if not 1 <= topk <= fewest:
+            raise ValueError(f"topk as an int is a count of negatives and must lie in [1, {fewest}] "
+                             f"(the negatives of a query here), got {topk}")
+        return torch.full_like(available, int(topk))
+    if isinstance(topk, numbers.Real) and not isinstance(topk, bool):
+        if not 0.0 < topk <= 1.0:
+            raise ValueError(f"topk as a float is a fraction of the negatives and must lie in (0, 1], got {topk} "
+                             "(pass an int for a count)")
+        return torch.ceil(torch.round(float(topk) * available.double(), decimals=9)).long().clamp_min(1)
+    raise TypeError(f"topk must be an int count >= 1, a float fraction in (0, 1] or None, got {topk!r}")
+
+
+def _keep_top(masked: Tensor, k: Tensor) -> Tensor:
+    """The k[q] largest entries of each row q, the rest -inf (rows of -inf-masked negatives)."""
+    if bool((k == k[0]).all()):
+        return masked.topk(int(k[0]), dim=1).values
+    ordered = masked.sort(dim=1, descending=True).values
+    rank = torch.arange(ordered.shape[1], device=masked.device)
+    return ordered.masked_fill(rank[None, :] >= k[:, None], -math.inf)
 
 
 def sampled_softmax(
     S: Tensor,
     scale: float = 20.0,
-    topk: int | None = None,
+    topk: int | float | None = None,
     reduction: str = "mean",
     pos_mask: Tensor | None = None,
 ) -> Tensor:
@@ -260,27 +281,29 @@ def sampled_softmax(
 
     Rows are queries (pass S.T for caption queries). For each positive pair (i, j):
     :math:`-\log \frac{e^{\lambda s_{ij}}}{e^{\lambda s_{ij}} + \sum_{n \in N_i} e^{\lambda s_{in}}}`
-    with :math:`\lambda` = `scale` (20 in the paper). With `topk=k`, only the k
-    largest negatives of each row enter the partition function: stochastic
-    negative mining (eq. 3). "mean" is the paper's 1/N sum.
+    with :math:`\lambda` = `scale` (20 in the paper). With `topk`, only the largest
+    negatives of each row enter the partition function: stochastic negative mining
+    (eq. 3). `topk` is an int count (k negatives per row) or a float fraction in
+    (0, 1] of the row's negatives (1.0 = all, i.e. no mining); None keeps them all.
+    "mean" is the paper's 1/N sum.
     """
     S, pos = check_similarity(S, pos_mask, both_directions=False)
     check_reduction(reduction)
     lam = check_positive("scale", scale)
-    min_negs = int(pos.neg.sum(dim=1).min())
-    k = _topk_count(topk, min_negs, "negatives per row", allow_fraction=False)
+    k = _topk_counts(topk, pos.neg.sum(dim=1))
     logits = S * lam
     if pos.diagonal and k is None:
-        return _finite(reduce(F.cross_entropy(logits, pos.rows, reduction="none"), reduction), "sampled_softmax")
+        per_pair = F.cross_entropy(logits, pos.rows, reduction="none")
+        return _finite(reduce(per_pair, reduction), "sampled_softmax", "scale", lam, "large")
     masked = _masked(logits, pos.neg, -math.inf)
     if k is not None:
-        masked = masked.topk(k, dim=1).values
+        masked = _keep_top(masked, k)
     lse_neg = torch.logsumexp(masked, dim=1)
     if not pos.diagonal:
         lse_neg = lse_neg[pos.rows]
     logit_pos = _pos_scores(logits, pos)
     per_pair = torch.logaddexp(logit_pos, lse_neg) - logit_pos
-    return _finite(reduce(per_pair, reduction), "sampled_softmax")
+    return _finite(reduce(per_pair, reduction), "sampled_softmax", "scale", lam, "large")
 
 
 def _top_k_logsumexp(values: Tensor, k: int) -> Tensor:
@@ -309,22 +332,35 @@ def cross_example_softmax(
     they belong to: :math:`-\log \frac{e^{\lambda s_{ij}}}{e^{\lambda s_{ij}} + \sum_{s \in N_B}
     e^{\lambda s}}`, with :math:`N_B` every off-diagonal (non-positive) entry of S.
     This ties the scores of different queries to one scale, which is what improves
-    calibration. `topk` keeps only the largest negatives of the whole batch: an
-    int count, or a float fraction in (0, 1] of all negatives (the paper uses 50%).
+    calibration. `topk` keeps only the largest negatives of the whole batch
+    (cross-example negative mining, eq. 6): an int count, or a float fraction in
+    (0, 1] of all the batch's negatives (the paper uses 0.5; 1.0 = all).
     """
     S, pos = check_similarity(S, pos_mask, both_directions=False)
     check_reduction(reduction)
     lam = check_positive("scale", scale)
-    n_negs = int(pos.neg.sum())
-    k = _topk_count(topk, n_negs, "negatives in the batch", allow_fraction=True)
+    k = _topk_counts(topk, pos.neg.sum().reshape(1))
     negs = _masked(S * lam, pos.neg, -math.inf).flatten()  # every negative of the batch
-    lse_neg = torch.logsumexp(negs, dim=0) if k is None else _top_k_logsumexp(negs, k)
+    lse_neg = torch.logsumexp(negs, dim=0) if k is None else _top_k_logsumexp(negs, int(k[0]))
     logit_pos = _pos_scores(S, pos) * lam
     per_pair = torch.logaddexp(logit_pos, lse_neg) - logit_pos
-    return _finite(reduce(per_pair, reduction), "cross_example_softmax")
+    return _finite(reduce(per_pair, reduction), "cross_example_softmax", "scale", lam, "large")
 
 
 # --------------------------------------------------------------------------- ranking
+
+
+def smooth_step(x: Tensor, tau: float) -> Tensor:
+    r"""G(x; tau) = 1 / (1 + e^{-x/tau}) (Bleeker & de Rijke eq. 7): the smooth stand-in for 1{x > 0}.
+
+    SmoothAP counts candidate j as ranked above i by :math:`G(s_j - s_i)`; tau -> 0
+    recovers the step (the exact rank), larger tau spreads it. Never overflows.
+    """
+    return _smooth_step(check_tensor("x", x), check_positive("tau", tau))
+
+
+def _smooth_step(x: Tensor, tau: float) -> Tensor:
+    return torch.sigmoid(x / tau)
 
 
 def smooth_ap(S: Tensor, tau: float = 0.01, pos_mask: Tensor | None = None, reduction: str = "mean") -> Tensor:
@@ -346,7 +382,7 @@ def smooth_ap(S: Tensor, tau: float = 0.01, pos_mask: Tensor | None = None, redu
     t = check_positive("tau", tau)
     rows, neg = _query_rows(S, pos)  # [P, M]: the row of the query of each positive
     s_i = _pos_scores(S, pos)[:, None]
-    above = torch.sigmoid((rows - s_i) / t)
+    above = _smooth_step(rows - s_i, t)
     # The sums run over j != i: the j = i term is exactly sigmoid(0) = 1/2 with zero
     # gradient (s_i - s_i), so subtracting 1/2 removes it without a mask.
     rank_all = 0.5 + above.sum(dim=1)
@@ -356,7 +392,7 @@ def smooth_ap(S: Tensor, tau: float = 0.01, pos_mask: Tensor | None = None, redu
     ap_sum = torch.zeros(n_rows, dtype=S.dtype, device=S.device).index_add(0, pos.rows, ratio)
     n_pos = torch.bincount(pos.rows, minlength=n_rows).to(S.dtype)
     per_query = 1.0 - ap_sum / n_pos
-    return _finite(reduce(per_query, reduction), "smooth_ap")
+    return _finite(reduce(per_query, reduction), "smooth_ap", "tau", t, "small")
 
 
 LOSSES = {

@@ -1,14 +1,40 @@
 """Retrieval evaluation on a similarity matrix: R@K both ways, rsum, mAP@K, PR-AUC.
 
-S_eval is [n_images, n_captions] (rows images, columns captions, the contract of
-DESIGN.md); ``caption_to_image[c]`` is the image that caption c describes, so an
-image may have several captions (5 in Flickr30K / COCO) while each caption has
-exactly one image.
+S_eval is [n_images, n_captions] (rows images, columns captions: the S contract of
+docs/architecture.md); ``caption_to_image[c]`` is the image that caption c
+describes, so an image may have several captions (5 in Flickr30K / COCO) while
+each caption has exactly one image.
+
+Ties (one convention for every ranking: R@K, ranks, mAP@k, AP). A negative that
+scores *the same* as the positive is ranked above it:
+
+    rank = 1 + #{negatives scoring >= the positive}
+
+(the pessimistic reading of Bleeker & de Rijke eq. 6, whose "ranked above" does
+not say what a tie is). Why this one: a retrieval system must put the right item
+in front of the wrong ones, and a tie does not; the convention never flatters a
+model, so a collapsed model (zeroed heads, every score equal) gets R@K = 0 and
+mAP@k = 0, not the perfect 100 and 1 that "ties favour the positive" would give it
+-- and the grid and showdown pick epochs by validation rsum, so a flattering
+convention would select exactly such a collapsed epoch. Without ties it gives the
+same numbers as any other convention (real-valued scores tie only in constructed
+cases or with duplicated images or captions). The expected rank under random
+tie-breaking would be the other defensible choice; it still awards a constant S
+the chance level instead of 0, which hides the collapse less clearly. For an image
+query with several captions the rank is that of its best caption, and captions of
+the same image never count against each other. mAP@k places every tied negative
+before the positive as well; the order among tied positives does not change AP.
+
+PR-AUC is tie-safe by construction: a precision-recall curve is drawn by
+thresholds on the score, so tied pairs are accepted together (as in
+``sklearn.metrics.average_precision_score``). A constant S has a single threshold
+accepting every pair, so its PR-AUC is the base rate n_captions / (n_images *
+n_captions) = 1 / n_images, the random scorer's precision.
 
 Memory. A 5,000 x 25,000 evaluation has 125M pairs; a global argsort would
 need 1 GB of int64 indices on top of the 0.5 GB matrix. Instead, everything
 (validation included) runs on one block of ``chunk_size`` rows at a time:
-ranks are *counts* of candidates scoring strictly above the positive, mAP@k
+ranks are *counts* of candidates scoring at or above the positive, mAP@k
 needs only a short top-k per row, and PR-AUC counts the pairs above each
 positive score in one block's sorted scores. The working set is a few
 ``chunk_size x n_captions`` temporaries. Peak RSS above the matrix, measured
@@ -17,14 +43,6 @@ default 256, against ~870 MB for the same code in one block. Time is
 O(n_images * n_captions) per pass; PR-AUC adds the block sorts and is the
 slowest (7-11 s single-threaded on this project's CPU at that size, against
 ~1 s each for the recalls and mAP@k).
-
-Ties (one convention everywhere for the rankings). A candidate's rank is
-``1 + (number of candidates with a strictly higher score)``, eq. (6) of Bleeker
-& de Rijke. Ties therefore favour the true item: a negative that merely equals
-the positive does not push it down. Real-valued scores tie only in constructed
-cases or with duplicate captions. PR-AUC is the exception: a precision-recall
-curve is drawn by thresholds on the score, so tied pairs enter together (the
-convention of ``sklearn.metrics.average_precision_score``).
 """
 from __future__ import annotations
 
@@ -35,7 +53,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ._checks import check_int, check_tensor
+from ._checks import check_choice, check_finite, check_int, check_tensor
+from .similarity import DIRECTIONS, positive_mask
 
 DEFAULT_CHUNK = 256  # rows per block: 256 x 25,000 float32 is 25.6 MB per temporary
 
@@ -102,6 +121,12 @@ def _validate(S_eval: object, caption_to_image: object, chunk_size: object) -> t
     return S, _as_caption_to_image(caption_to_image, S), chunk_size
 
 
+def positive_pairs(S_eval: Tensor, caption_to_image: Tensor) -> Tensor:
+    """Bool [n_images, n_captions]: True where caption c describes image i (after every metric's input checks)."""
+    S, c2i, _ = _validate(S_eval, caption_to_image, DEFAULT_CHUNK)
+    return positive_mask(torch.arange(S.shape[0], device=S.device), c2i)
+
+
 # ---------------------------------------------------------------------- ranks
 def _positive_scores(S: Tensor, c2i: Tensor) -> Tensor:
     """S[caption_to_image[c], c] for every caption c: the score of each matching pair."""
@@ -109,28 +134,32 @@ def _positive_scores(S: Tensor, c2i: Tensor) -> Tensor:
 
 
 def _ranks(S: Tensor, c2i: Tensor, chunk_size: int, i2t: bool, t2i: bool) -> tuple[Tensor | None, Tensor | None]:
-    """One pass over row blocks; ranks are counts of strictly higher scores, plus one."""
+    """One pass over row blocks; a rank is 1 + the number of negatives scoring >= the positive."""
     n_images, n_captions = S.shape
     pos_score = _positive_scores(S, c2i)
-    # Best caption score of each image: nothing positive lies strictly above it.
+    # Best caption score of each image, and how many of its captions reach it (they are not negatives).
     best = S.new_full((n_images,), float("-inf")).scatter_reduce_(0, c2i, pos_score, "amax")
+    n_best = torch.zeros(n_images, dtype=torch.int32, device=S.device).index_add_(
+        0, c2i, (pos_score == best[c2i]).to(torch.int32))
     r_i2t = torch.empty(n_images, dtype=torch.long, device=S.device) if i2t else None
-    above_t2i = torch.zeros(n_captions, dtype=torch.long, device=S.device) if t2i else None
+    at_or_above = torch.zeros(n_captions, dtype=torch.long, device=S.device) if t2i else None
     for a, block in _row_blocks(S, chunk_size):
-        # int32 partial counts: exact (< 2**31) and several times faster than int64 sums on CPU
+        rows = slice(a, a + block.shape[0])
+        # int32 partial counts: exact (< 2**31) and several times faster than int64 sums on CPU.
+        # Every other caption of the image scores <= best, so >= counts the negatives plus n_best.
         if i2t:
-            r_i2t[a : a + block.shape[0]] = 1 + (block > best[a : a + block.shape[0], None]).sum(1, dtype=torch.int32)
-        if t2i:  # images of this block that beat each caption's own image
-            above_t2i += (block > pos_score[None, :]).sum(0, dtype=torch.int32)
-    return r_i2t, (1 + above_t2i if t2i else None)
+            r_i2t[rows] = 1 + (block >= best[rows, None]).sum(1, dtype=torch.int32) - n_best[rows]
+        if t2i:  # images of this block scoring >= each caption's own image (which counts itself once)
+            at_or_above += (block >= pos_score[None, :]).sum(0, dtype=torch.int32)
+    return r_i2t, at_or_above
 
 
 @torch.no_grad()
 def ranks_i2t(S_eval: Tensor, caption_to_image: Tensor, chunk_size: int = DEFAULT_CHUNK) -> Tensor:
     """1-based rank of each image query's best-ranked caption (VSE++ protocol), shape [n_images].
 
-    rank_i = 1 + #{captions c : S[i, c] > max over i's captions of S[i, c']}
-    (Bleeker & de Rijke eq. 6 applied to the best positive; ties favour the positive).
+    rank_i = 1 + #{captions c of other images : S[i, c] >= max over i's captions of S[i, c']}
+    (Bleeker & de Rijke eq. 6 applied to the best positive; a tied negative ranks first).
     """
     S, c2i, chunk_size = _validate(S_eval, caption_to_image, chunk_size)
     return _ranks(S, c2i, chunk_size, i2t=True, t2i=False)[0]
@@ -140,7 +169,8 @@ def ranks_i2t(S_eval: Tensor, caption_to_image: Tensor, chunk_size: int = DEFAUL
 def ranks_t2i(S_eval: Tensor, caption_to_image: Tensor, chunk_size: int = DEFAULT_CHUNK) -> Tensor:
     """1-based rank of each caption query's image, shape [n_captions].
 
-    rank_c = 1 + #{images i : S[i, c] > S[caption_to_image[c], c]} (ties favour the true image).
+    rank_c = 1 + #{images i != caption_to_image[c] : S[i, c] >= S[caption_to_image[c], c]}
+    (a tied image ranks before the true one).
     """
     S, c2i, chunk_size = _validate(S_eval, caption_to_image, chunk_size)
     return _ranks(S, c2i, chunk_size, i2t=False, t2i=True)[1]
@@ -199,18 +229,17 @@ def map_at_k(S_eval: Tensor, caption_to_image: Tensor, k: int = 5, chunk_size: i
     image has fewer than k or more than k captions (with 5 captions and k=5 it
     is the plain 1/5).
 
-    Ordering: by score, ties broken in favour of relevant captions (as in the
-    ranks); the order among tied relevant captions does not change AP. Caption
-    p, the (b+1)-th best of its image, then sits at position
-    r = 1 + #{negatives scoring strictly above p} + b and contributes (b+1)/r.
-    This is eq. (5)-(6) whenever an image's caption scores are distinct; for
-    captions tied with each other eq. (6) read literally would give each the
-    same rank, which is not the AP of any ranked list, so we do not follow it.
+    Ordering: by score, a negative tied with a caption placed before it (the
+    module's tie convention); the order among tied relevant captions does not
+    change AP. Caption p, the (b+1)-th best of its image, then sits at position
+    r = 1 + #{negatives scoring >= p} + b and contributes (b+1)/r. This is
+    eqs. (5)-(6) whenever scores are distinct; for captions tied with each other
+    eq. (6) read literally would give each the same rank, which is not the AP of
+    any ranked list, so we do not follow it.
 
-    Only the row's top k entries are needed (no full-row sort): a caption at
-    position <= k has fewer than k entries strictly above it, all of them in the
-    top k; for one past k, the negatives of the top k above it plus b already
-    reach k, so it is still counted out.
+    Only the k best *negatives* of a row are needed (no full-row sort): a caption
+    at position <= k has fewer than k negatives at or above it, all of them among
+    the k best; for one past k, those k best already push it out.
     """
     S, c2i, chunk_size = _validate(S_eval, caption_to_image, chunk_size)
     k = check_int("k", k)
@@ -218,16 +247,45 @@ def map_at_k(S_eval: Tensor, caption_to_image: Tensor, k: int = 5, chunk_size: i
     img, score, before, bounds = _positives_by_image(S, c2i)
     ap = torch.zeros(n_images, dtype=torch.float64, device=S.device)
     for a, block in _row_blocks(S, chunk_size):
-        top = block.topk(min(k, n_captions), dim=1)
         rows = torch.arange(a, a + block.shape[0], device=S.device)
-        top_neg = top.values.masked_fill(c2i[top.indices] == rows[:, None], float("-inf"))
+        negatives = block.masked_fill(c2i[None, :] == rows[:, None], float("-inf"))
+        top_neg = negatives.topk(min(k, n_captions), dim=1).values
         lo, hi = int(bounds[a]), int(bounds[a + block.shape[0]])  # positives of these images
-        neg_above = (top_neg[img[lo:hi] - a] > score[lo:hi, None]).sum(dim=1)
-        position = 1 + neg_above + before[lo:hi]
+        neg_at_or_above = (top_neg[img[lo:hi] - a] >= score[lo:hi, None]).sum(dim=1)
+        position = 1 + neg_at_or_above + before[lo:hi]
         gain = torch.where(position <= k, (before[lo:hi] + 1).double() / position.double(), 0.0)
         ap.index_add_(0, img[lo:hi], gain)
     n_rel = torch.bincount(c2i, minlength=n_images).clamp(max=k)
     return float((ap / n_rel).mean())
+
+
+def _one_query(scores: object, is_pos: object) -> tuple[Tensor, Tensor]:
+    """One query's candidate scores (1-D float tensor) and its bool positive mask."""
+    s = scores.detach() if isinstance(scores, Tensor) else torch.as_tensor(np.ascontiguousarray(scores))
+    p = is_pos.detach() if isinstance(is_pos, Tensor) else torch.as_tensor(np.ascontiguousarray(is_pos))
+    check_tensor("scores", s, ndim=1)
+    if p.dtype != torch.bool or p.shape != s.shape:
+        raise ValueError(f"is_pos must be a bool mask of the shape of scores {tuple(s.shape)}, got {p.dtype} "
+                         f"{tuple(p.shape)}")
+    if not bool(p.any()):
+        raise ValueError("is_pos must mark at least one positive")
+    return s, p.to(s.device)
+
+
+def average_precision(scores: Tensor, is_pos: Tensor) -> float:
+    """Average precision of one query's whole ranking (Bleeker & de Rijke eqs. 5-6), in [0, 1].
+
+    AP = mean over positives of R(i, P) / R(i, Omega), the precision at each
+    positive's position. With the module's tie convention the (b+1)-th best
+    positive p sits at 1 + #{negatives scoring >= p} + b, exactly as in
+    :func:`map_at_k` (which is the mean of this over images when k reaches every
+    caption). `scores` [M] and `is_pos` (bool [M]): tensors or arrays.
+    """
+    s, p = _one_query(scores, is_pos)
+    pos = torch.sort(s[p], descending=True).values
+    before = torch.arange(pos.numel(), device=s.device)
+    neg_at_or_above = (s[~p][None, :] >= pos[:, None]).sum(dim=1)
+    return float(((before + 1).double() / (1 + neg_at_or_above + before).double()).mean())
 
 
 # -------------------------------------------------------------------- PR-AUC
@@ -288,3 +346,49 @@ def pr_auc(S_eval: Tensor, caption_to_image: Tensor, chunk_size: int = DEFAULT_C
     precision, recall = pr_curve(S_eval, caption_to_image, chunk_size)
     steps = torch.diff(recall, prepend=recall.new_zeros(1))
     return float((steps * precision).sum())
+
+
+@torch.no_grad()
+def precision_recall_at(
+    S_eval: Tensor, caption_to_image: Tensor, threshold: float, chunk_size: int = DEFAULT_CHUNK
+) -> tuple[float, float]:
+    """Precision and recall over all pairs when every pair scoring >= `threshold` is called a match.
+
+    Precision = matching pairs among the accepted / accepted pairs (1.0 when none is
+    accepted, the convention at the start of a PR curve); recall = accepted
+    matches / all matches. Tied pairs are accepted together, so at the score of a
+    matching pair this is a point of :func:`pr_curve` (Veit & Wilber Fig. 4: one
+    global threshold for every query).
+    """
+    S, c2i, chunk_size = _validate(S_eval, caption_to_image, chunk_size)
+    t = check_finite("threshold", threshold)
+    accepted = hits = 0
+    for a, block in _row_blocks(S, chunk_size):
+        rows = torch.arange(a, a + block.shape[0], device=S.device)
+        ok = block >= t
+        accepted += int(ok.sum())
+        hits += int((ok & (c2i[None, :] == rows[:, None])).sum())
+    return (hits / accepted if accepted else 1.0), hits / c2i.numel()
+
+
+@torch.no_grad()
+def neighbor_counts(
+    S_eval: Tensor, thresholds: object, direction: str = "t2i", chunk_size: int = DEFAULT_CHUNK
+) -> Tensor:
+    """[n_queries, len(thresholds)]: how many candidates of each query score >= each threshold.
+
+    Veit & Wilber Fig. 4 (right): if the counts of all queries agree at every
+    threshold, the scores of different queries live on one scale (calibration).
+    Queries are the captions (columns of S) for "t2i", the images (rows) for "i2t".
+    """
+    S = _as_scores(S_eval, check_int("chunk_size", chunk_size))
+    check_choice("direction", direction, DIRECTIONS)
+    t = torch.as_tensor(np.asarray(thresholds, dtype=np.float64), device=S.device)  # compared in float64
+    check_tensor("thresholds", t, ndim=1)
+    Sq = S if direction == "i2t" else S.T
+    out = torch.empty(Sq.shape[0], t.numel(), dtype=torch.long, device=S.device)
+    for a, block in _row_blocks(Sq, chunk_size):
+        srt = torch.sort(block.double(), dim=1).values.contiguous()
+        # values >= x = n - (number of values < x) = n - leftmost insertion index of x
+        out[a : a + block.shape[0]] = srt.shape[1] - torch.searchsorted(srt, t.expand(srt.shape[0], -1).contiguous())
+    return out

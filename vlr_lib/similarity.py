@@ -1,15 +1,18 @@
-"""The joint embedding space: normalisation and the similarity matrix S.
+"""The joint embedding space: normalisation, the similarity matrix S, its positives and hardest negatives.
 
 S[i, j] is the cosine similarity of image i and caption j. Every loss in
 vlr_lib is a function of S, and gradients reach the embeddings through
-S = img @ txt.T (DESIGN.md, "the similarity-matrix contract").
+S = img @ txt.T (the S contract, docs/architecture.md).
 """
 from __future__ import annotations
+
+import math
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
-from ._checks import check_tensor
+from ._checks import check_choice, check_similarity, check_tensor
 
 _EPS = 1e-12  # keeps zero vectors finite; they map to the zero vector
 #: The two retrieval directions: image queries over captions (rows of S), caption queries over images (columns).
@@ -43,3 +46,33 @@ def positive_mask(image_ids: Tensor, caption_image_ids: Tensor | None = None) ->
     if image_ids.dim() != 1 or caption_image_ids.dim() != 1:
         raise ValueError("image_ids and caption_image_ids must be 1-D tensors of ids")
     return image_ids[:, None] == caption_image_ids[None, :]
+
+
+class Hardest(NamedTuple):
+    """The hardest negative of every query: its score and its index among the query's candidates."""
+
+    values: Tensor
+    indices: Tensor
+
+
+def hardest_negatives(S: Tensor, neg: Tensor) -> Hardest:
+    """Score and column of the hardest (highest-scoring) negative of every row of S; `neg` marks the negatives.
+
+    The one hardest-negative finder of vlr_lib (VSE++'s max of hinges, Faghri et al.;
+    Bleeker & de Rijke eq. 1; GOAL's triplets, Xuan & Chen sec. 3.1). Among tied
+    negatives torch.max picks one index, the first, so the gradient of the max
+    reaches a single entry, as in VSE++. Pass S.T and neg.T for caption queries.
+    """
+    values, indices = S.masked_fill(~neg, -math.inf).max(dim=1)
+    return Hardest(values, indices)
+
+
+def hardest_negative_mask(S: Tensor, pos_mask: Tensor | None = None, direction: str = "i2t") -> Tensor:
+    """Bool mask of S's shape: True at the hardest negative of every image query (row, "i2t") or
+    caption query (column, "t2i"); one per query, chosen by :func:`hardest_negatives`."""
+    check_choice("direction", direction, DIRECTIONS)
+    S, pos = check_similarity(S, pos_mask, both_directions=direction == "t2i")
+    S_q, neg = (S, pos.neg) if direction == "i2t" else (S.T, pos.neg.T)
+    mask = torch.zeros_like(neg)
+    mask[torch.arange(S_q.shape[0], device=S.device), hardest_negatives(S_q, neg).indices] = True
+    return mask if direction == "i2t" else mask.T

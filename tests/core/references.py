@@ -6,8 +6,6 @@ autograd gives the reference gradients too. They share no code with vlr_lib.loss
 """
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
@@ -97,6 +95,15 @@ def unified(S, margin, gamma, pos, weights=None):
     return total
 
 
+def _count(topk, available):
+    """An int is a count; a float a fraction of `available`, rounded up (0.3 of 10 is 3: decimal, not binary)."""
+    if isinstance(topk, float):
+        from decimal import ROUND_CEILING, Decimal
+
+        return max(1, int((Decimal(repr(topk)) * available).to_integral_value(ROUND_CEILING)))
+    return topk
+
+
 def sampled_softmax(S, scale, topk, pos):
     """Veit & Wilber eq. 2 (topk=None) and eq. 3 (top-k negatives per row), mean over pairs."""
     pairs = _pairs(pos)
@@ -104,7 +111,7 @@ def sampled_softmax(S, scale, topk, pos):
     for i, j in pairs:
         negs = sorted(_row_negs(S, pos, i), key=lambda s: float(s.detach()), reverse=True)
         if topk is not None:
-            negs = negs[:topk]
+            negs = negs[:_count(topk, len(negs))]
         total = total + _softmax_ce(S[i, j], negs, scale)
     return total / len(pairs)
 
@@ -113,10 +120,8 @@ def cross_example_softmax(S, scale, topk, pos):
     """Veit & Wilber eq. 5 (all negatives of the batch) and eq. 6 (top-k of them)."""
     everything = [S[a, b] for a in range(S.shape[0]) for b in range(S.shape[1]) if not pos[a][b]]
     everything = sorted(everything, key=lambda s: float(s.detach()), reverse=True)
-    if isinstance(topk, float):
-        topk = max(1, math.ceil(topk * len(everything)))
     if topk is not None:
-        everything = everything[:topk]
+        everything = everything[:_count(topk, len(everything))]
     pairs = _pairs(pos)
     total = S.new_zeros(())
     for i, j in pairs:

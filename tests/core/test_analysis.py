@@ -9,6 +9,7 @@ and the limit Li et al. use to explain Triplet-HN's vanishing gradient.
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -593,3 +594,403 @@ def test_tangent_bad_inputs():
         A.triplet_hn_tangent_norm(0.1, 0.2, torch.tensor([float("inf")]))
     with pytest.raises(ValueError, match="^gamma"):
         A.unified_tangent_norm(0.1, 0.2, 0.3, gamma=0.0)
+
+
+# --------------------------------------------------------------------------- COCOS marks
+
+
+def jacobian_reference(S: torch.Tensor, loss: str, margin: float, temperature: float, tau: float, direction: str):
+    """G[q, j] = d(query q's own term)/d s_qj by a Jacobian of the library loss -- an independent route to COCOS.
+
+    Each per-pair value of the symmetric losses is image term q + caption term q; the image
+    term touches only row q, so row q of J[q] (off the diagonal) is image query q's gradient.
+    SmoothAP is row-wise, so S.T is its t2i loss.
+    """
+    per_pair = {
+        "triplet": lambda X: L.triplet_all(X, margin, reduction="none"),
+        "triplet_sh": lambda X: L.triplet_hardest(X, margin, reduction="none"),
+        "nt_xent": lambda X: L.info_nce(X, temperature, reduction="none"),
+        "smooth_ap": lambda X: L.smooth_ap(X, tau, reduction="none"),
+    }[loss]
+    S_dir = (S if direction == "i2t" else S.T).double().contiguous()
+    J = jacobian(per_pair, S_dir, vectorize=True)
+    idx = torch.arange(S_dir.shape[0])
+    return J[idx, idx]
+
+
+@pytest.mark.parametrize("loss", A.COCOS_LOSSES)
+@pytest.mark.parametrize("direction", ["i2t", "t2i"])
+@pytest.mark.parametrize("eps, margin, temperature, tau", [(0.01, 0.2, 0.1, 0.01), (1e-3, 0.0, 0.5, 0.1),
+                                                           (0.2, 0.8, 0.1, 0.05)])
+@pytest.mark.parametrize("make", [lambda: spread_S(7, seed=3), lambda: tied_S(7, seed=2)], ids=["spread", "tied"])
+def test_cocos_mask_is_what_autograd_says(loss, direction, eps, margin, temperature, tau, make):
+    """Marks = non-zero triplet gradients (eqs. 9a/9b), tau * gradient > eps (NT-Xent, eq. 11),
+    |gradient| > eps (SmoothAP, eq. 13, one positive per query); row sums = C^q."""
+    S = make()
+    mask = A.cocos_mask(S, loss, A.CocosSettings(eps, margin, temperature, tau), direction)
+    G = jacobian_reference(S, loss, margin, temperature, tau, direction)
+    off = ~torch.eye(S.shape[0], dtype=torch.bool)
+    expected = {"triplet": G != 0, "triplet_sh": G != 0, "nt_xent": G * temperature > eps}.get(loss, G.abs() > eps)
+    assert torch.equal(mask, expected & off)
+    c_q = A.cocos(S, loss, eps=eps, margin=margin, temperature=temperature, tau=tau)[direction]["C_q"]
+    assert mask.sum(dim=1).tolist() == c_q.round().long().tolist()
+
+
+def test_cocos_mask_with_several_positives_marks_any_anchor_term():
+    S, mask = tied_S(3, 15, seed=1, mask=five_caption_mask()), five_caption_mask()
+    marks = A.cocos_mask(S, "triplet", A.CocosSettings(margin=0.2), pos_mask=mask)
+    expected = torch.zeros(3, 15, dtype=torch.bool)
+    for i in range(3):
+        for p in mask[i].nonzero().flatten().tolist():
+            expected[i] |= ~mask[i] & (0.2 - S[i, p] + S[i] > 0)
+    assert torch.equal(marks, expected)
+    with pytest.raises(ValueError, match="direction"):
+        A.cocos_mask(S, "triplet", direction="both", pos_mask=mask)
+
+
+# --------------------------------------------------------------------------- dL/dS and weights
+
+
+def test_loss_gradient_leaves_input_alone_and_matches_finite_differences():
+    S = spread_S(5, seed=4)
+    X = S.clone().requires_grad_()
+    G = A.loss_gradient(X, lambda Y: (Y**2).sum())
+    torch.testing.assert_close(G, 2 * S)
+    assert X.grad is None and not G.requires_grad
+    fn = lambda Y: L.unified(Y, 0.2, 10.0)  # noqa: E731
+    G = A.loss_gradient(S, fn)
+    h = 1e-6
+    for i, j in [(0, 0), (1, 3), (4, 2)]:
+        E = torch.zeros_like(S)
+        E[i, j] = h
+        assert float(G[i, j]) == pytest.approx(float((fn(S + E) - fn(S - E)) / (2 * h)), rel=1e-6, abs=1e-9)
+    assert torch.equal(A.loss_gradient(S, lambda Y: Y.new_ones(()).requires_grad_()), torch.zeros_like(S))
+    with pytest.raises(ValueError, match="scalar"):
+        A.loss_gradient(S, lambda Y: Y)
+    with pytest.raises(TypeError, match="loss_fn"):
+        A.loss_gradient(S, "triplet")
+
+
+def slow_softmax_weights(S: torch.Tensor, tau: float, pos: list[list[bool]]) -> torch.Tensor:
+    """Bleeker eq. 11 with loops: for each positive pair, exp(s_n / tau) / Z over its query."""
+    n_rows, n_cols = S.shape
+    out = torch.zeros(n_rows, n_cols, dtype=torch.float64)
+    for q in range(n_rows):
+        negs = [n for n in range(n_cols) if not pos[q][n]]
+        for i in [c for c in range(n_cols) if pos[q][c]]:
+            Z = math.exp(float(S[q, i]) / tau) + sum(math.exp(float(S[q, n]) / tau) for n in negs)
+            for n in negs:
+                out[q, n] += math.exp(float(S[q, n]) / tau) / Z
+    return out
+
+
+@pytest.mark.parametrize("tau", [0.05, 0.1, 1.0])
+@pytest.mark.parametrize("direction", ["i2t", "t2i"])
+def test_softmax_weights_match_slow_reference(tau, direction):
+    S = spread_S(8, seed=5)
+    S_q = S if direction == "i2t" else S.T
+    W = A.softmax_weights(S, tau, direction=direction)
+    diag = [[i == j for j in range(8)] for i in range(8)]
+    torch.testing.assert_close(W, slow_softmax_weights(S_q, tau, diag), rtol=1e-9, atol=1e-15)
+    # one positive per query: the negatives' weights add up to 1 - p+ (eq. 11)
+    p_pos = torch.softmax(S_q / tau, dim=1).diagonal()
+    torch.testing.assert_close(W.sum(1), 1 - p_pos, rtol=1e-9, atol=1e-12)
+
+
+def test_softmax_weights_with_five_captions_per_image():
+    S, mask = spread_S(3, 15, seed=6), five_caption_mask()
+    lists = lambda m: m.tolist()  # noqa: E731
+    torch.testing.assert_close(A.softmax_weights(S, 0.2, pos_mask=mask), slow_softmax_weights(S, 0.2, lists(mask)))
+    torch.testing.assert_close(A.softmax_weights(S, 0.2, pos_mask=mask, direction="t2i"),
+                               slow_softmax_weights(S.T, 0.2, lists(mask.T)))
+
+
+@pytest.mark.parametrize("w, expected", [([1, 1, 1, 1], 4.0), ([0, 0, 5, 0], 1.0), ([0.5, 0.5], 2.0), ([0, 0], 0.0)])
+def test_effective_number_hand_values(w, expected):
+    assert A.effective_number(w) == pytest.approx(expected)
+    assert A.effective_number(torch.tensor(w, dtype=torch.float32)) == pytest.approx(expected)
+
+
+def test_effective_number_is_the_perplexity():
+    w = [0.7, 0.2, 0.1]
+    assert A.effective_number(w) == pytest.approx(math.exp(-sum(p * math.log(p) for p in w)))
+    for bad in ([0.5, -0.1], [], [math.nan]):
+        with pytest.raises(ValueError, match="weights"):
+            A.effective_number(bad)
+
+
+def two_pair_batch(x: float) -> torch.Tensor:
+    """A symmetric 2x2 batch: each of its four queries has one negative, at gap x."""
+    return torch.tensor([[0.0, x], [x, 0.0]], dtype=torch.float64)
+
+
+@pytest.mark.parametrize("margin", [0.0, 0.2, 0.5])
+@pytest.mark.parametrize("gamma", [1.0, 10.0, 60.0, 1e4])
+@pytest.mark.parametrize("x", [-0.9, -0.2, -0.05, 0.0, 0.3])
+def test_unified_one_negative_curves_are_the_library_loss(margin, gamma, x):
+    S = two_pair_batch(x)
+    loss = float(L.unified(S, margin, gamma, reduction="sum"))
+    grad = A.loss_gradient(S, lambda X: L.unified(X, margin, gamma, reduction="sum"))
+    assert float(A.unified_one_negative_loss(x, margin, gamma)) == pytest.approx(loss / 4, rel=1e-9, abs=1e-12)
+    # dL/ds_01 collects row 0's and column 1's term: twice the weight of one query
+    assert float(A.unified_one_negative_weight(x, margin, gamma)) == pytest.approx(float(grad[0, 1]) / 2, rel=1e-9,
+                                                                                  abs=1e-12)
+
+
+def test_unified_one_negative_weight_is_the_derivative_and_stays_finite():
+    x = torch.linspace(-1, 0.6, 2001, dtype=torch.float64)
+    for margin, gamma in [(0.0, 2.0), (0.2, 20.0)]:
+        loss = A.unified_one_negative_loss(x, margin, gamma)
+        numeric = (loss[2:] - loss[:-2]) / (x[2:] - x[:-2])
+        torch.testing.assert_close(A.unified_one_negative_weight(x, margin, gamma)[1:-1], numeric, atol=1e-4, rtol=0)
+    ends = torch.tensor([-1.0, 0.0, 1.0])
+    assert torch.isfinite(A.unified_one_negative_loss(ends, 0.2, 1e6)).all()
+    assert A.unified_one_negative_weight(ends, 0.2, 1e6).tolist() == [0.0, 1.0, 1.0]
+    assert float(A.unified_one_negative_weight(-0.2, 0.2, 60.0)) == 0.5  # centred at -m for every gamma
+    with pytest.raises(ValueError, match="x"):
+        A.unified_one_negative_loss([0.0, math.nan], 0.2, 1.0)
+    with pytest.raises(ValueError, match="gamma"):
+        A.unified_one_negative_weight(0.0, 0.2, 0.0)
+
+
+def slow_unified_weights(S: torch.Tensor, m: float, g: float, pos: list[list[bool]]) -> torch.Tensor:
+    """Li eqs. 14-16 (gamma written out) with loops: D_in / (1 + sum_k D_ik) per positive pair of row i."""
+    out = torch.zeros(S.shape, dtype=torch.float64)
+    for i in range(S.shape[0]):
+        for p in [c for c in range(S.shape[1]) if pos[i][c]]:
+            D = {n: math.exp(g * (float(S[i, n]) - float(S[i, p]) + m)) for n in range(S.shape[1]) if not pos[i][n]}
+            for n, d in D.items():
+                out[i, n] += d / (1 + sum(D.values()))
+    return out
+
+
+@pytest.mark.parametrize("margin", [0.0, 0.2, 0.5])
+@pytest.mark.parametrize("gamma", [1.0, 10.0, 60.0])
+def test_unified_weights_match_loops_and_add_up_to_autograd(margin, gamma):
+    S = spread_S(8, seed=7)
+    diag = [[i == j for j in range(8)] for i in range(8)]
+    W = A.unified_weights(S, margin, gamma)
+    torch.testing.assert_close(W, slow_unified_weights(S, margin, gamma, diag), rtol=1e-9, atol=1e-14)
+    # both halves together are the gradient of the whole loss at every negative
+    grad = A.loss_gradient(S, lambda X: L.unified(X, margin, gamma, reduction="sum"))
+    off = ~torch.eye(8, dtype=torch.bool)
+    torch.testing.assert_close((W + A.unified_weights(S.T, margin, gamma).T)[off], grad[off])
+
+
+def test_unified_weights_with_five_captions_per_image():
+    S, mask = spread_S(3, 15, seed=8), five_caption_mask()
+    torch.testing.assert_close(A.unified_weights(S, 0.2, 10.0, mask),
+                               slow_unified_weights(S, 0.2, 10.0, mask.tolist()), rtol=1e-9, atol=1e-14)
+
+
+def slow_partition(S: torch.Tensor, q: int, loss: str, topk) -> list[tuple[int, int]]:
+    """Entries of the negatives in query q's partition function, from Veit & Wilber eqs. 1-6."""
+    n = S.shape[0]
+    cells = [(q, j) for j in range(n) if j != q] if loss == "sampled_softmax" else \
+        [(i, j) for i in range(n) for j in range(n) if i != j]
+    if topk is None:
+        return cells
+    k = topk if isinstance(topk, int) else math.ceil(round(topk * len(cells), 9))
+    return sorted(cells, key=lambda c: float(S[c]), reverse=True)[:k]
+
+
+@pytest.mark.parametrize("loss, topk", [("sampled_softmax", None), ("sampled_softmax", 3), ("sampled_softmax", 0.5),
+                                        ("cross_example_softmax", None), ("cross_example_softmax", 0.3),
+                                        ("cross_example_softmax", 7)])
+@pytest.mark.parametrize("q, lam", [(0, 20.0), (5, 5.0), (7, 1.0)])
+def test_partition_weights_match_slow_reference(loss, topk, q, lam):
+    S = spread_S(8, seed=9).clamp(-1, 1)
+    cells = slow_partition(S, q, loss, topk)
+    z = math.exp(lam * float(S[q, q])) + sum(math.exp(lam * float(S[c])) for c in cells)
+    expected = torch.zeros(8, 8, dtype=torch.float64)
+    for c in cells:
+        expected[c] = math.exp(lam * float(S[c])) / z
+    expected[q, q] = math.exp(lam * float(S[q, q])) / z
+    W = A.partition_weights(S, q, loss, topk, lam)
+    torch.testing.assert_close(W, expected, rtol=1e-9, atol=1e-12)
+    term = L.LOSSES[loss](S, lam, topk=topk, reduction="none")[q]
+    torch.testing.assert_close(-torch.log(W[q, q]), term)  # l_q = -log p+
+    with pytest.raises(ValueError, match="query"):
+        A.partition_weights(S, 8, loss, topk, lam)
+
+
+def test_partition_weights_bad_input():
+    S = spread_S(4, seed=1)
+    with pytest.raises(ValueError, match="loss"):
+        A.partition_weights(S, 0, "info_nce")
+    with pytest.raises(ValueError, match="scale"):
+        A.partition_weights(S, 0, scale=0.0)
+    with pytest.raises(ValueError, match="topk"):
+        A.partition_weights(S, 0, topk=4)
+    with pytest.raises(ValueError, match="S"):
+        A.partition_weights(S[:, :3], 0)
+
+
+# --------------------------------------------------------------------------- Li et al. Fig. 2: descent
+
+
+ANGLES = [0.0, 0.1, 0.7, math.pi / 2, 2.5, math.pi]
+
+
+@pytest.mark.parametrize("phi", [0.0, math.pi, 1.0])
+@pytest.mark.parametrize("margin", [0.0, 0.2, 1.0])
+def test_triplet_hn_descent_points_and_tangent_steps(phi, margin):
+    tp, tn = torch.meshgrid(torch.tensor(ANGLES, dtype=torch.float64), torch.tensor(ANGLES, dtype=torch.float64),
+                            indexing="ij")
+    r = A.triplet_hn_descent(tp, tn, phi, margin)
+    norms = A.triplet_hn_tangent_norm(tp, tn, phi, margin=margin)
+    for point in (r.anchor, r.positive, r.negative):
+        torch.testing.assert_close(point.norm(dim=-1), torch.ones_like(tp))
+    torch.testing.assert_close((r.anchor * r.positive).sum(-1), torch.cos(tp))
+    torch.testing.assert_close((r.anchor * r.negative).sum(-1), torch.cos(tn))
+    for point, step, name in ((r.anchor, r.anchor_step, "anchor"), (r.positive, r.positive_step, "positive"),
+                              (r.negative, r.negative_step, "negative")):
+        assert float((point * step).sum(-1).abs().max()) < 1e-12  # tangent at its point
+        torch.testing.assert_close(step.norm(dim=-1), norms[name], atol=1e-12, rtol=0)  # eqs. 11-12
+
+
+def test_triplet_hn_descent_steps_decrease_the_loss():
+    """A small step along each descent direction lowers the hinge of Li et al. eq. 8 (first order)."""
+    m, h = 0.2, 1e-4
+    for tp, tn, phi in [(0.3, 0.2, 0.0), (1.0, 0.9, math.pi), (2.0, 1.8, 0.0), (1.0, 0.2, 2.0)]:
+        r = A.triplet_hn_descent(tp, tn, phi, m)
+
+        def loss(v, t, t_hat):
+            return float((v * t_hat).sum() - (v * t).sum() + m)
+
+        base = loss(r.anchor, r.positive, r.negative)
+        assert base > 0
+        moved = {k: (p + h * s) / (p + h * s).norm() for k, p, s in (
+            ("anchor", r.anchor, r.anchor_step), ("positive", r.positive, r.positive_step),
+            ("negative", r.negative, r.negative_step))}
+        assert loss(moved["anchor"], r.positive, r.negative) < base
+        assert loss(r.anchor, moved["positive"], r.negative) < base
+        assert loss(r.anchor, r.positive, moved["negative"]) < base
+
+
+def test_softmax_weights_are_the_info_nce_gradient():
+    """Off the diagonal, dL/dS of info_nce is (row weights + column weights) / tau (eq. 11 in both directions)."""
+    S = spread_S(8, seed=11)
+    G = A.loss_gradient(S, lambda X: L.info_nce(X, 0.1, "sum"))
+    W = A.softmax_weights(S, 0.1) + A.softmax_weights(S, 0.1, direction="t2i").T
+    off = ~torch.eye(8, dtype=torch.bool)
+    torch.testing.assert_close(G[off], W[off] / 0.1)
+    with pytest.raises(ValueError, match="direction"):
+        A.softmax_weights(S, 0.1, direction="both")
+    with pytest.raises(ValueError, match="temperature"):
+        A.softmax_weights(S, 0.0)
+
+
+def test_hand_worked_partition():
+    """Three pairs: query 0 has negatives 0.5 (its row) and the batch adds 0.9 from row 2."""
+    S = torch.tensor([[0.8, 0.5, 0.1], [0.0, 0.7, 0.2], [0.3, 0.9, 0.6]], dtype=torch.float64)
+
+    def term(loss, topk):
+        return float(-torch.log(A.partition_weights(S, 0, loss, topk, scale=1.0)[0, 0]))
+
+    assert term("sampled_softmax", None) == pytest.approx(math.log(math.exp(0.8) + math.exp(0.5) + math.exp(0.1)) - 0.8)
+    assert term("sampled_softmax", 1) == pytest.approx(math.log(math.exp(0.8) + math.exp(0.5)) - 0.8)  # only 0.5
+    negs = [0.5, 0.1, 0.0, 0.2, 0.3, 0.9]
+    assert term("cross_example_softmax", None) == pytest.approx(math.log(math.exp(0.8) + sum(map(math.exp, negs)))
+                                                                - 0.8)
+    top_half = math.log(math.exp(0.8) + math.exp(0.9) + math.exp(0.5) + math.exp(0.3)) - 0.8  # 3 of 6
+    assert term("cross_example_softmax", 0.5) == pytest.approx(top_half)
+    W = A.partition_weights(S, 0, "cross_example_softmax", 0.5, scale=1.0)
+    assert W[2, 1] > 0 and W[1, 0] == 0 and W[0, 2] == 0  # 0.9 mined from another row; 0.0 and 0.1 left out
+    for q in range(3):
+        assert torch.all(A.partition_weights(S, q)[torch.arange(3) != q] == 0)  # sampled softmax: its row only
+        assert int((A.partition_weights(S, q, "cross_example_softmax") > 0).sum()) == 3 * 2 + 1
+
+
+# --------------------------------------------------------------------------- COCOS marks against the paper
+
+
+def demo_S(n: int = 8) -> torch.Tensor:
+    g = torch.Generator().manual_seed(0)
+    img = torch.randn(n, 16, generator=g, dtype=torch.float64)
+    return similarity(img, img + 1.5 * torch.randn(n, 16, generator=g, dtype=torch.float64))
+
+
+def _sigmoid(x: float) -> float:
+    return 1 / (1 + math.exp(-x)) if x >= 0 else math.exp(x) / (1 + math.exp(x))
+
+
+def slow_contributions(S, loss, eps, margin, temperature, tau, direction) -> list[list[bool]]:
+    """Eqs. 9a, 9b, 11, 13 for each query (row of the oriented S), one positive on the diagonal."""
+    rows = [[float(v) for v in row] for row in (S if direction == "i2t" else S.T)]
+    n = len(rows)
+    out = []
+    for q, row in enumerate(rows):
+        s_pos = row[q]
+        negs = [j for j in range(n) if j != q]
+        if loss == "triplet":
+            flags = {j: s_pos - row[j] < margin for j in negs}
+        elif loss == "triplet_sh":
+            h = max(negs, key=lambda j: row[j])
+            flags = {j: j == h and s_pos - row[h] < margin for j in negs}
+        elif loss == "nt_xent":
+            z = sum(math.exp(v / temperature) for v in row)
+            flags = {j: math.exp(row[j] / temperature) / z > eps for j in negs}
+        else:
+            g = {j: _sigmoid((row[j] - s_pos) / tau) for j in negs}
+            rank = 1 + sum(g.values())
+            flags = {j: g[j] * (1 - g[j]) / tau / rank**2 > eps for j in negs}
+        out.append([flags.get(j, False) for j in range(n)])
+    return out
+
+
+MASK_GRID = list(itertools.product(["triplet", "triplet_sh", "nt_xent", "smooth_ap"], [1e-3, 0.01, 0.2],
+                              [0.0, 0.2, 0.8], ["i2t", "t2i"]))
+
+
+@pytest.mark.parametrize("loss, eps, margin, direction", MASK_GRID)
+def test_cocos_mask_matches_the_paper(loss, eps, margin, direction):
+    S = demo_S()
+    for temperature, tau in ((0.1, 0.01), (0.5, 0.1)):
+        mask = A.cocos_mask(S, loss, A.CocosSettings(eps, margin, temperature, tau), direction)
+        assert mask.tolist() == slow_contributions(S, loss, eps, margin, temperature, tau, direction)
+        counts = A.cocos(S, loss, eps=eps, margin=margin, temperature=temperature, tau=tau)[direction]["C_q"]
+        assert mask.sum(dim=1).tolist() == counts.round().long().tolist()
+
+
+def test_cocos_mask_hand_worked_batch():
+    """Two queries; image 0 violates with caption 1 (0.5 vs 0.6 + margin), image 1 does not."""
+    S = torch.tensor([[0.6, 0.5], [-0.5, 0.9]], dtype=torch.float64)
+    assert A.cocos_mask(S, "triplet", A.CocosSettings(margin=0.2)).tolist() == [[False, True], [False, False]]
+    # captions as queries: caption 0 (0.6 vs -0.5) is fine, caption 1 (0.9 vs 0.5) is fine at margin 0.2
+    assert A.cocos_mask(S, "triplet", A.CocosSettings(margin=0.2), "t2i").tolist() == [[False, False], [False, False]]
+    assert A.cocos_mask(S, "triplet", A.CocosSettings(margin=0.5), "t2i").tolist() == [[False, False], [True, False]]
+
+
+def test_cocos_settings_are_checked_once():
+    assert A.CocosSettings(eps=1, margin=0).eps == 1.0 and isinstance(A.CocosSettings(eps=1).eps, float)
+    for kw, name in [({"eps": 0.0}, "eps"), ({"margin": -0.1}, "margin"), ({"temperature": 0}, "temperature"),
+                     ({"tau": -1.0}, "tau")]:
+        with pytest.raises(ValueError, match=f"^{name}"):
+            A.CocosSettings(**kw)
+    S = spread_S(5, seed=2)
+    with pytest.raises(TypeError, match="^settings"):
+        A.cocos_mask(S, "triplet", {"margin": 0.2})
+    for loss in A.COCOS_LOSSES:  # cocos's keywords and the object say the same
+        kw = dict(eps=0.05, margin=0.3, temperature=0.2, tau=0.05)
+        marks = A.cocos_mask(S, loss, A.CocosSettings(**kw), "t2i")
+        assert marks.sum(dim=1).tolist() == A.cocos(S, loss, **kw)["t2i"]["C_q"].round().long().tolist()
+
+
+@pytest.mark.parametrize("n", [2, 5])
+def test_cocos_on_a_constant_matrix(n):
+    """A collapsed model (every score tied): the counts follow the losses' own gradients, no NaN."""
+    S = torch.full((n, n), 0.3, dtype=torch.float64)
+    for d in ("i2t", "t2i"):
+        # margin > 0: every triplet violates, so all negatives count (Triplet) or exactly one (Triplet-SH)
+        assert A.cocos(S, "triplet", margin=0.2)[d]["C_q"].tolist() == [n - 1] * n
+        assert A.cocos(S, "triplet_sh", margin=0.2)[d]["C_q"].tolist() == [1] * n
+        # margin 0: a tie sits on the hinge, where the loss's gradient is 0 -- nothing counts
+        assert A.cocos(S, "triplet", margin=0.0)[d]["C_0"] == n
+        nt = A.cocos(S, "nt_xent", eps=0.5 / n, temperature=0.1)[d]  # every weight is 1/n, above eps
+        assert nt["C_q"].tolist() == [n - 1] * n and math.isclose(nt["W_pos"], 1 - 1 / n)
+        ap = A.cocos(S, "smooth_ap", tau=0.01)[d]
+        assert all(math.isfinite(float(v)) for v in ap["C_q"])
+    for margin in (0.0, 0.2):  # the same on the gradients themselves
+        grad = A.loss_gradient(S, lambda X: L.triplet_all(X, margin))
+        assert int((grad[~torch.eye(n, dtype=torch.bool)] != 0).sum()) == (0 if margin == 0 else n * (n - 1))

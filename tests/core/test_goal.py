@@ -5,10 +5,14 @@ share no code with vlr_lib.goal. Where the paper leaves a choice open they encod
 the reading documented in vlr_lib/goal.py: Heaviside(0) = 0, pair weights clamped
 at 0 ([.]_+ as in Circle loss), MS sets P = other positive pairs of the batch below
 s_neg + eps, N = the query's other negatives above the batch's lowest positive - eps,
-and an empty set gives the neutral m (1 for sig-ms, 0 for lin-ms).
+and an empty set gives the neutral m (1 for sig-ms, 0 for lin-ms). The sig-ms term m is
+MS loss's own sum over the set and the selected pair (Wang et al. 2019; ms_form="ms-loss",
+the default) or eq. 12's mean over the set (ms_form="printed").
 """
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import itertools
 import math
 
@@ -20,9 +24,10 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from vlr_lib import goal as G
+from vlr_lib import losses
 
 COMBOS = list(itertools.product(G.GOAL_TRIPLETS, G.GOAL_PAIRS))
-PARAMS = dict(margin=0.2, tau=10.0, alpha=2.0, beta=10.0, lam=0.5, eps=0.1)
+PARAMS = dict(margin=0.2, tau=10.0, alpha=2.0, beta=10.0, lam=0.5, eps=0.1, ms_form="ms-loss")
 
 
 # --------------------------------------------------------------------------- batches
@@ -82,6 +87,11 @@ def _mean(values: list[float], empty: float) -> float:
     return sum(values) / len(values) if values else empty
 
 
+def ref_m_sig(terms: list[float], ms_form: str) -> float:
+    """MS loss's denominator sums over the set *and* the selected pair (e^0 = 1); eq. 12 prints a mean."""
+    return 1.0 + sum(terms) if ms_form == "ms-loss" else _mean(terms, 1.0)
+
+
 def ref_goal(S: torch.Tensor, mask: torch.Tensor | None, triplet: str, pair: str, p=PARAMS, stats=None):
     """Designed dL/dS by loops: every positive pair, both directions, its hardest negative."""
     s = S.detach().tolist()
@@ -106,8 +116,8 @@ def ref_goal(S: torch.Tensor, mask: torch.Tensor | None, triplet: str, pair: str
                 if stats is not None:
                     stats.append((len(set_p), len(set_n)))
                 if pair == "sig-ms":
-                    rel_p = _mean([math.exp(p["alpha"] * (sp - r)) for r in set_p], 1.0)
-                    rel_n = _mean([math.exp(-p["beta"] * (sn - r)) for r in set_n], 1.0)
+                    rel_p = ref_m_sig([math.exp(p["alpha"] * (sp - r)) for r in set_p], p["ms_form"])
+                    rel_n = ref_m_sig([math.exp(-p["beta"] * (sn - r)) for r in set_n], p["ms_form"])
                 else:
                     rel_p = _mean([sp - r for r in set_p], 0.0)
                     rel_n = _mean([sn - r for r in set_n], 0.0)
@@ -236,34 +246,44 @@ def test_relative_term_hand_example():
     s = torch.tensor([0.5, 0.3], dtype=torch.float64)
     others = torch.tensor([[0.2, 0.4, 0.9], [0.1, 0.2, 0.3]], dtype=torch.float64)
     members = torch.tensor([[True, True, False], [False, False, False]])
-    m_sig = G.relative_term("sig-ms", s, others, members, positive=True, alpha=2.0)
+    m_sig = G.relative_term("sig-ms", s, others, members, positive=True, alpha=2.0, ms_form="printed")
     assert m_sig.tolist() == pytest.approx([(math.exp(0.6) + math.exp(0.2)) / 2, 1.0])
-    m_sig_neg = G.relative_term("sig-ms", s, others, members, positive=False, beta=10.0)
+    m_sig_neg = G.relative_term("sig-ms", s, others, members, positive=False, beta=10.0, ms_form="printed")
     assert m_sig_neg.tolist() == pytest.approx([(math.exp(-3.0) + math.exp(-1.0)) / 2, 1.0])
-    m_lin = G.relative_term("lin-ms", s, others, members, positive=True)
-    assert m_lin.tolist() == pytest.approx([(0.3 + 0.1) / 2, 0.0])
+    # MS loss's own form adds the selected pair's e^0 = 1 and sums: m >= 1 (the default)
+    m_sig = G.relative_term("sig-ms", s, others, members, positive=True, alpha=2.0)
+    assert m_sig.tolist() == pytest.approx([1 + math.exp(0.6) + math.exp(0.2), 1.0])
+    m_sig_neg = G.relative_term("sig-ms", s, others, members, positive=False, beta=10.0, ms_form="ms-loss")
+    assert m_sig_neg.tolist() == pytest.approx([1 + math.exp(-3.0) + math.exp(-1.0), 1.0])
+    for form in G.MS_FORMS:  # lin-ms is GOAL's own eq. 13, a mean in both readings
+        m_lin = G.relative_term("lin-ms", s, others, members, positive=True, ms_form=form)
+        assert m_lin.tolist() == pytest.approx([(0.3 + 0.1) / 2, 0.0])
 
 
 # --------------------------------------------------------------------------- the GOAL gradient
 
 
 @pytest.mark.parametrize("mask_name", list(MASKS))
-@pytest.mark.parametrize("triplet,pair", COMBOS)
+@pytest.mark.parametrize("triplet,pair", COMBOS + [(t, "sig-ms printed") for t in G.GOAL_TRIPLETS])
 def test_goal_backward_matches_slow_reference(triplet, pair, mask_name):
+    p = PARAMS
+    if pair == "sig-ms printed":
+        pair, p = "sig-ms", {**PARAMS, "ms_form": "printed"}
     S, mask = batch(mask_name)
     stats: list = []
-    want = ref_goal(S, mask, triplet, pair, stats=stats)
-    got = goal_backward(S, triplet, pair, mask)
+    want = ref_goal(S, mask, triplet, pair, p, stats=stats)
+    got = goal_backward(S, triplet, pair, mask, **p)
     torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
-    torch.testing.assert_close(G.goal_gradient(S, triplet, pair, pos_mask=mask, **PARAMS), want, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(G.goal_gradient(S, triplet, pair, pos_mask=mask, **p), want, rtol=1e-10, atol=1e-12)
     assert bool((want != 0).any())
     if pair in ("lin-ms", "sig-ms"):  # the MS sets must really be exercised, with several members
         assert max(n_p for n_p, _ in stats) >= 2 and max(n_n for _, n_n in stats) >= 2
 
 
 @pytest.mark.parametrize("triplet,pair", [("cir", "sig-ms"), ("nca", "lin-ms"), ("cir", "sig")])
-def test_goal_backward_other_hyperparameters(triplet, pair):
-    p = dict(margin=0.5, tau=3.0, alpha=1.0, beta=5.0, lam=0.2, eps=0.3)
+@pytest.mark.parametrize("ms_form", G.MS_FORMS)
+def test_goal_backward_other_hyperparameters(triplet, pair, ms_form):
+    p = dict(margin=0.5, tau=3.0, alpha=1.0, beta=5.0, lam=0.2, eps=0.3, ms_form=ms_form)
     S, mask = batch("repeated_image", seed=3)
     torch.testing.assert_close(goal_backward(S, triplet, pair, mask, **p), ref_goal(S, mask, triplet, pair, p))
 
@@ -289,7 +309,6 @@ def test_hand_worked_2x2():
 
 
 def test_con_con_is_the_triplet_hardest_gradient():
-    losses = pytest.importorskip("vlr_lib.losses")
     for mask_name in MASKS:
         for margin in (0.0, 0.2, 0.6):
             S, mask = batch(mask_name, seed=7)
@@ -426,6 +445,129 @@ def test_gradient_finite_at_extremes(triplet, pair):
             assert bool((grad[mask] <= 0).all()) and bool((grad[~mask] >= 0).all())
 
 
+# --------------------------------------------------------------------------- bounded MS weights
+
+
+def spread_cosines(seed: int, n: int = 6) -> torch.Tensor:
+    """The issue's batch: spread cosines, torch.randn(n, n).clamp(-1, 1)."""
+    return torch.randn(n, n, generator=torch.Generator().manual_seed(seed)).clamp(-1, 1)
+
+
+@pytest.mark.parametrize("lam", [0.5, 1.0])
+@pytest.mark.parametrize("triplet", G.GOAL_TRIPLETS)
+def test_sig_ms_bounded_at_ms_loss_own_setting(triplet, lam):
+    """alpha = 2, beta = 50 (MS loss's setting): every |dL/dS| <= 2 on the diagonal layout, for any seed."""
+    worst = max(float(G.goal_gradient(spread_cosines(seed), triplet, "sig-ms", alpha=2.0, beta=50.0, lam=lam)
+                      .abs().max()) for seed in range(30))
+    assert worst <= 2.0
+
+
+def test_printed_sig_ms_explodes_and_names_beta():
+    """Eq. 12 as printed: weights up to 1/m, ~1e10 here (why it is not the default); larger beta overflows."""
+    S = spread_cosines(0)
+    printed = G.goal_gradient(S, "con", "sig-ms", alpha=2.0, beta=50.0, lam=0.5, ms_form="printed")
+    assert float(printed.abs().max()) > 1e6
+    with pytest.raises(FloatingPointError, match="beta=200") as err:
+        G.goal_gradient(S, "con", "sig-ms", alpha=2.0, beta=200.0, lam=0.5, ms_form="printed")
+    assert "report" not in str(err.value) and "ms_form='ms-loss'" in str(err.value)
+    G.goal_gradient(S, "con", "sig-ms", alpha=2.0, beta=1e4, lam=0.5)  # the default stays finite
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    values=st.integers(2, 6).flatmap(
+        lambda n: arrays(np.float64, (n, n), elements=st.floats(-1, 1, allow_nan=False, allow_subnormal=False))
+    ),
+    alpha=st.floats(0.1, 50.0), beta=st.floats(0.1, 300.0), lam=st.floats(-1.0, 1.0), eps=st.floats(0.0, 0.5),
+    triplet=st.sampled_from(G.GOAL_TRIPLETS),
+)
+def test_sig_ms_weights_bounded_property(values, alpha, beta, lam, eps, triplet):
+    """MS loss's reading: P^sig-ms <= min(1, P^sig), so |dL/dS_ij| <= 2 when the positives are on the diagonal."""
+    S = torch.from_numpy(values)
+    kw = dict(alpha=alpha, beta=beta, lam=lam, eps=eps)
+    grad = G.goal_gradient(S, triplet, "sig-ms", **kw)
+    assert bool(torch.isfinite(grad).all()) and float(grad.abs().max()) <= 2.0 + 1e-12
+    s = S.flatten()
+    for positive in (True, False):
+        others = s[None, :].expand(s.numel(), -1)
+        members = torch.rand(others.shape, generator=torch.Generator().manual_seed(0)) < 0.5
+        m = G.relative_term("sig-ms", s, others, members, positive, alpha, beta)
+        assert bool((m >= 1).all())
+        weight = G.pair_weight("sig-ms", s, positive, alpha, beta, lam, rel=m)
+        assert bool((weight <= G.pair_weight("sig", s, positive, alpha, beta, lam) + 1e-15).all())
+
+
+# --------------------------------------------------------------------------- GoalConfig
+
+
+def test_goal_config_validates_and_describes():
+    cfg = G.GoalConfig("cir", "sig-ms", beta=50)
+    assert cfg.beta == 50.0 and isinstance(cfg.beta, float)
+    assert cfg.name == "goal:cir,sig-ms" and cfg.label == "GOAL (cir, sig-ms)" and cfg.known_as == "New"
+    assert cfg.params() == {"tau": 10.0, "alpha": 2.0, "beta": 50.0, "lam": 0.5, "eps": 0.1, "ms_form": "ms-loss"}
+    assert G.GoalConfig().params() == {"margin": 0.2} and G.GoalConfig("con", "con").known_as == "Triplet"
+    assert G.GoalConfig.from_name("goal:nca,lin", tau=3) == G.GoalConfig("nca", "lin", tau=3.0)
+    for triplet, pair in COMBOS:  # params() is TRIPLET_PARAMS then PAIR_PARAMS, every one a field
+        keys = list(G.GoalConfig(triplet, pair).params())
+        form = ("ms_form",) if pair == "sig-ms" else ()
+        assert keys == list(dict.fromkeys(G.TRIPLET_PARAMS[triplet] + G.PAIR_PARAMS[pair] + form))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.beta = 1.0  # type: ignore[misc]
+    for kw, name in [({"triplet": "tri"}, "triplet"), ({"pair": "ms"}, "pair"), ({"tau": 0.0}, "tau"),
+                     ({"alpha": -1.0}, "alpha"), ({"beta": 0}, "beta"), ({"margin": -0.1}, "margin"),
+                     ({"eps": -0.1}, "eps"), ({"lam": math.inf}, "lam"), ({"ms_form": "mean"}, "ms_form")]:
+        with pytest.raises(ValueError, match=f"^{name}"):
+            G.GoalConfig(**kw)
+    with pytest.raises(TypeError, match="^alpha"):
+        G.GoalConfig(alpha="2")
+
+
+def test_goal_config_and_keywords_give_the_same_gradient():
+    S, mask = batch("repeated_image", seed=5)
+    cfg = G.GoalConfig("cir", "sig-ms", tau=5.0, beta=30.0, ms_form="printed")
+    loose = G.goal_gradient(S, "cir", "sig-ms", tau=5.0, beta=30.0, ms_form="printed", pos_mask=mask)
+    torch.testing.assert_close(G.goal_gradient(S, config=cfg, pos_mask=mask), loose)
+    S2 = S.detach().clone().requires_grad_()
+    G.goal_objective(S2, config=cfg, pos_mask=mask).backward()
+    torch.testing.assert_close(S2.grad, loose)
+    with pytest.raises(ValueError, match="not both.*beta"):
+        G.goal_gradient(S, beta=30.0, config=cfg)
+    with pytest.raises(TypeError, match="config"):
+        G.goal_gradient(S, config={"triplet": "cir"})
+
+
+def test_keyword_defaults_are_the_config_defaults():
+    """The trainer validates GOAL keywords by goal_objective's signature, and reads its defaults there:
+    one source. goal_gradient takes the same fields as keywords, and nothing else."""
+    params = inspect.signature(G.goal_objective).parameters
+    for field in dataclasses.fields(G.GoalConfig):
+        assert params[field.name].default == field.default, field.name
+    S = random_S(4, seed=1).detach()
+    for field in dataclasses.fields(G.GoalConfig)[2:]:  # the fields after triplet and pair
+        G.goal_gradient(S, "cir", "sig-ms", **{field.name: field.default})
+    with pytest.raises(TypeError, match="^gama is not a GOAL parameter"):
+        G.goal_gradient(S, "cir", "sig-ms", gama=2.0)
+
+
+# --------------------------------------------------------------------------- dtypes and devices
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA"))]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("triplet,pair", COMBOS)
+def test_goal_in_every_dtype_and_device(triplet, pair, dtype, device):
+    """The float64 loop reference, met in float32 and float64, on the CPU and on CUDA."""
+    S, mask = batch("repeated_image", seed=6)
+    want = ref_goal(S, mask, triplet, pair)
+    on = S.detach().to(device=device, dtype=dtype).requires_grad_()
+    G.goal_objective(on, triplet, pair, pos_mask=mask.to(device), **PARAMS).backward()
+    assert on.grad.dtype == dtype and on.grad.device.type == device
+    tol = dict(rtol=1e-10, atol=1e-12) if dtype == torch.float64 else dict(rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(on.grad.cpu().double(), want, **tol)
+
+
 # --------------------------------------------------------------------------- bad input
 
 
@@ -469,3 +611,7 @@ def test_bad_input():
         G.pair_weight("lin", S, "yes")
     with pytest.raises(TypeError, match="^S"):
         G.goal_objective(S.numpy())
+    with pytest.raises(ValueError, match="^ms_form"):
+        G.goal_gradient(S, "con", "sig-ms", ms_form="mean")
+    with pytest.raises(ValueError, match="^ms_form"):
+        G.relative_term("sig-ms", S[0], S, S > 0, True, ms_form="sum")

@@ -49,6 +49,11 @@ CASES = {
         lambda S, pm: L.sampled_softmax(S, 20.0, 2, "mean", pos_mask=pm),
         lambda S, p: ref.sampled_softmax(S, 20.0, 2, p),
     ),
+    # a fraction of each row's negatives: 3 of 5, and 2 of 4 in the rows of a repeated image
+    "sampled_softmax_topk_fraction": (
+        lambda S, pm: L.sampled_softmax(S, 20.0, 0.5, "mean", pos_mask=pm),
+        lambda S, p: ref.sampled_softmax(S, 20.0, 0.5, p),
+    ),
     "cross_example_softmax": (
         lambda S, pm: L.cross_example_softmax(S, 20.0, None, "mean", pos_mask=pm),
         lambda S, p: ref.cross_example_softmax(S, 20.0, None, p),
@@ -87,6 +92,27 @@ def test_matches_slow_reference_value_and_gradient(name, mask_name, seed):
     torch.testing.assert_close(g_fast, g_slow, rtol=1e-8, atol=1e-10)
 
 
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA"))]
+TOLERANCE = {torch.float64: dict(rtol=1e-10, atol=1e-10), torch.float32: dict(rtol=2e-4, atol=2e-5)}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("mask_name", MASKS)
+@pytest.mark.parametrize("name", CASES)
+def test_matches_reference_in_every_dtype_and_device(name, mask_name, dtype, device):
+    """The float64 CPU reference, met by the loss run in float32 and float64, on the CPU and on CUDA."""
+    fast, slow = CASES[name]
+    mask = MASKS[mask_name]
+    S = random_S(6, seed=3)
+    v_slow, g_slow = _value_and_grad(lambda X: slow(X, ref.as_lists(mask, 6, 6)), S)
+    on = S.detach().to(device=device, dtype=dtype)
+    v_fast, g_fast = _value_and_grad(lambda X: fast(X, None if mask is None else mask.to(device)), on)
+    assert v_fast.dtype == g_fast.dtype == dtype and g_fast.device.type == device
+    torch.testing.assert_close(v_fast.cpu().double(), v_slow, **TOLERANCE[dtype])
+    torch.testing.assert_close(g_fast.cpu().double(), g_slow, **TOLERANCE[dtype])
+
+
 @pytest.mark.parametrize(
     "name", ["triplet_all", "triplet_hardest", "info_nce", "unified", "sampled_softmax", "smooth_ap_soft"]
 )
@@ -94,9 +120,7 @@ def test_five_captions_per_image(name):
     """Rectangular S: 3 images x 15 captions, 5 positives per image row."""
     fast, slow = CASES[name]
     mask = five_caption_mask(3)
-    S = random_S(3, 15, seed=4)
-    if name == "sampled_softmax" or name.startswith("smooth_ap"):
-        pass  # row-wise: image queries with 5 positives each
+    S = random_S(3, 15, seed=4)  # the row-wise losses: image queries with 5 positives each
     v_fast, g_fast = _value_and_grad(lambda X: fast(X, mask), S)
     v_slow, g_slow = _value_and_grad(lambda X: slow(X, ref.as_lists(mask, 3, 15)), S)
     torch.testing.assert_close(v_fast, v_slow, rtol=1e-10, atol=1e-10)
@@ -213,11 +237,35 @@ def test_reductions_relate():
         torch.testing.assert_close(fn(S, reduction="mean"), per.mean())
 
 
-def test_cross_example_topk_all_equals_no_mining_and_sampled_topk_all():
+def test_topk_all_equals_no_mining():
+    """1.0 (every negative, as a fraction) and the full count are both "no mining", for both losses."""
     S = random_S(6, seed=10).detach()
     torch.testing.assert_close(L.cross_example_softmax(S, topk=1.0), L.cross_example_softmax(S))
     torch.testing.assert_close(L.cross_example_softmax(S, topk=30), L.cross_example_softmax(S))
     torch.testing.assert_close(L.sampled_softmax(S, topk=5), L.sampled_softmax(S))
+    torch.testing.assert_close(L.sampled_softmax(S, topk=1.0), L.sampled_softmax(S))
+
+
+@pytest.mark.parametrize("count, fraction, available", [(1, 0.2, 5), (2, 0.4, 5), (3, 0.5, 5), (3, 0.3, 10),
+                                                        (1, 0.01, 30), (15, 0.5, 30), (9, 0.3, 30)])
+def test_topk_fraction_is_the_rounded_up_count(count, fraction, available):
+    """A float is ceil(fraction * negatives), exact in decimal: 0.3 of 10 is 3 (in binary, 0.3 * 10 > 3)."""
+    if available == 5:
+        S = random_S(6, seed=12).detach()
+        torch.testing.assert_close(L.sampled_softmax(S, topk=fraction), L.sampled_softmax(S, topk=count))
+    else:  # 11 x 11 has 10 negatives per row; 6 x 6 has 30 in the batch
+        S = random_S(11 if available == 10 else 6, seed=12).detach()
+        fn = L.sampled_softmax if available == 10 else L.cross_example_softmax
+        torch.testing.assert_close(fn(S, topk=fraction), fn(S, topk=count))
+
+
+@pytest.mark.parametrize("fn", [L.sampled_softmax, L.cross_example_softmax])
+def test_topk_accepts_numpy_numbers(fn):
+    import numpy as np
+
+    S = random_S(6, seed=13).detach()
+    torch.testing.assert_close(fn(S, topk=np.int64(2)), fn(S, topk=2))
+    torch.testing.assert_close(fn(S, topk=np.float64(0.5)), fn(S, topk=0.5))
 
 
 def test_topk_one_sampled_softmax_is_softplus_of_hardest_gap():
@@ -333,16 +381,41 @@ def test_bad_pos_mask_column_for_two_way_losses():
         (lambda S: L.smooth_ap(S, tau=0.0), "tau"),
         (lambda S: L.sampled_softmax(S, scale=0.0), "scale"),
         (lambda S: L.sampled_softmax(S, topk=0), "topk"),
+        (lambda S: L.sampled_softmax(S, topk=-1), "topk"),
         (lambda S: L.sampled_softmax(S, topk=4), "topk"),
+        (lambda S: L.sampled_softmax(S, topk=0.0), "topk"),
+        (lambda S: L.sampled_softmax(S, topk=2.0), "topk"),
+        (lambda S: L.sampled_softmax(S, topk=True), "topk"),
+        (lambda S: L.sampled_softmax(S, topk="1"), "topk"),
         (lambda S: L.cross_example_softmax(S, topk=0.0), "topk"),
         (lambda S: L.cross_example_softmax(S, topk=1.5), "topk"),
         (lambda S: L.cross_example_softmax(S, topk=13), "topk"),
+        (lambda S: L.cross_example_softmax(S, topk=False), "topk"),
+        (lambda S: L.cross_example_softmax(S, topk=float("nan")), "topk"),
         (lambda S: L.triplet_hardest(S, reduction="avg"), "reduction"),
     ],
 )
 def test_bad_hyperparameters(call, match):
     with pytest.raises((ValueError, TypeError), match=match):
         call(torch.rand(4, 4))
+
+
+@pytest.mark.parametrize(
+    "call, param",
+    [
+        (lambda S: L.info_nce(S.float(), temperature=1e-40), "temperature"),
+        (lambda S: L.unified(S.float(), gamma=1e39), "gamma"),
+        (lambda S: L.sampled_softmax(S, scale=1e308), "scale"),
+        (lambda S: L.sampled_softmax(S, scale=1e308, topk=2), "scale"),
+        (lambda S: L.cross_example_softmax(S, scale=1e308), "scale"),
+    ],
+)
+def test_overflow_names_the_parameter(call, param):
+    """An overflow is the parameter's doing (S is validated finite): the error names it and never blames S."""
+    S = random_S(4, seed=14).detach()
+    with pytest.raises(FloatingPointError, match=f"{param}=") as err:
+        call(S)
+    assert "report" not in str(err.value) and " S" not in str(err.value)
 
 
 def test_not_a_tensor():
@@ -357,3 +430,12 @@ def test_top_k_logsumexp_selection_with_ties(k):
     k = min(k, 6)  # never select the -inf (a masked positive)
     expected = torch.logsumexp(values.topk(k).values, dim=0)
     torch.testing.assert_close(L._top_k_logsumexp(values, k), expected)
+
+
+def test_smooth_step_is_bleeker_eq7():
+    x = torch.linspace(-0.3, 0.3, 61, dtype=torch.float64)
+    for tau in (0.01, 0.1, 1.0):
+        torch.testing.assert_close(L.smooth_step(x, tau), 1 / (1 + torch.exp(-x / tau)))
+    assert L.smooth_step(torch.tensor([-1.0, 1.0]), 1e-6).tolist() == [0.0, 1.0]  # no overflow
+    with pytest.raises(ValueError, match="tau"):
+        L.smooth_step(x, 0.0)

@@ -19,6 +19,9 @@ import numpy as np
 import pytest
 import torch
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from vlr_lib import metrics
 from vlr_lib.metrics import map_at_k, pr_auc, pr_curve, ranks_i2t, ranks_t2i, retrieval_metrics
 
@@ -31,22 +34,23 @@ HAND_S = [
     [0.8, 0.8, 0.3, 0.0, 0.1, 0.8, 0.6, 0.6, 0.6, 0.1, 0.9, 0.0, 0.0, 0.0, 0.0],
     [0.4, 0.0, 0.0, 0.0, 0.0, 0.95, 0.0, 0.0, 0.0, 0.0, 0.7, 0.7, 0.4, 0.3, 0.2],
 ]
-# i2t ranks (1 + #captions strictly above the image's best caption):
-#   image 0: best 0.9 (cap 0); cap 5 ties at 0.9 but is not strictly above -> rank 1
-#   image 1: best 0.8 (cap 5); only cap 10 (0.9) is above; caps 0, 1 tie at 0.8 -> rank 2
-#   image 2: best 0.7 (caps 10, 11); cap 5 (0.95) above -> rank 2
-HAND_I2T = [1, 2, 2]
-# t2i ranks (column c, 1 + #images strictly above the true image):
-#   c0 [.9 .8 .4] 1 | c1 [.5 .8 0] 2 | c2 [.5 .3 0] 1 | c3 [.1 0 0] 1 | c4 [.1 .1 0] 1 (tie)
+# Ties: a negative scoring the same as the positive ranks before it (the module's convention).
+# i2t ranks (1 + #negative captions scoring >= the image's best caption):
+#   image 0: best 0.9 (cap 0); cap 5 ties at 0.9 -> rank 2
+#   image 1: best 0.8 (cap 5); cap 10 (0.9) above, caps 0, 1 tie at 0.8 -> rank 4
+#   image 2: best 0.7 (caps 10, 11, both its own: no penalty); cap 5 (0.95) above -> rank 2
+HAND_I2T = [2, 4, 2]
+# t2i ranks (column c, 1 + #other images scoring >= the true image):
+#   c0 [.9 .8 .4] 1 | c1 [.5 .8 0] 2 | c2 [.5 .3 0] 1 | c3 [.1 0 0] 1 | c4 [.1 .1 0] 2 (tie)
 #   c5 [.9 .8 .95] 3 | c6 [.7 .6 0] 2 | c7, c8 [.2 .6 0] 1 | c9 [0 .1 0] 1
 #   c10 [.6 .9 .7] 2 | c11 [.3 0 .7] 1 | c12-c14 1
-HAND_T2I = [1, 2, 1, 1, 1, 3, 2, 1, 1, 1, 2, 1, 1, 1, 1]
-# mAP@5, ties broken in favour of the image's own captions:
-#   image 0: 0.9 c0 (pos 1: 1/1), 0.9 c5, 0.7, 0.6, 0.5 c1 (pos 5: 2/5) -> (1 + 2/5) / 5 = 0.28
-#   image 1: 0.9 c10, 0.8 c5 (pos 2: 1/2), 0.8 c0, 0.8 c1, 0.6 c6 (pos 5: 2/5) -> 0.9 / 5 = 0.18
-#   image 2: 0.95 c5, 0.7 c10 (1/2), 0.7 c11 (2/3), 0.4 c12 (3/4, before the tied 0.4 of c0)
-#            -> (1/2 + 2/3 + 3/4) / 5 = 23/60   (eq. 6 read literally would give c11 1/2)
-HAND_MAP5 = (Fraction(28, 100) + Fraction(18, 100) + Fraction(23, 60)) / 3
+HAND_T2I = [1, 2, 1, 1, 2, 3, 2, 1, 1, 1, 2, 1, 1, 1, 1]
+# mAP@5, tied negatives placed before the image's own captions:
+#   image 0: 0.9 c5, 0.9 c0 (pos 2: 1/2), 0.7, 0.6, 0.5 c1 (pos 5: 2/5) -> (1/2 + 2/5) / 5 = 0.18
+#   image 1: 0.9 c10, 0.8 c0, 0.8 c1, 0.8 c5 (pos 4: 1/4), 0.6 c6 (pos 5: 2/5) -> 0.65 / 5 = 0.13
+#   image 2: 0.95 c5, 0.7 c10 (1/2), 0.7 c11 (2/3), 0.4 c0, 0.4 c12 (pos 5: 3/5)
+#            -> (1/2 + 2/3 + 3/5) / 5 = 53/150   (eq. 6 read literally would give c11 1/2)
+HAND_MAP5 = (Fraction(18, 100) + Fraction(13, 100) + Fraction(53, 150)) / 3
 # Global PR over the 45 pairs (15 positives), at each distinct positive score t:
 #   t     0.9  0.8  0.7   0.6   0.5   0.4    0.3    0.2    0.1
 #   TP     1    2    4     7     9    10     11     12     15
@@ -65,9 +69,10 @@ def test_hand_worked_ranks_and_recalls(dtype):
     assert ranks_i2t(S, c2i).tolist() == HAND_I2T
     assert ranks_t2i(S, c2i).tolist() == HAND_T2I
     out = retrieval_metrics(S, c2i, ks=(1, 2, 3))
-    # i2t: 1 of 3 images at rank 1, all by rank 2; t2i: 11/15 at rank 1, 14/15 by 2, 15/15 by 3
-    expected = {"i2t_r1": 100 / 3, "i2t_r2": 100.0, "i2t_r3": 100.0,
-                "t2i_r1": 1100 / 15, "t2i_r2": 1400 / 15, "t2i_r3": 100.0, "rsum": 500.0}
+    # i2t: no image at rank 1, 2 of 3 by rank 2 and 3; t2i: 10/15 at rank 1, 14/15 by 2, 15/15 by 3
+    expected = {"i2t_r1": 0.0, "i2t_r2": 200 / 3, "i2t_r3": 200 / 3,
+                "t2i_r1": 1000 / 15, "t2i_r2": 1400 / 15, "t2i_r3": 100.0,
+                "rsum": 400 / 3 + 1000 / 15 + 1400 / 15 + 100.0}
     assert out.keys() == expected.keys()
     for key, value in expected.items():
         assert isinstance(out[key], float)
@@ -90,18 +95,20 @@ def test_hand_worked_map_and_pr(dtype):
 
 def test_hand_worked_map_other_k():
     S, c2i = _hand()
-    # k=1: only images whose top item is their own caption score 1 (image 0) -> 1/3
-    assert map_at_k(S, c2i, k=1) == pytest.approx(1 / 3)
-    # k=3: image 0 -> 1/3; image 1 -> (1/2)/3; image 2 -> (1/2 + 2/3)/3
-    assert map_at_k(S, c2i, k=3) == pytest.approx((1 / 3 + 1 / 6 + (1 / 2 + 2 / 3) / 3) / 3)
+    # k=1: every image has a negative at or above its best caption -> 0
+    assert map_at_k(S, c2i, k=1) == 0.0
+    # k=3: image 0 -> (1/2)/3; image 1 -> 0 (first caption at position 4); image 2 -> (1/2 + 2/3)/3
+    assert map_at_k(S, c2i, k=3) == pytest.approx((1 / 6 + 0 + (1 / 2 + 2 / 3) / 3) / 3)
 
 
 # ------------------------------------------------------- slow loop references
+# Every reference sorts the whole list and breaks ties *against* the query: a negative
+# tied with a positive is placed first (the module's convention).
 def ref_ranks_i2t(S, c2i):
     S = S.double().tolist()
     out = []
     for i, row in enumerate(S):
-        order = sorted(range(len(row)), key=lambda c: (-row[c], c2i[c] != i))  # ties: own captions first
+        order = sorted(range(len(row)), key=lambda c: (-row[c], c2i[c] == i))  # ties: own captions last
         out.append(1 + next(r for r, c in enumerate(order) if c2i[c] == i))
     return out
 
@@ -111,7 +118,7 @@ def ref_ranks_t2i(S, c2i):
     out = []
     for c, img in enumerate(c2i):
         col = [S[i][c] for i in range(len(S))]
-        order = sorted(range(len(col)), key=lambda i: (-col[i], i != img))
+        order = sorted(range(len(col)), key=lambda i: (-col[i], i == img))
         out.append(1 + order.index(img))
     return out
 
@@ -120,7 +127,7 @@ def ref_map_at_k(S, c2i, k):
     S = S.double().tolist()
     aps = []
     for i, row in enumerate(S):
-        order = sorted(range(len(row)), key=lambda c: (-row[c], c2i[c] != i))
+        order = sorted(range(len(row)), key=lambda c: (-row[c], c2i[c] == i))
         hits, total = 0, 0.0
         for r, c in enumerate(order[:k], start=1):
             if c2i[c] == i:
@@ -277,24 +284,63 @@ def test_reversed_scores():
     assert map_at_k(S, c2i, k=5) == 0.0
     # one threshold (-1) reaching every pair: precision = 100 / 2000 = 1 / n_images
     assert pr_auc(S, c2i) == pytest.approx(1 / N_IMG)
-    # all scores equal: ties favour the positives in ranks, enter together in PR
-    flat = torch.zeros_like(mask)
-    assert retrieval_metrics(flat, c2i, ks=(1,))["rsum"] == 200.0
-    assert pr_auc(flat, c2i) == pytest.approx(1 / N_IMG)
 
 
-def test_random_scores_near_chance():
-    n, per = 200, 5
-    c2i = torch.arange(n * per) // per
-    S = torch.rand(n, n * per, generator=torch.Generator().manual_seed(1))
-    out = retrieval_metrics(S, c2i)
-    for k in (1, 5, 10):
-        # t2i: the true image is uniform among 200 -> k/200; i2t: best of 5 among 1000
-        assert out[f"t2i_r{k}"] == pytest.approx(100 * k / n, abs=3.0)
-        chance_i2t = 100 * (1 - math.comb(n * per - per, k) / math.comb(n * per, k))
-        assert out[f"i2t_r{k}"] == pytest.approx(chance_i2t, abs=5.0)
-    assert pr_auc(S, c2i) == pytest.approx(1 / n, abs=2e-3)  # prevalence of positives
-    assert map_at_k(S, c2i) < 0.02
+
+@pytest.mark.parametrize("value", [0.0, 0.37, -1.0])
+@pytest.mark.parametrize("n_images, per_image", [(20, 5), (50, 5), (7, 1)])
+def test_constant_scores_never_look_good(value, n_images, per_image):
+    """A collapsed model (every score equal) gets R@K = 0 and mAP@k = 0, and PR-AUC at the base rate."""
+    c2i = torch.arange(n_images * per_image) // per_image
+    S = torch.full((n_images, n_images * per_image), value)
+    n_captions = n_images * per_image
+    assert ranks_i2t(S, c2i).tolist() == [n_captions - per_image + 1] * n_images  # every negative ties
+    assert ranks_t2i(S, c2i).tolist() == [n_images] * n_captions
+    out = retrieval_metrics(S, c2i, ks=(1, 5))
+    assert set(out.values()) == {0.0}
+    assert map_at_k(S, c2i, k=5) == 0.0
+    assert metrics.average_precision(S[0], c2i == 0) == pytest.approx(
+        sum((b + 1) / (n_captions - per_image + 1 + b) for b in range(per_image)) / per_image)
+    assert pr_auc(S, c2i) == pytest.approx(1 / n_images)  # one threshold accepts every pair: the base rate
+
+
+def test_collapsed_embeddings_score_zero():
+    """Zeroed projection heads with a bias map every input to the same vector: S is constant."""
+    from vlr_lib.similarity import similarity
+
+    bias = torch.randn(16, generator=torch.Generator().manual_seed(0))
+    img, txt = bias.expand(30, 16), bias.expand(150, 16)
+    S = similarity(img, txt)
+    assert retrieval_metrics(S, torch.arange(150) // 5)["rsum"] == 0.0
+
+
+def _strict_ranks_and_ties(S: np.ndarray, c2i: np.ndarray):
+    """The strictly-higher count (the convention this module does not use) and the negatives tied per query."""
+    own = c2i[None, :] == np.arange(S.shape[0])[:, None]
+    best = np.where(own, S, -np.inf).max(axis=1)
+    pos = S[c2i, np.arange(c2i.size)]
+    strict = (1 + ((S > best[:, None]) & ~own).sum(axis=1), 1 + ((S > pos[None, :]) & ~own).sum(axis=0))
+    ties = (((S == best[:, None]) & ~own).sum(axis=1), ((S == pos[None, :]) & ~own).sum(axis=0))
+    return strict, ties
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n_images=st.integers(2, 7), per_image=st.integers(1, 4),
+       levels=st.one_of(st.none(), st.integers(1, 5)))
+def test_pessimistic_rank_property(seed, n_images, per_image, levels):
+    """rank = strict rank + the negatives tied with the positive: >= strict, equal without ties."""
+    g = torch.Generator().manual_seed(seed)
+    c2i = torch.arange(n_images * per_image) // per_image
+    S = torch.rand(n_images, n_images * per_image, generator=g, dtype=torch.float64)
+    if levels is not None:  # inject ties: a few score levels only
+        S = (S * levels).floor() / levels
+    (strict_i2t, strict_t2i), (ties_i2t, ties_t2i) = _strict_ranks_and_ties(S.numpy(), c2i.numpy())
+    r_i2t, r_t2i = ranks_i2t(S, c2i, chunk_size=3).numpy(), ranks_t2i(S, c2i, chunk_size=3).numpy()
+    np.testing.assert_array_equal(r_i2t, strict_i2t + ties_i2t)
+    np.testing.assert_array_equal(r_t2i, strict_t2i + ties_t2i)
+    assert (r_i2t >= strict_i2t).all() and (r_t2i >= strict_t2i).all()
+    if levels is None:  # continuous scores never tie: the two conventions agree exactly
+        assert ties_i2t.sum() == ties_t2i.sum() == 0
 
 
 # ------------------------------------------------------------------ bad inputs
@@ -427,3 +473,74 @@ def test_peak_memory_is_chunk_bounded():
     bound = 2 * MEM_N * MEM_M  # 40 MB at 2,000 x 10,000
     assert chunked["extra_bytes"] < bound  # measured 5-16 MB at 2,000 x 10,000
     assert control["extra_bytes"] > bound  # measured ~140 MB at 2,000 x 10,000
+
+
+# --------------------------------------------------------- one query's AP, thresholds
+SCORES = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2])
+IS_POS = np.array([1, 0, 1, 0, 0, 1, 0, 0], dtype=bool)  # positives at ranks 1, 3 and 6
+
+
+def test_average_precision_hand_worked():
+    # precision at the positives' ranks: 1/1, 2/3, 3/6
+    assert metrics.average_precision(SCORES, IS_POS) == pytest.approx((1 + 2 / 3 + 3 / 6) / 3)
+    assert metrics.average_precision(SCORES, np.arange(8) < 3) == 1.0
+    for r in range(8):  # one positive at rank r + 1: AP = 1 / (r + 1)
+        assert metrics.average_precision(torch.tensor(SCORES), torch.arange(8) == r) == pytest.approx(1 / (r + 1))
+    # a negative tied with the second positive is ranked before it: 1/1, 2/4, 3/6
+    tied = SCORES.copy()
+    tied[3] = tied[2]
+    assert metrics.average_precision(tied, IS_POS) == pytest.approx((1 + 2 / 4 + 3 / 6) / 3)
+    assert metrics.average_precision(np.zeros(8), IS_POS) == pytest.approx((1 / 6 + 2 / 7 + 3 / 8) / 3)
+
+
+@pytest.mark.parametrize("seed,n,m,layout,ties", CASES)
+def test_average_precision_is_map_at_full_depth(seed, n, m, layout, ties):
+    S, c2i = _random_case(seed, n, m, layout, ties)
+    ours = np.mean([metrics.average_precision(S[i], c2i == i) for i in range(n)])
+    assert ours == pytest.approx(map_at_k(S, c2i, k=m), abs=1e-12)
+
+
+def test_average_precision_bad_input():
+    with pytest.raises(ValueError, match="is_pos"):
+        metrics.average_precision(SCORES, np.zeros(8, dtype=bool))
+    with pytest.raises(ValueError, match="is_pos"):
+        metrics.average_precision(SCORES, IS_POS[:4])
+    with pytest.raises(ValueError, match="scores"):
+        metrics.average_precision(np.array([0.1, math.nan]), np.array([True, False]))
+
+
+def slow_precision_recall(S, c2i, t):
+    pairs = [(float(S[i, c]), int(c2i[c]) == i) for i in range(S.shape[0]) for c in range(S.shape[1])]
+    accepted = [m for s, m in pairs if s >= t]
+    n_pos = sum(m for _, m in pairs)
+    return (sum(accepted) / len(accepted) if accepted else 1.0), sum(accepted) / n_pos
+
+
+@pytest.mark.parametrize("t", [-2.0, 0.0, 0.25, 0.5, 0.6, 2.0])
+def test_precision_recall_at_matches_slow_count(t):
+    S, c2i = _random_case(1, 12, 60, "blocked", True)
+    assert metrics.precision_recall_at(S, c2i, t, chunk_size=5) == pytest.approx(slow_precision_recall(S, c2i, t))
+
+
+def test_precision_recall_at_is_a_point_of_the_pr_curve():
+    S, c2i = _random_case(2, 9, 40, "irregular", False)
+    precision, recall = pr_curve(S, c2i)
+    thresholds = torch.unique(S[c2i, torch.arange(c2i.numel())]).flip(0)  # highest first, as pr_curve
+    for j in (0, 5, len(thresholds) - 1):
+        expected = (float(precision[j]), float(recall[j]))
+        assert metrics.precision_recall_at(S, c2i, float(thresholds[j])) == pytest.approx(expected)
+    with pytest.raises(ValueError, match="threshold"):
+        metrics.precision_recall_at(S, c2i, math.inf)
+
+
+@pytest.mark.parametrize("direction", ["t2i", "i2t"])
+def test_neighbor_counts_match_loops(direction):
+    S, _ = _random_case(3, 9, 40, "irregular", True)
+    grid = np.linspace(-0.1, 1.1, 13)
+    counts = metrics.neighbor_counts(S, grid, direction, chunk_size=4).numpy()
+    rows = S.T if direction == "t2i" else S
+    ref = [[sum(float(s) >= x for s in row) for x in grid] for row in rows]
+    np.testing.assert_array_equal(counts, np.array(ref))
+    assert (np.diff(counts, axis=1) <= 0).all() and (counts[:, 0] == rows.shape[1]).all()
+    with pytest.raises(ValueError, match="direction"):
+        metrics.neighbor_counts(S, grid, "both")

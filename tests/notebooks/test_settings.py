@@ -50,6 +50,40 @@ def test_demo_embeddings_unit_norm_deterministic_and_noise_controls_difficulty()
         notebook.demo_embeddings(noise=-1.0)
 
 
+@pytest.mark.parametrize("n_images, per, dim", [(2, 1, 2), (4, 5, 8), (10, 3, 16)])
+def test_demo_retrieval_batch_shapes_unit_norm_and_grouping(n_images, per, dim):
+    img, txt, c2i = notebook.demo_retrieval_batch(n_images, per, dim, noise=0.7, seed=3)
+    assert img.shape == (n_images, dim) and txt.shape == (n_images * per, dim)
+    torch.testing.assert_close(img.norm(dim=1), torch.ones(n_images, dtype=torch.float64))
+    torch.testing.assert_close(txt.norm(dim=1), torch.ones(n_images * per, dtype=torch.float64))
+    assert c2i.tolist() == [i for i in range(n_images) for _ in range(per)]
+    again = notebook.demo_retrieval_batch(n_images, per, dim, noise=0.7, seed=3)
+    assert all(torch.equal(a, b) for a, b in zip((img, txt, c2i), again))
+
+
+def test_demo_retrieval_batch_one_caption_is_demo_embeddings_and_noise_zero_is_perfect():
+    img, txt, _ = notebook.demo_retrieval_batch(7, 1, 5, noise=0.9, seed=11)
+    ref_img, ref_txt = notebook.demo_embeddings(7, 5, 0.9, 11)
+    torch.testing.assert_close(img, ref_img)
+    torch.testing.assert_close(txt, ref_txt)
+    img, txt, c2i = notebook.demo_retrieval_batch(4, 5, 8, noise=0.0)
+    torch.testing.assert_close(txt, img[c2i])
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [(dict(n_images=1), "n_images"), (dict(captions_per_image=0), "captions_per_image"), (dict(dim=1), "dim"),
+     (dict(noise=-0.1), "noise"), (dict(noise=float("nan")), "noise")],
+)
+def test_demo_retrieval_batch_rejects_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        notebook.demo_retrieval_batch(**kwargs)
+    with pytest.raises(TypeError, match="n_images"):
+        notebook.demo_retrieval_batch(n_images=2.0)
+    with pytest.raises(ValueError, match="^n "):
+        notebook.demo_embeddings(n=1)
+
+
 def test_training_features_shapes_mode(monkeypatch):
     monkeypatch.setenv("VLR_FAST", "1")
     monkeypatch.setenv("VLR_DATA", "shapes")

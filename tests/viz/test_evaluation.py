@@ -10,33 +10,21 @@ import pytest
 import torch
 
 from vlr_lib import notebook
-from vlr_lib.similarity import positive_mask, similarity
+from vlr_lib.similarity import similarity
 from vlr_lib.viz import evaluation as E
+from vlr_lib.viz._style import POSITIVE
 
 
 # --------------------------------------------------------------------------- references
 
 
 def loop_ranks(S: np.ndarray, c2i: np.ndarray, direction: str) -> list[int]:
-    """Rank of the first correct candidate in a sorted list (no ties in random data)."""
+    """Rank of the first correct candidate in a sorted list (random data has no ties)."""
     n_img, n_cap = S.shape
     if direction == "i2t":
         return [1 + next(p for p, c in enumerate(sorted(range(n_cap), key=lambda c: -S[i, c])) if c2i[c] == i)
                 for i in range(n_img)]
     return [1 + sorted(range(n_img), key=lambda i: -S[i, c]).index(c2i[c]) for c in range(n_cap)]
-
-
-def loop_hardest(S: np.ndarray, pos: np.ndarray, direction: str) -> np.ndarray:
-    out = np.zeros(S.shape, dtype=bool)
-    if direction == "i2t":
-        for i in range(S.shape[0]):
-            best = max((j for j in range(S.shape[1]) if not pos[i, j]), key=lambda j: S[i, j])
-            out[i, best] = True
-    else:
-        for j in range(S.shape[1]):
-            best = max((i for i in range(S.shape[0]) if not pos[i, j]), key=lambda i: S[i, j])
-            out[best, j] = True
-    return out
 
 
 def png_size(uri: str) -> tuple[int, int]:
@@ -47,43 +35,8 @@ def png_size(uri: str) -> tuple[int, int]:
 
 
 def batch(n_images=6, per=5, noise=1.5, seed=0, dim=8):
-    img, txt, c2i = E.demo_retrieval_batch(n_images, per, dim, noise, seed)
+    img, txt, c2i = notebook.demo_retrieval_batch(n_images, per, dim, noise, seed)
     return similarity(img, txt), c2i
-
-
-# --------------------------------------------------------------------------- demo batch
-
-
-@pytest.mark.parametrize("n_images, per, dim", [(2, 1, 2), (4, 5, 8), (10, 3, 16)])
-def test_demo_batch_shapes_unit_norm_and_grouping(n_images, per, dim):
-    img, txt, c2i = E.demo_retrieval_batch(n_images, per, dim, noise=0.7, seed=3)
-    assert img.shape == (n_images, dim) and txt.shape == (n_images * per, dim)
-    torch.testing.assert_close(img.norm(dim=1), torch.ones(n_images, dtype=torch.float64))
-    torch.testing.assert_close(txt.norm(dim=1), torch.ones(n_images * per, dtype=torch.float64))
-    assert c2i.tolist() == [i for i in range(n_images) for _ in range(per)]
-    again = E.demo_retrieval_batch(n_images, per, dim, noise=0.7, seed=3)
-    assert all(torch.equal(a, b) for a, b in zip((img, txt, c2i), again))
-
-
-def test_demo_batch_one_caption_is_demo_embeddings_and_noise_zero_is_perfect():
-    img, txt, _ = E.demo_retrieval_batch(7, 1, 5, noise=0.9, seed=11)
-    ref_img, ref_txt = notebook.demo_embeddings(7, 5, 0.9, 11)
-    torch.testing.assert_close(img, ref_img)
-    torch.testing.assert_close(txt, ref_txt)
-    img, txt, c2i = E.demo_retrieval_batch(4, 5, 8, noise=0.0)
-    torch.testing.assert_close(txt, img[c2i])
-
-
-@pytest.mark.parametrize(
-    "kwargs, match",
-    [(dict(n_images=1), "n_images"), (dict(captions_per_image=0), "captions_per_image"), (dict(dim=1), "dim"),
-     (dict(noise=-0.1), "noise"), (dict(noise=float("nan")), "noise")],
-)
-def test_demo_batch_rejects_bad_input(kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        E.demo_retrieval_batch(**kwargs)
-    with pytest.raises(TypeError, match="n_images"):
-        E.demo_retrieval_batch(n_images=2.0)
 
 
 # --------------------------------------------------------------------------- gallery
@@ -111,7 +64,7 @@ def test_gallery_png_round_trip_is_lossless():
     import zlib
 
     img = np.arange(4 * 5 * 3, dtype=np.uint8).reshape(4, 5, 3)
-    raw = base64.b64decode(E.png_source(img).split(",", 1)[1])
+    raw = base64.b64decode(E._png(img).split(",", 1)[1])
     idat = raw[raw.index(b"IDAT") + 4:raw.index(b"IEND") - 8]
     rows = np.frombuffer(zlib.decompress(idat), dtype=np.uint8).reshape(4, 1 + 5 * 3)
     assert (rows[:, 0] == 0).all() and np.array_equal(rows[:, 1:].reshape(4, 5, 3), img)
@@ -127,32 +80,6 @@ def test_gallery_rejects_bad_input():
         E.image_gallery([img], [["a"]], titles=["x", "y"])
     with pytest.raises(ValueError, match="images"):
         E.image_gallery([], [])
-
-
-# --------------------------------------------------------------------------- masks
-
-
-@pytest.mark.parametrize("n_images, per", [(2, 1), (3, 2), (6, 5)])
-@pytest.mark.parametrize("direction", ["i2t", "t2i"])
-def test_masks_against_loops(n_images, per, direction):
-    S, c2i = batch(n_images, per, noise=2.0, seed=n_images)
-    pos = E.positive_mask_of(c2i, n_images)
-    assert np.array_equal(pos, positive_mask(torch.arange(n_images), c2i).numpy())
-    hn = E.hardest_negative_mask(S, pos, direction)
-    assert np.array_equal(hn, loop_hardest(S.numpy(), pos, direction))
-    assert not (hn & pos).any()
-    assert hn.sum() == (n_images if direction == "i2t" else n_images * per)
-
-
-def test_masks_reject_bad_input():
-    with pytest.raises(ValueError, match="caption_to_image"):
-        E.positive_mask_of([0, 3], 2)
-    with pytest.raises(ValueError, match="caption_to_image"):
-        E.positive_mask_of([[0, 1]], 2)
-    with pytest.raises(ValueError, match="direction"):
-        E.hardest_negative_mask(np.zeros((2, 2)), np.eye(2, dtype=bool), "both")
-    with pytest.raises(ValueError, match="pos"):
-        E.hardest_negative_mask(np.zeros((2, 3)), np.eye(2, dtype=bool))
 
 
 # --------------------------------------------------------------------------- similarity figure
@@ -182,8 +109,10 @@ def test_similarity_figure_changes_with_the_batch_and_rejects_bad_input():
     assert not np.allclose(z1, z2)
     with pytest.raises(ValueError, match="caption_to_image"):
         E.similarity_figure(S1)
-    with pytest.raises(ValueError, match="S must be 2-D"):
+    with pytest.raises(ValueError, match="S"):
         E.similarity_figure(torch.zeros(3))
+    with pytest.raises(ValueError, match="caption_to_image"):
+        E.similarity_figure(S1, c2i[:-1])
 
 
 # --------------------------------------------------------------------------- retrieval figure
@@ -207,10 +136,10 @@ def test_retrieval_figure_grid(noise, direction, which, k):
     assert y.shape == (n_cand,) and np.isfinite(y).all() and (np.diff(y) <= 0).all()
     row = S.numpy()[query] if direction == "i2t" else S.numpy()[:, query]
     np.testing.assert_allclose(np.sort(y), np.sort(row))
-    green = sum(c == E.POSITIVE for c in bars.marker.color)
+    green = sum(c == POSITIVE for c in bars.marker.color)
     assert green == (per if direction == "i2t" else 1)
     rank = loop_ranks(S.numpy(), c2i.numpy(), direction)[query]
-    first_green = 1 + next(p for p, c in enumerate(bars.marker.color) if c == E.POSITIVE)
+    first_green = 1 + next(p for p, c in enumerate(bars.marker.color) if c == POSITIVE)
     assert first_green == rank
     title = fig.layout.annotations[1].text
     assert f"rank {rank}," in title and (("hit" in title) == (rank <= k))
@@ -247,3 +176,13 @@ def test_retrieval_figure_rejects_bad_input(kwargs, match):
     args = dict(query=0, direction="i2t", k=5) | kwargs
     with pytest.raises(ValueError, match=match):
         E.retrieval_figure(S, c2i, **args)
+
+
+def test_retrieval_figure_orders_tied_negatives_first():
+    """A constant S: every negative ties the positives, so the bars show the rank the metrics give."""
+    S = torch.zeros(4, 8)
+    c2i = torch.arange(8) // 2
+    fig = E.retrieval_figure(S, c2i, 0, "i2t", 1)
+    colours = list(fig.data[3].marker.color)
+    assert colours == [E.NEGATIVE] * 6 + [POSITIVE] * 2
+    assert "rank 7," in fig.layout.annotations[1].text

@@ -59,23 +59,11 @@ def demo_S(n: int = 6, seed: int = 0) -> torch.Tensor:
 # --------------------------------------------------------------------------- grid
 
 
-def test_similarity_grid_covers_cosine_range():
-    s = V.similarity_grid(5)
-    np.testing.assert_allclose(s, [-1, -0.5, 0, 0.5, 1])
-    for bad in (1, V.MAX_GRID + 1, 2.5, True):
-        with pytest.raises(ValueError, match="n must"):
-            V.similarity_grid(bad)
-
-
-# --------------------------------------------------------------------------- Fig. 2
-
-
 @pytest.mark.parametrize("name", G.GOAL_TRIPLETS)
 @pytest.mark.parametrize("margin,tau", [(0.0, 1.0), (0.2, 10.0), (0.5, 50.0)])
 def test_triplet_diagram_values_and_layout(name, margin, tau):
     n = 21
-    fig = V.triplet_diagram(name, margin=margin, tau=tau, n=n)
-    (heat,) = fig.data
+    heat = V.triplet_diagrams(margin=margin, tau=tau, n=n).data[G.GOAL_TRIPLETS.index(name)]
     z, x, y = arr(heat.z), arr(heat.x), arr(heat.y)
     assert z.shape == (n, n) and np.isfinite(z).all()
     assert z.min() >= 0 and z.max() <= 1 and (heat.zmin, heat.zmax) == (0.0, 1.0)
@@ -85,29 +73,27 @@ def test_triplet_diagram_values_and_layout(name, margin, tau):
     np.testing.assert_allclose(z, ref_T(name, x[None, :], y[:, None], margin, tau), rtol=1e-6, atol=1e-7)
     assert heat.contours.coloring == "heatmap" and heat.contours.showlines  # colours plus iso-lines
     assert (heat.contours.start, heat.contours.end, heat.contours.size) == (0.1, 0.9, 0.1)
-    assert tuple(fig.layout.xaxis.range) == (-1, 1) and tuple(fig.layout.yaxis.range) == (-1, 1)
 
 
-def test_triplet_diagram_controls_change_the_figure():
-    def z(name, **kw):
-        return arr(V.triplet_diagram(name, n=21, **kw).data[0].z)
+def test_triplet_diagrams_controls_change_the_figure():
+    def z(k, **kw):
+        return arr(V.triplet_diagrams(n=21, **kw).data[k].z)
 
-    assert not np.array_equal(z("con", margin=0.0), z("con", margin=0.4))
-    for name in ("nca", "cir"):
-        assert not np.array_equal(z(name, tau=2.0), z(name, tau=20.0))
-        np.testing.assert_array_equal(z(name, margin=0.0), z(name, margin=0.9))  # margin is T^con's only
-    np.testing.assert_array_equal(z("con", tau=2.0), z("con", tau=20.0))
+    assert not np.array_equal(z(0, margin=0.0), z(0, margin=0.4))
+    for k in (1, 2):  # nca, cir
+        assert not np.array_equal(z(k, tau=2.0), z(k, tau=20.0))
+        np.testing.assert_array_equal(z(k, margin=0.0), z(k, margin=0.9))  # margin is T^con's only
+    np.testing.assert_array_equal(z(0, tau=2.0), z(0, tau=20.0))
 
 
-def test_triplet_diagram_rejects_bad_input():
-    with pytest.raises(ValueError, match="name"):
-        V.triplet_diagram("circle")
+def test_triplet_diagrams_reject_bad_input():
     with pytest.raises(ValueError, match="tau"):
-        V.triplet_diagram("nca", tau=0.0)
+        V.triplet_diagrams(tau=0.0)
     with pytest.raises(ValueError, match="margin"):
-        V.triplet_diagram("con", margin=-0.1)
-    with pytest.raises(ValueError, match="n must"):
-        V.triplet_diagram("con", n=V.MAX_GRID + 1)
+        V.triplet_diagrams(margin=-0.1)
+    for bad in (1, V.MAX_GRID + 1, 2.5, True):
+        with pytest.raises((ValueError, TypeError), match="^n must"):
+            V.triplet_diagrams(n=bad)
 
 
 @pytest.mark.parametrize("margin,tau", [(0.2, 10.0), (0.6, 3.0)])
@@ -226,7 +212,8 @@ def test_table1_grid_rejects_bad_input():
 def test_weight_surface_all_combinations(triplet, pair, params):
     n = 11
     pts = (np.array([0.5, 0.8]), np.array([0.3, 0.7]))
-    fig = V.weight_surface(triplet, pair, n=n, points=pts, **params)
+    cfg = G.GoalConfig(triplet, pair, **{k: v for k, v in params.items() if k != "rel"})
+    fig = V.weight_surface(cfg, rel=params["rel"], n=n, points=pts)
     assert [t.type for t in fig.data] == ["heatmap", "heatmap", "scatter", "scatter"]
     s = np.linspace(-1, 1, n)
     sp, sn = s[None, :], s[:, None]
@@ -262,25 +249,26 @@ def test_weight_surface_all_combinations(triplet, pair, params):
 )
 def test_weight_surface_controls_change_the_figure(triplet, pair, control, a, b):
     def z(value):
-        fig = V.weight_surface(triplet, pair, n=15, **{control: value})
+        if control == "rel":
+            fig = V.weight_surface(G.GoalConfig(triplet, pair), rel=value, n=15)
+        else:
+            fig = V.weight_surface(G.GoalConfig(triplet, pair, **{control: value}), n=15)
         return np.stack([arr(fig.data[0].z), arr(fig.data[1].z)])
 
     assert not np.allclose(z(a), z(b))
 
 
 def test_weight_surface_without_points_and_bad_input():
-    fig = V.weight_surface("cir", "sig-ms", n=5)
+    fig = V.weight_surface(G.GoalConfig("cir", "sig-ms"), n=5)
     assert len(fig.data[2].x) == 0 and len(fig.data[3].x) == 0
-    with pytest.raises(ValueError, match="triplet"):
-        V.weight_surface("circle", "con")
-    with pytest.raises(ValueError, match="pair"):
-        V.weight_surface("con", "ms")
-    with pytest.raises(ValueError, match="n must"):
-        V.weight_surface("con", "con", n=200)
+    with pytest.raises(TypeError, match="config"):
+        V.weight_surface("con")
+    with pytest.raises(ValueError, match="^n "):
+        V.weight_surface(G.GoalConfig(), n=200)
     with pytest.raises(ValueError, match="points"):
-        V.weight_surface("con", "con", points=([0.1, 0.2], [0.1]))
+        V.weight_surface(G.GoalConfig(), points=([0.1, 0.2], [0.1]))
     with pytest.raises(ValueError, match="rel"):
-        V.weight_surface("con", "sig-ms", rel=-0.5)
+        V.weight_surface(G.GoalConfig("con", "sig-ms"), rel=-0.5)
 
 
 # --------------------------------------------------------------------------- a live batch
@@ -291,36 +279,12 @@ def repeated_image_mask() -> torch.Tensor:
     return ids[:, None] == ids[None, :]
 
 
-@pytest.mark.parametrize("mask", [None, repeated_image_mask()], ids=["diagonal", "repeated"])
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_hardest_negatives_and_triplets_match_loops(mask, seed):
-    S = demo_S(6, seed)
-    pos = torch.eye(6, dtype=torch.bool) if mask is None else mask
-    rows_hn, cols_hn = V.hardest_negative_masks(S, mask)
-    Z = S.numpy()
-    ref_rows, ref_cols = np.zeros((6, 6), bool), np.zeros((6, 6), bool)
-    for q in range(6):
-        best_r = max((j for j in range(6) if not pos[q, j]), key=lambda j: Z[q, j])
-        best_c = max((i for i in range(6) if not pos[i, q]), key=lambda i: Z[i, q])
-        ref_rows[q, best_r] = ref_cols[best_c, q] = True
-    np.testing.assert_array_equal(rows_hn, ref_rows)
-    np.testing.assert_array_equal(cols_hn, ref_cols)
-    sp, sn = V.batch_triplets(S, mask)
-    ref_sp, ref_sn = [], []
-    for direction in ("rows", "cols"):
-        for i, j in zip(*np.nonzero(pos.numpy())):
-            ref_sp.append(Z[i, j])
-            ref_sn.append(Z[i][ref_rows[i]][0] if direction == "rows" else Z[:, j][ref_cols[:, j]][0])
-    np.testing.assert_allclose(sp, ref_sp)
-    np.testing.assert_allclose(sn, ref_sn)
-
-
 @pytest.mark.parametrize("triplet,pair", COMBOS)
 @pytest.mark.parametrize("params", [PARAM_SETS[0], PARAM_SETS[2]], ids=["paper", "extreme"])
 def test_gradient_heatmap_all_combinations(triplet, pair, params):
     S = demo_S(6, seed=3)
     kw = {k: v for k, v in params.items() if k != "rel"}
-    fig = V.gradient_heatmap(S, triplet, pair, **kw)
+    fig = V.gradient_heatmap(S, G.GoalConfig(triplet, pair, **kw))
     assert [t.type for t in fig.data] == ["heatmap", "scatter", "scatter", "scatter"]
     z = arr(fig.data[0].z)
     assert z.shape == (6, 6) and np.isfinite(z).all()
@@ -332,16 +296,19 @@ def test_gradient_heatmap_all_combinations(triplet, pair, params):
         marked[np.asarray(trace.y, int), np.asarray(trace.x, int)] = True
     assert not (z[~marked] != 0).any()  # GOAL touches positives and hardest negatives only
     assert (np.diag(z) <= 0).all()  # positives are pulled up (or left alone)
+    title = fig.layout.title.text
+    assert G.GoalConfig(triplet, pair).label in title and G.TABLE1[(triplet, pair)] in title
+    assert f"non-zero on {int((z != 0).sum())} of 36" in title and f"{np.abs(z).max():.3g}" in title
 
 
 def test_gradient_heatmap_controls_change_the_figure_and_pos_mask():
     S = demo_S(6, seed=4)
-    a = arr(V.gradient_heatmap(S, "con", "con", margin=2.0).data[0].z)
-    b = arr(V.gradient_heatmap(S, "nca", "con").data[0].z)
-    c = arr(V.gradient_heatmap(S, "nca", "con", tau=1.0).data[0].z)
+    a = arr(V.gradient_heatmap(S, G.GoalConfig("con", "con", margin=2.0)).data[0].z)
+    b = arr(V.gradient_heatmap(S, G.GoalConfig("nca", "con")).data[0].z)
+    c = arr(V.gradient_heatmap(S, G.GoalConfig("nca", "con", tau=1.0)).data[0].z)
     assert not np.allclose(a, b) and not np.allclose(b, c)
     mask = repeated_image_mask()
-    fig = V.gradient_heatmap(S, "cir", "sig-ms", pos_mask=mask)
+    fig = V.gradient_heatmap(S, G.GoalConfig("cir", "sig-ms"), pos_mask=mask)
     pos_trace = fig.data[1]
     assert len(pos_trace.x) == int(mask.sum())
     z = arr(fig.data[0].z)
@@ -350,6 +317,6 @@ def test_gradient_heatmap_controls_change_the_figure_and_pos_mask():
 
 def test_gradient_heatmap_all_zero_gradient_keeps_a_valid_scale():
     S = torch.eye(4, dtype=torch.float64)  # every triplet satisfied by far: T^con = 0 everywhere
-    fig = V.gradient_heatmap(S, "con", "con", margin=0.2)
+    fig = V.gradient_heatmap(S, G.GoalConfig("con", "con", margin=0.2))
     assert not arr(fig.data[0].z).any()
     assert (fig.data[0].zmin, fig.data[0].zmax) == (-1.0, 1.0)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tests.core import references as ref
-from vlr_lib import metrics
+from vlr_lib import losses, metrics
 from vlr_lib.viz import smooth_ap as A
 
 SCORES = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2])
@@ -21,41 +21,22 @@ def five_caption_batch(n_img: int = 4, seed: int = 0) -> tuple[torch.Tensor, tor
     return S, torch.arange(5 * n_img) // 5
 
 
-def test_sigmoid_is_bleeker_eq7():
-    x = np.linspace(-0.3, 0.3, 61)
-    for tau in (0.01, 0.1, 1.0):
-        np.testing.assert_allclose(A.sigmoid(x, tau), 1 / (1 + np.exp(-x / tau)), rtol=1e-12)
-    np.testing.assert_allclose(A.sigmoid(np.array([-1.0, 1.0]), 1e-6), [0.0, 1.0])  # no overflow
-    with pytest.raises(ValueError, match="tau"):
-        A.sigmoid(x, 0.0)
-
-
-def test_exact_ap_hand_worked():
-    # precision at the positives' ranks: 1/1, 2/3, 3/6
-    assert A.exact_ap(SCORES, IS_POS) == pytest.approx((1 + 2 / 3 + 3 / 6) / 3)
-    assert A.exact_ap(SCORES, np.arange(8) < 3) == 1.0
-    for r in range(8):  # one positive at rank r + 1: AP = 1 / (r + 1)
-        assert A.exact_ap(SCORES, np.arange(8) == r) == pytest.approx(1 / (r + 1))
-
-
-def test_exact_ap_matches_metrics_map_at_full_depth():
-    S, c2i = five_caption_batch()
-    ours = np.mean([A.exact_ap(S[i], c2i == i) for i in range(4)])
-    assert ours == pytest.approx(metrics.map_at_k(S, c2i, k=20))
-
-
 @pytest.mark.parametrize("tau", [0.003, 0.03, 0.3])
-def test_smoothed_ap_matches_slow_reference(tau):
+def test_figure_reads_smooth_ap_off_the_slow_reference(tau):
+    """The marker at tau is 1 - SmoothAP of the loop reference; the dashed line the exact AP."""
     S, c2i = five_caption_batch()
     mask = (c2i[None, :] == torch.arange(4)[:, None])
     for q in range(4):
         expected = 1 - float(ref.smooth_ap(S[q:q + 1], tau, ref.as_lists(mask[q:q + 1], 1, 20)))
-        assert A.smoothed_ap(S[q], mask[q], tau) == pytest.approx(expected, rel=1e-10)
+        fig = A.smooth_ap_figure(S[q], mask[q], tau, taus=[1e-4, 1.0])
+        assert fig.data[6].y[0] == pytest.approx(expected, rel=1e-10)
+        assert fig.data[5].y[0] == pytest.approx(metrics.average_precision(S[q], mask[q]))
 
 
 def test_small_tau_recovers_exact_ap():
-    assert A.smoothed_ap(SCORES, IS_POS, 1e-4) == pytest.approx(A.exact_ap(SCORES, IS_POS), abs=1e-12)
-    assert abs(A.smoothed_ap(SCORES, IS_POS, 0.5) - A.exact_ap(SCORES, IS_POS)) > 0.05
+    curve = A.smooth_ap_figure(SCORES, IS_POS, 0.5, taus=[1e-4, 0.5]).data[4].y
+    ap = metrics.average_precision(SCORES, IS_POS)
+    assert curve[0] == pytest.approx(ap, abs=1e-12) and abs(curve[1] - ap) > 0.05
 
 
 @pytest.mark.parametrize("tau", [1e-4, 0.01, 0.1, 1.0])
@@ -71,11 +52,11 @@ def test_smooth_ap_figure_grid(tau, query):
     assert len(pos_pairs.x) == 5 * 4 and len(neg_pairs.x) == 5 * 15  # (positive, other candidate) pairs
     assert np.asarray(G.y).min() >= 0 and np.asarray(G.y).max() <= 1
     assert list(now.x) == [pytest.approx(tau)]
-    assert now.y[0] == pytest.approx(A.smoothed_ap(scores, is_pos, tau))
-    assert list(exact.y) == pytest.approx([A.exact_ap(scores, is_pos)] * 2)
+    assert now.y[0] == pytest.approx(1 - float(losses.smooth_ap(scores[None], tau, pos_mask=is_pos[None])))
+    assert list(exact.y) == pytest.approx([metrics.average_precision(scores, is_pos)] * 2)
     assert fig.layout.xaxis2.type == "log" and tuple(fig.layout.yaxis.range) == (-0.03, 1.03)
     # the tau curve ends at the exact AP on its sharp side
-    assert curve.y[0] == pytest.approx(A.exact_ap(scores, is_pos), abs=1e-3)
+    assert curve.y[0] == pytest.approx(metrics.average_precision(scores, is_pos), abs=1e-3)
 
 
 def test_smooth_ap_figure_changes_with_tau_and_one_positive_works():
@@ -93,15 +74,18 @@ def test_ranking_figure():
     assert list(bars.y) == sorted(SCORES, reverse=True)
     assert list(text.text) == ["1/1", "2/3", "3/6"]
     assert "AP = 0.7222" in fig.layout.title.text
+    tied = SCORES.copy()
+    tied[3] = tied[2]  # a negative tied with the second positive is drawn before it, as the metrics rank it
+    bars, text = A.ranking_figure(tied, IS_POS).data
+    assert list(text.text) == ["1/1", "2/4", "3/6"] and list(bars.marker.color[2:4]) == [A.NEGATIVE, A.POSITIVE]
 
 
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda: A.exact_ap(SCORES, np.zeros(8, dtype=bool)), "is_pos"),
-        (lambda: A.exact_ap(SCORES, IS_POS[:4]), "scores"),
-        (lambda: A.exact_ap(np.array([0.1, math.nan]), np.array([True, False])), "scores"),
-        (lambda: A.smoothed_ap(SCORES, IS_POS, -1.0), "tau"),
+        (lambda: A.ranking_figure(SCORES, np.zeros(8, dtype=bool)), "is_pos"),
+        (lambda: A.smooth_ap_figure(SCORES, IS_POS[:4], 0.1), "is_pos"),
+        (lambda: A.ranking_figure(np.array([0.1, math.nan]), np.array([True, False])), "scores"),
         (lambda: A.smooth_ap_figure(SCORES, IS_POS, 0.0), "tau"),
         (lambda: A.smooth_ap_figure(SCORES, IS_POS, 0.1, taus=[0.1, -1.0]), "taus"),
     ],

@@ -89,79 +89,16 @@ def test_gradient_figure_changes_with_margin_and_batch():
     assert counts == sorted(counts)
 
 
-def test_loss_and_gradient_matches_finite_differences():
-    S = batch(1.5, n=4).numpy()
-    value, grad = T.loss_and_gradient(S, lambda S: losses.triplet_all(S, 0.3))
-    assert math.isclose(value, losses.triplet_all(torch.as_tensor(S), 0.3).item())
-    eps = 1e-6
-    for i, j in itertools.product(range(4), range(4)):
-        d = np.zeros_like(S)
-        d[i, j] = eps
-        up, down = (losses.triplet_all(torch.as_tensor(S + sign * d), 0.3) for sign in (1, -1))
-        fd = (up - down) / (2 * eps)
-        assert math.isclose(grad[i, j], fd.item(), abs_tol=1e-6)
-
-
 def test_gradient_figure_rejects_bad_input():
     with pytest.raises(ValueError, match="margin"):
         T.gradient_figure(batch(1.0), -0.1)
-    with pytest.raises(ValueError, match="S must be a square"):
+    with pytest.raises(ValueError, match="S must be square"):
         T.gradient_figure(torch.zeros(3, 4))
-    with pytest.raises(ValueError, match="S must be a square"):
+    with pytest.raises(ValueError, match="S must be at least 2x2"):
         T.gradient_figure(torch.zeros(1, 1))
 
 
 # --------------------------------------------------------------------------- the sphere picture
-
-ANGLES = [0.0, 0.1, 0.7, math.pi / 2, 2.5, math.pi]
-
-
-@pytest.mark.parametrize("side", ["same", "opposite"])
-def test_sphere_points_have_the_requested_angles(side):
-    for tp, tn in itertools.product(ANGLES, ANGLES):
-        p = T.sphere_points(tp, tn, side)
-        for key in p:
-            assert math.isclose(np.linalg.norm(p[key]), 1.0)
-        assert math.isclose(math.acos(np.clip(p["anchor"] @ p["positive"], -1, 1)), tp, abs_tol=1e-7)
-        assert math.isclose(math.acos(np.clip(p["anchor"] @ p["negative"], -1, 1)), tn, abs_tol=1e-7)
-        if 0 < tp < math.pi and 0 < tn < math.pi:  # x coordinates: same or opposite sign
-            assert (p["positive"][0] * p["negative"][0] > 0) == (side == "same")
-
-
-@pytest.mark.parametrize("side, margin", list(itertools.product(["same", "opposite"], [0.0, 0.2, 1.0])))
-def test_descent_arrows_are_tangent_with_the_library_norms(side, margin):
-    phi = T.SIDES[side]
-    for tp, tn in itertools.product(ANGLES, ANGLES):
-        p = T.sphere_points(tp, tn, side)
-        a = T.descent_arrows(tp, tn, side, margin)
-        ref = analysis.triplet_hn_tangent_norm(tp, tn, phi, margin=margin)
-        for key in ("anchor", "negative", "positive"):
-            assert abs(a[key] @ p[key]) < 1e-12  # tangent to the circle at its point
-            assert math.isclose(np.linalg.norm(a[key]), float(ref[key]), abs_tol=1e-12)
-
-
-def test_descent_arrows_decrease_the_loss():
-    """A small step along each arrow lowers the hinge of Li et al. eq. 8 (first order)."""
-    m = 0.2
-    for tp, tn, side in itertools.product([0.3, 1.0, 2.0], [0.2, 0.9, 1.8], ["same", "opposite"]):
-        p = T.sphere_points(tp, tn, side)
-        a = T.descent_arrows(tp, tn, side, m)
-
-        def loss(v, t, tn_):
-            return max(0.0, v @ tn_ - v @ t + m)
-
-        base = loss(p["anchor"], p["positive"], p["negative"])
-        if base == 0.0:
-            assert all(np.linalg.norm(x) == 0 for x in a.values())
-            continue
-        h = 1e-4
-        unit = lambda x: x / np.linalg.norm(x)  # noqa: E731
-        moved = {k: unit(p[k] + h * a[k]) for k in p}
-        for key in ("anchor", "negative", "positive"):
-            q = dict(p, **{key: moved[key]})
-            if np.linalg.norm(a[key]) > 1e-9:
-                assert loss(q["anchor"], q["positive"], q["negative"]) < base
-
 
 TANGENT_GRID = list(itertools.product([0.0, 0.3, 1.2, math.pi], [0.0, 0.5, 2.0], ["same", "opposite"], [0.0, 0.2, 0.8]))
 
@@ -189,6 +126,14 @@ def test_tangent_figure_grid(tp, tn, side, margin):
     assert f"{float(here.negative):.3f}" in fig.layout.annotations[2].text
     assert fig.layout.xaxis2.range == (0, 180) and fig.layout.yaxis3.range == (0, 180)
     assert (fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax) == (0.0, 2.0)
+    # the drawing: points and descent arrows of analysis.triplet_hn_descent in the x-z plane
+    sphere = analysis.triplet_hn_descent(tp, tn, T.SIDES[side], margin)
+    for k, (point, step) in enumerate([(sphere.anchor, sphere.anchor_step), (sphere.positive, sphere.positive_step),
+                                       (sphere.negative, sphere.negative_step)]):
+        ray, arrow = fig.data[1 + 2 * k], fig.data[2 + 2 * k]
+        xz = point.numpy()[[0, 2]]
+        np.testing.assert_allclose([ray.x[1], ray.y[1]], xz, atol=1e-12)
+        np.testing.assert_allclose([arrow.x[1], arrow.y[1]], xz + step.numpy()[[0, 2]], atol=1e-12)
 
 
 def test_tangent_figure_changes_with_each_control():

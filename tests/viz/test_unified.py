@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tests.core import references as ref
-from vlr_lib import losses
+from vlr_lib import analysis
 from vlr_lib.notebook import demo_embeddings
 from vlr_lib.similarity import similarity
 from vlr_lib.viz import unified as U
@@ -21,65 +21,6 @@ GAMMAS = [1.0, 10.0, 60.0, 1e4]
 def S() -> torch.Tensor:
     img, txt = demo_embeddings(n=8, dim=16, noise=0.8, seed=0)
     return similarity(img, txt)
-
-
-def two_pair_batch(x: float) -> torch.Tensor:
-    """A symmetric 2x2 batch: each of its four queries has one negative, at gap x."""
-    return torch.tensor([[0.0, x], [x, 0.0]], dtype=torch.float64, requires_grad=True)
-
-
-@pytest.mark.parametrize("margin", MARGINS)
-@pytest.mark.parametrize("gamma", GAMMAS)
-@pytest.mark.parametrize("x", [-0.9, -0.2, -0.05, 0.0, 0.3])
-def test_one_negative_curves_match_library(margin, gamma, x):
-    S = two_pair_batch(x)
-    loss = losses.unified(S, margin, gamma, reduction="sum")
-    (grad,) = torch.autograd.grad(loss, S)
-    assert U.one_negative_loss(x, margin, gamma) == pytest.approx(float(loss.detach()) / 4, rel=1e-9, abs=1e-12)
-    # dL/ds_01 collects row 0's and column 1's term: twice the weight of one query
-    assert U.one_negative_weight(x, margin, gamma) == pytest.approx(float(grad[0, 1]) / 2, rel=1e-9, abs=1e-12)
-
-
-@pytest.mark.parametrize("margin", MARGINS)
-@pytest.mark.parametrize("gamma", [2.0, 20.0])
-def test_one_negative_weight_is_derivative_of_loss(margin, gamma):
-    x = np.linspace(-1, 0.6, 2001)
-    numeric = np.gradient(U.one_negative_loss(x, margin, gamma), x)
-    np.testing.assert_allclose(U.one_negative_weight(x, margin, gamma)[1:-1], numeric[1:-1], atol=1e-4)
-
-
-def test_one_negative_extremes_stay_finite():
-    x = np.array([-1.0, 0.0, 1.0])
-    assert np.isfinite(U.one_negative_loss(x, 0.2, 1e6)).all()
-    np.testing.assert_allclose(U.one_negative_weight(x, 0.2, 1e6), [0.0, 1.0, 1.0])
-    with pytest.raises(ValueError, match="x"):
-        U.one_negative_loss([0.0, math.nan], 0.2, 1.0)
-
-
-def slow_row_weights(S: torch.Tensor, m: float, g: float, pos: list[list[bool]]) -> np.ndarray:
-    """Li eqs. 14-16 (gamma written out) with loops: D_in / (1 + sum_k D_ik) per positive pair of row i."""
-    out = np.zeros(tuple(S.shape))
-    for i in range(S.shape[0]):
-        for p in [c for c in range(S.shape[1]) if pos[i][c]]:
-            D = {n: math.exp(g * (float(S[i, n]) - float(S[i, p]) + m)) for n in range(S.shape[1]) if not pos[i][n]}
-            for n, d in D.items():
-                out[i, n] += d / (1 + sum(D.values()))
-    return out
-
-
-@pytest.mark.parametrize("margin", MARGINS)
-@pytest.mark.parametrize("gamma", [1.0, 10.0, 60.0])
-def test_row_weights_match_slow_reference(S, margin, gamma):
-    expected = slow_row_weights(S, margin, gamma, ref.diagonal(8))
-    np.testing.assert_allclose(U.row_weights(S, margin, gamma).numpy(), expected, rtol=1e-9, atol=1e-14)
-
-
-def test_row_weights_with_five_captions_per_image():
-    g = torch.Generator().manual_seed(3)
-    S = torch.rand(3, 15, generator=g, dtype=torch.float64) * 2 - 1
-    mask = torch.arange(3)[:, None] == (torch.arange(15) // 5)[None, :]
-    np.testing.assert_allclose(U.row_weights(S, 0.2, 10.0, mask).numpy(),
-                               slow_row_weights(S, 0.2, 10.0, ref.as_lists(mask, 3, 15)), rtol=1e-9, atol=1e-14)
 
 
 def reference_gradient(S: torch.Tensor, margin: float, gamma: float) -> np.ndarray:
@@ -102,7 +43,7 @@ def test_explorer_figure_grid(S, margin, gamma):
     # the batch's weights sit on or below the one-negative curve: the other negatives share the weight
     x_dots = np.asarray(dots.x, dtype=float)
     assert x_dots.shape == (56,)
-    assert (np.asarray(dots.y) <= U.one_negative_weight(x_dots, margin, gamma) + 1e-12).all()
+    assert (np.asarray(dots.y) <= analysis.unified_one_negative_weight(x_dots, margin, gamma).numpy() + 1e-12).all()
     if gamma < 1e3:  # at gamma = 1e4 the library is finite but the float64 reference overflows
         np.testing.assert_allclose(np.asarray(heat.z, dtype=float), reference_gradient(S, margin, gamma),
                                    rtol=1e-7, atol=1e-12)
@@ -153,9 +94,7 @@ def test_gamma_limit_figure_within_bound(S, margin):
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda S: U.one_negative_loss(0.0, -0.1, 1.0), "margin"),
-        (lambda S: U.one_negative_weight(0.0, 0.1, 0.0), "gamma"),
-        (lambda S: U.row_weights(S, 0.2, -1.0), "gamma"),
+        (lambda S: U.explorer_figure(S, 0.2, -1.0), "gamma"),
         (lambda S: U.explorer_figure(S, -0.2, 60.0), "margin"),
         (lambda S: U.explorer_figure(S, 0.2, 60.0, x_range=(1.0, 0.0)), "x_range"),
         (lambda S: U.explorer_figure(S[:, :4], 0.2, 60.0), "S"),

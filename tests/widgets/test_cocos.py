@@ -5,6 +5,7 @@ import ipywidgets as W
 import numpy as np
 import plotly.graph_objects as go
 
+from vlr_lib.analysis import CocosSettings
 from vlr_lib.notebook import demo_embeddings
 from vlr_lib.similarity import similarity
 from vlr_lib.viz import cocos as viz
@@ -25,11 +26,11 @@ def test_eps_and_margin_sliders_redraw_the_right_panels():
     triplet_before, nt_before = dots(fig, 0), dots(fig, 2)
     eps.value = 0.1
     S = similarity(*demo_embeddings(10, 16, 1.5, 0))
-    expected = viz.cocos_figure(S, eps.value, 0.2, 0.1, 0.01)
+    expected = viz.cocos_figure(S, CocosSettings(eps=eps.value))
     assert dots(fig, 2) == dots(expected, 2) != nt_before
     assert dots(fig, 0) == triplet_before  # epsilon does not touch the triplets
     box.controls["margin"].value = 0.6
-    expected = viz.cocos_figure(S, eps.value, 0.6, 0.1, 0.01)
+    expected = viz.cocos_figure(S, CocosSettings(eps=eps.value, margin=0.6))
     assert dots(fig, 0) == dots(expected, 0) and len(dots(fig, 0)) > len(triplet_before)
     assert fig.layout.annotations[0].text == expected.layout.annotations[0].text
 
@@ -43,12 +44,12 @@ def test_direction_noise_and_temperatures():
     assert "(t2i)" in fig.layout.title.text
     box.controls["noise"].value = 0.2  # an easy batch: hardly anything violates
     S = similarity(*demo_embeddings(10, 16, 0.2, 0))
-    expected = viz.cocos_figure(S, 0.01, 0.2, 0.1, 0.01, "t2i")
+    expected = viz.cocos_figure(S, CocosSettings(), "t2i")
     np.testing.assert_allclose(np.asarray(fig.data[0].z, dtype=float), np.asarray(expected.data[0].z, dtype=float))
     assert dots(fig, 0) == dots(expected, 0)
     box.controls["temperature"].value = 0.01
     box.controls["tau"].value = 0.1
-    expected = viz.cocos_figure(S, 0.01, 0.2, 0.01, 0.1, "t2i")
+    expected = viz.cocos_figure(S, CocosSettings(temperature=0.01, tau=0.1), "t2i")
     assert dots(fig, 2) == dots(expected, 2) and dots(fig, 3) == dots(expected, 3)
 
 

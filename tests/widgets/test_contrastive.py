@@ -6,6 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
+from vlr_lib import analysis
 from vlr_lib.notebook import demo_embeddings
 from vlr_lib.similarity import similarity
 from vlr_lib.viz import contrastive as viz
@@ -22,17 +23,17 @@ def S():
 def test_temperature_slider_redraws_bars_and_readout(S):
     box = temperature_explorer(S, temperature=0.1, query=2)
     assert "vlr-explorer-contrastive" in box._dom_classes
-    fig, tau, readout = find(box, go.FigureWidget), find(box, W.FloatLogSlider, "temperature τ"), find(box, W.HTML)
-    before, text_before = np.array(fig.data[0].y), readout.value
+    fig, tau = find(box, go.FigureWidget), find(box, W.FloatLogSlider, "temperature τ")
+    before, title_before = np.array(fig.data[0].y), fig.layout.title.text
     tau.value = 0.01
     expected = viz.negative_weight_bars(S, tau.value, 2)
     np.testing.assert_allclose(np.asarray(fig.data[0].y), np.asarray(expected.data[0].y))
     assert not np.allclose(np.asarray(fig.data[0].y), before)
-    assert fig.layout.title.text == expected.layout.title.text
-    assert readout.value != text_before and "effective number" in readout.value
-    shares = np.asarray(expected.data[0].y)
-    assert f"{viz.effective_number(shares):.2f}" in readout.value  # the readout shows the new bars
-    assert box.figure is fig and box.controls["temperature"] is tau and box.readout is readout
+    assert fig.layout.title.text == expected.layout.title.text != title_before
+    shares = np.asarray(expected.data[0].y)  # the title reads out the new bars
+    assert f"{analysis.effective_number(shares):.2f}" in fig.layout.title.text
+    assert f"hardest share {shares.max():.3f}" in fig.layout.title.text
+    assert box.figure is fig and box.controls["temperature"] is tau
 
 
 def test_query_slider_and_direction(S):

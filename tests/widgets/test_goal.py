@@ -22,7 +22,7 @@ def small_S(n: int = 5, seed: int = 0) -> torch.Tensor:
 
 @pytest.fixture(scope="module")
 def composer():
-    return W.goal_composer(small_S(), triplet="cir", pair="sig-ms", n=9)
+    return W.goal_composer(small_S(), config=G.GoalConfig("cir", "sig-ms"), n=9)
 
 
 def surface_z(box) -> np.ndarray:
@@ -34,24 +34,25 @@ def grad_z(box) -> np.ndarray:
 
 
 def test_refresh_copies_a_figure_in_place():
-    target = go.FigureWidget(V.weight_surface("con", "con", n=5))
+    target = go.FigureWidget(V.weight_surface(G.GoalConfig("con", "con"), n=5))
     traces = target.data
-    W.refresh(target, V.weight_surface("nca", "sig", n=5))
+    W.refresh(target, V.weight_surface(G.GoalConfig("nca", "sig"), n=5))
     assert target.data[0] is traces[0]  # updated in place, not replaced
-    np.testing.assert_allclose(arr(target.data[0].z), arr(V.weight_surface("nca", "sig", n=5).data[0].z))
+    np.testing.assert_allclose(arr(target.data[0].z), arr(V.weight_surface(G.GoalConfig("nca", "sig"), n=5).data[0].z))
     assert "(nca, sig)" in target.layout.title.text
-    W.refresh(target, V.triplet_diagram("cir", n=5))  # different trace count: replaced wholesale
-    assert [t.type for t in target.data] == ["contour"]
+    W.refresh(target, V.triplet_diagrams(n=5))  # different trace count: replaced wholesale
+    assert [t.type for t in target.data] == ["contour"] * 3
 
 
 def test_composer_layout_and_initial_state(composer):
-    assert set(composer.controls) == {"triplet", "pair", "margin", "tau", "alpha", "beta", "lam", "rel"}
+    assert set(composer.controls) == {"triplet", "pair", "margin", "tau", "alpha", "beta", "lam", "ms_form", "rel"}
     surface, grad = composer.figures
     assert isinstance(surface, go.FigureWidget) and isinstance(grad, go.FigureWidget)
-    assert surface in composer.children and grad in composer.children
+    assert surface in composer.children and grad in composer.children and composer.figure is surface
+    assert "vlr-explorer-goal" in composer._dom_classes
     S = small_S()
     np.testing.assert_allclose(grad_z(composer), G.goal_gradient(S, "cir", "sig-ms").numpy())
-    sp, sn = V.batch_triplets(S)
+    sp, sn = G.batch_triplets(S)
     np.testing.assert_allclose(arr(surface.data[2].x), sp)
     np.testing.assert_allclose(arr(surface.data[2].y), sn)
 
@@ -64,6 +65,7 @@ def test_composer_layout_and_initial_state(composer):
         ("cir", "sig", "alpha", 6.0),
         ("con", "sig", "beta", 30.0),
         ("nca", "sig-ms", "lam", 0.1),
+        ("con", "sig-ms", "ms_form", "printed"),
     ],
 )
 def test_composer_slider_updates_both_figures(composer, triplet, pair, control, value):
@@ -74,8 +76,9 @@ def test_composer_slider_updates_both_figures(composer, triplet, pair, control, 
     old = composer.controls[control].value
     composer.controls[control].value = value
     try:
-        params = {k: composer.controls[k].value for k in ("margin", "tau", "alpha", "beta", "lam")}
-        assert not np.allclose(surface_z(composer), before_s)
+        params = {k: composer.controls[k].value for k in ("margin", "tau", "alpha", "beta", "lam", "ms_form")}
+        if control != "ms_form":  # the reading of eq. 12 changes the batch's m, not the surface's fixed m
+            assert not np.allclose(surface_z(composer), before_s)
         expect = G.goal_gradient(small_S(), triplet, pair, **params).numpy()
         np.testing.assert_allclose(grad_z(composer), expect)
         assert not np.allclose(expect, before_g)
@@ -88,11 +91,12 @@ def test_composer_dropdowns_update_figures_and_readout(composer):
         composer.controls["triplet"].value = triplet
         composer.controls["pair"].value = pair
         np.testing.assert_allclose(grad_z(composer), G.goal_gradient(small_S(), triplet, pair).numpy())
-        ref = V.weight_surface(triplet, pair, n=9, rel=composer.controls["rel"].value)
+        ref = V.weight_surface(G.GoalConfig(triplet, pair), n=9, rel=composer.controls["rel"].value)
         np.testing.assert_allclose(surface_z(composer)[0], arr(ref.data[0].z))
         assert f"({triplet}, {pair})" in composer.figures[0].layout.title.text
-        info = composer.children[1].value
-        assert G.TABLE1[(triplet, pair)] in info
+        readout = composer.figures[1].layout.title.text  # computed by the library, not read off a trace
+        G_ref = G.goal_gradient(small_S(), triplet, pair)
+        assert G.TABLE1[(triplet, pair)] in readout and f"non-zero on {int((G_ref != 0).sum())} of 25" in readout
 
 
 def test_composer_disables_unused_sliders(composer):
@@ -100,11 +104,13 @@ def test_composer_disables_unused_sliders(composer):
     c["triplet"].value, c["pair"].value = "con", "con"
     assert not c["margin"].disabled and c["tau"].disabled
     assert c["alpha"].disabled and c["beta"].disabled and c["lam"].disabled and c["rel"].disabled
+    assert c["ms_form"].disabled
     c["triplet"].value, c["pair"].value = "cir", "sig-ms"
     assert c["margin"].disabled and not c["tau"].disabled
     assert not (c["alpha"].disabled or c["beta"].disabled or c["lam"].disabled or c["rel"].disabled)
+    assert not c["ms_form"].disabled
     c["pair"].value = "lin-ms"
-    assert c["alpha"].disabled and not c["rel"].disabled
+    assert c["alpha"].disabled and not c["rel"].disabled and c["ms_form"].disabled
 
 
 def test_composer_rel_moves_the_surface_only(composer):
@@ -120,10 +126,12 @@ def test_composer_default_batch_and_pos_mask():
     assert arr(box.figures[1].data[0].z).shape == (8, 8)
     ids = torch.tensor([0, 1, 2, 1, 4])
     mask = ids[:, None] == ids[None, :]
-    box = W.goal_composer(small_S(), pos_mask=mask, triplet="con", pair="con", n=5)
+    box = W.goal_composer(small_S(), pos_mask=mask, config=G.GoalConfig("con", "con"), n=5)
     np.testing.assert_allclose(arr(box.figures[1].data[0].z),
                                G.goal_gradient(small_S(), "con", "con", pos_mask=mask).numpy())
     assert len(box.figures[1].data[1].x) == int(mask.sum())
+    with pytest.raises(TypeError, match="config"):
+        W.goal_composer(small_S(), config="cir,sig-ms")
 
 
 def test_triplet_explorer_sliders():

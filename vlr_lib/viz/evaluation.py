@@ -1,7 +1,7 @@
 """Figures of notebooks 00-01: the data, a batch's similarity matrix and its rankings.
 
-Builders are pure: numbers and tensors in, a `go.Figure` out. `demo_retrieval_batch`
-makes the small live batch the evaluation explorer needs (several captions per image).
+Builders are pure: numbers and tensors in, a `go.Figure` out. Ranks, recalls,
+positives and hardest negatives come from vlr_lib.metrics and vlr_lib.similarity.
 """
 from __future__ import annotations
 
@@ -11,44 +11,14 @@ import textwrap
 import numpy as np
 import plotly.graph_objects as go
 import torch
-from plotly.subplots import make_subplots
-from torch import Tensor
 
 from .. import metrics
-from .._checks import check_choice
-from ..similarity import l2_normalize, positive_mask
-from ._style import NEGATIVE, NEUTRAL, POSITIVE, layout, to_numpy
-from .matrix import similarity_heatmap
-
-DIRECTIONS = ("i2t", "t2i")
-
+from .._checks import check_choice, check_int
+from ..similarity import DIRECTIONS
+from ._style import BELOW, NEGATIVE, NEUTRAL, POSITIVE, grid, layout, to_numpy
+from .matrix import batch_marks, heatmap_traces
 
 # --------------------------------------------------------------------------- data
-
-
-def demo_retrieval_batch(
-    n_images: int = 8, captions_per_image: int = 5, dim: int = 16, noise: float = 0.8, seed: int = 0
-) -> tuple[Tensor, Tensor, Tensor]:
-    """A toy evaluation set: unit image embeddings and `captions_per_image` noisy copies of each.
-
-    Caption c of image i is norm(img_i + noise * eps_c), so `noise` sets the difficulty
-    (0: every caption equals its image). Returns (img [N, dim], txt [N * k, dim],
-    caption_to_image [N * k]), captions grouped by image as in Flickr30K. With
-    `captions_per_image=1` this is exactly `vlr_lib.notebook.demo_embeddings`.
-    """
-    for name, value, low in (("n_images", n_images, 2), ("captions_per_image", captions_per_image, 1), ("dim", dim, 2)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-        if value < low:
-            raise ValueError(f"{name} must be >= {low}, got {value}")
-    if not np.isfinite(noise) or noise < 0:
-        raise ValueError(f"noise must be a finite number >= 0, got {noise}")
-    g = torch.Generator().manual_seed(seed)
-    img = torch.randn(n_images, dim, generator=g, dtype=torch.float64)
-    txt = img.repeat_interleave(captions_per_image, 0)
-    txt = txt + noise * torch.randn(txt.shape, generator=g, dtype=torch.float64)
-    c2i = torch.arange(n_images).repeat_interleave(captions_per_image)
-    return l2_normalize(img), l2_normalize(txt), c2i
 
 
 def _as_images(images) -> list[np.ndarray]:
@@ -59,7 +29,7 @@ def _as_images(images) -> list[np.ndarray]:
     return [a.astype(np.uint8) for a in arrs]
 
 
-def png_source(image: np.ndarray) -> str:
+def _png(image: np.ndarray) -> str:
     """A uint8 [H, W, 3] image as a PNG data URI: a few kB in the notebook instead of a JSON pixel array."""
     from ..data.shapes import encode_png  # numpy + zlib only
 
@@ -82,9 +52,9 @@ def image_gallery(images, captions: list[list[str]], titles: list[str] | None = 
     titles = titles or [f"image {i}" for i in range(k)]
     if len(titles) != k:
         raise ValueError(f"titles must have one entry per image ({k}), got {len(titles)}")
-    fig = make_subplots(1, k, subplot_titles=titles, horizontal_spacing=0.02)
+    fig = grid(1, k, titles, horizontal_spacing=0.02)
     for i, a in enumerate(arrs):
-        fig.add_trace(go.Image(source=png_source(a), hoverinfo="skip", name=titles[i]), row=1, col=i + 1)
+        fig.add_trace(go.Image(source=_png(a), hoverinfo="skip", name=titles[i]), row=1, col=i + 1)
         lines = ["<br>".join(textwrap.wrap(f"{n + 1}. {c}", wrap)) for n, c in enumerate(captions[i])]
         axis = i + 1 if i else ""
         fig.add_annotation(
@@ -100,32 +70,15 @@ def image_gallery(images, captions: list[list[str]], titles: list[str] | None = 
 # --------------------------------------------------------------------------- rankings
 
 
-def positive_mask_of(caption_to_image, n_images: int) -> np.ndarray:
-    """Bool [n_images, n_captions]: True where caption c describes image i."""
-    c2i = to_numpy(caption_to_image)
-    if c2i.ndim != 1 or (c2i != np.round(c2i)).any() or (c2i < 0).any() or (c2i >= n_images).any():
-        raise ValueError(f"caption_to_image must be a 1-D array of image indices in [0, {n_images})")
-    return positive_mask(torch.arange(n_images), torch.from_numpy(c2i.astype(np.int64))).numpy()
-
-
-def hardest_negative_mask(S, pos: np.ndarray, direction: str = "i2t") -> np.ndarray:
-    """Bool mask of each query's hardest (highest-scoring) negative: per row (i2t) or per column (t2i)."""
-    check_choice("direction", direction, DIRECTIONS)
-    Z = to_numpy(S)
-    if Z.ndim != 2 or np.shape(pos) != Z.shape:
-        raise ValueError(f"pos must be a bool mask of the shape of S {Z.shape}, got {np.shape(pos)}")
-    Z = np.where(pos, -np.inf, Z)
-    out = np.zeros_like(pos)
-    if direction == "i2t":
-        out[np.arange(Z.shape[0]), Z.argmax(axis=1)] = True
-    else:
-        out[Z.argmax(axis=0), np.arange(Z.shape[1])] = True
-    return out & ~pos
-
-
-def heatmap_traces(S, marks: dict[str, object], **kwargs) -> tuple:
-    """The traces of `matrix.similarity_heatmap(S, marks, ...)`, ready to add to a subplot."""
-    return similarity_heatmap(S, marks=marks, **kwargs).data
+def _batch(S, caption_to_image) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """S as float64, caption_to_image (the diagonal when None), the positive mask: checked by vlr_lib.metrics."""
+    St = torch.as_tensor(to_numpy(S))
+    if caption_to_image is None:
+        if St.dim() != 2 or St.shape[0] != St.shape[1]:
+            raise ValueError(f"caption_to_image is needed when S is not square, got shape {tuple(St.shape)}")
+        caption_to_image = torch.arange(St.shape[1])
+    c2i = torch.as_tensor(caption_to_image)
+    return St, c2i, metrics.positive_pairs(St, c2i)
 
 
 def similarity_figure(S, caption_to_image=None, title: str = "Similarity matrix S of a batch") -> go.Figure:
@@ -135,23 +88,9 @@ def similarity_figure(S, caption_to_image=None, title: str = "Similarity matrix 
     positives on the diagonal. Circles: hardest negative of each image query (its row);
     diamonds: of each caption query (its column).
     """
-    Z = to_numpy(S)
-    if Z.ndim != 2:
-        raise ValueError(f"S must be 2-D, got shape {Z.shape}")
-    if caption_to_image is None:
-        if Z.shape[0] != Z.shape[1]:
-            raise ValueError(f"caption_to_image is needed when S is not square, got shape {Z.shape}")
-        caption_to_image = np.arange(Z.shape[1])
-    pos = positive_mask_of(caption_to_image, Z.shape[0])
-    if pos.shape != Z.shape:
-        raise ValueError(f"caption_to_image must have one entry per column of S ({Z.shape[1]}), got {pos.shape[1]}")
-    marks = {
-        "positive": pos,
-        "hardest negative of the image (row)": hardest_negative_mask(Z, pos, "i2t"),
-        "hardest negative of the caption (column)": hardest_negative_mask(Z, pos, "t2i"),
-    }
-    fig = go.Figure(heatmap_traces(Z, marks))
-    fig.update_layout(**layout(title, "caption j", "image i", legend=dict(orientation="h", y=-0.2)))
+    St, _, pos = _batch(S, caption_to_image)
+    fig = go.Figure(heatmap_traces(St, batch_marks(St, pos)))
+    fig.update_layout(**layout(title, "caption j", "image i", legend=BELOW))
     fig.update_yaxes(autorange="reversed")
     return fig
 
@@ -166,43 +105,32 @@ def retrieval_figure(S, caption_to_image, query: int = 0, direction: str = "i2t"
     Rows of S are images, columns captions; `caption_to_image[c]` is caption c's image.
     `direction` "i2t" takes image `query` (a row) and ranks all captions; "t2i" takes
     caption `query` (a column) and ranks all images. The bars are the query's candidates
-    sorted by score, green for positives, red for negatives; the shaded band is the top
-    `k`, so the query counts for R@k when a green bar lies inside it. Ranks are those of
-    `vlr_lib.metrics` (1 + number of candidates strictly above the best positive).
+    sorted by score, green for positives, red for negatives, a negative tied with a
+    positive placed before it; the shaded band is the top `k`, so the query counts for
+    R@k when a green bar lies inside it. Ranks are those of `vlr_lib.metrics`
+    (1 + the negatives scoring at or above the best positive).
     """
     check_choice("direction", direction, DIRECTIONS)
-    Z = to_numpy(S)
-    if Z.ndim != 2:
-        raise ValueError(f"S must be 2-D, got shape {Z.shape}")
-    n_img, n_cap = Z.shape
-    St = torch.as_tensor(Z)
-    c2i = torch.as_tensor(np.asarray(to_numpy(caption_to_image), dtype=np.int64))
-    n_queries = n_img if direction == "i2t" else n_cap
-    if isinstance(query, bool) or not isinstance(query, (int, np.integer)) or not 0 <= query < n_queries:
-        raise ValueError(f"query must be an int in [0, {n_queries}) for direction {direction!r}, got {query!r}")
-    n_cand = n_cap if direction == "i2t" else n_img
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n_cand:
-        raise ValueError(f"k must be an int in [1, {n_cand}], got {k!r}")
-    pos = positive_mask_of(c2i, n_img)
-    ranks = (metrics.ranks_i2t if direction == "i2t" else metrics.ranks_t2i)(St, c2i).numpy()
+    St, c2i, pos = _batch(S, caption_to_image)
+    n_img, n_cap = St.shape
+    i2t = direction == "i2t"
+    query = check_int("query", query, 0, (n_img if i2t else n_cap) - 1)
+    n_cand = n_cap if i2t else n_img
+    k = check_int("k", k, 1, n_cand)
+    ranks = (metrics.ranks_i2t if i2t else metrics.ranks_t2i)(St, c2i)
     scores = metrics.retrieval_metrics(St, c2i, ks=_ks(n_img, n_cap))
 
-    # Left: S with the positives and the hardest negative of every query of this direction.
-    heat = heatmap_traces(Z, {"positive": pos, "hardest negative": hardest_negative_mask(Z, pos, direction)})
-    # Right: the query's candidates, best first.
-    row = Z[query] if direction == "i2t" else Z[:, query]
-    is_pos = pos[query] if direction == "i2t" else pos[:, query]
-    order = np.argsort(-row, kind="stable")
-    cand = "caption" if direction == "i2t" else "image"
-    labels = [f"{cand} {j}" + (f" (of image {int(c2i[j])})" if direction == "i2t" else "") for j in order]
-    who = f"image {query}" if direction == "i2t" else f"caption {query} (of image {int(c2i[query])})"
+    Z, P = St.numpy(), pos.numpy()
+    row, is_pos = (Z[query], P[query]) if i2t else (Z[:, query], P[:, query])
+    order = np.lexsort((is_pos, -row))  # by score, tied negatives first (the metrics' convention)
+    cand = "caption" if i2t else "image"
+    labels = [f"{cand} {j}" + (f" (of image {int(c2i[j])})" if i2t else "") for j in order]
+    who = f"image {query}" if i2t else f"caption {query} (of image {int(c2i[query])})"
     rank = int(ranks[query])
     verdict = f"a hit for R@{k}" if rank <= k else f"a miss for R@{k}"
-    fig = make_subplots(
-        1, 2, column_widths=[0.6, 0.4], horizontal_spacing=0.12,
-        subplot_titles=["S: positives and hardest negatives", f"{who}: rank {rank}, {verdict}"],
-    )
-    for tr in heat:
+    fig = grid(1, 2, ["S: positives and hardest negatives", f"{who}: rank {rank}, {verdict}"],
+               column_widths=[0.6, 0.4], horizontal_spacing=0.12)
+    for tr in heatmap_traces(Z, batch_marks(St, pos, (direction,))):
         fig.add_trace(tr, row=1, col=1)
     fig.data[0].colorbar.update(x=0.5, len=0.8, thickness=12)
     fig.add_trace(
@@ -214,21 +142,14 @@ def retrieval_figure(S, caption_to_image, query: int = 0, direction: str = "i2t"
         row=1, col=2,
     )
     # The selected query's row / column, outlined on the heatmap.
-    box = (
-        dict(x0=-0.5, x1=n_cap - 0.5, y0=query - 0.5, y1=query + 0.5)
-        if direction == "i2t"
-        else dict(x0=query - 0.5, x1=query + 0.5, y0=-0.5, y1=n_img - 0.5)
-    )
+    box = dict(x0=-0.5, x1=n_cap - 0.5, y0=query - 0.5, y1=query + 0.5) if i2t else \
+        dict(x0=query - 0.5, x1=query + 0.5, y0=-0.5, y1=n_img - 0.5)
     fig.add_shape(type="rect", line=dict(color="black", width=2), row=1, col=1, **box)
     fig.add_vrect(x0=0.5, x1=k + 0.5, fillcolor=NEUTRAL, opacity=0.15, line_width=0, row=1, col=2)
     metric_text = ", ".join(f"{key.replace('_r', ' R@')} {v:.0f}" for key, v in scores.items() if key != "rsum")
     ks = ",".join(str(k) for k in _ks(n_img, n_cap))
-    fig.update_layout(
-        **layout(
-            f"{metric_text} | rsum (K = {ks}) {scores['rsum']:.0f}", height=460, width=1000,
-            legend=dict(orientation="h", y=-0.18), title_font=dict(size=13),
-        )
-    )
+    fig.update_layout(**layout(f"{metric_text} | rsum (K = {ks}) {scores['rsum']:.0f}", height=460, width=1000,
+                               legend=dict(BELOW, y=-0.18), title_font=dict(size=13)))
     fig.update_xaxes(title_text="caption j", row=1, col=1)
     fig.update_yaxes(title_text="image i", autorange="reversed", row=1, col=1)
     fig.update_xaxes(title_text=f"position in the ranking of {n_cand} {cand}s", range=[0.5, n_cand + 0.5], row=1, col=2)

@@ -2,9 +2,9 @@
 the designed weight surface T*P and the designed gradient dL/dS of a batch.
 
 Pure functions: numbers and tensors in, `go.Figure` out. Every weight is computed by
-vlr_lib.goal; nothing here re-implements a formula. Diagrams put S_pos on the x-axis and
-S_neg on the y-axis, as the paper's Fig. 2 does, so `z[i, j]` is the value at
-(S_pos = x[j], S_neg = y[i]).
+vlr_lib.goal; the composed figures take a :class:`vlr_lib.goal.GoalConfig`. Diagrams
+put S_pos on the x-axis and S_neg on the y-axis, as the paper's Fig. 2 does, so
+`z[i, j]` is the value at (S_pos = x[j], S_neg = y[i]).
 """
 from __future__ import annotations
 
@@ -13,50 +13,30 @@ from collections.abc import Mapping
 import numpy as np
 import plotly.graph_objects as go
 import torch
-from plotly.subplots import make_subplots
 from torch import Tensor
 
 from .. import goal
-from .._checks import check_choice, check_similarity
-from ._style import NEGATIVE, POSITIVE, SEQUENTIAL, layout, to_numpy
-from .evaluation import hardest_negative_mask
-from .matrix import similarity_heatmap
+from .._checks import check_choice, check_int
+from ..goal import GoalConfig
+from ._style import BELOW, NEGATIVE, POSITIVE, SEQUENTIAL, grid, layout, to_numpy
+from .matrix import batch_marks
+from .matrix import gradient_heatmap as _gradient_heatmap
 
-__all__ = [
-    "MAX_GRID",
-    "similarity_grid",
-    "triplet_diagram",
-    "triplet_diagrams",
-    "pair_weight_curves",
-    "table1_grid",
-    "weight_surface",
-    "hardest_negative_masks",
-    "batch_triplets",
-    "gradient_heatmap",
-]
+__all__ = ["MAX_GRID", "triplet_diagrams", "pair_weight_curves", "table1_grid", "weight_surface", "gradient_heatmap"]
 
 MAX_GRID = 80  # surfaces stay <= 80 x 80 so notebooks stay small
-_TRIPLET_TITLES = {"con": "T<sup>con</sup> (eq. 5)", "nca": "T<sup>nca</sup> (eq. 7)", "cir": "T<sup>cir</sup> (eq. 8)"}
-_PAIR_TITLES = {
-    "con": "P<sup>con</sup> (eq. 9)",
-    "lin": "P<sup>lin</sup> (eq. 10)",
-    "sig": "P<sup>sig</sup> (eq. 11)",
-    "lin-ms": "P<sup>lin-ms</sup> (eq. 13)",
-    "sig-ms": "P<sup>sig-ms</sup> (eq. 12)",
-}
+_T_EQ, _P_EQ = {"con": 5, "nca": 7, "cir": 8}, {"con": 9, "lin": 10, "sig": 11, "lin-ms": 13, "sig-ms": 12}
 _LEVELS = dict(start=0.1, end=0.9, size=0.1)  # iso-lines of a weight in [0, 1]
 
 
-def similarity_grid(n: int = 61) -> np.ndarray:
-    """`n` evenly spaced cosine similarities covering [-1, 1] (the axes of every diagram)."""
-    if not isinstance(n, int) or isinstance(n, bool) or not 2 <= n <= MAX_GRID:
-        raise ValueError(f"n must be an integer in [2, {MAX_GRID}], got {n!r}")
-    return np.linspace(-1.0, 1.0, n)
+def _title(kind: str, name: str) -> str:
+    """ "T<sup>nca</sup> (eq. 7)": a weight and its equation in Xuan & Chen."""
+    return f"{kind}<sup>{name}</sup> (eq. {(_T_EQ if kind == 'T' else _P_EQ)[name]})"
 
 
 def _mesh(n: int) -> tuple[np.ndarray, Tensor, Tensor]:
-    """The grid and (S_pos, S_neg) tensors with S_pos varying along columns, S_neg along rows."""
-    s = similarity_grid(n)
+    """n cosines covering [-1, 1] and the (S_pos, S_neg) tensors, S_pos along columns, S_neg along rows."""
+    s = np.linspace(-1.0, 1.0, check_int("n", n, 2, MAX_GRID))
     t = torch.from_numpy(s)
     return s, t[None, :].expand(n, n), t[:, None].expand(n, n)
 
@@ -81,36 +61,27 @@ def _triplet_trace(name: str, margin: float, tau: float, n: int, showscale: bool
     )
 
 
-def triplet_diagram(name: str, margin: float = 0.2, tau: float = 10.0, n: int = 61) -> go.Figure:
-    """Triplet-weight diagram of one T over (S_pos, S_neg) in [-1, 1]^2 with iso-lines 0.1, ..., 0.9.
-
-    Xuan & Chen Fig. 2 (a diagram from Xuan et al. 2020): T^con (eq. 5) uses `margin`,
-    T^nca (eq. 7) and T^cir (eq. 8) use `tau`. Traces: [contour coloured as a heatmap].
-    """
-    check_choice("name", name, goal.GOAL_TRIPLETS)
-    fig = go.Figure(_triplet_trace(name, margin, tau, n, showscale=True))
-    fig.update_layout(**layout(f"Triplet weight {_TRIPLET_TITLES[name]}", "S_pos = s(x, y)", "S_neg = s(x, y')"))
-    fig.update_xaxes(range=[-1, 1], constrain="domain")
-    fig.update_yaxes(range=[-1, 1], scaleanchor="x", constrain="domain")
-    return fig
-
-
 def triplet_diagrams(margin: float = 0.2, tau: float = 10.0, n: int = 61) -> go.Figure:
     """The three diagrams of Fig. 2 side by side: T^con, T^nca, T^cir (defaults m = 0.2, tau = 10).
 
     Traces: one contour per panel, in that order.
     """
     names = goal.GOAL_TRIPLETS
-    fig = make_subplots(rows=1, cols=3, subplot_titles=[_TRIPLET_TITLES[t] for t in names], horizontal_spacing=0.06)
+    fig = grid(1, 3, [_title("T", t) for t in names], horizontal_spacing=0.06)
     for k, name in enumerate(names, start=1):
         fig.add_trace(_triplet_trace(name, margin, tau, n, showscale=k == 1), row=1, col=k)
     fig.update_layout(**layout(f"Triplet weights (m = {margin:g}, τ = {tau:g})"), height=380)
+    _cosine_panels(fig, 3)
+    return fig
+
+
+def _cosine_panels(fig: go.Figure, cols: int) -> None:
+    """Square (S_pos, S_neg) panels over [-1, 1]^2 in one row."""
     fig.update_xaxes(range=[-1, 1], title_text="S_pos", constrain="domain")
     fig.update_yaxes(range=[-1, 1], constrain="domain")
     fig.update_yaxes(title_text="S_neg", row=1, col=1)
-    for k in range(1, 4):  # square panels
+    for k in range(1, cols + 1):
         fig.update_yaxes(scaleanchor=f"x{'' if k == 1 else k}", row=1, col=k)
-    return fig
 
 
 # --------------------------------------------------------------------------- Fig. 3
@@ -134,12 +105,10 @@ def pair_weight_curves(
         raise ValueError("pairs must name at least one pair weight")
     for p in pairs:
         check_choice("pairs", p, goal.GOAL_PAIRS)
-    if not isinstance(n, int) or not 2 <= n <= 1001:
-        raise ValueError(f"n must be an integer in [2, 1001], got {n!r}")
-    s = np.linspace(-1.0, 1.0, n)
+    s = np.linspace(-1.0, 1.0, check_int("n", n, 2, 1001))
     st = torch.from_numpy(s)
     s = s.astype(np.float32)
-    fig = make_subplots(rows=1, cols=len(pairs), subplot_titles=[_PAIR_TITLES[p] for p in pairs])
+    fig = grid(1, len(pairs), [_title("P", p) for p in pairs], horizontal_spacing=None)
     for k, p in enumerate(pairs, start=1):
         extra = dict(rel=rel) if p in ("lin-ms", "sig-ms") else {}
         for positive, colour, dash, label in ((True, POSITIVE, "solid", "P₊ (positive pair)"),
@@ -153,7 +122,7 @@ def pair_weight_curves(
             )
     fig.update_layout(**layout(
         f"Pair weights (α = {alpha:g}, β = {beta:g}, λ = {lam:g}, MS term m = {rel:g})",
-        legend=dict(orientation="h", y=-0.2),
+        legend=BELOW,
     ), height=340)
     fig.update_xaxes(range=[-1, 1], title_text="similarity s")
     fig.update_yaxes(rangemode="tozero")
@@ -216,50 +185,44 @@ def table1_grid(
     return fig
 
 
-# --------------------------------------------------------------------------- the composer's surfaces
+# --------------------------------------------------------------------------- the composer's figures
 
 
-def _surface_weights(triplet, pair, margin, tau, alpha, beta, lam, rel, n):
+def _surface_weights(cfg: GoalConfig, rel: float, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    if not isinstance(cfg, GoalConfig):
+        raise TypeError(f"config must be a GoalConfig, got {type(cfg).__name__}")
     s, s_pos, s_neg = _mesh(n)
-    T = goal.triplet_weight(triplet, s_pos, s_neg, margin=margin, tau=tau)
-    extra = dict(rel=rel) if pair in ("lin-ms", "sig-ms") else {}
-    w_pos = T * goal.pair_weight(pair, s_pos, True, alpha=alpha, beta=beta, lam=lam, **extra)
-    w_neg = T * goal.pair_weight(pair, s_neg, False, alpha=alpha, beta=beta, lam=lam, **extra)
+    T = goal.triplet_weight(cfg.triplet, s_pos, s_neg, margin=cfg.margin, tau=cfg.tau)
+    extra = dict(rel=rel) if cfg.pair in ("lin-ms", "sig-ms") else {}
+    pair = dict(alpha=cfg.alpha, beta=cfg.beta, lam=cfg.lam, **extra)
+    w_pos = T * goal.pair_weight(cfg.pair, s_pos, True, **pair)
+    w_neg = T * goal.pair_weight(cfg.pair, s_neg, False, **pair)
     return s, _display(w_pos), _display(w_neg)
 
 
 def weight_surface(
-    triplet: str,
-    pair: str,
-    margin: float = 0.2,
-    tau: float = 10.0,
-    alpha: float = 2.0,
-    beta: float = 10.0,
-    lam: float = 0.5,
-    rel: float = 0.1,
-    n: int = 61,
-    points: tuple[object, object] | None = None,
+    config: GoalConfig, rel: float = 0.1, n: int = 61, points: tuple[object, object] | None = None
 ) -> go.Figure:
     """The designed gradient of one triplet over (S_pos, S_neg): |dL/dS_pos| = T*P_+ and dL/dS_neg = T*P_-.
 
     Xuan & Chen eqs. 3-13: GOAL pulls the positive with weight T(S_pos, S_neg) * P_+(S_pos)
-    and pushes the hardest negative with T(S_pos, S_neg) * P_-(S_neg). The MS pair weights
-    depend on the batch through m; here m_+ = m_- = `rel` (Fig. 3 uses 0.1). `points`
-    = (s_pos, s_neg) overlays a batch's triplets (see :func:`batch_triplets`).
-    Traces: [pull heatmap, push heatmap, pull points, push points]; both heatmaps share
-    one colour axis from 0 to the larger maximum.
+    and pushes the hardest negative with T(S_pos, S_neg) * P_-(S_neg), for the weights and
+    parameters of `config`. The MS pair weights depend on the batch through m; here
+    m_+ = m_- = `rel` (Fig. 3 uses 0.1; MS loss's own reading has m >= 1, eq. 12 as
+    printed any m > 0). `points` = (s_pos, s_neg) overlays a batch's triplets
+    (:func:`vlr_lib.goal.batch_triplets`). Traces: [pull heatmap, push heatmap, pull
+    points, push points]; both heatmaps share one colour axis from 0 to the larger maximum.
     """
-    check_choice("triplet", triplet, goal.GOAL_TRIPLETS)
-    check_choice("pair", pair, goal.GOAL_PAIRS)
-    s, w_pos, w_neg = _surface_weights(triplet, pair, margin, tau, alpha, beta, lam, rel, n)
+    s, w_pos, w_neg = _surface_weights(config, rel, n)
     px = py = np.zeros(0)
     if points is not None:
         px, py = (to_numpy(p).ravel() for p in points)
         if px.shape != py.shape:
             raise ValueError(f"points must be two arrays of equal length, got {px.shape} and {py.shape}")
     top = max(float(w_pos.max()), float(w_neg.max()), 1e-12)
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=[
-        "pull on the positive: T·P₊ = −∂L/∂S_pos", "push on the hardest negative: T·P₋ = ∂L/∂S_neg"])
+    fig = grid(1, 2, ["pull on the positive: T·P₊ = −∂L/∂S_pos",
+                      "push on the hardest negative: T·P₋ = ∂L/∂S_neg"],
+               horizontal_spacing=0.12)
     for k, w in enumerate((w_pos, w_neg), start=1):
         fig.add_trace(go.Heatmap(
             x=s, y=s, z=w, coloraxis="coloraxis", name="T·P₊" if k == 1 else "T·P₋",
@@ -269,73 +232,28 @@ def weight_surface(
             x=px, y=py, mode="markers", name="batch triplets", showlegend=k == 1, legendgroup="batch",
             marker=dict(color="white", size=7, line=dict(color="black", width=1.5)),
             hovertemplate="S_pos %{x:.3f}, S_neg %{y:.3f}<extra>triplet</extra>"), row=1, col=k)
-    fig.update_layout(**layout(
-        f"Designed weights of ({triplet}, {pair}): T<sup>{triplet}</sup> × P<sup>{pair}</sup>",
-        legend=dict(orientation="h", y=-0.2),
-    ), coloraxis=dict(colorscale=SEQUENTIAL, cmin=0.0, cmax=top, colorbar=dict(title="weight")), height=420)
-    fig.update_xaxes(range=[-1, 1], title_text="S_pos", constrain="domain")
-    fig.update_yaxes(range=[-1, 1], title_text="S_neg", constrain="domain")
-    fig.update_yaxes(scaleanchor="x", row=1, col=1)
-    fig.update_yaxes(scaleanchor="x2", row=1, col=2)
+    t, p = config.triplet, config.pair
+    fig.update_layout(**layout(f"Designed weights of ({t}, {p}): T<sup>{t}</sup> × P<sup>{p}</sup>", legend=BELOW),
+                      coloraxis=dict(colorscale=SEQUENTIAL, cmin=0.0, cmax=top, colorbar=dict(title="weight")),
+                      height=420)
+    _cosine_panels(fig, 2)
     return fig
 
 
-# --------------------------------------------------------------------------- a live batch
-
-
-def hardest_negative_masks(S, pos_mask: Tensor | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Bool masks of the hardest negative of every image query (row) and of every caption query (column).
-
-    One entry per query (the first maximum, as torch.max picks in vlr_lib.goal and
-    vlr_lib.losses.triplet_hardest); the search itself is viz.evaluation's.
-    """
-    S, pos = check_similarity(torch.as_tensor(S) if not isinstance(S, Tensor) else S, pos_mask)
-    Z, is_pos = to_numpy(S), (~pos.neg).cpu().numpy()
-    return hardest_negative_mask(Z, is_pos, "i2t"), hardest_negative_mask(Z, is_pos, "t2i")
-
-
-def batch_triplets(S, pos_mask: Tensor | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(s_pos, s_neg) of every anchor triplet of the batch, image queries first, then caption queries."""
-    S, pos = check_similarity(S, pos_mask)
-    Z = to_numpy(S)
-    rows_hn, cols_hn = hardest_negative_masks(S, pos_mask)
-    r, c = to_numpy(pos.rows).astype(int), to_numpy(pos.cols).astype(int)
-    s_pos = Z[r, c]
-    s_neg_rows = np.where(rows_hn, Z, -np.inf).max(axis=1)[r]
-    s_neg_cols = np.where(cols_hn, Z, -np.inf).max(axis=0)[c]
-    return np.concatenate([s_pos, s_pos]), np.concatenate([s_neg_rows, s_neg_cols])
-
-
 def gradient_heatmap(
-    S: Tensor,
-    triplet: str = "con",
-    pair: str = "con",
-    margin: float = 0.2,
-    tau: float = 10.0,
-    alpha: float = 2.0,
-    beta: float = 10.0,
-    lam: float = 0.5,
-    eps: float = 0.1,
-    pos_mask: Tensor | None = None,
-    title: str | None = None,
+    S: Tensor, config: GoalConfig = GoalConfig(), pos_mask: Tensor | None = None, title: str | None = None
 ) -> go.Figure:
-    """The designed dL/dS of a batch (:func:`vlr_lib.goal.goal_gradient`) on a diverging scale.
+    """The designed dL/dS of a batch (:func:`vlr_lib.goal.goal_gradient` with `config`) on a diverging scale.
 
     Positives and the hardest negatives of image queries (rows) and caption queries
     (columns) are outlined: GOAL puts gradient on those cells only. Blue (< 0) pulls a
-    similarity up, red (> 0) pushes it down. Traces: [heatmap, positives, hardest
-    negatives of image queries, hardest negatives of caption queries].
+    similarity up, red (> 0) pushes it down. The default title names the combination,
+    its Table 1 loss, how many entries get gradient and the largest |dL/dS|. Traces:
+    [heatmap, positives, hardest negatives of image queries, of caption queries].
     """
-    G = goal.goal_gradient(S, triplet, pair, margin=margin, tau=tau, alpha=alpha, beta=beta, lam=lam,
-                           eps=eps, pos_mask=pos_mask)
-    pos = torch.eye(S.shape[0], dtype=torch.bool) if pos_mask is None else pos_mask
-    rows_hn, cols_hn = hardest_negative_masks(S, pos_mask)
-    top = float(G.abs().max())
-    top = top if top > 0 else 1.0
-    return similarity_heatmap(
-        G,
-        marks={"positive": pos.cpu(), "hardest negative (image query)": rows_hn,
-               "hardest negative (caption query)": cols_hn},
-        title=title or f"Designed gradient ∂L/∂S of ({triplet}, {pair})",
-        zrange=(-top, top), diverging=True, colorbar_title="∂L/∂S",
-    )
+    G = goal.goal_gradient(S, pos_mask=pos_mask, config=config)
+    if title is None:
+        title = (f"Designed gradient ∂L/∂S of {config.label}, {config.known_as} in Table 1<br>"
+                 f"<sub>non-zero on {int((G != 0).sum())} of {G.numel()} entries, "
+                 f"largest |∂L/∂S| = {float(G.abs().max()):.3g}</sub>")
+    return _gradient_heatmap(G.cpu(), batch_marks(S, pos_mask), title)

@@ -1,8 +1,9 @@
 """The wiring every explorer shares: controls -> one vlr_lib.viz builder -> a live FigureWidget.
 
 Each explorer returns an ipywidgets box whose `.controls` (name -> widget) and
-`.figure` (the plotly FigureWidget) are exposed, so tests and readers can drive it
-without a browser: set ``box.controls["margin"].value = 0.3`` and the figure follows.
+`.figure` (the plotly FigureWidget; `.figures` when the builder draws several) are
+exposed, so tests and readers can drive it without a browser: set
+``box.controls["margin"].value = 0.3`` and the figure follows.
 """
 from __future__ import annotations
 
@@ -36,19 +37,28 @@ def refresh(fig: go.FigureWidget, new: go.Figure) -> None:
 
 
 def explorer(
-    controls: dict[str, W.Widget], draw: Callable[..., go.Figure], rows: list[list[str]] | None = None
+    controls: dict[str, W.Widget],
+    draw: Callable[..., go.Figure | tuple[go.Figure, ...]],
+    rows: list[list[str]] | None = None,
 ) -> W.VBox:
-    """Wire `controls` to `draw(**values)`: any change redraws. Returns VBox(controls, figure)."""
-    fig = go.FigureWidget(draw(**{k: c.value for k, c in controls.items()}))
+    """Wire `controls` to `draw(**values)` -- one figure, or a tuple of figures shown one under the
+    other: any change redraws them all. Returns VBox(control rows, figures)."""
+
+    def build() -> tuple[go.Figure, ...]:
+        out = draw(**{k: c.value for k, c in controls.items()})
+        return out if isinstance(out, tuple) else (out,)
+
+    figs = tuple(go.FigureWidget(f) for f in build())
 
     def on_change(_change=None) -> None:
-        refresh(fig, draw(**{k: c.value for k, c in controls.items()}))
+        for fig, new in zip(figs, build()):
+            refresh(fig, new)
 
     for c in controls.values():
         c.observe(on_change, names="value")
     rows = rows or [list(controls)]
-    box = W.VBox([W.HBox([controls[k] for k in row]) for row in rows] + [fig])
-    box.controls, box.figure, box.redraw = controls, fig, on_change
+    box = W.VBox([W.HBox([controls[k] for k in row]) for row in rows] + list(figs))
+    box.controls, box.figure, box.figures, box.redraw = controls, figs[0], figs, on_change
     return box
 
 

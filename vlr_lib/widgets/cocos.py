@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipywidgets as W
 from torch import Tensor
 
+from ..analysis import CocosSettings
 from ..notebook import demo_embeddings
 from ..similarity import similarity
 from ..viz import cocos as V
@@ -17,18 +18,15 @@ from ._core import explorer, slider
 
 def cocos_explorer(
     S: Tensor | None = None,
+    settings: CocosSettings = CocosSettings(),
+    direction: str = "i2t",
     *,
     n: int = 16,
     dim: int = 16,
     noise: float = 1.5,
     seed: int = 0,
-    eps: float = 0.01,
-    margin: float = 0.2,
-    temperature: float = 0.1,
-    tau: float = 0.01,
-    direction: str = "i2t",
 ) -> W.VBox:
-    """Sliders for ε, the triplet margin α, NT-Xent's τ and SmoothAP's τ, and the direction.
+    """Sliders for ε, the triplet margin α, NT-Xent's τ and SmoothAP's τ (from `settings`), and the direction.
 
     With `S` the explorer counts on that batch. Without it, a demo batch of `n`
     pairs (``notebook.demo_embeddings``) gets a `noise` slider too: high noise
@@ -36,16 +34,17 @@ def cocos_explorer(
     one near convergence.
     """
 
-    def draw(eps: float, margin: float, temperature: float, tau: float, direction: str, noise: float | None = None):
+    def draw(direction: str, noise: float | None = None, **values: float):
         batch = S if S is not None else similarity(*demo_embeddings(n, dim, noise, seed))
-        return V.cocos_figure(batch, eps, margin, temperature, tau, direction)
+        return V.cocos_figure(batch, CocosSettings(**values), direction)
 
     log = dict(base=10, readout_format=".3g")
     controls = {
-        "eps": slider(W.FloatLogSlider, "ε", value=eps, min=-4, max=-0.5, step=0.1, **log),
-        "margin": slider(W.FloatSlider, "margin α", value=margin, min=0.0, max=1.0, step=0.05),
-        "temperature": slider(W.FloatLogSlider, "NT-Xent τ", value=temperature, min=-2.5, max=0, step=0.1, **log),
-        "tau": slider(W.FloatLogSlider, "SmoothAP τ", value=tau, min=-3, max=-0.5, step=0.1, **log),
+        "eps": slider(W.FloatLogSlider, "ε", value=settings.eps, min=-4, max=-0.5, step=0.1, **log),
+        "margin": slider(W.FloatSlider, "margin α", value=settings.margin, min=0.0, max=1.0, step=0.05),
+        "temperature": slider(W.FloatLogSlider, "NT-Xent τ", value=settings.temperature, min=-2.5, max=0, step=0.1,
+                              **log),
+        "tau": slider(W.FloatLogSlider, "SmoothAP τ", value=settings.tau, min=-3, max=-0.5, step=0.1, **log),
         "direction": W.ToggleButtons(options=[("image → text", "i2t"), ("text → image", "t2i")], value=direction),
     }
     rows = [["eps", "margin"], ["temperature", "tau"], ["direction"]]

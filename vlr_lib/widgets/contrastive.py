@@ -19,8 +19,8 @@ def temperature_explorer(
 ) -> W.VBox:
     """Sliders for tau and the query; bars of the query's negative weights (V.negative_weight_bars).
 
-    Under the sliders, a readout of the effective number of negatives
-    (V.effective_number of the bars): how many negatives this tau mines.
+    The figure's title reads out the effective number of negatives and the hardest
+    negative's share: how many negatives this tau mines.
     """
     n_queries = S.shape[0] if direction == "i2t" else S.shape[1]
 
@@ -33,17 +33,5 @@ def temperature_explorer(
         "query": slider(W.IntSlider, "query", value=query, min=0, max=n_queries - 1),
     }
     box = explorer(controls, draw)
-    readout = W.HTML()
-
-    def show_readout(_change=None) -> None:
-        shares = box.figure.data[0].y
-        readout.value = (f"effective number of negatives: <b>{V.effective_number(shares):.2f}</b> of {len(shares)}"
-                         f" &nbsp;·&nbsp; share of the hardest: <b>{max(shares):.3f}</b>")
-
-    for c in controls.values():  # registered after the figure's callback, so it reads the new bars
-        c.observe(show_readout, names="value")
-    show_readout()
-    box.children = (*box.children[:-1], readout, box.figure)
-    box.readout = readout
     box.add_class("vlr-explorer-contrastive")
     return box

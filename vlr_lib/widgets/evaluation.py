@@ -4,11 +4,11 @@ The callbacks only call one builder of `vlr_lib.viz.evaluation` (wiring in `_cor
 """
 from __future__ import annotations
 
-
 import ipywidgets as W
 import numpy as np
 import plotly.graph_objects as go
 
+from ..notebook import demo_retrieval_batch
 from ..similarity import similarity
 from ..viz import evaluation as V
 from ._core import explorer, slider
@@ -57,7 +57,7 @@ def retrieval_explorer(
     n_caps = n_images * captions_per_image
 
     def draw(noise: float, direction: str, query: int, k: int) -> go.Figure:
-        img, txt, c2i = V.demo_retrieval_batch(n_images, captions_per_image, dim, noise, seed)
+        img, txt, c2i = demo_retrieval_batch(n_images, captions_per_image, dim, noise, seed)
         return V.retrieval_figure(similarity(img, txt), c2i, query, direction, k)
 
     controls = {

@@ -1,155 +1,106 @@
 """Explorers of GOAL (Xuan & Chen, sec. 3): controls wired to the builders of vlr_lib.viz.goal.
 
-Each function returns an ipywidgets container with two extra attributes, `controls`
-(name -> widget) and `figures` (the go.FigureWidget objects), so tests and readers can
-drive it without a browser: set ``box.controls["tau"].value = 20`` and the figures follow.
+Built on `widgets._core.explorer` like every explorer: the box exposes `.controls`
+(name -> widget) and `.figures`, so tests and readers can drive it without a
+browser: set ``box.controls["tau"].value = 20`` and the figures follow.
 """
 from __future__ import annotations
 
-import ipywidgets as widgets
-import numpy as np
+import ipywidgets as W
 import plotly.graph_objects as go
 from torch import Tensor
 
 from .. import goal
+from ..goal import GoalConfig
 from ..notebook import demo_embeddings
 from ..similarity import similarity
-from ..viz import goal as viz
-from ._core import refresh
+from ..viz import goal as V
+from ._core import explorer, refresh, slider
 
 __all__ = ["triplet_explorer", "pair_weight_explorer", "goal_composer", "refresh"]
 
-_STYLE = dict(style={"description_width": "initial"}, continuous_update=False)
-_TRIPLET_LABELS = [
-    ("T^con (triplet loss, eq. 5)", "con"),
-    ("T^nca (NCA, eq. 7)", "nca"),
-    ("T^cir (Circle, eq. 8)", "cir"),
-]
-_PAIR_LABELS = [
-    ("P^con (constant, eq. 9)", "con"),
-    ("P^lin (Circle, eq. 10)", "lin"),
-    ("P^sig (binomial deviance, eq. 11)", "sig"),
-    ("P^lin-ms (linear MS, eq. 13)", "lin-ms"),
-    ("P^sig-ms (MS loss, eq. 12)", "sig-ms"),
-]
+_TRIPLET_OPTIONS = [("T^con (triplet loss, eq. 5)", "con"), ("T^nca (NCA, eq. 7)", "nca"),
+                    ("T^cir (Circle, eq. 8)", "cir")]
+_PAIR_OPTIONS = [("P^con (constant, eq. 9)", "con"), ("P^lin (Circle, eq. 10)", "lin"),
+                 ("P^sig (binomial deviance, eq. 11)", "sig"), ("P^lin-ms (linear MS, eq. 13)", "lin-ms"),
+                 ("P^sig-ms (MS loss, eq. 12)", "sig-ms")]
+_MS_FORM_OPTIONS = [("MS loss's own weights (<= 1)", "ms-loss"), ("eq. 12 as printed", "printed")]
 
 
-def _slider(description: str, value: float, lo: float, hi: float, step: float) -> widgets.FloatSlider:
-    return widgets.FloatSlider(value=value, min=lo, max=hi, step=step, description=description, **_STYLE)
+def _sliders(cfg: GoalConfig, names: tuple[str, ...]) -> dict[str, W.Widget]:
+    """The parameter sliders of a GoalConfig's fields (same ranges in every GOAL explorer)."""
+    spec = {"margin": ("margin m", 0.0, 1.0, 0.05), "tau": ("scale τ", 1.0, 50.0, 1.0),
+            "alpha": ("α", 0.5, 10.0, 0.5),
+            "beta": ("β", 1.0, 50.0, 1.0), "lam": ("λ", -1.0, 1.0, 0.05)}
+    return {k: slider(W.FloatSlider, spec[k][0], value=getattr(cfg, k), min=spec[k][1], max=spec[k][2],
+                      step=spec[k][3]) for k in names}
 
 
-def _assemble(controls: dict, figures: tuple, extra: list | None = None) -> widgets.VBox:
-    box = widgets.VBox([widgets.HBox(list(controls.values()), layout=widgets.Layout(flex_flow="row wrap")),
-                        *(extra or []), *figures])
-    box.controls, box.figures = controls, figures
-    return box
+def _rel_slider(rel: float, description: str = "MS term m") -> W.Widget:
+    return slider(W.FloatSlider, description, value=rel, min=0.05, max=2.0, step=0.05)
 
 
-def triplet_explorer(margin: float = 0.2, tau: float = 10.0, n: int = 61) -> widgets.VBox:
+def triplet_explorer(margin: float = 0.2, tau: float = 10.0, n: int = 61) -> W.VBox:
     """Fig. 2 with knobs: the margin m of T^con and the scale τ of T^nca and T^cir."""
-    controls = {"margin": _slider("margin m", margin, 0.0, 1.0, 0.05), "tau": _slider("scale τ", tau, 1.0, 50.0, 1.0)}
-    fig = go.FigureWidget(viz.triplet_diagrams(margin, tau, n))
 
-    def update(_=None) -> None:
-        refresh(fig, viz.triplet_diagrams(controls["margin"].value, controls["tau"].value, n))
+    def draw(margin: float, tau: float) -> go.Figure:
+        return V.triplet_diagrams(margin, tau, n)
 
-    for control in controls.values():
-        control.observe(update, names="value")
-    return _assemble(controls, (fig,))
+    return explorer(_sliders(GoalConfig(margin=margin, tau=tau), ("margin", "tau")), draw)
 
 
-def pair_weight_explorer(
-    alpha: float = 2.0, beta: float = 10.0, lam: float = 0.5, rel: float = 0.1
-) -> widgets.VBox:
+def pair_weight_explorer(alpha: float = 2.0, beta: float = 10.0, lam: float = 0.5, rel: float = 0.1) -> W.VBox:
     """Fig. 3 with knobs: α, β, λ of the sigmoid forms and the MS relative term m."""
-    controls = {
-        "alpha": _slider("α", alpha, 0.5, 10.0, 0.5),
-        "beta": _slider("β", beta, 1.0, 50.0, 1.0),
-        "lam": _slider("λ", lam, -1.0, 1.0, 0.05),
-        "rel": _slider("MS term m", rel, 0.05, 2.0, 0.05),
-    }
-    fig = go.FigureWidget(viz.pair_weight_curves(alpha, beta, lam, rel))
-
-    def update(_=None) -> None:
-        refresh(fig, viz.pair_weight_curves(**{k: c.value for k, c in controls.items()}))
-
-    for control in controls.values():
-        control.observe(update, names="value")
-    return _assemble(controls, (fig,))
-
-
-def _readout(triplet: str, pair: str, grad: np.ndarray) -> str:
-    return (f"<b>({triplet}, {pair})</b> is <b>{goal.TABLE1[(triplet, pair)]}</b> in Table 1 &nbsp;·&nbsp; "
-            f"∂L/∂S is non-zero on {int(np.count_nonzero(grad))} of {grad.size} entries, "
-            f"largest |∂L/∂S| = {float(np.abs(grad).max()):.3g}")
+    controls = {**_sliders(GoalConfig(alpha=alpha, beta=beta, lam=lam), ("alpha", "beta", "lam")),
+                "rel": _rel_slider(rel)}
+    return explorer(controls, V.pair_weight_curves)
 
 
 def goal_composer(
     S: Tensor | None = None,
     pos_mask: Tensor | None = None,
-    triplet: str = "cir",
-    pair: str = "sig-ms",
-    margin: float = 0.2,
-    tau: float = 10.0,
-    alpha: float = 2.0,
-    beta: float = 10.0,
-    lam: float = 0.5,
+    config: GoalConfig = GoalConfig("cir", "sig-ms"),
     rel: float = 0.1,
-    eps: float = 0.1,
     n: int = 41,
-) -> widgets.VBox:
+) -> W.VBox:
     """Compose a gradient: pick T and P, move their parameters, watch T*P and a batch's dL/dS.
 
-    Top figure: :func:`vlr_lib.viz.goal.weight_surface` with the batch's triplets on it
-    (MS forms drawn at m = `rel`); bottom: :func:`vlr_lib.viz.goal.gradient_heatmap`
-    of the batch S (its MS terms come from the batch itself, with MS loss's `eps`).
-    Sliders a combination does not use are disabled. Default batch: demo_embeddings(8, 16, 1.2).
+    Starts from `config` (a :class:`vlr_lib.goal.GoalConfig`; its `eps` is kept). Top
+    figure: :func:`vlr_lib.viz.goal.weight_surface` with the batch's triplets
+    (:func:`vlr_lib.goal.batch_triplets`) on it, the MS forms drawn at m = `rel`;
+    bottom: :func:`vlr_lib.viz.goal.gradient_heatmap` of the batch S, whose MS terms
+    come from the batch itself and whose title reads out the Table 1 name and the
+    gradient's size. Controls a combination does not use
+    (``GoalConfig.params``) are disabled. Default batch: demo_embeddings(8, 16, 1.2).
     """
-    if S is None:
-        S = similarity(*demo_embeddings(n=8, dim=16, noise=1.2, seed=0))
-    S = S.detach()
-    points = viz.batch_triplets(S, pos_mask)
+    if not isinstance(config, GoalConfig):
+        raise TypeError(f"config must be a GoalConfig, got {type(config).__name__}")
+    S = (similarity(*demo_embeddings(n=8, dim=16, noise=1.2, seed=0)) if S is None else S).detach()
+    points = goal.batch_triplets(S, pos_mask)
+    style = {"style": {"description_width": "initial"}}
     controls = {
-        "triplet": widgets.Dropdown(options=_TRIPLET_LABELS, value=triplet, description="triplet weight T",
-                                    style=_STYLE["style"]),
-        "pair": widgets.Dropdown(options=_PAIR_LABELS, value=pair, description="pair weight P", style=_STYLE["style"]),
-        "margin": _slider("margin m", margin, 0.0, 1.0, 0.05),
-        "tau": _slider("scale τ", tau, 1.0, 50.0, 1.0),
-        "alpha": _slider("α", alpha, 0.5, 10.0, 0.5),
-        "beta": _slider("β", beta, 1.0, 50.0, 1.0),
-        "lam": _slider("λ", lam, -1.0, 1.0, 0.05),
-        "rel": _slider("MS term m (surface)", rel, 0.05, 2.0, 0.05),
+        "triplet": W.Dropdown(options=_TRIPLET_OPTIONS, value=config.triplet, description="triplet weight T", **style),
+        "pair": W.Dropdown(options=_PAIR_OPTIONS, value=config.pair, description="pair weight P", **style),
+        **_sliders(config, ("margin", "tau", "alpha", "beta", "lam")),
+        "ms_form": W.Dropdown(options=_MS_FORM_OPTIONS, value=config.ms_form, description="MS reading", **style),
+        "rel": _rel_slider(rel, "MS term m (surface)"),
     }
-    info = widgets.HTML()
 
-    def values() -> dict:
-        return {k: c.value for k, c in controls.items()}
+    def enable(_change=None) -> None:
+        cfg = GoalConfig(controls["triplet"].value, controls["pair"].value)
+        used = {*cfg.params(), *(("rel",) if cfg.pair in ("lin-ms", "sig-ms") else ())}
+        for name in ("margin", "tau", "alpha", "beta", "lam", "ms_form", "rel"):
+            controls[name].disabled = name not in used
 
-    def build() -> tuple[go.Figure, go.Figure]:
-        v = values()
-        params = {k: v[k] for k in ("margin", "tau", "alpha", "beta", "lam")}
-        surface = viz.weight_surface(v["triplet"], v["pair"], rel=v["rel"], n=n, points=points, **params)
-        grad = viz.gradient_heatmap(S, v["triplet"], v["pair"], eps=eps, pos_mask=pos_mask, **params)
-        info.value = _readout(v["triplet"], v["pair"], np.asarray(grad.data[0].z, dtype=float))
-        return surface, grad
-
-    def enable() -> None:
-        t, p = controls["triplet"].value, controls["pair"].value
-        controls["margin"].disabled = t != "con"
-        controls["tau"].disabled = t == "con"
-        for name in ("alpha", "beta", "lam"):
-            controls[name].disabled = p not in ("sig", "sig-ms")
-        controls["rel"].disabled = p not in ("lin-ms", "sig-ms")
-
-    surface, grad = build()
-    figures = (go.FigureWidget(surface), go.FigureWidget(grad))
+    for name in ("triplet", "pair"):  # registered before the explorer's redraw
+        controls[name].observe(enable, names="value")
     enable()
 
-    def update(_=None) -> None:
-        enable()
-        for target, fig in zip(figures, build()):
-            refresh(target, fig)
+    def draw(rel: float, **fields) -> tuple[go.Figure, go.Figure]:
+        cfg = GoalConfig(eps=config.eps, **fields)
+        return V.weight_surface(cfg, rel=rel, n=n, points=points), V.gradient_heatmap(S, cfg, pos_mask)
 
-    for control in controls.values():
-        control.observe(update, names="value")
-    return _assemble(controls, figures, extra=[info])
+    rows = [["triplet", "pair"], ["margin", "tau", "alpha"], ["beta", "lam", "ms_form", "rel"]]
+    box = explorer(controls, draw, rows=rows)
+    box.add_class("vlr-explorer-goal")
+    return box
