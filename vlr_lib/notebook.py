@@ -16,10 +16,12 @@ from typing import TypeVar
 import numpy as np
 import torch
 
+from .data import DATA_MODES
+from .paths import feature_cache_root, repo_root
 from .similarity import l2_normalize
+from .train import Triple
 
 T = TypeVar("T")
-DATA_MODES = ("shapes", "flickr30k")
 PLOTLY_RENDERER = "plotly_mimetype+notebook_connected"  # small outputs in JupyterLab, headless-safe
 
 
@@ -92,14 +94,6 @@ def demo_embeddings(
     return l2_normalize(img), l2_normalize(txt)
 
 
-Triple = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
-
-
-def repo_root() -> Path:
-    """The checkout holding vlr_lib: cache/ and runs/ live there (an editable install, as `make` does)."""
-    return Path(__file__).resolve().parents[1]
-
-
 def training_features(
     cfg: Settings, n_train: tuple[int, int] = (400, 2000), n_val: tuple[int, int] = (100, 200)
 ) -> tuple[Triple, Triple]:
@@ -125,7 +119,7 @@ def training_features(
 def _flickr30k_features(device: torch.device, backbone: str = "clip-vit-b32") -> tuple[Triple, Triple]:
     from .features import flickr_feature_dirs, load_features
 
-    root = repo_root() / "cache" / "features"
+    root = feature_cache_root(repo_root())
     try:
         dirs = flickr_feature_dirs(root, backbone)
     except FileNotFoundError:

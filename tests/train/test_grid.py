@@ -1,9 +1,6 @@
 """vlr_lib.train.grid: configs, per-cell caching, tidy tables, the 15-cell GOAL grid, and vlr-grid."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -120,21 +117,3 @@ def test_goal_grid_trains_15_cells(data, tmp_path):
 def test_grid_needs_exactly_one_data_source(data):
     with pytest.raises(ValueError, match="^train"):
         grid(["info_nce"], progress=False)
-
-
-def test_vlr_grid_cli(tmp_path):
-    code = "import sys; from vlr_lib.cli import grid_main; sys.exit(grid_main(sys.argv[1:]))"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-
-    def cli(*args):
-        return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT,
-                              env=env, timeout=180)
-
-    helped = cli("--help")
-    assert helped.returncode == 0 and "--losses" in helped.stdout and "--seeds" in helped.stdout
-    done = cli("--data", "shapes", "--mode", "features", "--losses", "triplet_hardest,info_nce", "--seeds", "0,1",
-               "--epochs", "1", "--n-train", "32", "--n-val", "12", "--batch-size", "8", "--dim", "8",
-               "--out", str(tmp_path), "--no-progress")
-    assert done.returncode == 0, done.stderr
-    assert "triplet_hardest" in done.stdout and "info_nce" in done.stdout and "±" in done.stdout
-    assert len(pd.read_csv(tmp_path / "runs.csv")) == 4

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 import torch
 
-from vlr_lib import analysis, metrics
+from vlr_lib import analysis, metrics, report
 from vlr_lib.train import showdown as sd
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,8 +49,8 @@ def test_callback_records_test_metrics_cocos_and_the_selected_epoch():
     probe = sd.probe_batch(data.train, spec.probe)
     cb = sd.ShowdownMetrics(data.test, probe)
     with sd.cpu_threads(1):
-        result = fit(*data.train, loss="info_nce", val=data.val, seed=0, callbacks=[cb], progress=False,
-                     **spec.train_settings())
+        result = fit(*data.train, loss="info_nce", val=data.val, settings=spec.settings(), callbacks=[cb],
+                     **spec.model())
     h = result.history
     assert cb.trained == 3 and all("test" in r and "probe_cocos" in r for r in h)
     S = result.similarity(data.test[0], data.test[1])  # the final heads
@@ -85,7 +85,7 @@ def test_run_stores_reuses_and_writes_markdown(tmp_path, monkeypatch):
                                   check_exact=False, rtol=1e-12)
     assert sd.stored(tiny_spec(epochs=3), tmp_path) is None  # other settings: not reused
 
-    block = sd.markdown_block(second)
+    block = report.markdown_block(second.runs, second.meta)
     assert "| loss | hyper-param | i2t R@1 |" in block and "`pytest`" in block and "|  | T^con | T^nca | T^cir |" in block
 
 
