@@ -14,10 +14,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import stat
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
@@ -72,6 +73,34 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temp folder next to `path` to fill; when the block succeeds it takes the place of `path`.
+
+    For outputs that are folders (``DatasetDict.save_to_disk``): an interrupted write leaves the
+    previous folder (or none), never half of one. An existing `path` is replaced.
+    """
+    path = _target(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    old = path.with_name(f".{path.name}.old-{os.getpid()}")
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())
+        yield tmp
+        if path.exists():
+            os.replace(path, old)
+        try:
+            os.replace(tmp, path)
+        except BaseException:
+            if old.exists() and not path.exists():
+                os.replace(old, path)  # put the previous folder back
+            raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
