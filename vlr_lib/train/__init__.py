@@ -4,6 +4,7 @@
 - :func:`fit_end_to_end` -- tiny CNN + text encoder from scratch on the shapes data;
 - :class:`TrainSettings` -- the schedule and plumbing both share (``vlr_lib.train.settings``);
 - :func:`grid` / :func:`goal_grid` -- losses x hyperparameters x seeds, cached per cell;
+- :func:`build_heads` (the heads ``fit`` starts from), :func:`evaluate` (one split's metrics);
 - :class:`TrainingDivergedError`, :class:`FitResult`, :func:`chance_rsum`;
 - :mod:`showdown` -- the loss showdown of notebook 10 (:class:`ShowdownSpec`,
   :func:`spec_for`, :class:`ShowdownMetrics`, ``showdown.run``; the command line
@@ -16,7 +17,8 @@ group, gather with gradients), fit_features, end_to_end, grid_search, showdown.
 """
 from .end_to_end import chance_rsum, fit_end_to_end, shapes_features, shapes_tensors
 from .engine import FitResult, TrainingDivergedError
-from .fit_features import Triple, fit
+from .evaluate import evaluate
+from .fit_features import Triple, build_heads, fit
 from .grid_search import GridResult, expand_configs, goal_grid, grid
 from .objective import ROW_WISE, Objective, loss_names, make_objective
 from .settings import TrainSettings
@@ -25,6 +27,8 @@ from .showdown import Showdown, ShowdownData, ShowdownMetrics, ShowdownSpec, spe
 
 __all__ = [
     "fit",
+    "build_heads",
+    "evaluate",
     "fit_end_to_end",
     "grid",
     "goal_grid",
