@@ -16,13 +16,8 @@ from vlr_lib.viz import showdown as V
 
 
 @pytest.fixture(scope="module")
-def runs() -> pd.DataFrame:
-    return synthetic_runs()
-
-
-@pytest.fixture(scope="module")
-def summary(runs) -> pd.DataFrame:
-    return report.summarize(runs, prefix="sel_")
+def summary() -> pd.DataFrame:
+    return report.summarize(synthetic_runs(), prefix="sel_")
 
 
 # --------------------------------------------------------------------------- figures over control grids
@@ -103,7 +98,8 @@ def test_goal_heatmaps_bad_controls(summary):
 
 
 @pytest.mark.parametrize("stat", report.COCOS_STATS)
-def test_cocos_summary_and_heatmap(runs, stat):
+def test_cocos_summary_and_heatmap(stat):
+    runs = synthetic_runs()
     table = report.cocos_summary(runs, stat)
     assert table.shape == (22, 8)
     assert list(table.columns) == [f"{report.COCOS_RULES[r]} {d}" for r in RULES for d in ("i2t", "t2i")]

@@ -152,5 +152,6 @@ def process_group(device: str | torch.device | None, timeout_s: float = DEFAULT_
     dist.init_process_group("nccl" if dev.type == "cuda" else "gloo", timeout=timedelta(seconds=timeout_s))
     try:
         yield dev
+        dist.barrier()  # tear down together: a rank leaving while rank 0 still writes aborts gloo's threads
     finally:
         dist.destroy_process_group()
