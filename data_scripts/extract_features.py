@@ -80,7 +80,11 @@ def _extract(args: argparse.Namespace) -> int:
                                   load_or_build_features)
     from vlr_lib.paths import feature_cache_root
 
-    dd, dataset_id, revision = _load(args)
+    with A.quiet_datasets():
+        try:
+            dd, dataset_id, revision = _load(args)
+        except ValueError as err:
+            raise A.UsageError("--data-path" if args.data_path is not None else None, str(err)) from None
     dataset_id = args.dataset_id or dataset_id
     pretrained = True if args.pretrained == "default" else args.pretrained
     root = args.cache_root or feature_cache_root()

@@ -43,8 +43,12 @@ def _prepare(args) -> int:
     if args.path is not None and (args.repo_id or args.revision):
         raise A.UsageError("--path", "reads a local copy; --repo-id and --revision are for the Hub")
     A.check_replaceable(args.out)
-    dd = load_flickr30k(args.path, repo_id=args.repo_id, revision=args.revision,
-                        expected_sizes=None if args.no_size_check else KARPATHY_SIZES)
+    with A.quiet_datasets():
+        try:
+            dd = load_flickr30k(args.path, repo_id=args.repo_id, revision=args.revision,
+                                expected_sizes=None if args.no_size_check else KARPATHY_SIZES)
+        except ValueError as err:
+            raise A.UsageError("--path" if args.path is not None else None, str(err)) from None
     with atomic_dir(args.out) as tmp:
         dd.save_to_disk(str(tmp))
     print(f"wrote {args.out}: " + ", ".join(f"{k}={len(v)}" for k, v in dd.items()))

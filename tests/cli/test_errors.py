@@ -228,3 +228,17 @@ def test_a_damaged_showdown_json_names_the_file_and_force(work, capsys):
 def test_debug_shows_the_traceback(work):
     with pytest.raises(ValueError, match="batch_size"):
         train.main(["--mode", "features", "--n-train", "10", "--n-val", "5", "--debug"])
+
+
+@pytest.mark.parametrize("make", ["empty folder", "not parquet"])
+def test_a_local_copy_that_is_not_flickr30k_is_one_line_naming_the_path(make, work, capsys):
+    target = work / "copy"
+    if make == "empty folder":
+        target.mkdir()
+    else:
+        target.write_bytes(b"x")
+    line = check(train.main, ["--data", "flickr30k", "--data-path", "copy"], "--data-path", work, capsys)
+    assert "'copy' cannot be read as a Flickr30K copy" in line
+    check(load_script("prepare_flickr30k").main, ["--out", "f", "--path", "copy"], "--path", work, capsys)
+    check(load_script("extract_features").main, ["--data", "flickr30k", "--data-path", "copy"], "--data-path",
+          work, capsys)

@@ -405,3 +405,9 @@ def test_end_to_end_on_tiny_shapes():
     assert res.history[0]["steps"] == 3  # "images" sampling: 48 images / 16
     assert res.extras["chance_rsum"] == pytest.approx(chance_rsum(torch.arange(16).repeat_interleave(5)))
     assert set(res.history[-1]["cocos"]) == {"i2t", "t2i"}
+
+
+def test_chance_rsum_of_a_split_smaller_than_k_leaves_those_recalls_out():
+    """A one-image validation split (vlr-train --n-val 1 died here with ZeroDivisionError after training)."""
+    assert chance_rsum([0] * 5) == pytest.approx(200.0)  # R@1 both ways is certain; R@5 and R@10 do not exist
+    assert chance_rsum([0, 0, 1, 1, 1]) == pytest.approx(50.0 + 50.0)  # K = 1 only: (0.4 + 0.6) / 2 and 1 / 2

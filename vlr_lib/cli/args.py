@@ -16,6 +16,7 @@ Used by ``vlr-train`` / ``vlr-grid`` / ``python -m vlr_lib ...`` and by the scri
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import re
@@ -237,6 +238,19 @@ def choice(*choices: str) -> Callable[[str], str]:
 
 
 # --------------------------------------------------------------------------- running a command
+
+
+@contextlib.contextmanager
+def quiet_datasets():
+    """Hugging Face `datasets` logs errors before raising them; the command line reports them once, itself."""
+    import datasets
+
+    before = datasets.logging.get_verbosity()
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)
+    try:
+        yield
+    finally:
+        datasets.logging.set_verbosity(before)
 
 
 def _flag_of(message: str, parser: argparse.ArgumentParser) -> str | None:

@@ -185,8 +185,14 @@ def flickr_features(args: argparse.Namespace, device) -> dict:
     from ..train import distributed as D
 
     dataset_id, revision = flickr_cache_id(args.data_path)
-    dd = load_flickr30k(args.data_path) if args.data_path is not None else \
-        load_flickr30k(repo_id=dataset_id, revision=revision)
+    if args.data_path is None:
+        dd = load_flickr30k(repo_id=dataset_id, revision=revision)
+    else:
+        with A.quiet_datasets():  # `datasets` logs the error it raises: one line is ours
+            try:
+                dd = load_flickr30k(args.data_path)
+            except ValueError as err:
+                raise A.UsageError("--data-path", str(err)) from None
     backbone = args.backbone or "clip-vit-b32"
     root = args.cache_root or feature_cache_root()
 
