@@ -493,13 +493,13 @@ def flickr_feature_dirs(cache_root: str | os.PathLike, backbone: str = "clip-vit
     complete = {k: v for k, v in found.items() if {"train", "validation", "test"} <= set(v)}
     if not complete:
         raise FileNotFoundError(
-            f"VLR_DATA=flickr30k needs cached {backbone} features of the Flickr30K Karpathy split "
+            f"Flickr30K mode (VLR_DATA=flickr30k, --data flickr30k) needs cached {backbone} features of the Flickr30K Karpathy split "
             f"(train, validation and test) under {root}, found {sorted(found) or 'none'}. This needs network "
             "once and preferably a GPU. Run from the repository root:\n"
             "  python data_scripts/prepare_flickr30k.py --out data/flickr30k\n"
             f"  python data_scripts/extract_features.py --data flickr30k --data-path data/flickr30k "
             f"--backbone {backbone} --device cuda\n"
-            "then re-run the notebook, or `python data_scripts/run_showdown.py --data flickr30k --device cuda`."
+            "then re-run the notebook, or `python -m vlr_lib showdown --data flickr30k --device cuda`."
         )
     if len(complete) > 1:
         raise ValueError(f"cache_root {root} holds several Flickr30K feature sets {sorted(complete)} "

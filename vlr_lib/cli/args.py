@@ -50,8 +50,12 @@ class Parser(argparse.ArgumentParser):
 
 
 def one_line(message: str) -> str:
-    """A message on one line (multi-line library messages joined with '; ')."""
-    return "; ".join(line.strip() for line in str(message).splitlines() if line.strip())
+    """A message on one line: the lines of a multi-line library message joined with '; ' (after a colon, ' ')."""
+    out = ""
+    for line in (line.strip() for line in str(message).splitlines()):
+        if line:
+            out += ("" if not out else " " if out.endswith(":") else "; ") + line
+    return out
 
 
 # --------------------------------------------------------------------------- argument types
