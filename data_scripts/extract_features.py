@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 try:
@@ -20,17 +21,20 @@ try:
 except ImportError:  # run from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from vlr_lib.cli import args as A
+
 SPLIT_KEYS = ("train", "validation", "test")
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parser() -> A.Parser:
+    p = A.Parser(prog="extract_features.py", description=__doc__)
     p.add_argument("--data", choices=("shapes", "flickr30k"), default="shapes", help="dataset (default shapes)")
-    p.add_argument("--data-path", type=Path, default=None,
+    p.add_argument("--data-path", type=A.existing_path, default=None,
                    help="saved dataset folder (make_shapes.py / prepare_flickr30k.py output); "
                         "shapes without it are generated with --seed/--difficulty; flickr30k without it loads the Hub")
-    p.add_argument("--seed", type=int, default=0, help="shapes: seed when generating (default 0)")
-    p.add_argument("--difficulty", type=float, default=0.5, help="shapes: difficulty when generating (default 0.5)")
+    p.add_argument("--seed", type=A.nonnegative_int, default=0, help="shapes: seed when generating (default 0)")
+    p.add_argument("--difficulty", type=A.probability, default=0.5,
+                   help="shapes: difficulty when generating, 0..1 (default 0.5)")
     p.add_argument("--dataset-id", default=None,
                    help="id recorded in the manifest (default: <data>:<folder name>, 'shapes', or the Hub repo id; "
                         "vlr-train / vlr-grid and the showdown find flickr30k caches under the default only)")
@@ -40,13 +44,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pretrained", default="default",
                    help="weights tag ('openai', 'IMAGENET1K_V2', ...), 'default' for the backbone's default, "
                         "or 'none' for random weights")
-    p.add_argument("--cache-root", type=Path, default=Path("cache/features"), help="default cache/features")
-    p.add_argument("--device", default="cpu", help="torch device, e.g. cuda (default cpu)")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--num-workers", type=int, default=0, help="DataLoader workers for image decoding")
+    p.add_argument("--cache-root", type=A.output_dir, default=None,
+                   help="feature caches (default cache/features of the checkout)")
+    p.add_argument("--device", type=A.device, default="cpu", help="cpu, cuda, cuda:N or mps (default cpu)")
+    p.add_argument("--batch-size", type=A.positive_int, default=64)
+    p.add_argument("--num-workers", type=A.nonnegative_int, default=0, help="DataLoader workers for image decoding")
     p.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
     p.add_argument("--rebuild", action="store_true", help="rebuild even if a matching cache exists")
-    return p.parse_args(argv)
+    return p
 
 
 def _load(args: argparse.Namespace):
@@ -66,22 +71,26 @@ def _load(args: argparse.Namespace):
     return load_flickr30k(repo_id=dataset_id, revision=revision), dataset_id, revision
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    from vlr_lib.data import DatasetUnavailableError
+def main(argv: Sequence[str] | None = None) -> int:
+    return A.run(parser(), argv, _extract)
+
+
+def _extract(args: argparse.Namespace) -> int:
     from vlr_lib.features import (FeatureCacheError, FeatureCacheMissingError, build_encoder, default_cache_dir,
                                   load_or_build_features)
+    from vlr_lib.paths import feature_cache_root
 
-    try:
-        dd, dataset_id, revision = _load(args)
-    except DatasetUnavailableError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    with A.quiet_datasets():
+        try:
+            dd, dataset_id, revision = _load(args)
+        except ValueError as err:
+            raise A.UsageError("--data-path" if args.data_path is not None else None, str(err)) from None
     dataset_id = args.dataset_id or dataset_id
     pretrained = True if args.pretrained == "default" else args.pretrained
+    root = args.cache_root or feature_cache_root()
     encoder = None  # built once, only when some split needs it
     for split in SPLIT_KEYS if args.split == "all" else (args.split,):
-        cache_dir = default_cache_dir(args.cache_root, dataset_id, revision, split, args.backbone, pretrained)
+        cache_dir = default_cache_dir(root, dataset_id, revision, split, args.backbone, pretrained)
         kwargs = dict(dataset_id=dataset_id, revision=revision, split=split, backbone=args.backbone,
                       pretrained=pretrained, device=args.device, batch_size=args.batch_size, dtype=args.dtype,
                       num_workers=args.num_workers)

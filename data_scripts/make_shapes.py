@@ -4,13 +4,15 @@
 
 Writes a DatasetDict (train / validation / test, Flickr30K schema) with
 `save_to_disk`, plus scenes.npz (the attributes behind every image). Load it
-with `vlr_lib.data.load_shapes(path)`. Same arguments, same bytes.
+with `vlr_lib.data.load_shapes(path)`. Same arguments, same bytes. The folder is
+written next to --out and moved into place when complete; an existing saved
+dataset there is replaced, any other existing folder is left alone (an error).
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 try:
@@ -18,33 +20,41 @@ try:
 except ImportError:  # run from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from vlr_lib.cli import args as A
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", required=True, type=Path, help="output folder (created; overwritten)")
-    p.add_argument("--n-train", type=int, default=2000, help="training images (default 2000)")
-    p.add_argument("--n-val", type=int, default=200, help="validation images (default 200)")
-    p.add_argument("--n-test", type=int, default=200, help="test images (default 200)")
-    p.add_argument("--image-size", type=int, default=64, help="image side in pixels (default 64)")
-    p.add_argument("--difficulty", type=float, default=0.5,
+
+def parser() -> A.Parser:
+    p = A.Parser(prog="make_shapes.py", description=__doc__)
+    p.add_argument("--out", required=True, type=A.output_dir, help="output folder (created; a saved dataset is replaced)")
+    p.add_argument("--n-train", type=A.positive_int, default=2000, help="training images (default 2000)")
+    p.add_argument("--n-val", type=A.positive_int, default=200, help="validation images (default 200)")
+    p.add_argument("--n-test", type=A.positive_int, default=200, help="test images (default 200)")
+    p.add_argument("--image-size", type=A.int_at_least(16), default=64, help="image side in pixels (default 64)")
+    p.add_argument("--difficulty", type=A.probability, default=0.5,
                    help="0..1: share of attributes scenes copy from their group's base scene (default 0.5)")
-    p.add_argument("--group-size", type=int, default=4, help="scenes per group of similar scenes (default 4)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    return p.parse_args(argv)
+    p.add_argument("--group-size", type=A.positive_int, default=4, help="scenes per group of similar scenes (default 4)")
+    p.add_argument("--seed", type=A.nonnegative_int, default=0, help="random seed (default 0)")
+    return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def _make(args) -> int:
+    from vlr_lib._io import atomic_dir
     from vlr_lib.data.shapes import make_shapes, save_shapes
 
+    A.check_replaceable(args.out)
     start = time.perf_counter()
     dd, scenes = make_shapes(args.n_train, args.n_val, args.n_test, image_size=args.image_size,
                              difficulty=args.difficulty, seed=args.seed, group_size=args.group_size,
                              return_scenes=True)
-    save_shapes(dd, args.out, scenes)
+    with atomic_dir(args.out) as tmp:
+        save_shapes(dd, tmp, scenes)
     sizes = ", ".join(f"{k}={len(v)}" for k, v in dd.items())
     print(f"wrote {args.out} ({sizes}) in {time.perf_counter() - start:.1f} s")
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return A.run(parser(), argv, _make)
 
 
 if __name__ == "__main__":

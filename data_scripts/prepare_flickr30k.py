@@ -7,11 +7,12 @@ Needs network on first use (about 4.4 GB); the download is cached under HF_HOME.
 The saved folder loads offline with `vlr_lib.data.load_flickr30k(path=...)`.
 Repo id and revision: --repo-id / --revision, or env VLR_FLICKR_REPO /
 VLR_FLICKR_REVISION (see vlr_lib/data/flickr30k.py for what is verified).
+The folder is written next to --out and moved into place when complete.
 """
 from __future__ import annotations
 
-import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 try:
@@ -19,33 +20,43 @@ try:
 except ImportError:  # run from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from vlr_lib.cli import args as A
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", required=True, type=Path, help="output folder for save_to_disk")
-    p.add_argument("--path", type=Path, default=None,
+
+def parser() -> A.Parser:
+    p = A.Parser(prog="prepare_flickr30k.py", description=__doc__)
+    p.add_argument("--out", required=True, type=A.output_dir, help="output folder for save_to_disk")
+    p.add_argument("--path", type=A.existing_path, default=None,
                    help="read a local copy instead of the Hub (Parquet folder in the Hub layout, or Parquet file)")
     p.add_argument("--repo-id", default=None, help="Hub dataset id (default: VLR_FLICKR_REPO or nlphuji/flickr30k)")
     p.add_argument("--revision", default=None,
                    help="Hub revision (default: VLR_FLICKR_REVISION or refs/convert/parquet)")
     p.add_argument("--no-size-check", action="store_true",
                    help="accept split sizes other than Karpathy's 29,000 / 1,014 / 1,000")
-    return p.parse_args(argv)
+    return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    from vlr_lib.data.flickr30k import KARPATHY_SIZES, DatasetUnavailableError, load_flickr30k
+def _prepare(args) -> int:
+    from vlr_lib._io import atomic_dir
+    from vlr_lib.data.flickr30k import KARPATHY_SIZES, load_flickr30k
 
-    try:
-        dd = load_flickr30k(args.path, repo_id=args.repo_id, revision=args.revision,
-                            expected_sizes=None if args.no_size_check else KARPATHY_SIZES)
-    except DatasetUnavailableError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    dd.save_to_disk(str(args.out))
+    if args.path is not None and (args.repo_id or args.revision):
+        raise A.UsageError("--path", "reads a local copy; --repo-id and --revision are for the Hub")
+    A.check_replaceable(args.out)
+    with A.quiet_datasets():
+        try:
+            dd = load_flickr30k(args.path, repo_id=args.repo_id, revision=args.revision,
+                                expected_sizes=None if args.no_size_check else KARPATHY_SIZES)
+        except ValueError as err:
+            raise A.UsageError("--path" if args.path is not None else None, str(err)) from None
+    with atomic_dir(args.out) as tmp:
+        dd.save_to_disk(str(tmp))
     print(f"wrote {args.out}: " + ", ".join(f"{k}={len(v)}" for k, v in dd.items()))
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return A.run(parser(), argv, _prepare)
 
 
 if __name__ == "__main__":

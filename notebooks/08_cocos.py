@@ -36,8 +36,7 @@ from torch.autograd.functional import jacobian
 from vlr_lib import analysis, goal, losses, similarity, viz, widgets
 from vlr_lib.data import make_shapes
 from vlr_lib.notebook import demo_embeddings, setup
-from vlr_lib.train import fit, shapes_features
-from vlr_lib.train.evaluate import probe_indices
+from vlr_lib.train import fit, probe_indices, shapes_features
 
 cfg = setup(seed=0)
 N = cfg.pick(12, 16)  # pairs in the live batch (Bleeker & de Rijke count on batches of 128)

@@ -14,29 +14,27 @@
 # behind: the training loss, the validation rsum, and how similar the positive and the
 # hardest negative pairs are. Li et al. ("Unified Loss of Pair Similarity Optimization for
 # Vision-Language Retrieval") use exactly these curves (their Figs. 3–4, sec. 4.4) to argue
-# that Triplet-HN converges badly because its gradient vanishes early in training (sec. 3.3).
+# that Triplet-SH converges badly because its gradient vanishes early in training (sec. 3.3).
+# (Li et al. call the losses Triplet-HN and VLC; the workbook's names are Triplet-SH and
+# NT-Xent, `vlr_lib.losses.loss_label`, with the other names in the glossary of
+# docs/architecture.md.)
 # We repeat their comparison on our own data and check what actually happens.
 #
 # **Learning goals.** After this notebook you can
 # 1. run the whole pipeline: data → cached features → heads trained with one loss
 #    (`vlr_lib.train.fit`) → a per-epoch history;
-# 2. train Triplet-HN (Li et al., eq. 1), VLC (eqs. 3–4, our `info_nce`) and the unified
+# 2. train Triplet-SH (Li et al., eq. 1), NT-Xent (eqs. 3–4, our `info_nce`) and the unified
 #    loss (eq. 5) on identical features, seed and schedule, and read their curves;
-# 3. explain the early-training collapse of Triplet-HN (sec. 3.3, Fig. 4a), see when it does
+# 3. explain the early-training collapse of Triplet-SH (sec. 3.3, Fig. 4a), see when it does
 #    and does not happen, and measure the tangent gradients behind it (eqs. 11–12);
 # 4. tell a robust difference from a lucky seed.
 
 # %%
 import torch
 
-from vlr_lib.analysis import tangent_gradient_norms
+from vlr_lib import analysis, losses, report, similarity, viz, widgets
 from vlr_lib.notebook import setup, training_features
-from vlr_lib.similarity import l2_normalize
-from vlr_lib.train import chance_rsum, fit, make_objective
-from vlr_lib.train.evaluate import evaluate
-from vlr_lib.train.fit_features import build_heads
-from vlr_lib.viz import training as viz
-from vlr_lib.widgets.training import training_explorer
+from vlr_lib.train import build_heads, chance_rsum, evaluate, fit, make_objective
 
 cfg = setup(seed=0)
 SHAPES = cfg.data == "shapes"
@@ -46,11 +44,12 @@ LR = cfg.pick(3e-3, 1e-3) if SHAPES else 5e-4  # fewer epochs in fast mode: larg
 DIM = 128 if SHAPES else 512  # joint space
 HEAD = "linear"  # projection heads: "linear" (VSE++) or "mlp"
 SEEDS = (0, 1)  # every comparison we assert must hold for each of them
-LOSSES = {  # display name -> (vlr_lib.losses name, parameters)
-    "Triplet-HN": ("triplet_hardest", {"margin": 0.2}),
-    "VLC": ("info_nce", {"temperature": 0.1}),
-    "Unified": ("unified", {"margin": 0.2, "gamma": 60.0}),
+LOSSES = {  # display name (losses.loss_label) -> (vlr_lib.losses name, parameters)
+    losses.loss_label(name): (name, kw)
+    for name, kw in (("triplet_hardest", {"margin": 0.2}), ("info_nce", {"temperature": 0.1}),
+                     ("unified", {"margin": 0.2, "gamma": 60.0}))
 }
+assert list(LOSSES) == ["Triplet-SH", "NT-Xent", "Unified"]
 
 # %% [markdown]
 # ## From data to features
@@ -91,7 +90,7 @@ assert torch.equal(torch.bincount(train_set[2]), torch.full((train_set[0].shape[
 # * `rsum` — R@1 + R@5 + R@10 in both directions (max 600);
 # * `pos_sim` — per validation image, the mean similarity of its own captions, averaged;
 # * `hardneg_sim` — per validation image, the similarity of its *most similar wrong*
-#   caption, averaged (the pair Triplet-HN would pick over the whole split).
+#   caption, averaged (the pair Triplet-SH would pick over the whole split).
 #
 # `fit` records epochs 1, 2, …; we add an **epoch 0**, the heads before training, because
 # Li et al.'s Fig. 4 starts there. To evaluate the heads before training we build them
@@ -105,7 +104,7 @@ def start_heads(seed: int, offset: float = 0.0):
     heads = build_heads(HEAD, train_set[0].shape[1], train_set[1].shape[1], DIM, seed)
     if offset:
         g = torch.Generator().manual_seed(1000 + seed)
-        bias = offset * l2_normalize(torch.randn(DIM, generator=g))
+        bias = offset * similarity.l2_normalize(torch.randn(DIM, generator=g))
         with torch.no_grad():
             for h in heads:
                 h.fc.bias.copy_(bias)
@@ -125,7 +124,7 @@ def train(loss: str, loss_kwargs: dict, seed: int, offset: float = 0.0) -> list[
 fitted = fit(*train_set, loss="unified", loss_kwargs=LOSSES["Unified"][1], head=HEAD, dim=DIM, epochs=EPOCHS,
              batch_size=BATCH, lr=LR, seed=0, val=val_set, progress=False)
 first = [{"epoch": 0, **evaluate(*start_heads(seed=0), *val_set)}, *fitted.history]
-table = viz.history_frame({"Unified": first})
+table = report.history_frame({"Unified": first})
 columns = ["epoch", "loss", "rsum", "i2t_r1", "t2i_r1", "pos_sim", "hardneg_sim", "seconds"]
 print(table[columns].round(3).to_string(index=False))
 assert list(table["epoch"]) == list(range(EPOCHS + 1))  # one row per epoch, plus epoch 0
@@ -137,8 +136,8 @@ assert table["rsum"].iloc[-1] > chance
 # Now all three losses of Li et al.'s comparison, each for both seeds (a seed fixes the
 # heads' initialisation and the order of the batches):
 #
-# * **Triplet-HN** (eq. 1), margin $m = 0.2$: only the hardest negative of each query counts;
-# * **VLC** (eqs. 3–4) = InfoNCE with temperature $\tau = 0.1$. By eq. 7 it is, up to a
+# * **Triplet-SH** (eq. 1), margin $m = 0.2$: only the hardest negative of each query counts;
+# * **NT-Xent** (eqs. 3–4) = InfoNCE with temperature $\tau = 0.1$. By eq. 7 it is, up to a
 #   constant factor, the unified loss with $m = 0$ and $\gamma = 1/\tau = 10$ — a *softer*
 #   scale than the unified loss's $\gamma = 60$, so it differs from it in two knobs, not one
 #   (notebook 11 separates them);
@@ -149,7 +148,7 @@ histories = {seed: {name: train(loss, kw, seed) for name, (loss, kw) in LOSSES.i
 # Same seed, same history: seed 0's unified run (heads from start_heads) repeats `first` (heads built by fit).
 assert [(r["loss"], r["rsum"]) for r in histories[0]["Unified"][1:]] == [(r["loss"], r["rsum"]) for r in first[1:]]
 
-summary = viz.history_frame({f"{name} / seed {s}": h for s, runs in histories.items() for name, h in runs.items()})
+summary = report.history_frame({f"{name} / seed {s}": h for s, runs in histories.items() for name, h in runs.items()})
 final = summary[summary["epoch"] == EPOCHS].set_index("run")
 print(final[["rsum", "i2t_r1", "t2i_r1", "pos_sim", "hardneg_sim"]].round(3).to_string())
 
@@ -160,10 +159,10 @@ print(final[["rsum", "i2t_r1", "t2i_r1", "pos_sim", "hardneg_sim"]].round(3).to_
 # value, because the three losses live on different scales — sums, means and a $1/\gamma$):
 
 # %%
-viz.curves_figure(histories[0], metrics=("loss", "rsum"), chance=chance)
+viz.training.curves_figure(histories[0], metrics=("loss", "rsum"), chance=chance)
 
 # %%
-viz.similarity_figure(histories[0])
+viz.training.similarity_figure(histories[0])
 
 # %% [markdown]
 # What we check, for **each** seed (facts that held for every seed we tried, in fast and in
@@ -175,10 +174,10 @@ viz.similarity_figure(histories[0])
 # and, on the shapes data (with Flickr30K features the cell prints the numbers; whether the
 # same holds there is for you to find out):
 #
-# 3. Triplet-HN's *best* rsum over the epochs is below both VLC's and the unified loss's
-#    (on the final epoch the gap can be small in full mode: Triplet-HN catches up late);
-# 4. Triplet-HN keeps every similarity small: its final mean positive similarity is below
-#    VLC's.
+# 3. Triplet-SH's *best* rsum over the epochs is below both NT-Xent's and the unified loss's
+#    (on the final epoch the gap can be small in full mode: Triplet-SH catches up late);
+# 4. Triplet-SH keeps every similarity small: its final mean positive similarity is below
+#    NT-Xent's.
 #
 # Note that `hardneg_sim` sits *above* `pos_sim` for every loss: a mean over an image's five
 # captions is compared with a maximum over hundreds of wrong captions, and on the shapes data
@@ -186,45 +185,45 @@ viz.similarity_figure(histories[0])
 
 # %%
 for seed, runs in histories.items():
-    frames = {name: viz.history_frame({name: h}) for name, h in runs.items()}
+    frames = {name: report.history_frame({name: h}) for name, h in runs.items()}
     for name, f in frames.items():
         assert list(f["epoch"]) == list(range(EPOCHS + 1)), (seed, name)
         assert f["rsum"].iloc[-1] > chance + 20, (seed, name, f["rsum"].iloc[-1])
     best = {name: f["rsum"].max() for name, f in frames.items()}
     if SHAPES:
-        assert best["Triplet-HN"] < min(best["VLC"], best["Unified"]), (seed, best)
-        assert frames["Triplet-HN"]["pos_sim"].iloc[-1] < frames["VLC"]["pos_sim"].iloc[-1], seed
+        assert best["Triplet-SH"] < min(best["NT-Xent"], best["Unified"]), (seed, best)
+        assert frames["Triplet-SH"]["pos_sim"].iloc[-1] < frames["NT-Xent"]["pos_sim"].iloc[-1], seed
     print(f"seed {seed}: best rsum " + ", ".join(f"{k} {v:.1f}" for k, v in best.items()))
 
 # %% [markdown]
-# ## The early-training collapse of Triplet-HN (Li et al., sec. 3.3 and Fig. 4a)
+# ## The early-training collapse of Triplet-SH (Li et al., sec. 3.3 and Fig. 4a)
 #
 # Li et al.'s argument, on the unit hypersphere: for an image $v_i$ with positive caption
-# $t_i$ and hardest negative $\hat t_i$, the Triplet-HN gradient moves $\hat t_i$ along the
+# $t_i$ and hardest negative $\hat t_i$, the Triplet-SH gradient moves $\hat t_i$ along the
 # sphere with a strength $\propto \sin\theta(v_i, \hat t_i)$ and $v_i$ with a strength
 # $\propto \|\hat t_i - t_i\|$ (eqs. 11–12). Early in training, they observe, positive and
 # hardest negative similarities **both approach 1** (their Fig. 4a, epochs 0–3): then
 # $\sin\theta \to 0$ and $\hat t_i \to t_i$, both gradients vanish, and training stalls in a
-# poor region. VLC and the unified loss sum over *all* negatives, so (they argue) some
+# poor region. NT-Xent and the unified loss sum over *all* negatives, so (they argue) some
 # negative always keeps a useful gradient.
 #
 # **What happens on our data?** Look at epoch 0 in the figure above: the untrained heads give
 # similarities near 0, not near 1 — our features are standardised (mean zero per dimension)
 # and random projections of them are nearly orthogonal. So the precondition of the collapse
-# is simply absent, and Triplet-HN does not collapse. Nor does its gradient vanish: the
+# is simply absent, and Triplet-SH does not collapse. Nor does its gradient vanish: the
 # trainer counts, on a fixed probe batch, how many queries still violate the margin against
-# their hardest negative (COCOS, Bleeker & de Rijke eqs. 9–10). For Triplet-HN that is
+# their hardest negative (COCOS, Bleeker & de Rijke eqs. 9–10). For Triplet-SH that is
 # (nearly) every query at every epoch — its gradient is alive; it just cannot push the
 # hardest negatives of the shapes data (scenes of a group share many attributes, and some
 # captions fit several scenes) below the positives.
 
 # %%
 for seed, runs in histories.items():
-    start = runs["Triplet-HN"][0]
-    f = viz.history_frame({"t": runs["Triplet-HN"]}).query("epoch >= 1")
+    start = runs["Triplet-SH"][0]
+    f = report.history_frame({"t": runs["Triplet-SH"]}).query("epoch >= 1")
     active = 1 - f["cocos_i2t_C_0"] / f["cocos_i2t_n_queries"]
     print(f"seed {seed}: epoch 0 positive {start['pos_sim']:.3f}, hardest negative {start['hardneg_sim']:.3f}; "
-          f"share of probe queries with a Triplet-HN gradient per epoch: {active.round(2).tolist()}")
+          f"share of probe queries with a Triplet-SH gradient per epoch: {active.round(2).tolist()}")
     if SHAPES:
         assert start["pos_sim"] < 0.5 and start["hardneg_sim"] < 0.5, start  # far from Li et al.'s epoch 0
         assert (active >= 0.9).all()
@@ -253,7 +252,7 @@ def tangent_norm(loss: str, kw: dict, offset: float) -> float:
     img_head, txt_head = start_heads(seed=0, offset=offset)
     with torch.no_grad():
         v, t = img_head(train_set[0][c2i[probe_caps]]), txt_head(train_set[1][probe_caps])
-    return float(tangent_gradient_norms(v, t, make_objective(loss, kw)).img.mean())
+    return float(analysis.tangent_gradient_norms(v, t, make_objective(loss, kw)).img.mean())
 
 
 norms = {name: (tangent_norm(loss, kw, 0.0), tangent_norm(loss, kw, OFFSET)) for name, (loss, kw) in LOSSES.items()}
@@ -264,11 +263,11 @@ for name, (normal, collapsed) in norms.items():
         assert collapsed < 0.5 * normal  # every loss's tangent gradient shrinks when all points crowd together
 shrink = {name: collapsed / normal for name, (normal, collapsed) in norms.items()}
 if SHAPES:
-    assert max(shrink["VLC"], shrink["Unified"]) < shrink["Triplet-HN"]  # ... the softmax losses' even more
+    assert max(shrink["NT-Xent"], shrink["Unified"]) < shrink["Triplet-SH"]  # ... the softmax losses' even more
 
 # %% [markdown]
-# The tangent gradients shrink for **all three** losses — the unified loss's and VLC's by a
-# larger factor than Triplet-HN's. When *every* embedding starts at one point there is no
+# The tangent gradients shrink for **all three** losses — the unified loss's and NT-Xent's by a
+# larger factor than Triplet-SH's. When *every* embedding starts at one point there is no
 # far-away negative for the sum over negatives to use, so sec. 3.3's argument for the unified
 # loss does not carry over to this extreme start. (Adam also rescales each parameter's step
 # by its recent gradient size, so a uniformly small gradient does not by itself stop
@@ -278,15 +277,15 @@ if SHAPES:
 # %%
 collapsed = {seed: {name: train(loss, kw, seed, offset=OFFSET) for name, (loss, kw) in LOSSES.items()}
              for seed in SEEDS}
-viz.similarity_figure(collapsed[0])
+viz.training.similarity_figure(collapsed[0])
 
 # %%
-viz.curves_figure(collapsed[0], metrics=("rsum", "sim_gap"), chance=chance)
+viz.training.curves_figure(collapsed[0], metrics=("rsum", "sim_gap"), chance=chance)
 
 # %% [markdown]
-# This is Li et al.'s Fig. 4a on our data. From the collapsed start, **Triplet-HN stays
+# This is Li et al.'s Fig. 4a on our data. From the collapsed start, **Triplet-SH stays
 # collapsed**: its positive and hardest-negative similarities stay together near 1 (they
-# even creep closer to 1) and its rsum ends lowest of the three. VLC and the unified loss
+# even creep closer to 1) and its rsum ends lowest of the three. NT-Xent and the unified loss
 # pull the similarities down and climb out (in full mode, 20 epochs, they end up at least as
 # good as from the usual start; in fast mode they are still on the way). The checks, again
 # for each seed, on the shapes data:
@@ -294,13 +293,13 @@ viz.curves_figure(collapsed[0], metrics=("rsum", "sim_gap"), chance=chance)
 # %%
 for seed, runs in collapsed.items():
     ends = {name: h[-1] for name, h in runs.items()}
-    tri = ends["Triplet-HN"]
+    tri = ends["Triplet-SH"]
     if SHAPES:
         for name, h in runs.items():
             assert h[0]["pos_sim"] > 0.9 and h[0]["hardneg_sim"] > 0.9, (seed, name)  # the collapsed start
         assert tri["pos_sim"] > 0.95 and tri["hardneg_sim"] > 0.95, (seed, tri)  # still collapsed at the end
-        assert tri["pos_sim"] > runs["Triplet-HN"][0]["pos_sim"], seed  # ... and closer to 1 than at the start
-        for other in ("VLC", "Unified"):
+        assert tri["pos_sim"] > runs["Triplet-SH"][0]["pos_sim"], seed  # ... and closer to 1 than at the start
+        for other in ("NT-Xent", "Unified"):
             assert ends[other]["pos_sim"] < tri["pos_sim"] - 0.03, (seed, other)  # moved out of the collapse
             assert ends[other]["rsum"] > tri["rsum"], (seed, other)
             if not cfg.fast:  # 20 epochs: as good as from the usual start
@@ -311,15 +310,15 @@ for seed, runs in collapsed.items():
 # ## Explorer: the stored histories
 #
 # Every run above is kept; nothing is retrained when you move a control. Pick the metrics
-# (ctrl/shift-click for several) and tick the runs to compare — e.g. `rsum` for "Triplet-HN"
-# and "Triplet-HN, collapsed start", or `sim_gap` (positive − hardest negative) for all
+# (ctrl/shift-click for several) and tick the runs to compare — e.g. `rsum` for "Triplet-SH"
+# and "Triplet-SH, collapsed start", or `sim_gap` (positive − hardest negative) for all
 # unified runs.
 
 # %%
 stored = {**{f"{k} (seed 0)": v for k, v in histories[0].items()},
           **{f"{k}, collapsed start (seed 0)": v for k, v in collapsed[0].items()}}
 metrics = ("loss", "rsum", "i2t_r1", "t2i_r1", "map5", "pos_sim", "hardneg_sim", "sim_gap")
-explorer = training_explorer(stored, metrics=metrics, shown=("loss", "rsum"), chance=chance)
+explorer = widgets.training.training_explorer(stored, metrics=metrics, shown=("loss", "rsum"), chance=chance)
 explorer
 
 # %% [markdown]
@@ -327,9 +326,9 @@ explorer
 # its trace:
 
 # %%
-box = explorer.controls["run:Triplet-HN (seed 0)"]
+box = explorer.controls["run:Triplet-SH (seed 0)"]
 box.value = False
-assert [tr.visible for tr in explorer.figure.data if tr.name == "Triplet-HN (seed 0)"] == [False, False]
+assert [tr.visible for tr in explorer.figure.data if tr.name == "Triplet-SH (seed 0)"] == [False, False]
 box.value = True
 
 # %% [markdown]
@@ -338,21 +337,21 @@ box.value = True
 # * The pipeline is data → frozen features → two heads trained with one loss; `fit` gives a
 #   deterministic per-epoch history (loss, R@K, rsum, positive and hardest-negative
 #   similarity, COCOS on a probe batch).
-# * On the shapes features, from the usual start, VLC and the unified loss reach a higher
-#   rsum than Triplet-HN (checked on the best epoch, for two seeds); Triplet-HN keeps all
+# * On the shapes features, from the usual start, NT-Xent and the unified loss reach a higher
+#   rsum than Triplet-SH (checked on the best epoch, for two seeds); Triplet-SH keeps all
 #   similarities near zero while every probe query still has a gradient — no collapse, no
 #   vanishing gradient, just slow progress against very hard negatives.
 # * Li et al.'s collapse needs a start where positives and hardest negatives are both near 1.
-#   We can create one (a shared bias); then Triplet-HN stays stuck near 1, as in their
-#   Fig. 4a, while VLC and the unified loss climb out — although at that start *all three*
+#   We can create one (a shared bias); then Triplet-SH stays stuck near 1, as in their
+#   Fig. 4a, while NT-Xent and the unified loss climb out — although at that start *all three*
 #   tangent gradients are small, so gradient size alone does not explain the difference.
 # * Assert only what holds across seeds; one run is an anecdote.
 #
 # ## Exercises
 #
-# 1. Give VLC the unified loss's scale, $\tau = 1/60$, so that VLC and Unified differ only by
+# 1. Give NT-Xent the unified loss's scale, $\tau = 1/60$, so that NT-Xent and Unified differ only by
 #    the margin (eq. 7). Which one is better now, on both seeds?
-# 2. How large must the shared bias be for Triplet-HN to get stuck? Try `offset` 5 and 10
+# 2. How large must the shared bias be for Triplet-SH to get stuck? Try `offset` 5 and 10
 #    and watch `pos_sim` of the collapsed runs.
 # 3. Replace the linear heads by MLP heads (`build_heads("mlp", ...)`). Does the ranking of
 #    the losses change?
@@ -362,13 +361,13 @@ box.value = True
 # 1. One change in `LOSSES`, then rerun the comparison:
 #
 # ```python
-# LOSSES["VLC"] = ("info_nce", {"temperature": 1 / 60})
+# LOSSES["NT-Xent"] = ("info_nce", {"temperature": 1 / 60})
 # for seed in SEEDS:
 #     runs = {name: train(loss, kw, seed) for name, (loss, kw) in LOSSES.items()}
 #     print(seed, {name: round(max(r["rsum"] for r in h), 1) for name, h in runs.items()})
 # ```
 #
-# Compare the VLC and Unified columns: the only remaining difference is $m = 0.2$. Notebook 11
+# Compare the NT-Xent and Unified columns: the only remaining difference is $m = 0.2$. Notebook 11
 # sweeps $m$ at fixed $\gamma$ properly (Li et al., Fig. 5a).
 #
 # 2. ```python

@@ -28,25 +28,19 @@
 # Papers: Bleeker & de Rijke (Table 1; COCOS eqs. 9–13, Tables 2–4), Xuan & Chen (Table 1, Tables 3–5),
 # Veit & Wilber (PR-AUC, Table 1), Li et al. (the unified loss, eq. 5). Library: `vlr_lib.train.grid`
 # (training, cached per cell), `vlr_lib.metrics`, `vlr_lib.analysis.cocos_table`,
-# `vlr_lib.viz.showdown` (tables, figures and the reading).
-
-# %%
-from vlr_lib.notebook import setup
-cfg = setup(seed=0)
+# `vlr_lib.report` (tables and the reading), `vlr_lib.viz.showdown` (figures).
 
 # %%
 import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from vlr_lib.losses import LOSSES
-from vlr_lib.goal import GOAL_PAIRS, GOAL_TRIPLETS, TABLE1
-from vlr_lib.train import fit
-from vlr_lib.train import showdown as sd  # the experiment, shared with data_scripts/run_showdown.py
-from vlr_lib.viz import showdown as V
-from vlr_lib.widgets import showdown as W
+from vlr_lib import goal, losses, report, viz, widgets
+from vlr_lib.notebook import setup
+from vlr_lib.train import fit, showdown  # the experiment, shared with `python -m vlr_lib showdown`
 
-spec = sd.spec_for(cfg.data, cfg.fast, device=str(cfg.device))
+cfg = setup(seed=0)
+spec = showdown.spec_for(cfg.data, cfg.fast, device=str(cfg.device))
 spec
 
 # %% [markdown]
@@ -59,15 +53,15 @@ spec
 # train (some of them are the gradient of no loss, sec. 3.4).
 
 # %%
-contestants = pd.DataFrame([{"loss": c["loss"], "name": V.display_name(c["loss"]),
-                             "hyper-param (library default)": V.hyperparameters(c["loss"])} for c in sd.configs()])
+contestants = pd.DataFrame([{"loss": c["loss"], "name": losses.loss_label(c["loss"]),
+                             "hyper-param (library default)": report.hyperparameters(c["loss"])} for c in showdown.configs()])
 contestants
 
 # %%
-goal_losses = {f"goal:{t},{p}" for t in GOAL_TRIPLETS for p in GOAL_PAIRS}
-assert len(contestants) == len(LOSSES) + 15 == 22
-assert sum(name != "New" for name in TABLE1.values()) == 5, "Table 1: five known losses among the 15 cells"
-assert set(contestants["loss"]) == set(LOSSES) | goal_losses, "every closed-form loss and every GOAL cell, once"
+goal_losses = {f"goal:{t},{p}" for t in goal.GOAL_TRIPLETS for p in goal.GOAL_PAIRS}
+assert len(contestants) == len(losses.LOSSES) + 15 == 22
+assert sum(name != "New" for name in goal.TABLE1.values()) == 5, "Table 1: five known losses among the 15 cells"
+assert set(contestants["loss"]) == set(losses.LOSSES) | goal_losses, "every closed-form loss and every GOAL cell, once"
 assert contestants["loss"].is_unique
 
 # %% [markdown]
@@ -83,33 +77,33 @@ assert contestants["loss"].is_unique
 # - *Same schedule.* Epochs, batch size, learning rate and its one decay (×0.1 halfway, the VSE++
 #   recipe of Bleeker & de Rijke sec. 3) are shared.
 # - *Same evaluation.* After every epoch the trainer measures rsum on the **validation** split; a
-#   callback (`sd.ShowdownMetrics`) also measures the **test** split and COCOS on one fixed probe batch.
+#   callback (`showdown.ShowdownMetrics`) also measures the **test** split and COCOS on one fixed probe batch.
 #   Each run is reported at its epoch of best validation rsum — the checkpoint a practitioner would
 #   keep — so the test numbers never influence the choice.
 #
 # The runs go through `vlr_lib.train.grid`, which stores every (configuration, seed) cell on disk under
-# `runs/` at the repository root. `sd.run` returns the stored table when its settings match, so
+# `runs/` at the repository root. `showdown.run` returns the stored table when its settings match, so
 # re-opening this notebook does not retrain; in fast mode (CI) the small grid trains in seconds.
 # In essence it calls
 #
 # ```python
-# grid(sd.configs(), seeds=spec.seeds, train=data.train, val=data.val, out=spec.out,
-#      callbacks=[sd.ShowdownMetrics(data.test, probe)], **spec.train_settings())
+# grid(showdown.configs(), seeds=spec.seeds, train=data.train, val=data.val, out=spec.out,
+#      settings=spec.settings().replace(callbacks=[showdown.ShowdownMetrics(data.test, probe)]), **spec.model())
 # ```
 
 # %%
 command = f"notebook 10 (VLR_FAST={int(cfg.fast)}, VLR_DATA={cfg.data})"
-showdown = sd.run(spec, command=command)  # FileNotFoundError with the commands to run if flickr30k features are missing
-runs, meta = showdown.runs, showdown.meta
+race = showdown.run(spec, command=command)  # FileNotFoundError with the commands to run if flickr30k features are missing
+runs, meta = race.runs, race.meta
 chance = meta["chance_rsum_test"]
 
 # %% [markdown]
 # Where the table came from, read from its stored metadata:
 
 # %%
-stored = meta["spec"]  # the settings the table was trained with (sd.run reuses it only when they match spec)
+stored = meta["spec"]  # the settings the table was trained with (showdown.run reuses it only when they match spec)
 display(Markdown("\n".join([
-    f"- **{'stored table reused' if showdown.reused else 'trained just now'}** from `{showdown.out.relative_to(showdown.out.parents[1])}`",
+    f"- **{'stored table reused' if race.reused else 'trained just now'}** from `{race.out.relative_to(race.out.parents[1])}`",
     f"- command: `{meta['command']}`",
     f"- data and features: {meta['data']}",
     f"- training: {stored['head']} heads ({stored['dim']}-d), {stored['epochs']} epochs, batch {stored['batch_size']}, "
@@ -145,12 +139,12 @@ print(f"{len(runs)} runs; selected epochs range {runs['sel_epoch'].min()}-{runs[
 # runs should coincide.
 
 # %%
-data = sd.load_data(spec)
+data = showdown.load_data(spec)
 seed = spec.seeds[0]
-check = sd.ShowdownMetrics(data.test, sd.probe_batch(data.train, min(spec.probe, data.train[0].shape[0])))
-with sd.cpu_threads(1):  # tiny matmuls: one thread is faster than two on a shared CPU
-    again = fit(*data.train, loss="triplet_hardest", val=data.val, seed=seed, callbacks=[check],
-                device=cfg.device, progress=False, **spec.train_settings())
+check = showdown.ShowdownMetrics(data.test, showdown.probe_batch(data.train, min(spec.probe, data.train[0].shape[0])))
+with showdown.cpu_threads(1):  # tiny matmuls: one thread is faster than two on a shared CPU
+    again = fit(*data.train, loss="triplet_hardest", val=data.val, **spec.model(),
+                settings=spec.settings().replace(seed=seed, callbacks=[check], device=cfg.device))
 stored_row = runs[(runs["loss"] == "triplet_hardest") & (runs["seed"] == seed)].iloc[0]
 exact = cfg.device.type == "cpu"  # CPU runs repeat bit for bit; the table went through CSV, hence rtol 1e-9
 cols = ("rsum", "sel_epoch", "sel_rsum", "sel_map5", "sel_pr_auc", "sel_cocos_triplet_sh_i2t_C_0") if exact else ("sel_rsum",)
@@ -159,7 +153,7 @@ for col in cols:
 print(f"retrained Triplet-SH, seed {seed}: test rsum {again.final['sel_rsum']:.2f} at epoch "
       f"{again.final['sel_epoch']} = stored {stored_row['sel_rsum']:.2f}")
 
-metrics_cols = [f"sel_{m}" for m in V.TABLE1_COLUMNS]
+metrics_cols = [f"sel_{m}" for m in report.TABLE1_COLUMNS]
 con_con = runs[runs["loss"] == "goal:con,con"].set_index("seed")[metrics_cols]
 hardest = runs[runs["loss"] == "triplet_hardest"].set_index("seed")[metrics_cols]
 np.testing.assert_allclose(con_con.to_numpy(), hardest.loc[con_con.index].to_numpy(), rtol=1e-9 if exact else 0.05)
@@ -175,8 +169,8 @@ print("GOAL (con, con) and Triplet-SH give the same test metrics, seed by seed")
 # matching from non-matching pairs, which recall (a per-query ranking) does not see.
 
 # %%
-summary = V.summarize(runs)
-table = V.table1(summary)
+summary = report.summarize(runs, prefix="sel_")
+table = report.table1(summary)
 table
 
 # %% [markdown]
@@ -204,7 +198,7 @@ print(f"chance rsum on the test split: {chance:.1f}; worst loss {summary['rsum_m
 # the group of losses, and the checkpoint: *last epoch* shows what happens without model selection.
 
 # %%
-W.showdown_explorer(runs, chance=chance)
+widgets.showdown.showdown_explorer(runs, chance=chance)
 
 # %% [markdown]
 # ## 4. The GOAL grid (Xuan & Chen, Tables 3–5 layout)
@@ -214,7 +208,7 @@ W.showdown_explorer(runs, chance=chance)
 # square marks the best cell of each panel, the second line names the loss a cell is (Table 1).
 
 # %%
-goal_fig = V.goal_heatmaps(summary, "r1")
+goal_fig = viz.showdown.goal_heatmaps(summary, "r1")
 goal_fig
 
 # %%
@@ -222,16 +216,16 @@ goal_fig
 heat = [t for t in goal_fig.data if t.type == "heatmap"]
 for trace, metric in zip(heat, ("i2t_r1", "t2i_r1")):
     z = np.asarray(trace.z, dtype=float)
-    for (i, p), (j, t) in [((i, p), (j, t)) for i, p in enumerate(GOAL_PAIRS) for j, t in enumerate(GOAL_TRIPLETS)]:
+    for (i, p), (j, t) in [((i, p), (j, t)) for i, p in enumerate(goal.GOAL_PAIRS) for j, t in enumerate(goal.GOAL_TRIPLETS)]:
         assert z[i, j] == summary.set_index("loss").at[f"goal:{t},{p}", f"{metric}_mean"]
-print(V.goal_table(summary, "rsum").to_string())
+print(report.goal_table(summary, "rsum").to_string())
 
 # %% [markdown]
 # Colour the cells by their difference to $(T^{con}, P^{con})$ — the VSE++ triplet, the paper's
 # baseline — to see which designed gradients improve on it, and switch metrics:
 
 # %%
-W.goal_explorer(runs)
+widgets.showdown.goal_explorer(runs)
 
 # %% [markdown]
 # ## 5. COCOS at the best checkpoint
@@ -245,14 +239,14 @@ W.goal_explorer(runs)
 # rule. First the four losses the paper counts, each under its own rule (their Tables 2–4):
 
 # %%
-own = V.cocos_own_rule(runs)
+own = report.cocos_own_rule(runs)
 own
 
 # %% [markdown]
 # Then every model under every rule (colour scaled per column; the numbers are the means over seeds):
 
 # %%
-W.cocos_explorer(runs)
+widgets.showdown.cocos_explorer(runs)
 
 # %% [markdown]
 # The paper's observation is that *the more negatives still contribute at the optimum, the lower the
@@ -260,7 +254,7 @@ W.cocos_explorer(runs)
 # tests that on this data:
 
 # %%
-c_q = V.cocos_summary(runs, "C_q")["Triplet i2t"].to_numpy()
+c_q = report.cocos_summary(runs, "C_q")["Triplet i2t"].to_numpy()
 rsum = summary["rsum_mean"].to_numpy()
 rho = pd.Series(c_q).rank().corr(pd.Series(rsum).rank())  # Spearman's rho
 
@@ -291,7 +285,7 @@ display(Markdown(f"Spearman's ρ = **{rho:.2f}** over {len(rsum)} models: a {str
 
 # %%
 n_neg = min(spec.probe, data.train[0].shape[0]) - 1  # probe batch minus the positive
-cq = V.cocos_summary(runs, "C_q")
+cq = report.cocos_summary(runs, "C_q")
 sims = runs.groupby("loss", sort=False)[["sel_pos_sim", "sel_hardneg_sim"]].mean().set_axis(cq.index)
 saturated = [n for n in cq.index if (cq.loc[n, ["Triplet i2t", "Triplet t2i"]] == n_neg).all()]
 rsum_rank = summary.set_index("name")["rsum_mean"].rank(ascending=False)
@@ -310,15 +304,15 @@ display(Markdown(text))
 
 # the saturated set, recomputed from the raw columns
 raw = runs.groupby("loss", sort=False)[["sel_cocos_triplet_i2t_C_q", "sel_cocos_triplet_t2i_C_q"]].mean()
-assert saturated == [V.display_name(l) for l in raw.index if (raw.loc[l] == n_neg).all()]
+assert saturated == [losses.loss_label(l) for l in raw.index if (raw.loc[l] == n_neg).all()]
 
 # %%
 # Definitions the counts must obey, whatever the model (Bleeker & de Rijke eqs. 9a, 9b, 11).
-sh = V.cocos_summary(runs, "C_q")[["Triplet-SH i2t", "Triplet-SH t2i"]].stack().dropna()
+sh = report.cocos_summary(runs, "C_q")[["Triplet-SH i2t", "Triplet-SH t2i"]].stack().dropna()
 assert (sh == 1.0).all(), "Triplet-SH counts at most the hardest negative: C^q = 1 for every active query"
-assert (V.cocos_summary(runs, "C_q")[["Triplet i2t", "Triplet t2i"]].stack().dropna() >= 1).all()
-assert V.cocos_summary(runs, "W_pos")[["NT-Xent i2t", "NT-Xent t2i"]].stack().between(0, 1).all()
-assert (V.cocos_summary(runs, "C_0").stack() <= spec.probe).all()
+assert (report.cocos_summary(runs, "C_q")[["Triplet i2t", "Triplet t2i"]].stack().dropna() >= 1).all()
+assert report.cocos_summary(runs, "W_pos")[["NT-Xent i2t", "NT-Xent t2i"]].stack().between(0, 1).all()
+assert (report.cocos_summary(runs, "C_0").stack() <= spec.probe).all()
 
 # %% [markdown]
 # ## 6. What the race says — and how sure we can be
@@ -326,11 +320,11 @@ assert (V.cocos_summary(runs, "C_0").stack() <= spec.probe).all()
 # Three seeds give a rough spread, not a significance test. We call two configurations **separated**
 # on a metric when their mean ± std intervals do not overlap, $|\bar x_a - \bar x_b| > s_a + s_b$;
 # otherwise the difference is *within the seed noise* and we do not rank them. The reading below is
-# generated from the table by `V.reading`: the best configuration and those tied with it, how many of
+# generated from the table by `report.reading`: the best configuration and those tied with it, how many of
 # the pairs are separated, and each claim of the papers put to the test on this data.
 
 # %%
-facts = V.reading(summary, "rsum")
+facts = report.reading(summary, "rsum")
 display(Markdown(facts["text"]))
 
 # %% [markdown]
@@ -398,7 +392,7 @@ print(f"{len(facts['claims'])} claims checked; {facts['n_separated']} of {facts[
 #
 # ```python
 # n = len(spec.seeds)
-# seps = V.separations(summary, "rsum")
+# seps = report.separations(summary, "rsum")
 # strict = (seps["delta"].abs() > seps["noise"]).sum()
 # loose = (seps["delta"].abs() > seps["noise"] / np.sqrt(n)).sum()
 # print(strict, loose)  # the standard-error rule separates more pairs
@@ -414,7 +408,7 @@ print(f"{len(facts['claims'])} claims checked; {facts['n_separated']} of {facts[
 # <details><summary>Solution</summary>
 #
 # ```python
-# last = V.summarize(runs, prefix="test_")
+# last = report.summarize(runs, prefix="test_")
 # both = summary[["loss", "rsum_mean"]].merge(last[["loss", "rsum_mean"]], on="loss", suffixes=("_sel", "_last"))
 # print(both.sort_values("rsum_mean_sel", ascending=False))
 # print("rank correlation:", both["rsum_mean_sel"].rank().corr(both["rsum_mean_last"].rank()))
@@ -430,15 +424,16 @@ print(f"{len(facts['claims'])} claims checked; {facts['n_separated']} of {facts[
 #
 # ```python
 # from vlr_lib.train import grid
-# data = sd.load_data(spec)
-# probe = sd.probe_batch(data.train, spec.probe)
-# with sd.cpu_threads(1):
+# data = showdown.load_data(spec)
+# probe = showdown.probe_batch(data.train, spec.probe)
+# contestant = spec.settings().replace(callbacks=[showdown.ShowdownMetrics(data.test, probe)])
+# with showdown.cpu_threads(1):
 #     extra = grid([{"loss": "unified", "gamma": 20.0}], seeds=spec.seeds, train=data.train, val=data.val,
-#                  out=spec.out / "extra", data_id=data.data_id, callbacks=[sd.ShowdownMetrics(data.test, probe)],
-#                  progress=False, **spec.train_settings())
+#                  out=spec.out, data_id=data.data_id, settings=contestant, progress=False, **spec.model())
 # both = pd.concat([runs, extra.runs], ignore_index=True)
-# print(V.table1(V.summarize(both)).tail(3))
+# print(report.table1(report.summarize(both, prefix="sel_")).tail(3))
 # ```
-# The same `data_id` and settings make the new cells comparable (and cached under `extra/`); a
-# separate `out` matters, because `grid` rewrites `runs.csv` of its `out` with the cells of that call only.
+# The same `data_id` and settings make the new cells comparable; they are cached next to the
+# showdown's under `spec.out/cells`, and the folder's `runs.csv` now holds both (a grid folder is
+# the union of its cells). The stored showdown is unchanged: `showdown.json` lists its own cells.
 # </details>

@@ -21,7 +21,8 @@
 # 1. run a sweep of losses × hyperparameters × seeds with `vlr_lib.train.grid` into a cache
 #    directory, and extend or re-run it without retraining finished cells;
 # 2. read the margin and scale sweeps of the unified loss (Li et al., eq. 5 and Fig. 5) and
-#    recognise two of its cells as VLC (eq. 7) and as the road to Triplet-HN (eq. 6);
+#    recognise two of its cells as NT-Xent (Li et al.'s VLC, eq. 7) and as the road to Triplet-SH
+#    (their Triplet-HN, eq. 6);
 # 3. sweep the temperature of NT-Xent (Bleeker & de Rijke eq. 4), $\tau$ of SmoothAP
 #    (eq. 7) and $k$ of cross-example negative mining (Veit & Wilber eq. 6);
 # 4. explore the stored results slice by slice, and say which differences you measured
@@ -34,10 +35,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from vlr_lib.notebook import repo_root, setup, training_features
+from vlr_lib import paths, report, viz, widgets
+from vlr_lib.notebook import setup, training_features
 from vlr_lib.train import chance_rsum, grid
-from vlr_lib.viz import training as viz
-from vlr_lib.widgets.training import sweep_explorer
 
 cfg = setup(seed=0)
 SHAPES = cfg.data == "shapes"
@@ -56,7 +56,7 @@ SWEEPS = {  # loss -> {parameter: values}; fast mode: 2-3 values each
     "cross_example_softmax": {"topk": cfg.pick([1.0, 0.1], [1.0, 0.5, 0.25, 0.1, 0.01])},  # share of negatives kept
     "triplet_hardest": {},  # the reference: gamma -> infinity of the unified loss (eq. 6)
 }
-RUNS = Path(os.environ.get("VLR_RUNS", repo_root() / "runs"))  # git-ignored
+RUNS = Path(os.environ.get("VLR_RUNS") or paths.runs_dir())  # git-ignored
 OUT = RUNS / f"11_hyperparameters-{cfg.data}-{'fast' if cfg.fast else 'full'}"
 OUT.mkdir(parents=True, exist_ok=True)
 print(f"grid cache: {OUT}")
@@ -134,7 +134,7 @@ assert (OUT / "runs.csv").exists() and (OUT / "summary.csv").exists()  # the tab
 # %% [markdown]
 # Two checks on the results:
 #
-# * the unified loss with $m = 0$ and $\gamma = 10$ is VLC with $\tau = 1/\gamma = 0.1$, up to
+# * the unified loss with $m = 0$ and $\gamma = 10$ is NT-Xent with $\tau = 1/\gamma = 0.1$, up to
 #   a constant factor (eq. 7). Adam's steps barely depend on a constant factor of the loss,
 #   so the two runs should land within a few rsum points of each other (not exactly: the
 #   factor is only constant for batches without repeated images, and floating-point
@@ -161,20 +161,20 @@ assert (runs["rsum"] > chance).all(), runs.loc[runs["rsum"] <= chance, "config"]
 # ## The unified loss: margin and scale (Li et al., Fig. 5)
 #
 # Li et al. sweep $m$ at $\gamma = 60$ (Fig. 5a) and $\gamma$ at $m = 0.2$ (Fig. 5b) on
-# Flickr30K with VSE++; on their data $m = 0.2$ is best, every $m > 0$ beats $m = 0$ (VLC), and
-# rsum first rises then falls with $\gamma$, with Triplet-HN below most $\gamma$. That is what
+# Flickr30K with VSE++; on their data $m = 0.2$ is best, every $m > 0$ beats $m = 0$ (NT-Xent), and
+# rsum first rises then falls with $\gamma$, with Triplet-SH below most $\gamma$. That is what
 # they report; we did not measure it. Ours, from the table above — the bold line is the slice, faint lines the
-# other slices, the dashed line Triplet-HN ($\gamma \to \infty$), error bars the standard
+# other slices, the dashed line Triplet-SH ($\gamma \to \infty$), error bars the standard
 # deviation over seeds (none with one seed):
 
 # %%
-viz.sweep_figure(runs, "unified", "margin", {"gamma": 60.0}, references=["triplet_hardest"], chance=chance)
+viz.training.sweep_figure(runs, "unified", "margin", {"gamma": 60.0}, references=["triplet_hardest"], chance=chance)
 
 # %%
-viz.sweep_figure(runs, "unified", "gamma", {"margin": 0.2}, references=["triplet_hardest"], chance=chance)
+viz.training.sweep_figure(runs, "unified", "gamma", {"margin": 0.2}, references=["triplet_hardest"], chance=chance)
 
 # %%
-viz.sweep_heatmap(runs, "unified", "gamma", "margin")
+viz.training.sweep_heatmap(runs, "unified", "gamma", "margin")
 
 # %% [markdown]
 # What we measured (printed, not asserted: with few epochs and seeds these are observations
@@ -182,7 +182,7 @@ viz.sweep_heatmap(runs, "unified", "gamma", "margin")
 
 # %%
 def best(loss: str, x: str, fixed: dict | None = None) -> str:
-    s = viz.sweep_slice(runs, loss, x, fixed)
+    s = report.sweep_slice(runs, loss, x, fixed)
     top = s.loc[s["mean"].idxmax()]
     spread = f"{runs.groupby('config')['rsum'].std().mean():.1f}" if len(SEEDS) > 1 else "n/a (one seed)"
     return (f"{loss}: best {x} = {top[x]:g} (rsum {top['mean']:.1f}); over the slice rsum spans "
@@ -219,7 +219,7 @@ print(f"triplet_hardest: rsum {cell('triplet_hardest')['rsum'].mean():.1f}")
 # grid stored.
 
 # %%
-explorer = sweep_explorer(runs, metric="rsum", references=["triplet_hardest"], chance=chance, loss="unified")
+explorer = widgets.training.sweep_explorer(runs, metric="rsum", references=["triplet_hardest"], chance=chance, loss="unified")
 explorer
 
 # %% [markdown]
@@ -231,7 +231,7 @@ c = explorer.controls
 assert (c["loss"].value, c["x"].value, c["at"].description) == ("unified", "gamma", "margin")
 c["at"].value = 0.0
 bold = explorer.figure.data[-1]
-expected = viz.sweep_slice(runs, "unified", "gamma", {"margin": 0.0})
+expected = report.sweep_slice(runs, "unified", "gamma", {"margin": 0.0})
 assert list(bold.x) == expected["gamma"].tolist() and list(bold.y) == expected["mean"].tolist()
 c["loss"].value = "info_nce"
 assert c["x"].value == "temperature" and c["at"].disabled
@@ -242,8 +242,8 @@ c["loss"].value = "unified"
 #
 # * `grid` trains losses × parameters × seeds and caches each cell on disk; a repeated or
 #   extended call trains only what is missing (checked above: zero epochs the second time).
-# * The unified loss's grid contains VLC ($m = 0$, eq. 7; checked against `info_nce` with
-#   $\tau = 1/\gamma$) and has Triplet-HN as its $\gamma \to \infty$ limit (eq. 6; the dashed
+# * The unified loss's grid contains NT-Xent ($m = 0$, eq. 7; checked against `info_nce` with
+#   $\tau = 1/\gamma$) and has Triplet-SH as its $\gamma \to \infty$ limit (eq. 6; the dashed
 #   line — exercise 1 asks how close large $\gamma$ gets in training).
 # * Which $m$ and $\gamma$ are best is a property of the data, the model and the schedule: read
 #   the values measured above, and compare differences with the seed spread before
@@ -253,7 +253,7 @@ c["loss"].value = "unified"
 # ## Exercises
 #
 # 1. Add $\gamma = 200$ and $\gamma = 1000$ to the unified sweep and re-run the grid cell. How
-#    many epochs are trained (the counter tells)? Does the curve approach the Triplet-HN line?
+#    many epochs are trained (the counter tells)? Does the curve approach the Triplet-SH line?
 # 2. Add a second seed to `SEEDS`. Which of the differences you saw survive?
 # 3. Sweep the scale $\lambda$ of the cross-example softmax (`scale`, 20 in Veit & Wilber)
 #    together with $k$: a two-parameter sweep the explorer can slice.
@@ -268,7 +268,7 @@ c["loss"].value = "unified"
 # result = grid(list(SWEEPS), SWEEPS, seeds=SEEDS, callbacks=counter, **SETTINGS)
 # runs = result.runs
 # print(counter.epochs, "epochs trained")  # 2 gammas x len(margins) x len(SEEDS) x EPOCHS
-# viz.sweep_figure(runs, "unified", "gamma", {"margin": 0.2}, references=["triplet_hardest"], log_x=True)
+# viz.training.sweep_figure(runs, "unified", "gamma", {"margin": 0.2}, references=["triplet_hardest"], log_x=True)
 # ```
 #
 # 2. `SEEDS = (0, 1)`, then re-run from the grid cell on; the error bars appear and the seed
@@ -278,7 +278,7 @@ c["loss"].value = "unified"
 # 3. ```python
 # SWEEPS["cross_example_softmax"] = {"topk": [1.0, 0.5, 0.1], "scale": [10.0, 20.0, 40.0]}
 # result = grid(list(SWEEPS), SWEEPS, seeds=SEEDS, **SETTINGS)
-# sweep_explorer(result.runs, loss="cross_example_softmax")
+# widgets.training.sweep_explorer(result.runs, loss="cross_example_softmax")
 # ```
 #
 # </details>

@@ -1,27 +1,66 @@
-"""Atomic file writes shared by the feature cache, checkpoints and the grid runner."""
+"""Every file the workbook writes goes through :func:`atomic_write`; every file it reads back through :func:`read_back`.
+
+Writing: a temp file next to the target, fsync, ``os.replace``: a crash or Ctrl-C leaves the
+old file or the new one, never half of one. The new file gets the permissions a plain
+``open(path, "w")`` would give (0666 minus the umask, or the mode of the file it replaces),
+and writing to a symlink writes the file it points to (the link stays).
+
+Reading: a file that cannot be read back is reported with its path and the way out
+(``--no-resume``, ``--force``, delete the cache, ...); a permission error is reported as one,
+never as a damaged file, so nothing is rebuilt or retrained because of it.
+"""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import shutil
+import stat
 import tempfile
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO, TypeVar
+
+T = TypeVar("T")
+_UMASK_LOCK = threading.Lock()
+
+
+class UnreadableFileError(ValueError):
+    """A file the workbook wrote cannot be read back: truncated, damaged, or not of the expected shape."""
+
+
+def _umask() -> int:
+    with _UMASK_LOCK:  # os.umask can only be read by setting it
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
+
+
+def _target(path: str | os.PathLike) -> Path:
+    """The file to replace: the end of a chain of symlinks (a dangling link's target is created)."""
+    path = Path(path)
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -> None:
     """Call ``write(file_object)`` on a temp file next to `path`, fsync it, then ``os.replace`` it into place.
 
     A crash or interrupt at any point leaves either the old file or the new one, never a
-    half-written file, and no temp file behind.
+    half-written file, and no temp file behind. Missing parent folders are created.
     """
-    path = Path(path)
+    path = _target(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
+            os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:  # interrupts included
@@ -34,3 +73,78 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temp folder next to `path` to fill; when the block succeeds it takes the place of `path`.
+
+    For outputs that are folders (``DatasetDict.save_to_disk``): an interrupted write leaves the
+    previous folder (or none), never half of one. An existing `path` is replaced.
+    """
+    path = _target(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    old = path.with_name(f".{path.name}.old-{os.getpid()}")
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())
+        yield tmp
+        if path.exists():
+            os.replace(path, old)
+        try:
+            os.replace(tmp, path)
+        except BaseException:
+            if old.exists() and not path.exists():
+                os.replace(old, path)  # put the previous folder back
+            raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """:func:`atomic_write` of a UTF-8 text."""
+    data = text.encode()
+    atomic_write(path, lambda f: f.write(data))
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
+    """:func:`atomic_write` of ``obj`` as indented JSON (key order kept: it is the column order of tables)."""
+    atomic_write_text(path, json.dumps(obj, indent=1))
+
+
+def read_back(path: str | os.PathLike, read: Callable[[Path], T], what: str, fix: str) -> T:
+    """``read(path)``, with every failure turned into an error that names the file and the fix.
+
+    `what` names the file's role ("checkpoint", "grid cell"); `fix` says what to do when it
+    is damaged ("rerun with --no-resume"). A missing file raises FileNotFoundError as usual; a
+    permission error stays a PermissionError (with the path), because it is not damage and
+    must not trigger a rebuild; anything else raises :class:`UnreadableFileError`.
+    """
+    path = Path(path)
+    try:
+        return read(path)
+    except FileNotFoundError:
+        raise
+    except PermissionError as err:
+        raise PermissionError(
+            f"cannot read the {what} {path}: permission denied; fix the file's permissions "
+            "(it is not damaged, so nothing was rebuilt)"
+        ) from err
+    except Exception as err:  # noqa: BLE001 - json, zip, pickle and EOF errors all mean "damaged"
+        raise UnreadableFileError(
+            f"the {what} {path} cannot be read, it is truncated or damaged ({type(err).__name__}: {err}); {fix}"
+        ) from err
+
+
+def read_json(path: str | os.PathLike, what: str, fix: str, kind: type = dict) -> Any:
+    """A JSON file of the given top-level `kind` (dict by default), read with :func:`read_back`."""
+
+    def load(p: Path) -> Any:
+        obj = json.loads(p.read_text())
+        if not isinstance(obj, kind):
+            raise TypeError(f"expected a JSON {kind.__name__}, found a {type(obj).__name__}")
+        return obj
+
+    return read_back(path, load, what, fix)

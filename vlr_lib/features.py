@@ -1,7 +1,7 @@
 """Frozen-backbone features: encode every image and caption once, cache them on disk.
 
 The workbook trains only small heads on top of frozen features, so every loss
-is compared on identical inputs (DESIGN.md, "Data modes"). Two backbones:
+is compared on identical inputs (the data modes of docs/architecture.md). Two backbones:
 
 * "clip-vit-b32": open_clip ``ViT-B-32`` with the "openai" weights (QuickGELU,
   as those weights were trained; other open_clip tags get their own setting)
@@ -54,7 +54,7 @@ from torch import Tensor
 
 from . import __version__
 from ._checks import check_choice
-from ._io import atomic_write
+from ._io import UnreadableFileError, atomic_write, atomic_write_text, read_back, read_json
 
 BACKBONES = ("clip-vit-b32", "vsepp-resnet50")
 FORMAT_VERSION = 1
@@ -331,12 +331,16 @@ def save_features(cache_dir: str | os.PathLike, features: FeatureSet) -> Path:
     manifest = dict(features.manifest, dim=features.dim, content_hash=content_hash(tensors), files=[FEATURES_FILE],
                     vlr_lib_version=__version__, torch_version=torch.__version__)
     atomic_write(cache_dir / FEATURES_FILE, lambda f: torch.save(tensors, f))
-    atomic_write(cache_dir / MANIFEST_FILE, lambda f: f.write(json.dumps(manifest, indent=2, sort_keys=True).encode()))
+    atomic_write_text(cache_dir / MANIFEST_FILE, json.dumps(manifest, indent=2, sort_keys=True))
     features.manifest = manifest
     return cache_dir
 
 
 def read_manifest(cache_dir: str | os.PathLike) -> dict[str, Any]:
+    """The manifest of the cache at `cache_dir`; FeatureCacheMissingError / FeatureCacheCorruptError name the file.
+
+    A manifest that cannot be read for lack of permission raises PermissionError (not damage: no rebuild).
+    """
     cache_dir = Path(cache_dir)
     if not (cache_dir / MANIFEST_FILE).exists() or not (cache_dir / FEATURES_FILE).exists():
         raise FeatureCacheMissingError(
@@ -344,9 +348,14 @@ def read_manifest(cache_dir: str | os.PathLike) -> dict[str, Any]:
             "load_or_build_features(..., build=True) or `python data_scripts/extract_features.py`"
         )
     try:
-        return json.loads((cache_dir / MANIFEST_FILE).read_text())
-    except (OSError, ValueError) as err:
-        raise FeatureCacheCorruptError(f"cannot read {cache_dir / MANIFEST_FILE}: {err}") from err
+        return read_json(cache_dir / MANIFEST_FILE, "feature-cache manifest", _rebuild_fix(cache_dir))
+    except UnreadableFileError as err:
+        raise FeatureCacheCorruptError(str(err)) from err
+
+
+def _rebuild_fix(cache_dir: Path) -> str:
+    return (f"delete the folder {str(cache_dir)!r} (or run data_scripts/extract_features.py with --rebuild) "
+            "to build it again")
 
 
 def load_features(
@@ -360,15 +369,22 @@ def load_features(
         if diff:
             detail = "; ".join(f"{k}: cached {a!r} != requested {b!r}" for k, (a, b) in diff.items())
             raise FeatureCacheStaleError(f"feature cache at {str(cache_dir)!r} does not match the request: {detail}")
+
+    def load(path: Path) -> dict:
+        tensors = torch.load(path, map_location="cpu", weights_only=True)
+        if not isinstance(tensors, dict) or not {"img", "txt", "caption_to_image"} <= set(tensors):
+            raise TypeError("not a features file written by vlr_lib.features")
+        return tensors
+
     try:
-        tensors = torch.load(cache_dir / FEATURES_FILE, map_location="cpu", weights_only=True)
-        fs = FeatureSet(tensors["img"], tensors["txt"], tensors["caption_to_image"], manifest)
-    except Exception as err:  # noqa: BLE001 - any unreadable file is a corrupt cache
-        raise FeatureCacheCorruptError(f"cannot read {cache_dir / FEATURES_FILE}: {err}") from err
+        tensors = read_back(cache_dir / FEATURES_FILE, load, "feature cache", _rebuild_fix(cache_dir))
+    except UnreadableFileError as err:
+        raise FeatureCacheCorruptError(str(err)) from err
+    fs = FeatureSet(tensors["img"], tensors["txt"], tensors["caption_to_image"], manifest)
     if verify and content_hash(tensors) != manifest.get("content_hash"):
         raise FeatureCacheCorruptError(
             f"feature cache at {str(cache_dir)!r} is corrupt: the content hash of {FEATURES_FILE} does not match "
-            f"{MANIFEST_FILE} (interrupted write or damaged file); rebuild it"
+            f"{MANIFEST_FILE} (interrupted write or damaged file); {_rebuild_fix(cache_dir)}"
         )
     return fs
 
@@ -477,13 +493,13 @@ def flickr_feature_dirs(cache_root: str | os.PathLike, backbone: str = "clip-vit
     complete = {k: v for k, v in found.items() if {"train", "validation", "test"} <= set(v)}
     if not complete:
         raise FileNotFoundError(
-            f"VLR_DATA=flickr30k needs cached {backbone} features of the Flickr30K Karpathy split "
+            f"Flickr30K mode (VLR_DATA=flickr30k, --data flickr30k) needs cached {backbone} features of the Flickr30K Karpathy split "
             f"(train, validation and test) under {root}, found {sorted(found) or 'none'}. This needs network "
             "once and preferably a GPU. Run from the repository root:\n"
             "  python data_scripts/prepare_flickr30k.py --out data/flickr30k\n"
             f"  python data_scripts/extract_features.py --data flickr30k --data-path data/flickr30k "
             f"--backbone {backbone} --device cuda\n"
-            "then re-run the notebook, or `python data_scripts/run_showdown.py --data flickr30k --device cuda`."
+            "then re-run the notebook, or `python -m vlr_lib showdown --data flickr30k --device cuda`."
         )
     if len(complete) > 1:
         raise ValueError(f"cache_root {root} holds several Flickr30K feature sets {sorted(complete)} "

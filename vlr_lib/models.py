@@ -1,7 +1,7 @@
 """Models that map inputs into the joint embedding space.
 
 Two families, both ending in an L2-normalised embedding so that S = img @ txt.T
-is the cosine similarity of DESIGN.md's contract:
+is the cosine similarity of the S contract (docs/architecture.md):
 
 - projection heads (``LinearHead``, ``MLPHead``) on top of frozen, cached
   features -- the setting of the Flickr30K mode and of the loss comparisons;

@@ -17,10 +17,12 @@ import numpy as np
 import torch
 
 from ._checks import check_int, check_nonnegative
+from .data import DATA_MODES
+from .paths import feature_cache_root, repo_root
 from .similarity import l2_normalize
+from .train import Triple
 
 T = TypeVar("T")
-DATA_MODES = ("shapes", "flickr30k")
 PLOTLY_RENDERER = "plotly_mimetype+notebook_connected"  # small outputs in JupyterLab, headless-safe
 
 
@@ -60,8 +62,11 @@ def setup(seed: int = 0, renderer: str | None = PLOTLY_RENDERER) -> Settings:
     data = os.environ.get("VLR_DATA", "shapes").strip().lower()
     if data not in DATA_MODES:
         raise ValueError(f"VLR_DATA must be one of {DATA_MODES}, got {data!r}")
+    from .train.device import parse_device
+
     device_name = os.environ.get("VLR_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
-    settings = Settings(fast=_flag("VLR_FAST"), data=data, device=torch.device(device_name), seed=seed)
+    device = parse_device(device_name, "VLR_DEVICE")  # a bad name or a missing GPU fails here, not in training
+    settings = Settings(fast=_flag("VLR_FAST"), data=data, device=device, seed=seed)
     seed_everything(seed)
     if settings.fast and settings.device.type == "cpu":
         # Fast mode's matrices are tiny: threads gain nothing, and on a shared 2-core CI
@@ -112,14 +117,6 @@ def demo_retrieval_batch(
     return l2_normalize(img), l2_normalize(txt), torch.arange(n_images).repeat_interleave(per)
 
 
-Triple = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
-
-
-def repo_root() -> Path:
-    """The checkout holding vlr_lib: cache/ and runs/ live there (an editable install, as `make` does)."""
-    return Path(__file__).resolve().parents[1]
-
-
 def training_features(
     cfg: Settings, n_train: tuple[int, int] = (400, 2000), n_val: tuple[int, int] = (100, 200)
 ) -> tuple[Triple, Triple]:
@@ -145,7 +142,7 @@ def training_features(
 def _flickr30k_features(device: torch.device, backbone: str = "clip-vit-b32") -> tuple[Triple, Triple]:
     from .features import flickr_feature_dirs, load_features
 
-    root = repo_root() / "cache" / "features"
+    root = feature_cache_root(repo_root())
     try:
         dirs = flickr_feature_dirs(root, backbone)
     except FileNotFoundError:

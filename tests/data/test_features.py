@@ -234,8 +234,36 @@ def test_corrupt_cache_is_detected_and_rebuilt(copy, data, resnet):
         again = _build_test(data, cache, resnet)
     assert _same(again, good)
     (cache / V.FEATURES_FILE).write_bytes((cache / V.FEATURES_FILE).read_bytes()[:100])  # truncated
-    with pytest.raises(V.FeatureCacheCorruptError, match="cannot read"):
+    with pytest.raises(V.FeatureCacheCorruptError, match=r"features.pt cannot be read, it is truncated or damaged.*--rebuild"):
         V.load_features(cache)
+
+
+def test_a_manifest_that_is_not_an_object_is_a_corrupt_cache_named_with_its_fix(copy):
+    cache, _ = copy
+    (cache / V.MANIFEST_FILE).write_text("[1, 2, 3]")
+    with pytest.raises(V.FeatureCacheCorruptError, match=r"manifest.json.*list.*delete the folder"):
+        V.load_features(cache)
+    with pytest.raises(V.FeatureCacheCorruptError, match="manifest.json"):
+        V.flickr_feature_dirs(cache.parent)
+
+
+@pytest.mark.parametrize("which", [V.FEATURES_FILE, V.MANIFEST_FILE])
+def test_a_permission_error_is_not_corruption_and_triggers_no_rebuild(copy, data, resnet, monkeypatch, which):
+    """Root ignores file modes, so the denial is simulated where the file is opened."""
+    cache, _ = copy
+    real_read = Path.read_text
+
+    def deny(path):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    if which == V.FEATURES_FILE:
+        monkeypatch.setattr(torch, "load", lambda path, *a, **k: deny(path))
+    else:
+        monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: deny(self) if self.name == which
+                            else real_read(self, *a, **k))
+    monkeypatch.setattr(V, "extract_features", lambda *a, **k: pytest.fail("a permission error must not rebuild"))
+    with pytest.raises(PermissionError, match=rf"{which}: permission denied.*not damaged"):
+        _build_test(data, cache, resnet)
 
 
 def test_missing_cache_with_build_false(tmp_path, data):

@@ -1,15 +1,14 @@
 """vlr_lib.train.grid: configs, per-cell caching, tidy tables, the 15-cell GOAL grid, and vlr-grid."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
 
+from vlr_lib import report
+from vlr_lib._io import UnreadableFileError
 from vlr_lib.goal import GOAL_PAIRS, GOAL_TRIPLETS, parse_goal_name
 from vlr_lib.train import expand_configs, goal_grid, grid
 from vlr_lib.train import grid_search as gs
@@ -122,19 +121,119 @@ def test_grid_needs_exactly_one_data_source(data):
         grid(["info_nce"], progress=False)
 
 
-def test_vlr_grid_cli(tmp_path):
-    code = "import sys; from vlr_lib.cli import grid_main; sys.exit(grid_main(sys.argv[1:]))"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+# --------------------------------------------------------------------------- the folder is the union of its cells
 
-    def cli(*args):
-        return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT,
-                              env=env, timeout=180)
 
-    helped = cli("--help")
-    assert helped.returncode == 0 and "--losses" in helped.stdout and "--seeds" in helped.stdout
-    done = cli("--data", "shapes", "--mode", "features", "--losses", "triplet_hardest,info_nce", "--seeds", "0,1",
-               "--epochs", "1", "--n-train", "32", "--n-val", "12", "--batch-size", "8", "--dim", "8",
-               "--out", str(tmp_path), "--no-progress")
-    assert done.returncode == 0, done.stderr
-    assert "triplet_hardest" in done.stdout and "info_nce" in done.stdout and "±" in done.stdout
-    assert len(pd.read_csv(tmp_path / "runs.csv")) == 4
+def test_a_second_grid_into_the_same_folder_keeps_the_first(data, tmp_path):
+    kwargs = dict(train=data, val=data, out=tmp_path, progress=False, **SETTINGS)
+    a = grid(["info_nce", "triplet_hardest"], seeds=[0, 1], **kwargs)
+    b = grid(["unified"], seeds=[0, 1], **kwargs)
+    assert set(a.runs["loss"]) == {"info_nce", "triplet_hardest"} and set(b.runs["loss"]) == {"unified"}
+    runs = pd.read_csv(tmp_path / "runs.csv")
+    assert sorted(runs["loss"]) == sorted(["info_nce", "triplet_hardest", "unified"] * 2)
+    assert len(pd.read_parquet(tmp_path / "runs.parquet")) == 6
+    summary = pd.read_csv(tmp_path / "summary.csv").set_index("config")
+    assert sorted(summary.index) == ["info_nce", "triplet_hardest", "unified"]
+    assert (summary["n_seeds"] == 2).all()
+    rows = a.runs.set_index(["loss", "seed"])["rsum"]
+    again = runs.set_index(["loss", "seed"])["rsum"]
+    for key, value in rows.items():
+        assert again[key] == pytest.approx(value)
+
+
+def test_cells_of_other_data_or_schedules_are_never_averaged_together(data, tmp_path):
+    img, txt, c2i = data
+    grid(["info_nce"], seeds=[0, 1], train=data, val=data, out=tmp_path, progress=False, **SETTINGS)
+    grid(["info_nce"], seeds=[0, 1], train=(img * 2, txt, c2i), val=data, out=tmp_path, progress=False, **SETTINGS)
+    grid(["info_nce"], seeds=[0, 1], train=data, val=data, out=tmp_path, progress=False, **{**SETTINGS, "epochs": 2})
+    runs = pd.read_csv(tmp_path / "runs.csv")
+    assert len(runs) == 6 and runs["data_id"].nunique() == 2 and runs["settings"].nunique() == 2
+    summary = pd.read_csv(tmp_path / "summary.csv")
+    assert len(summary) == 3 and (summary["n_seeds"] == 2).all()  # three setups of one config, two seeds each
+    assert "setup" in gs.GridResult(runs, report.summarize(runs)).table()
+
+
+@pytest.mark.parametrize("losses, params, seeds, match", [
+    ([], None, [0], "^losses is empty"),
+    (["nope"], None, [0], "^loss must be one of"),
+    (["info_nce"], {"gamma": [1.0]}, [0], "none of the losses"),
+    (["info_nce"], {"unified": {"gamma": [1.0]}}, [0], "not among the losses"),
+    (["unified"], {"margin": [-0.1]}, [0], "^margin"),
+    (["info_nce"], None, [0, 0], "^seeds must be distinct"),
+    (["info_nce"], None, [], "^seeds is empty"),
+    ([{"loss": "info_nce", "epochs": 0}], None, [0], "^epochs"),
+])
+def test_bad_selections_are_rejected_before_anything_is_trained_or_written(data, tmp_path, monkeypatch, losses,
+                                                                          params, seeds, match):
+    counter = CountingFit()
+    monkeypatch.setattr(gs, "fit", counter)
+    with pytest.raises(ValueError, match=match):
+        grid(losses, params, seeds, train=data, val=data, out=tmp_path / "g", progress=False, **SETTINGS)
+    assert counter.calls == 0 and not (tmp_path / "g").exists()
+
+
+def test_a_damaged_cell_names_the_file_and_the_fix(data, tmp_path):
+    grid(["info_nce"], train=data, val=data, out=tmp_path, progress=False, **SETTINGS)
+    cell = next((tmp_path / "cells").glob("*.json"))
+    cell.write_text('{"config": {"loss": "info_nce"}, "seed": 0, "hist')
+    with pytest.raises(UnreadableFileError, match=rf"{cell.name}.*truncated or damaged.*delete it"):
+        grid(["info_nce"], train=data, val=data, out=tmp_path, progress=False, **SETTINGS)
+    cell.write_text("[]")
+    with pytest.raises(UnreadableFileError, match="list"):
+        grid(["info_nce"], train=data, val=data, out=tmp_path, progress=False, **SETTINGS)
+
+
+class StopAfter:
+    """A callback that stops the run (like Ctrl-C) after epoch `n`."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __call__(self, record, result):
+        if record["epoch"] == self.n:
+            raise KeyboardInterrupt
+
+
+def test_an_interrupted_cell_resumes_from_its_last_epoch(data, tmp_path):
+    kwargs = dict(train=data, val=data, progress=False, **{**SETTINGS, "epochs": 3})
+    whole = grid(["info_nce"], **kwargs).runs
+    with pytest.raises(KeyboardInterrupt):
+        grid(["info_nce"], out=tmp_path, callbacks=[StopAfter(2)], **kwargs)
+    partial = list((tmp_path / "cells").glob("*.partial"))
+    assert len(partial) == 1 and not list((tmp_path / "cells").glob("*.json"))
+    resumed = grid(["info_nce"], out=tmp_path, **kwargs).runs
+    assert resumed["rsum"].item() == whole["rsum"].item() and resumed["train_loss"].item() == whole["train_loss"].item()
+    assert not list((tmp_path / "cells").glob("*.partial"))  # cleaned once the cell is written
+
+
+class Collapse:
+    """Sets both heads to a constant map (W = 0, the same bias) after epoch 1: every later S is constant.
+
+    (Callbacks must not change the models; this one breaks the rule on purpose, to make the
+    collapsed model the issue describes: zeroed heads with a bias.)
+    """
+
+    def __call__(self, record, result):
+        if record["epoch"] == 1:
+            with torch.no_grad():
+                for head in (result.img_head, result.txt_head):
+                    head.fc.weight.zero_()
+                    head.fc.bias.fill_(1.0)
+
+
+def test_a_collapsed_epoch_is_never_the_selected_one(data):
+    """Epoch 2's heads are constant (S constant): tie-safe metrics must not make it the best validation epoch.
+
+    lr=1e-12 keeps the collapsed heads exactly constant through epoch 2's steps (float32), so
+    epoch 2 is evaluated on a constant S; epoch 1 is the untrained heads, a plain ranking.
+    """
+    from vlr_lib.train import showdown as sd
+
+    probe = sd.probe_batch(data, 8)
+    pick = sd.ShowdownMetrics(data, probe)
+    result = grid(["info_nce"], train=data, val=data, progress=False, callbacks=[pick, Collapse()],
+                  **{**SETTINGS, "epochs": 2, "lr": 1e-12})
+    row = result.runs.iloc[0]
+    assert row["best_epoch"] == 1  # the grid's selection
+    assert row["sel_epoch"] == 1  # the showdown's selection (ShowdownMetrics)
+    assert row["rsum"] < row["best_rsum"]  # the collapsed epoch scores below the real one

@@ -1,10 +1,10 @@
-"""vlr_lib.train.showdown (the experiment of notebook 10) and its command line data_scripts/run_showdown.py.
+"""vlr_lib.train.showdown (the experiment of notebook 10) and its command line (python -m vlr_lib showdown).
 
 The runner is run on a tiny shapes set and on a fake Flickr30K feature cache to
 check the columns the figures read (sel_*, test_*, COCOS) and the stored-table
 reuse; the Flickr30K cache that data_scripts/extract_features.py writes is
 found by vlr-grid and by the showdown (one id convention,
-vlr_lib.features.flickr_cache_id); the script parses and delegates.
+vlr_lib.features.flickr_cache_id); data_scripts/run_showdown.py is the same command.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 import torch
 
-from vlr_lib import analysis, metrics
+from vlr_lib import analysis, metrics, report
 from vlr_lib.train import showdown as sd
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,8 +49,8 @@ def test_callback_records_test_metrics_cocos_and_the_selected_epoch():
     probe = sd.probe_batch(data.train, spec.probe)
     cb = sd.ShowdownMetrics(data.test, probe)
     with sd.cpu_threads(1):
-        result = fit(*data.train, loss="info_nce", val=data.val, seed=0, callbacks=[cb], progress=False,
-                     **spec.train_settings())
+        result = fit(*data.train, loss="info_nce", val=data.val, settings=spec.settings(), callbacks=[cb],
+                     **spec.model())
     h = result.history
     assert cb.trained == 3 and all("test" in r and "probe_cocos" in r for r in h)
     S = result.similarity(data.test[0], data.test[1])  # the final heads
@@ -85,7 +85,7 @@ def test_run_stores_reuses_and_writes_markdown(tmp_path, monkeypatch):
                                   check_exact=False, rtol=1e-12)
     assert sd.stored(tiny_spec(epochs=3), tmp_path) is None  # other settings: not reused
 
-    block = sd.markdown_block(second)
+    block = report.markdown_block(second.runs, second.meta)
     assert "| loss | hyper-param | i2t R@1 |" in block and "`pytest`" in block and "|  | T^con | T^nca | T^cir |" in block
 
 
@@ -160,8 +160,9 @@ def test_cli_and_showdown_find_the_cache_extract_features_writes(where, tmp_path
     """extract_features.py writes the caches (real script, real save); vlr-grid and the showdown read the same ones."""
     import vlr_lib.data
     import vlr_lib.data.flickr30k as F30
-    from vlr_lib import cli
     from vlr_lib import features as feats
+    from vlr_lib.cli import common
+    from vlr_lib.cli import grid as grid_cli
     from vlr_lib.data import make_shapes
 
     dd = make_shapes(6, 3, 3, seed=2)  # the Flickr30K schema
@@ -194,9 +195,9 @@ def test_cli_and_showdown_find_the_cache_extract_features_writes(where, tmp_path
 
     # vlr-grid --data flickr30k: must load those caches, never encode again.
     monkeypatch.setattr(feats, "build_encoder", lambda *a, **k: pytest.fail("the CLI missed the script's cache"))
-    args = cli.grid_parser().parse_args(["--data", "flickr30k", "--cache-root", str(root), "--no-progress",
+    args = grid_cli.parser().parse_args(["--data", "flickr30k", "--cache-root", str(root), "--no-progress",
                                          *data_args])
-    got = cli._flickr_features(args)
+    got = common.flickr_features(args, "cpu")
     for split in ("train", "validation"):
         cached = feats.load_features(written[split])
         for a, b in zip(got[split], (cached.img, cached.txt, cached.caption_to_image)):
@@ -220,12 +221,11 @@ def test_script_help():
     assert "vlr_lib.train.showdown" in out.stdout
 
 
-def test_script_command_line_and_missing_features(tmp_path, capsys, monkeypatch):
+def test_canonical_command_writes_the_environment_out_as_flags(monkeypatch):
+    from vlr_lib.cli import showdown as command
+
+    monkeypatch.setenv("VLR_FAST", "1")
     monkeypatch.delenv("VLR_DATA", raising=False)
-    monkeypatch.delenv("VLR_FAST", raising=False)
-    script = load_script("run_showdown")
-    args = script.parse_args(["--fast", "--seeds", "0,2", "--out", "runs/x y"])
-    assert script.canonical_command(args) == ("python data_scripts/run_showdown.py --data shapes --fast "
-                                              "--seeds 0,2 --out 'runs/x y'")
-    code = script.main(["--data", "flickr30k", "--cache-root", str(tmp_path), "--out", str(tmp_path / "out")])
-    assert code == 2 and "extract_features.py --data flickr30k" in capsys.readouterr().err
+    args = command.resolve_env(command.parser().parse_args(["--seeds", "0,2", "--out", "runs/x y"]))
+    assert command.canonical_command(args) == ("python -m vlr_lib showdown --data shapes --fast "
+                                               "--seeds 0,2 --out 'runs/x y'")

@@ -5,10 +5,10 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from vlr_lib.viz import showdown as V
+from vlr_lib import report
 from vlr_lib.widgets import showdown as W
 
-from tests.viz.test_showdown import synthetic_runs
+from tests.report.tables import synthetic_runs
 
 
 def arr(x) -> np.ndarray:
@@ -28,7 +28,7 @@ def test_showdown_explorer_layout_and_initial_figure(runs):
     box = W.showdown_explorer(runs, chance=30.0)
     assert set(box.controls) == {"metric", "group", "checkpoint"}
     assert isinstance(box.figure, go.FigureWidget) and box.figure in box.children
-    np.testing.assert_allclose(xs(box.figure), np.sort(V.summarize(runs)["rsum_mean"]))
+    np.testing.assert_allclose(xs(box.figure), np.sort(report.summarize(runs, prefix="sel_")["rsum_mean"]))
     assert any(getattr(s, "x0", None) == 30.0 for s in box.figure.layout.shapes)  # chance line on rsum
 
 
@@ -37,10 +37,10 @@ def test_showdown_explorer_metric(runs, metric):
     box = W.showdown_explorer(runs, chance=30.0)
     traces = box.figure.data
     box.controls["metric"].value = metric
-    np.testing.assert_allclose(xs(box.figure), np.sort(V.summarize(runs)[f"{metric}_mean"]))
+    np.testing.assert_allclose(xs(box.figure), np.sort(report.summarize(runs, prefix="sel_")[f"{metric}_mean"]))
     assert box.figure.data[0] is traces[0]  # updated in place
     assert not any(getattr(s, "x0", None) == 30.0 for s in box.figure.layout.shapes)  # no chance line off rsum
-    assert V.METRICS[metric] in box.figure.layout.title.text
+    assert report.METRIC_LABELS[metric] in box.figure.layout.title.text
 
 
 def test_showdown_explorer_group_and_checkpoint(runs):
@@ -50,7 +50,7 @@ def test_showdown_explorer_group_and_checkpoint(runs):
     box.controls["group"].value = "closed-form"
     assert len(xs(box.figure)) == 7
     box.controls["checkpoint"].value = "test_"
-    last = V.summarize(runs, prefix="test_")
+    last = report.summarize(runs, prefix="test_")
     np.testing.assert_allclose(xs(box.figure), np.sort(last[~last["loss"].str.startswith("goal:")]["rsum_mean"]))
 
 
@@ -65,16 +65,16 @@ def test_goal_explorer_switches_panels_and_colour(runs):
     box = W.goal_explorer(runs)
     heat = lambda: [t for t in box.figure.data if t.type == "heatmap"]  # noqa: E731
     assert len(heat()) == 2
-    summary = V.summarize(runs)
-    np.testing.assert_allclose(arr(heat()[1].z), V.goal_matrix(summary, "t2i_r1")[0])
+    summary = report.summarize(runs, prefix="sel_")
+    np.testing.assert_allclose(arr(heat()[1].z), report.goal_matrix(summary, "t2i_r1")[0])
     box.controls["metric"].value = "rsum"
     assert len(heat()) == 1
-    np.testing.assert_allclose(arr(heat()[0].z), V.goal_matrix(summary, "rsum")[0])
+    np.testing.assert_allclose(arr(heat()[0].z), report.goal_matrix(summary, "rsum")[0])
     box.controls["color"].value = "delta"
     z = arr(heat()[0].z)
     assert z[0, 0] == 0 and heat()[0].zmid == 0
     box.controls["checkpoint"].value = "test_"
-    mean = V.goal_matrix(V.summarize(runs, prefix="test_"), "rsum")[0]
+    mean = report.goal_matrix(report.summarize(runs, prefix="test_"), "rsum")[0]
     np.testing.assert_allclose(arr(heat()[0].z), mean - mean[0, 0])
     box.controls["metric"].value = "r1"
     assert len(heat()) == 2 and "i2t R@1" in [a.text for a in box.figure.layout.annotations]
@@ -82,10 +82,10 @@ def test_goal_explorer_switches_panels_and_colour(runs):
 
 def test_cocos_explorer_statistic(runs):
     box = W.cocos_explorer(runs)
-    assert box.figure.data[0].text[0][0] == f"{V.cocos_summary(runs, 'C_q').iloc[0, 0]:.2f}"
+    assert box.figure.data[0].text[0][0] == f"{report.cocos_summary(runs, 'C_q').iloc[0, 0]:.2f}"
     box.controls["stat"].value = "W_pos"
-    table = V.cocos_summary(runs, "W_pos")
-    row = list(table.index).index(V.display_name("info_nce"))
+    table = report.cocos_summary(runs, "W_pos")
+    row = list(table.index).index("NT-Xent")
     col = list(table.columns).index("NT-Xent i2t")
     assert box.figure.data[0].text[row][col] == f"{table.iloc[row, col]:.2f}"
     assert "W_pos" in box.figure.layout.title.text

@@ -6,8 +6,9 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from tests.viz.test_training import GAMMAS, MARGINS, make_history, sweep_table
+from tests.report.tables import GAMMAS, MARGINS, make_history, sweep_table
 from tests.widgets.helpers import find
+from vlr_lib import report
 from vlr_lib.viz import training as V
 from vlr_lib.widgets.training import sweep_explorer, training_explorer
 
@@ -104,20 +105,20 @@ def test_sweep_explorer_starts_on_gamma_at_the_middle_margin(runs):
 def test_moving_at_shows_that_slice(runs, margin):
     box = sweep_explorer(runs)
     box.controls["at"].value = margin
-    s = V.sweep_slice(runs, "unified", "gamma", {"margin": margin})
+    s = report.sweep_slice(runs, "unified", "gamma", {"margin": margin})
     x, y = bold(box.figure)
     np.testing.assert_allclose(x, s["gamma"])
     np.testing.assert_allclose(y, s["mean"])
-    assert f"margin = {V.fmt(margin)}" in box.figure.layout.title.text
+    assert f"margin = {report.fmt(margin)}" in box.figure.layout.title.text
 
 
 def test_switching_x_resets_the_slider(runs):
     box = sweep_explorer(runs)
     c = box.controls
     c["x"].value = "margin"
-    assert c["at"].description == "gamma" and list(c["at"].options) == [(V.fmt(g), g) for g in GAMMAS]
+    assert c["at"].description == "gamma" and list(c["at"].options) == [(report.fmt(g), g) for g in GAMMAS]
     c["at"].value = GAMMAS[0]
-    s = V.sweep_slice(runs, "unified", "margin", {"gamma": GAMMAS[0]})
+    s = report.sweep_slice(runs, "unified", "margin", {"gamma": GAMMAS[0]})
     np.testing.assert_allclose(bold(box.figure)[1], s["mean"])
     assert box.figure.layout.xaxis.title.text == "margin"
 
@@ -137,7 +138,7 @@ def test_switching_loss_redraws_once_with_consistent_controls(runs, monkeypatch)
     monkeypatch.undo()
     assert calls == [("info_nce", "temperature")]  # the dependent controls were reset before one redraw
     assert c["x"].value == "temperature" and c["at"].disabled
-    s = V.sweep_slice(runs, "info_nce", "temperature")
+    s = report.sweep_slice(runs, "info_nce", "temperature")
     np.testing.assert_allclose(bold(box.figure)[1], s["mean"])
     c["loss"].value = "unified"
     assert c["x"].value == "gamma" and not c["at"].disabled and c["at"].description == "margin"
@@ -148,7 +149,7 @@ def test_metric_dropdown(runs):
     assert [v for _, v in box.controls["metric"].options] == ["rsum", "i2t_r1"]
     before = bold(box.figure)[1]
     box.controls["metric"].value = "i2t_r1"
-    s = V.sweep_slice(runs, "unified", "gamma", {"margin": box.controls["at"].value}, "i2t_r1")
+    s = report.sweep_slice(runs, "unified", "gamma", {"margin": box.controls["at"].value}, "i2t_r1")
     np.testing.assert_allclose(bold(box.figure)[1], s["mean"])
     assert not np.allclose(before, bold(box.figure)[1])
 

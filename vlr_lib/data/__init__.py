@@ -2,6 +2,8 @@
 
 - `make_shapes` / `load_shapes`: the synthetic shapes dataset (CPU, no network).
 - `load_flickr30k`: Flickr30K, Karpathy split, through Hugging Face `datasets`.
+
+`DATA_MODES` are the two data modes every entry point offers (VLR_DATA, --data).
 """
 from .flickr30k import (
     COLUMNS,
@@ -18,7 +20,11 @@ from .flickr30k import (
 )
 from .shapes import Scenes, attribute_matrix, load_shapes, make_shapes, save_shapes, scene_overlap
 
+#: The data modes of the workbook: the synthetic shapes (CPU) and Flickr30K (cached features, GPU).
+DATA_MODES = ("shapes", "flickr30k")
+
 __all__ = [
+    "DATA_MODES",
     "COLUMNS",
     "DEFAULT_REPO_ID",
     "DEFAULT_REVISION",

@@ -127,11 +127,20 @@ def _load_local(
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"path {str(p)!r} does not exist")
-    if p.is_file():
-        return _load_raw("parquet", data_files={"rows": [str(p)]}, cache_dir=cache)
-    if (p / "dataset_dict.json").exists() or (p / "dataset_info.json").exists():
-        return datasets.load_from_disk(str(p))  # written by save_to_disk
-    return _load_raw(str(p), cache_dir=cache)  # Parquet files in the Hub layout: the Hub's own code path
+    try:
+        if p.is_file():
+            return _load_raw("parquet", data_files={"rows": [str(p)]}, cache_dir=cache)
+        if (p / "dataset_dict.json").exists() or (p / "dataset_info.json").exists():
+            return datasets.load_from_disk(str(p))  # written by save_to_disk
+        return _load_raw(str(p), cache_dir=cache)  # Parquet files in the Hub layout: the Hub's own code path
+    except (OSError, ValueError) as err:  # arrow and datasets errors about the files themselves
+        if isinstance(err, PermissionError):
+            raise
+        raise ValueError(
+            f"path {str(p)!r} cannot be read as a Flickr30K copy ({type(err).__name__}: {err}); expected a folder "
+            "written by save_to_disk (data_scripts/prepare_flickr30k.py), a folder of Parquet files in the Hub "
+            "layout, or Parquet files"
+        ) from err
 
 
 def _load_raw(path: str, **kwargs: object) -> datasets.DatasetDict:

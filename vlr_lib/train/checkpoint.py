@@ -1,24 +1,26 @@
 """Atomic, weights-only checkpoints.
 
-A checkpoint is written to a temporary file in the destination folder and
-moved into place with ``os.replace`` (atomic on POSIX and Windows when source and
-target share a file system), so a crash mid-write leaves the previous
+A checkpoint is written with ``vlr_lib._io.atomic_write`` (temporary file in the
+destination folder, ``os.replace``), so a crash mid-write leaves the previous
 checkpoint intact and loadable. Only tensors and primitive containers are
 stored (state_dicts, optimizer state, the history as a JSON string), so loading
-uses ``torch.load(weights_only=True)``: no pickled code runs on load.
+uses ``torch.load(weights_only=True)``: no pickled code runs on load. A
+checkpoint that cannot be read (truncated by a full disk, damaged) is reported
+with its path and the way out; a permission error is reported as such.
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from .._io import atomic_write
+from .._io import atomic_write, read_back
 
 CHECKPOINT_NAME = "last.pt"
+#: What to do with a checkpoint that cannot be read (the CLIs' flag and fit's argument).
+RESUME_FIX = "delete it, or start over with --no-resume (resume=False in Python)"
 
 
 def checkpoint_path(checkpoint_dir: str | os.PathLike) -> Path:
@@ -31,11 +33,12 @@ def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> None:
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
-    """Load a checkpoint to CPU with ``weights_only=True``."""
-    return torch.load(path, map_location="cpu", weights_only=True)
+    """Load a checkpoint to CPU with ``weights_only=True``; an unreadable file names itself and the fix."""
 
+    def load(p: Path) -> dict[str, Any]:
+        state = torch.load(p, map_location="cpu", weights_only=True)
+        if not isinstance(state, dict) or "epoch" not in state:
+            raise TypeError("not a checkpoint written by vlr_lib.train")
+        return state
 
-def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
-    """JSON twin of ``save_checkpoint`` (grid cells)."""
-    data = json.dumps(obj, indent=1).encode()  # key order kept: it is the column order of tables
-    atomic_write(path, lambda f: f.write(data))
+    return read_back(path, load, "checkpoint", RESUME_FIX)

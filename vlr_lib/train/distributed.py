@@ -1,5 +1,11 @@
 """Data-parallel training with torch.distributed (torchrun, or any initialised process group).
 
+Entry points (``python -m vlr_lib train|grid|showdown`` and ``vlr-train`` / ``vlr-grid``) run
+inside :func:`process_group`: under torchrun (``WORLD_SIZE > 1``) it initialises the group
+(nccl on CUDA, gloo on the CPU), gives each rank its device from ``LOCAL_RANK``, and tears the
+group down on exit and on error. ``--batch-size`` stays the *global* batch, as in open_clip:
+each rank embeds its ``batch_size / world`` share (``engine._train_epoch``).
+
 Every loss of the workbook is a function of the whole batch similarity matrix S:
 each query's negatives are the other examples of the batch. Splitting a batch
 of N over R ranks must therefore not split S into R small blocks. Each rank
@@ -16,9 +22,20 @@ parameter gradients over ranks (as DistributedDataParallel does) then gives
 """
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
+
+from .device import default_device, parse_device
+
+#: Seconds a collective may wait for the other ranks before failing (a dead rank must not hang the rest).
+DEFAULT_TIMEOUT_S = 600.0
 
 
 def is_distributed() -> bool:
@@ -87,3 +104,54 @@ def broadcast_modules(modules: list[nn.Module]) -> None:
 def barrier() -> None:
     if is_distributed():
         dist.barrier()
+
+
+def broadcast_object(obj: Any) -> Any:
+    """Rank 0's `obj` on every rank (a picklable object, e.g. an epoch's history record); identity on one process."""
+    if not is_distributed():
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def env_world_size() -> int:
+    """WORLD_SIZE as torchrun sets it (1 when not launched by torchrun)."""
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        raise ValueError(f"WORLD_SIZE must be an integer, got {os.environ['WORLD_SIZE']!r}") from None
+
+
+def rank_device(device: str | torch.device | None) -> torch.device:
+    """This rank's device: ``cuda`` (or None with a GPU) becomes ``cuda:LOCAL_RANK`` under torchrun."""
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if device is None:
+        return default_device(None)
+    dev = parse_device(device)
+    if dev.type == "cuda" and dev.index is None and env_world_size() > 1:
+        dev = parse_device(torch.device("cuda", local))
+    return dev
+
+
+@contextmanager
+def process_group(device: str | torch.device | None, timeout_s: float = DEFAULT_TIMEOUT_S) -> Iterator[torch.device]:
+    """Run the block as one rank of the torchrun job when ``WORLD_SIZE > 1``; yields this rank's device.
+
+    Initialises the default process group from torchrun's environment (nccl when the rank's
+    device is CUDA, gloo otherwise) with a timeout of `timeout_s` seconds for every
+    collective, sets the CUDA device, and destroys the group when the block ends, normally or
+    not. Outside torchrun (or when a group already exists) it only resolves the device.
+    """
+    dev = rank_device(device)
+    if env_world_size() <= 1 or dist.is_initialized():
+        yield dev
+        return
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+    dist.init_process_group("nccl" if dev.type == "cuda" else "gloo", timeout=timedelta(seconds=timeout_s))
+    try:
+        yield dev
+        dist.barrier()  # tear down together: a rank leaving while rank 0 still writes aborts gloo's threads
+    finally:
+        dist.destroy_process_group()

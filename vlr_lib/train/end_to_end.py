@@ -9,8 +9,8 @@ drawn on the device exactly as for cached features.
 from __future__ import annotations
 
 import math
-import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -20,8 +20,9 @@ from ..models import TEXT_ENCODERS, TinyCNN, Vocabulary
 from . import distributed as D
 from .engine import FitResult, Plan, Split, data_fingerprint, train_models
 from .._checks import check_int
-from .fit_features import _callbacks, _common_args, default_device
+from .device import default_device
 from .objective import LossFn, make_objective
+from .settings import TrainSettings, settings_for
 
 
 def shapes_tensors(split, vocab: Vocabulary | None = None) -> tuple[Tensor, Tensor, Tensor, Vocabulary]:
@@ -45,13 +46,14 @@ def chance_rsum(caption_to_image: Tensor | Sequence[int], ks: tuple[int, ...] = 
     With M captions, N images and n_i captions of image i, a uniformly random order gives
     i2t R@K = mean_i [1 - C(M - n_i, K) / C(M, K)] (none of i's captions in the top K)
     and t2i R@K = K / N (the one true image among N). Five captions per image and
-    N = 200: 0.5 + 2.5 + 4.9 (i2t) + 0.5 + 2.5 + 5.0 (t2i) = 15.9.
+    N = 200: 0.5 + 2.5 + 4.9 (i2t) + 0.5 + 2.5 + 5.0 (t2i) = 15.9. Recalls at K larger than the
+    split (fewer than K images) are left out, as ``evaluate.split_metrics`` leaves them out.
     """
     c2i = torch.as_tensor(caption_to_image)
     counts = torch.bincount(c2i).tolist()
     n_images, n_caps = len(counts), int(c2i.numel())
     total = 0.0
-    for k in ks:
+    for k in (k for k in ks if k <= min(n_images, n_caps)):  # the recalls evaluate.split_metrics reports
         miss = np.mean([math.comb(n_caps - n, k) / math.comb(n_caps, k) for n in counts])
         total += 100.0 * (1.0 - miss) + 100.0 * min(k, n_images) / n_images
     return float(total)
@@ -65,32 +67,23 @@ def fit_end_to_end(
     text_encoder: str = "gru",
     dim: int = 64,
     width: int = 32,
-    epochs: int = 20,
-    batch_size: int = 32,
-    lr: float = 2e-3,
-    lr_decay_epoch: int | None = None,
-    seed: int = 0,
-    device: str | torch.device | None = None,
     train_split: str = "train",
     val_split: str | None = "validation",
-    callbacks: Callable | Sequence[Callable] | None = None,
-    checkpoint_dir: str | os.PathLike | None = None,
-    resume: bool = True,
-    probe_batch: int | None = None,
-    sampling: str = "images",
-    progress: bool = True,
+    settings: TrainSettings | None = None,
+    **overrides,
 ) -> FitResult:
     """Train ``TinyCNN`` + a text encoder ("gru" or "bag") from scratch on a shapes DatasetDict.
 
     Arguments as in :func:`vlr_lib.train.fit`, except: the data is a DatasetDict
     in the Flickr30K schema (``vlr_lib.data.shapes.make_shapes()``); ``dim`` is
-    the joint space size; ``width`` the CNN width; the default ``sampling`` is
-    "images" (one random caption per image per epoch: 5x cheaper epochs, which
-    matters when the image encoder is trained), and the defaults suit training
-    from scratch on a CPU: small batches (32; from scratch, the number of steps
-    matters more than the batch) and lr 2e-3. ``result.extras`` holds the
-    vocabulary and the validation chance rsum.
+    the joint space size; ``width`` the CNN width; the settings default to
+    ``TrainSettings.end_to_end()``: 20 epochs of "images" sampling (one random caption
+    per image per epoch: 5x cheaper epochs, which matters when the image encoder is
+    trained), small batches (32; from scratch, the number of steps matters more than
+    the batch) and lr 2e-3. ``result.extras`` holds the vocabulary and the validation
+    chance rsum.
     """
+    settings = settings_for(settings, overrides, end_to_end=True)
     for name in (train_split, val_split):
         if name is not None and name not in dataset_dict:
             raise ValueError(f"{'train_split' if name == train_split else 'val_split'} {name!r} is not in the dataset")
@@ -98,12 +91,13 @@ def fit_end_to_end(
         raise ValueError(f"text_encoder must be one of {tuple(TEXT_ENCODERS)}, got {text_encoder!r}")
     img, txt, c2i, vocab = shapes_tensors(dataset_dict[train_split])
     val = shapes_tensors(dataset_dict[val_split], vocab)[:3] if val_split else None
-    world = D.rank_and_world()[1]
-    args = _common_args(img.shape[0], epochs, batch_size, lr, lr_decay_epoch, seed, probe_batch, sampling, world)
+    rank, world = D.rank_and_world()
+    settings = settings.resolve(img.shape[0], world)
     dim, width = check_int("dim", dim, 1), check_int("width", width, 2)
     objective = make_objective(loss, loss_kwargs)
+    objective.check(settings.batch_size)
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(args["seed"])
+        torch.manual_seed(settings.seed)
         models = (TinyCNN(dim, width), TEXT_ENCODERS[text_encoder](len(vocab), dim))
     config = {
         "mode": "end_to_end",
@@ -113,20 +107,12 @@ def fit_end_to_end(
         "dim": dim,
         "width": width,
         "vocab_size": len(vocab),
-        **{k: v for k, v in args.items() if k != "epochs"},
+        **{k: v for k, v in settings.experiment().items() if k != "epochs"},
         "data": data_fingerprint(img, txt, c2i),
         "world_size": world,
     }
-    plan = Plan(
-        objective=objective,
-        config=config,
-        callbacks=_callbacks(callbacks),
-        checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
-        resume=bool(resume),
-        progress=bool(progress) and D.rank_and_world()[0] == 0,
-        **args,
-    )
-    dev = default_device(device)
+    plan = Plan(objective, replace(settings, progress=settings.progress and rank == 0), config)
+    dev = default_device(settings.device)
     models = (models[0].to(dev), models[1].to(dev))
     split = Split(img.to(dev), txt.to(dev), c2i.to(dev), img.shape[0])
     val_split_t = Split(val[0].to(dev), val[1].to(dev), val[2].to(dev), val[0].shape[0]) if val else None
@@ -147,6 +133,9 @@ def shapes_features(dataset_dict, seed: int = 0, width: int = 32, splits: Sequen
     """
     from ..features import hashed_bow
 
+    n_first = len(dataset_dict[splits[0]])
+    if n_first < 2:  # one image has no spread to standardise with (std would be NaN)
+        raise ValueError(f"shapes_features needs at least 2 images in split {splits[0]!r}, got {n_first}")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         cnn = TinyCNN(8, width).eval()

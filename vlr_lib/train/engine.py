@@ -28,17 +28,18 @@ import hashlib
 import json
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
 
+from ..report import flatten_record
 from . import distributed as D
 from .checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
 from .evaluate import autocast_for, evaluate, probe_cocos, probe_indices
 from .objective import Objective
 from .sampling import batch_mask, epoch_batches
+from .settings import TrainSettings
 
 CHECKPOINT_FORMAT = 1
 
@@ -90,33 +91,11 @@ class FitResult:
 
 @dataclass
 class Plan:
-    """Everything that defines a run (its fingerprint is stored in the checkpoint)."""
+    """Everything that defines a run: the objective, the resolved settings, the config fingerprinted in checkpoints."""
 
     objective: Objective
-    epochs: int
-    batch_size: int
-    lr: float
-    lr_decay_epoch: int
-    seed: int
-    sampling: str
-    probe_batch: int
+    settings: TrainSettings
     config: dict
-    callbacks: Sequence[Callable] = ()
-    checkpoint_dir: str | None = None
-    resume: bool = True
-    progress: bool = True
-
-
-def flatten_record(record: Mapping) -> dict:
-    """{"cocos": {"i2t": {"C_q": 3}}} -> {"cocos_i2t_C_q": 3}; other keys unchanged."""
-    out: dict = {}
-    for key, value in record.items():
-        if isinstance(value, Mapping):
-            for sub, v in flatten_record(value).items():
-                out[f"{key}_{sub}"] = v
-        else:
-            out[key] = value
-    return out
 
 
 # --------------------------------------------------------------------------- one epoch
@@ -124,14 +103,14 @@ def flatten_record(record: Mapping) -> dict:
 
 def _diverged(plan: Plan, epoch: int, step: int, what: str, last_good: int) -> TrainingDivergedError:
     where = f"epoch {epoch + 1}, batch {step + 1}" if step >= 0 else f"the end of epoch {epoch + 1}"
-    if plan.checkpoint_dir is None:
+    if plan.settings.checkpoint_dir is None:
         kept = "no checkpoint_dir was given, so nothing was saved"
     elif last_good == 0:
         kept = "no epoch had finished, so no checkpoint was written"
     else:
-        kept = f"the last good checkpoint (epoch {last_good}) is kept at {checkpoint_path(plan.checkpoint_dir)}"
+        kept = f"the last good checkpoint (epoch {last_good}) is kept at {checkpoint_path(plan.settings.checkpoint_dir)}"
     return TrainingDivergedError(
-        f"training diverged: {what} at {where} (loss {plan.objective.describe()}, lr {plan.lr}); "
+        f"training diverged: {what} at {where} (loss {plan.objective.describe()}, lr {plan.settings.lr}); "
         f"{kept}. Try a smaller lr or a smaller gamma/scale."
     )
 
@@ -164,11 +143,12 @@ def _train_epoch(models, opt, split: Split, plan: Plan, epoch: int, last_good: i
     from tqdm.auto import tqdm
 
     rank, world = D.rank_and_world()
-    batches = epoch_batches(split.caption_to_image, split.n_images, plan.batch_size, plan.seed, epoch, plan.sampling)
-    per_rank = plan.batch_size // world
+    s = plan.settings
+    batches = epoch_batches(split.caption_to_image, split.n_images, s.batch_size, s.seed, epoch, s.sampling)
+    per_rank = s.batch_size // world
     local = batches[:, rank * per_rank : (rank + 1) * per_rank]
     total = torch.zeros((), device=split.txt.device)
-    bar = tqdm(range(batches.shape[0]), desc=f"epoch {epoch + 1}", leave=False, disable=not plan.progress or rank)
+    bar = tqdm(range(batches.shape[0]), desc=f"epoch {epoch + 1}", leave=False, disable=not s.progress or rank)
     for step in bar:
         loss = _step_loss(models, split, local[step], batches[step], plan, (epoch, step, last_good))
         opt.zero_grad(set_to_none=True)
@@ -198,9 +178,10 @@ def _state(models, opt, epoch: int, history: list, plan: Plan) -> dict:
 
 def _restore(models, opt, plan: Plan) -> tuple[int, list]:
     """Load the run's checkpoint if there is one (and resume is on): (epochs done, history)."""
-    if plan.checkpoint_dir is None or not plan.resume:
+    s = plan.settings
+    if s.checkpoint_dir is None or not s.resume:
         return 0, []
-    path = checkpoint_path(plan.checkpoint_dir)
+    path = checkpoint_path(s.checkpoint_dir)
     if not path.exists():
         return 0, []
     state = load_checkpoint(path)
@@ -208,11 +189,11 @@ def _restore(models, opt, plan: Plan) -> tuple[int, list]:
     if stored != wanted:
         diff = sorted(k for k in set(stored) | set(wanted) if stored.get(k) != wanted.get(k))
         raise ValueError(
-            f"checkpoint_dir {plan.checkpoint_dir} holds a run with a different configuration (differs in {diff}); "
-            "use another checkpoint_dir or resume=False"
+            f"checkpoint_dir {s.checkpoint_dir} holds a run with a different configuration (differs in {diff}); "
+            "use another checkpoint_dir, or start over with resume=False (--no-resume)"
         )
-    if state["epoch"] > plan.epochs:
-        raise ValueError(f"epochs={plan.epochs} but the checkpoint in {plan.checkpoint_dir} has {state['epoch']} epochs")
+    if state["epoch"] > s.epochs:
+        raise ValueError(f"epochs is {s.epochs} but the checkpoint in {s.checkpoint_dir} has {state['epoch']} epochs")
     models[0].load_state_dict(state["img_head"])
     models[1].load_state_dict(state["txt_head"])
     opt.load_state_dict(state["optimizer"])
@@ -230,9 +211,13 @@ def _check_params(models, plan: Plan, epoch: int, last_good: int) -> None:
 # --------------------------------------------------------------------------- the run
 
 
+def _lr(plan: Plan, epoch: int) -> float:
+    s = plan.settings
+    return s.lr * (0.1 if epoch >= s.lr_decay_epoch else 1.0)
+
+
 def _record(models, split, val, plan, probe, epoch, loss, steps, t_train, t0) -> dict:
-    lr = plan.lr * (0.1 if epoch >= plan.lr_decay_epoch else 1.0)
-    rec: dict = {"epoch": epoch + 1, "loss": loss, "lr": lr, "steps": steps}
+    rec: dict = {"epoch": epoch + 1, "loss": loss, "lr": _lr(plan, epoch), "steps": steps}
     if val is not None:
         rec.update(evaluate(*models, val.img, val.txt, val.caption_to_image))
     if probe is not None:
@@ -244,45 +229,50 @@ def _record(models, split, val, plan, probe, epoch, loss, steps, t_train, t0) ->
     return rec
 
 
-def _set_lr(opt, plan: Plan, epoch: int) -> None:
-    for group in opt.param_groups:
-        group["lr"] = plan.lr * (0.1 if epoch >= plan.lr_decay_epoch else 1.0)
-
-
 def _run_callbacks(plan: Plan, record: dict, result: FitResult) -> None:
     """The callback contract of the module docstring: cb(record, result), which may add JSON-able keys."""
-    for cb in plan.callbacks:
+    for cb in plan.settings.callbacks:
         cb(record, result)
 
 
 def train_models(models: tuple[nn.Module, nn.Module], split: Split, val: Split | None, plan: Plan) -> FitResult:
-    """Train (img_model, txt_model) on `split` under `plan`, resuming from a checkpoint when there is one."""
+    """Train (img_model, txt_model) on `split` under `plan`, resuming from a checkpoint when there is one.
+
+    Under torch.distributed every rank trains its shard of each batch; rank 0 alone
+    evaluates, runs the callbacks and writes the checkpoint, and hands the epoch's
+    record to the other ranks, so every rank returns the same history.
+    """
     from tqdm.auto import tqdm
 
     rank, _ = D.rank_and_world()
-    opt = torch.optim.Adam([p for m in models for p in m.parameters()], lr=plan.lr)
+    s = plan.settings
+    opt = torch.optim.Adam([p for m in models for p in m.parameters()], lr=s.lr)
     start, history = _restore(models, opt, plan)
     D.broadcast_modules(list(models))
     probe = None
-    if plan.probe_batch > 0:
-        probe = probe_indices(split.caption_to_image, split.n_images, plan.probe_batch, plan.seed)
-    ckpt = str(checkpoint_path(plan.checkpoint_dir)) if plan.checkpoint_dir else None
+    if s.probe_batch > 0:
+        probe = probe_indices(split.caption_to_image, split.n_images, s.probe_batch, s.seed)
+    ckpt = str(checkpoint_path(s.checkpoint_dir)) if s.checkpoint_dir else None
     result = FitResult(models[0], models[1], history, plan.config, ckpt)
-    bar = tqdm(range(start, plan.epochs), desc=plan.objective.describe(), disable=not plan.progress or rank)
+    bar = tqdm(range(start, s.epochs), desc=plan.objective.describe(), disable=not s.progress or rank)
     for epoch in bar:
         t0 = time.perf_counter()
-        _set_lr(opt, plan, epoch)
+        for group in opt.param_groups:
+            group["lr"] = _lr(plan, epoch)
         loss, steps = _train_epoch(models, opt, split, plan, epoch, last_good=epoch)
         _check_params(models, plan, epoch, last_good=epoch)
-        t_train = time.perf_counter() - t0
-        record = _record(models, split, val, plan, probe, epoch, loss, steps, t_train, t0)
-        history.append(record)
-        try:
-            _run_callbacks(plan, record, result)  # before the save: the keys they add are checkpointed too
-        finally:  # a callback that stops the run still leaves this epoch's checkpoint
-            if ckpt and rank == 0:
-                save_checkpoint(ckpt, _state(models, opt, epoch + 1, history, plan))
-        D.barrier()
+        record = None
+        if rank == 0:
+            record = _record(models, split, val, plan, probe, epoch, loss, steps, time.perf_counter() - t0, t0)
+            history.append(record)
+            try:
+                _run_callbacks(plan, record, result)  # before the save: the keys they add are checkpointed too
+            finally:  # a callback that stops the run still leaves this epoch's checkpoint
+                if ckpt:
+                    save_checkpoint(ckpt, _state(models, opt, epoch + 1, history, plan))
+        record = D.broadcast_object(record)
+        if rank != 0:
+            history.append(record)
         bar.set_postfix({k: round(record[k], 3) for k in ("loss", "rsum") if k in record})
     bar.close()
     return result

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 import torch
 from torch import Tensor, nn
 
-from .. import metrics
+from .. import analysis, metrics
 from .sampling import _one_caption_per_image, epoch_generator
 
 _EVAL_CHUNK = 2048  # inputs per forward pass when embedding a whole split
@@ -97,19 +97,9 @@ def probe_indices(caption_to_image: Tensor, n_images: int, size: int, seed: int)
     return pool[torch.randperm(pool.numel(), generator=g, device=pool.device)[:size]]
 
 
-def _cocos_fn():
-    try:
-        from ..analysis import cocos
-    except ImportError:  # analysis is optional for training
-        return None
-    return cocos
-
-
 def cocos_loss_name(loss_name: str) -> str | None:
     """The COCOS rule of a training loss (``analysis.COCOS_RULE_OF_LOSS``), or None for the others."""
-    from ..analysis import COCOS_RULE_OF_LOSS
-
-    return COCOS_RULE_OF_LOSS.get(loss_name)
+    return analysis.COCOS_RULE_OF_LOSS.get(loss_name)
 
 
 @torch.no_grad()
@@ -124,14 +114,13 @@ def probe_cocos(
     loss_kwargs: Mapping,
 ) -> dict | None:
     """COCOS counts (``analysis.cocos``) of the probe batch's S, or None when the loss has no COCOS rule."""
-    cocos = _cocos_fn()
-    name = cocos_loss_name(loss_name) if cocos is not None else None
+    name = cocos_loss_name(loss_name)
     if name is None or probe.numel() < 2:
         return None
     S = embed(img_model, img_data[caption_to_image[probe]]) @ embed(txt_model, txt_data[probe]).T
-    accepted = inspect.signature(cocos).parameters
+    accepted = inspect.signature(analysis.cocos).parameters
     kwargs = {k: v for k, v in loss_kwargs.items() if k in accepted and k not in ("S", "loss")}
-    counts = cocos(S, loss=name, **kwargs)
+    counts = analysis.cocos(S, loss=name, **kwargs)
     # Keep the per-batch summaries; the per-query vector C_q does not belong in a history row.
     return {d: {k: _plain(v) for k, v in c.items() if k != "C_q"} for d, c in counts.items()}
 

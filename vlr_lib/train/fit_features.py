@@ -1,20 +1,22 @@
 """``fit``: train projection heads on fixed features with any loss of the workbook."""
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_int, check_positive, check_tensor
+from .._checks import check_int, check_tensor
 from ..models import HEADS, make_head
 from . import distributed as D
+from .device import default_device
 from .engine import FitResult, Plan, Split, data_fingerprint, train_models
 from .objective import LossFn, make_objective
-from .sampling import SAMPLINGS
+from .settings import TrainSettings, settings_for
 
+#: One split's features: (img_feats [n_images, D], txt_feats [n_captions, D], caption_to_image [n_captions]).
 Triple = tuple[Tensor, Tensor, Tensor]
 
 
@@ -35,14 +37,6 @@ def check_caption_to_image(name: str, c2i: object, n_images: int, n_captions: in
     if bool((torch.bincount(c2i, minlength=n_images) == 0).any()):
         raise ValueError(f"{name} leaves an image without captions; every image needs one")
     return c2i
-
-
-def check_batch_size(batch_size: object, n_images: int, world: int) -> int:
-    """2 <= batch_size <= n_images (every query needs negatives), divisible by the number of ranks."""
-    b = check_int("batch_size", batch_size, 2, n_images)
-    if b % world:
-        raise ValueError(f"batch_size ({b}) must be divisible by the number of processes ({world})")
-    return b
 
 
 def _features(prefix: str, triple: object) -> Triple:
@@ -85,31 +79,6 @@ def build_heads(head: str | tuple, img_dim: int, txt_dim: int, dim: int, seed: i
         return make_head(head, img_dim, dim), make_head(head, txt_dim, dim)
 
 
-def default_device(device: str | torch.device | None) -> torch.device:
-    """cuda (this rank's GPU under torchrun) when available, else cpu."""
-    if device is not None:
-        return torch.device(device)
-    if torch.cuda.is_available():
-        local = int(os.environ.get("LOCAL_RANK", D.rank_and_world()[0] % torch.cuda.device_count()))
-        return torch.device("cuda", local)
-    return torch.device("cpu")
-
-
-def resolve_decay(lr_decay_epoch: int | None, epochs: int) -> int:
-    """None -> halfway (Li et al., VSE++: decay once, after half the epochs)."""
-    if lr_decay_epoch is None:
-        return max(1, epochs // 2)
-    return check_int("lr_decay_epoch", lr_decay_epoch, 0)
-
-
-def _callbacks(callbacks) -> tuple[Callable, ...]:
-    if callbacks is None:
-        return ()
-    if callable(callbacks):
-        return (callbacks,)
-    return tuple(callbacks)
-
-
 def _split(triple: Triple, device: torch.device) -> Split:
     img, txt, c2i = (t.to(device) for t in triple)
     return Split(img.float(), txt.float(), c2i, img.shape[0])
@@ -127,19 +96,9 @@ def fit(
     *,
     head: str | tuple[nn.Module, nn.Module] = "linear",
     dim: int = 512,
-    epochs: int = 10,
-    batch_size: int = 128,
-    lr: float = 2e-4,
-    lr_decay_epoch: int | None = None,
-    seed: int = 0,
-    device: str | torch.device | None = None,
     val: Triple | None = None,
-    callbacks: Callable | Sequence[Callable] | None = None,
-    checkpoint_dir: str | os.PathLike | None = None,
-    resume: bool = True,
-    probe_batch: int | None = None,
-    sampling: str = "captions",
-    progress: bool = True,
+    settings: TrainSettings | None = None,
+    **overrides,
 ) -> FitResult:
     """Train an image head and a text head on fixed features with `loss`; record one history row per epoch.
 
@@ -153,14 +112,20 @@ def fit(
     (sampled_softmax, cross_example_softmax, smooth_ap) are applied in both
     directions, ``loss(S) + loss(S.T)`` (see ``vlr_lib.train.objective``).
 
-    Training (VSE++ / Li et al. recipe): each epoch visits every caption once
-    (``sampling="captions"``; "images": one random caption per image) in batches
-    of ``batch_size`` captions with their images; images repeated in a batch are
-    masked as false negatives. Adam at ``lr``, times 0.1 from epoch
-    ``lr_decay_epoch`` (0-based; None: halfway). bf16 autocast on CUDA only. The
-    same seed gives the same history on CPU. Under ``torchrun`` each rank embeds
-    its share of every batch and the loss sees the whole batch
-    (``vlr_lib.train.distributed``).
+    Model: two heads, ``head`` = "linear" / "mlp" (``vlr_lib.models``) into a ``dim``-d
+    joint space, or a pair of modules.
+
+    Training: ``settings`` (a :class:`~vlr_lib.train.settings.TrainSettings`; default
+    epochs=10, batch_size=128, lr=2e-4, lr_decay_epoch=None, sampling="captions",
+    probe_batch=None, seed=0, device=None, callbacks=(), checkpoint_dir=None,
+    resume=True, progress=True), each field overridable by keyword: ``fit(..., epochs=3)``.
+    The VSE++ / Li et al. recipe: each epoch visits every caption once
+    (``sampling="captions"``; "images": one random caption per image) in batches of
+    ``batch_size`` captions with their images; images repeated in a batch are masked as
+    false negatives. Adam at ``lr``, x0.1 from epoch ``lr_decay_epoch`` (0-based; None:
+    halfway). bf16 autocast on CUDA only. The same seed gives the same history on CPU.
+    Under ``torchrun`` each rank embeds its share of every batch and the loss sees the
+    whole batch (``vlr_lib.train.distributed``).
 
     History (``FitResult.history``, one dict per epoch): epoch, loss (mean over
     batches), lr, steps, i2t_r1/5/10, t2i_r1/5/10, rsum (percent), map5 (i2t
@@ -178,14 +143,16 @@ def fit(
     callbacks, also when one raises); see ``vlr_lib.train.engine``.
     """
     rank, world = D.rank_and_world()
+    settings = settings_for(settings, overrides)
     train = _features("", (img_feats, txt_feats, caption_to_image))
     val_t = _features("val", val) if val is not None else None
     if val_t is not None:
         _check_val_dims(train, val_t)
-    plan_args = _common_args(train[0].shape[0], epochs, batch_size, lr, lr_decay_epoch, seed, probe_batch, sampling, world)
+    settings = settings.resolve(train[0].shape[0], world)
     objective = make_objective(loss, loss_kwargs)
+    objective.check(settings.batch_size)
     dim = check_int("dim", dim, 1)
-    models = build_heads(head, train[0].shape[1], train[1].shape[1], dim, plan_args["seed"])
+    models = build_heads(head, train[0].shape[1], train[1].shape[1], dim, settings.seed)
     _head_in_dim("img_feats", models[0], train[0])
     _head_in_dim("txt_feats", models[1], train[1])
     config = {
@@ -194,40 +161,12 @@ def fit(
         "loss_kwargs": objective.kwargs,
         "head": head if isinstance(head, str) else "custom",
         "dim": dim,
-        **{k: v for k, v in plan_args.items() if k != "epochs"},
+        **{k: v for k, v in settings.experiment().items() if k != "epochs"},
         "data": data_fingerprint(*train),
         "val": data_fingerprint(*val_t) if val_t is not None else None,
         "world_size": world,
     }
-    dev = default_device(device)
-    plan = Plan(
-        objective=objective,
-        config=config,
-        callbacks=_callbacks(callbacks),
-        checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
-        resume=bool(resume),
-        progress=bool(progress) and rank == 0,
-        **plan_args,
-    )
+    dev = default_device(settings.device)
+    plan = Plan(objective, replace(settings, progress=settings.progress and rank == 0), config)
     models = (models[0].to(dev), models[1].to(dev))
     return train_models(models, _split(train, dev), _split(val_t, dev) if val_t else None, plan)
-
-
-def _common_args(n_images, epochs, batch_size, lr, lr_decay_epoch, seed, probe_batch, sampling, world) -> dict:
-    """Validated scalar settings shared by ``fit`` and ``fit_end_to_end``."""
-    epochs = check_int("epochs", epochs, 1)
-    batch_size = check_batch_size(batch_size, n_images, world)
-    if sampling not in SAMPLINGS:
-        raise ValueError(f"sampling must be one of {SAMPLINGS}, got {sampling!r}")
-    probe = min(batch_size, n_images) if probe_batch is None else check_int("probe_batch", probe_batch, 0, n_images)
-    if probe == 1:
-        raise ValueError("probe_batch must be 0 (off) or >= 2 (COCOS needs negatives)")
-    return {
-        "epochs": epochs,
-        "batch_size": batch_size,
-        "lr": check_positive("lr", lr),
-        "lr_decay_epoch": resolve_decay(lr_decay_epoch, epochs),
-        "seed": check_int("seed", seed, 0),
-        "sampling": sampling,
-        "probe_batch": probe,
-    }

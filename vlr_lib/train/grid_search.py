@@ -1,12 +1,20 @@
 """Losses x hyperparameters x seeds: one training run per cell, cached, tidied into pandas.
 
-Every cell (one configuration, one seed, one dataset) is stored as its own JSON
-file ``<out>/cells/<key>.json``, written atomically, with ``key`` a hash of the
-configuration, the seed, the shared training settings and the data's id. A grid
-that is re-run (or extended, or interrupted and restarted) trains only the
-cells that have no file yet. ``runs`` is the tidy table (one row per run:
-configuration columns, seed, final metrics); ``summary`` has mean and std per
-configuration over seeds.
+Every cell (one configuration, one seed, one dataset, one schedule) is stored as its own
+JSON file ``<out>/cells/<key>.json``, written atomically, with ``key`` a hash of the
+configuration, the seed, the training settings and the data's id. A grid that is re-run
+(or extended, or interrupted and restarted) trains only the cells that have no file yet;
+a cell interrupted mid-way resumes from its last finished epoch (``<out>/cells/<key>.partial``).
+
+The folder is the union of its cells: after every call, ``runs.csv``, ``runs.parquet`` (one
+row per cell: configuration, seed, data id, settings, final metrics) and ``summary.csv``
+(``vlr_lib.report.summarize``: mean and std over seeds, never mixing data or schedules) are
+rebuilt from *every* cell under ``<out>/cells``, not only this call's. The returned
+:class:`GridResult` holds this call's cells.
+
+A selection that cannot be trained (no loss, an unknown loss, a parameter no selected loss
+takes, a bad parameter value, repeated seeds, a bad setting) is rejected before anything is
+trained or written. Under torchrun every rank trains every cell; rank 0 alone writes.
 """
 from __future__ import annotations
 
@@ -14,6 +22,7 @@ import hashlib
 import itertools
 import json
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,29 +31,33 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from .checkpoint import atomic_write_json
+from .. import report
+from .._io import UnreadableFileError, atomic_write, atomic_write_json, read_json
+from . import distributed as D
 from .end_to_end import fit_end_to_end
-from .engine import flatten_record
 from .fit_features import fit
-from .objective import make_objective
+from .objective import loss_parameters, make_objective
+from .settings import TrainSettings, settings_for
 
-#: Config keys that are training settings (passed to fit), not loss parameters.
-FIT_KEYS = ("epochs", "batch_size", "lr", "lr_decay_epoch", "head", "dim", "sampling", "text_encoder", "width")
-#: Metrics summarised per configuration (recalls and rsum in percent, map5 and pr_auc fractions; evaluate.py).
-SUMMARY_METRICS = ("rsum", "i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10", "map5", "pr_auc", "pos_sim",
-                   "hardneg_sim")
-_NOT_HASHED = ("callbacks", "progress", "device", "checkpoint_dir", "resume")
+#: Model arguments of fit / fit_end_to_end a config or the grid may set.
+MODEL_KEYS = ("head", "dim", "text_encoder", "width")
+#: Config keys that are training settings (TrainSettings' experiment fields but the seed, and MODEL_KEYS),
+#: not loss parameters; they are the settings columns of a runs table.
+FIT_KEYS = report.SETTING_COLUMNS
+CELL_FIX = "delete it and run the grid again to retrain that cell"
 
 
 @dataclass
 class GridResult:
+    """This call's cells: ``runs`` (one row per configuration x seed) and ``summary`` (mean ± std over seeds)."""
+
     runs: pd.DataFrame
     summary: pd.DataFrame
     out: str | None = None
 
     def table(self, metrics: Sequence[str] = ("rsum", "i2t_r1", "t2i_r1")) -> str:
         """The summary as text, "mean ± std" per metric (what vlr-grid prints)."""
-        return summary_table(self.summary, metrics)
+        return report.summary_table(self.summary, metrics)
 
 
 def goal_grid(**loss_kwargs) -> list[dict]:
@@ -54,18 +67,20 @@ def goal_grid(**loss_kwargs) -> list[dict]:
     return [{"loss": f"goal:{t},{p}", **loss_kwargs} for t in GOAL_TRIPLETS for p in GOAL_PAIRS]
 
 
+# --------------------------------------------------------------------------- the selection
+
+
 def _product(params: Mapping) -> list[dict]:
     keys = sorted(params)
     values = [v if isinstance(v, (list, tuple)) else [v] for v in (params[k] for k in keys)]
+    for k, v in zip(keys, values):
+        if not v:
+            raise ValueError(f"param_grid {k!r} has no values")
     return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
 
 
-def _accepts(loss: str, key: str) -> bool:
-    try:
-        make_objective(loss, {key: 1.0} if key not in FIT_KEYS else None)
-    except (ValueError, TypeError) as err:
-        return "loss_kwargs" not in str(err)  # only "not a parameter of this loss" rejects
-    return True
+def _takes(loss: str, key: str) -> bool:
+    return key in FIT_KEYS or key in loss_parameters(loss)
 
 
 def expand_configs(losses: Sequence[str | Mapping], param_grid: Mapping | None = None) -> list[dict]:
@@ -75,22 +90,52 @@ def expand_configs(losses: Sequence[str | Mapping], param_grid: Mapping | None =
     or is one grid shared by all losses (``{"margin": [0.1, 0.2]}``), each
     parameter applied to the losses that take it. A list is a set of values
     (cartesian product); a dict in `losses` is one config, used as it is.
+    An empty selection, an unknown loss, or a parameter that no selected loss takes is a ValueError.
     """
+    if isinstance(losses, (str, Mapping)):
+        raise TypeError("losses must be a list of loss names or config dicts, e.g. ['info_nce', 'unified']")
+    losses = list(losses)
+    if not losses:
+        raise ValueError("losses is empty: select at least one loss")
     param_grid = dict(param_grid or {})
     per_loss = any(isinstance(v, Mapping) for v in param_grid.values())
-    configs: list[dict] = []
+    names = [item for item in losses if isinstance(item, str)]
     for item in losses:
         if isinstance(item, Mapping):
             if "loss" not in item:
                 raise ValueError(f"losses: a config dict needs a 'loss' key, got {dict(item)}")
+            _check_config(item)
+        elif isinstance(item, str):
+            make_objective(item)  # unknown names fail here, before any training
+        else:
+            raise TypeError(f"losses must hold loss names or config dicts, got {type(item).__name__}")
+    if per_loss:
+        stray = sorted(set(param_grid) - set(names))
+        if stray:
+            raise ValueError(f"param_grid has grids for {stray}, which are not among the losses {names}")
+        for loss, grid_ in param_grid.items():
+            _check_config({"loss": loss, **{k: None for k in grid_}})
+    else:
+        for key in param_grid:
+            if not any(_takes(n, key) for n in names):
+                raise ValueError(f"param_grid has {key!r}, which none of the losses {names} takes")
+    configs: list[dict] = []
+    for item in losses:
+        if isinstance(item, Mapping):
             configs.append(dict(item))
             continue
-        if not isinstance(item, str):
-            raise TypeError(f"losses must hold loss names or config dicts, got {type(item).__name__}")
-        make_objective(item)  # unknown names fail here, before any training
-        grid = param_grid.get(item, {}) if per_loss else {k: v for k, v in param_grid.items() if _accepts(item, k)}
-        configs.extend({"loss": item, **combo} for combo in _product(grid))
+        grid_ = param_grid.get(item, {}) if per_loss else {k: v for k, v in param_grid.items() if _takes(item, k)}
+        configs.extend({"loss": item, **combo} for combo in _product(grid_))
     return configs
+
+
+def _check_config(config: Mapping) -> None:
+    """The config's keys are parameters of its loss or training settings."""
+    loss = config["loss"]
+    bad = sorted(k for k in config if k != "loss" and not _takes(loss, k))
+    if bad:
+        raise ValueError(f"loss_kwargs has {bad} which loss {loss!r} does not take; it takes "
+                         f"{list(loss_parameters(loss))} (and the settings {list(FIT_KEYS)})")
 
 
 def _split_config(config: Mapping) -> tuple[str, dict, dict]:
@@ -100,10 +145,22 @@ def _split_config(config: Mapping) -> tuple[str, dict, dict]:
     return config["loss"], loss_kw, fit_kw
 
 
-def label(config: Mapping) -> str:
-    """"unified(gamma=60, margin=0.2)": the configuration without its seed."""
-    rest = ", ".join(f"{k}={config[k]}" for k in sorted(config) if k != "loss")
-    return f"{config['loss']}({rest})" if rest else str(config["loss"])
+def check_seeds(seeds: Sequence[int]) -> list[int]:
+    """A non-empty list of distinct integer seeds >= 0 (a repeated seed would fake a spread of 0)."""
+    from .._checks import check_int
+
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence):
+        raise TypeError(f"seeds must be a list of ints, got {seeds!r}")
+    out = [check_int("seeds", s, 0) for s in seeds]
+    if not out:
+        raise ValueError("seeds is empty: give at least one seed")
+    repeated = sorted({s for s in out if out.count(s) > 1})
+    if repeated:
+        raise ValueError(f"seeds must be distinct, got {out} ({repeated} repeated)")
+    return out
+
+
+# --------------------------------------------------------------------------- cells
 
 
 def tensor_id(*tensors: Tensor) -> str:
@@ -121,20 +178,49 @@ def cell_key(config: Mapping, seed: int, data_id: str, settings: Mapping) -> str
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
-def _row(config: Mapping, seed: int, key: str, history: list[dict]) -> dict:
-    final = flatten_record(history[-1])
+def row(config: Mapping, seed: int, key: str, history: list[dict], data_id: str | None = None,
+        settings: Mapping | None = None) -> dict:
+    """One runs-table row: configuration, seed, data id, settings (columns and JSON), last epoch, best epoch."""
+    final = report.flatten_record(history[-1])
     final["train_loss"] = final.pop("loss")
+    final["last_lr"] = final.pop("lr", None)  # the decayed lr of the last epoch, not the setting
     rsums = [r.get("rsum") for r in history if r.get("rsum") is not None]
     best = {"best_rsum": max(rsums), "best_epoch": 1 + rsums.index(max(rsums))} if rsums else {}
-    return {"config": label(config), **config, "seed": seed, **final, **best, "key": key}
+    settings = dict(settings or {})
+    effective = {k: config.get(k, settings.get(k)) for k in FIT_KEYS if k in config or k in settings}
+    return {"config": report.config_label(config), **config, "seed": seed, **effective, "data_id": data_id,
+            "settings": report.settings_json(settings) if settings else None, **final, **best, "key": key}
 
 
-def _run_cell(config: Mapping, seed: int, data: Mapping, settings: dict):
+def read_cell(path: Path) -> dict:
+    """A cell file, checked; an unreadable one names itself and the fix."""
+    cell = read_json(path, "grid cell", CELL_FIX)
+    history = cell.get("history")
+    if not isinstance(cell.get("config"), dict) or not isinstance(history, list) or not history:
+        raise UnreadableFileError(f"the grid cell {path} is not a cell written by vlr_lib.train.grid "
+                                  f"(no config or history); {CELL_FIX}")
+    return cell
+
+
+def _row_of_file(path: Path) -> dict:
+    return _cell_row(read_cell(path), path.stem)
+
+
+def _cell_row(cell: dict, key: str) -> dict:
+    return row(cell["config"], cell["seed"], key, cell["history"], cell.get("data_id"), cell.get("settings"))
+
+
+def _run_cell(config: Mapping, seed: int, data: Mapping, base: TrainSettings, model: dict, partial: Path | None):
     name, loss_kw, fit_kw = _split_config(config)
-    kwargs = {**settings, **fit_kw, "seed": seed, "loss": name, "loss_kwargs": loss_kw}
+    model_kw = {**model, **{k: v for k, v in fit_kw.items() if k in MODEL_KEYS}}
+    settings = base.replace(seed=seed, checkpoint_dir=partial, **{k: v for k, v in fit_kw.items()
+                                                                   if k not in MODEL_KEYS})
     if "dataset" in data:
-        return fit_end_to_end(data["dataset"], **kwargs)
-    return fit(*data["train"], val=data.get("val"), **kwargs)
+        return fit_end_to_end(data["dataset"], name, loss_kw, settings=settings, **model_kw)
+    return fit(*data["train"], name, loss_kw, val=data.get("val"), settings=settings, **model_kw)
+
+
+# --------------------------------------------------------------------------- the grid
 
 
 def grid(
@@ -148,38 +234,52 @@ def grid(
     out: str | os.PathLike | None = None,
     data_id: str | None = None,
     progress: bool = True,
-    **settings,
+    settings: TrainSettings | None = None,
+    **kwargs,
 ) -> GridResult:
     """Train every configuration (``expand_configs(losses, param_grid)``) with every seed.
 
     Data: ``train`` / ``val`` feature triples for :func:`fit`, or ``dataset`` (a
-    shapes DatasetDict) for :func:`fit_end_to_end`. ``settings`` are shared
-    training arguments (epochs, batch_size, lr, ...); a config may override
-    them. With ``out``, cells are cached in ``out/cells`` (see module docstring)
-    and the tables saved as ``out/runs.csv``, ``out/runs.parquet`` and
-    ``out/summary.csv``. ``data_id`` names the data in the cache key (default: a
+    shapes DatasetDict) for :func:`fit_end_to_end`. Shared training arguments: ``settings``
+    (a ``TrainSettings``; default the mode's) and keyword arguments, which are TrainSettings
+    fields (epochs, batch_size, lr, callbacks, device, ...) or model arguments (head, dim,
+    text_encoder, width); a config may override the settings and model arguments.
+    ``progress`` is the bar over cells (the runs themselves are quiet).
+
+    With ``out``, cells are cached in ``out/cells`` and the folder's tables rebuilt from all
+    of them (module docstring). ``data_id`` names the data in the cache key (default: a
     content hash). Example, the GOAL table: ``grid(goal_grid(), seeds=[0, 1, 2], ...)``.
     """
     if (train is None) == (dataset is None):
         raise ValueError("train or dataset must be given (exactly one): features for fit, or a DatasetDict")
     data = {"dataset": dataset} if dataset is not None else {"train": train, "val": val}
-    data_id = data_id or _data_id(data)
     configs = expand_configs(losses, param_grid)
-    seeds = [int(s) for s in seeds]
-    hashed = {k: v for k, v in settings.items() if k not in _NOT_HASHED}
+    seeds = check_seeds(seeds)
+    model = {k: kwargs.pop(k) for k in MODEL_KEYS if k in kwargs}
+    if "seed" in kwargs or "checkpoint_dir" in kwargs:
+        raise TypeError("grid takes seeds=[...] and keeps one checkpoint per cell under out; "
+                        "do not pass seed or checkpoint_dir")
+    base = settings_for(settings, {"progress": False, **kwargs}, end_to_end=dataset is not None)
+    for config in configs:  # every setting override and parameter value is checked before any training
+        name, loss_kw, fit_kw = _split_config(config)
+        cell = base.replace(**{k: v for k, v in fit_kw.items() if k not in MODEL_KEYS})
+        make_objective(name, loss_kw).check(cell.batch_size)
+    data_id = data_id or _data_id(data)
+    hashed = {"mode": "end_to_end" if dataset is not None else "features",
+              **{k: v for k, v in base.experiment().items() if k != "seed"}, **model}
     cells = Path(out) / "cells" if out is not None else None
-    rows = [_cell(c, s, data, data_id, settings, hashed, cells) for c, s in _progress(configs, seeds, progress)]
+    todo = list(itertools.product(configs, seeds))
+    rows = [_cell(c, s, data, data_id, base, model, hashed, cells) for c, s in _progress(todo, progress)]
     runs = pd.DataFrame(rows)
-    result = GridResult(runs, summarize(runs), None if out is None else str(out))
-    if out is not None:
-        _save_tables(result, Path(out))
-    return result
+    if out is not None and D.rank_and_world()[0] == 0:
+        save_tables(Path(out))
+    return GridResult(runs, report.summarize(runs), None if out is None else str(out))
 
 
-def _progress(configs, seeds, progress):
+def _progress(todo, progress: bool):
     from tqdm.auto import tqdm
 
-    return tqdm(list(itertools.product(configs, seeds)), desc="grid", disable=not progress)
+    return tqdm(todo, desc="grid", disable=not progress or D.rank_and_world()[0] != 0)
 
 
 def _data_id(data: Mapping) -> str:
@@ -189,55 +289,39 @@ def _data_id(data: Mapping) -> str:
     return tensor_id(*[torch.as_tensor(t) for t in parts])
 
 
-def _cell(config, seed, data, data_id, settings, hashed, cells: Path | None) -> dict:
+def _cell(config, seed, data, data_id, base, model, hashed, cells: Path | None) -> dict:
     key = cell_key(config, seed, data_id, hashed)
     path = cells / f"{key}.json" if cells is not None else None
-    if path is not None and path.exists():
-        stored = json.loads(path.read_text())
-        return _row(stored["config"], stored["seed"], key, stored["history"])
-    run_settings = {"progress": False, **settings}
-    history = _run_cell(config, seed, data, run_settings).history
-    if path is not None:
-        atomic_write_json(path, {"config": dict(config), "seed": seed, "data_id": data_id, "history": history})
-    return _row(config, seed, key, history)
+    if D.broadcast_object(path is not None and path.exists()):  # rank 0 decides: every rank trains the same cells
+        return _cell_row(read_cell(path), key)
+    partial = cells / f"{key}.partial" if cells is not None else None
+    history = _run_cell(config, seed, data, base, model, partial).history
+    if path is not None and D.rank_and_world()[0] == 0:
+        atomic_write_json(path, {"config": dict(config), "seed": seed, "data_id": data_id, "settings": hashed,
+                                 "history": history})
+        shutil.rmtree(partial, ignore_errors=True)
+    return row(config, seed, key, history, data_id, hashed)
 
 
-def summarize(runs: pd.DataFrame) -> pd.DataFrame:
-    """Mean and std over seeds of every summary metric, one row per configuration (input order kept)."""
-    metrics = [m for m in (*SUMMARY_METRICS, "best_rsum", "train_loss") if m in runs.columns]
+def union_runs(out: str | os.PathLike) -> pd.DataFrame:
+    """The runs table of every cell under ``out/cells`` (sorted by data, settings, configuration, seed)."""
+    paths = sorted((Path(out) / "cells").glob("*.json"))
+    frame = pd.DataFrame([_row_of_file(p) for p in paths])
+    if frame.empty:
+        return frame
+    order = [c for c in ("data_id", "settings", "config", "seed") if c in frame]
+    return frame.sort_values(order, kind="stable", na_position="first", ignore_index=True)
+
+
+def save_tables(out: Path) -> None:
+    """Rebuild runs.csv, runs.parquet and summary.csv of `out` from every cell under ``out/cells``."""
+    runs = union_runs(out)
     if runs.empty:
-        return pd.DataFrame()
-    g = runs.groupby("config", sort=False)
-    out = g[metrics].agg(["mean", "std"])
-    out.columns = [f"{m}_{stat}" for m, stat in out.columns]
-    out.insert(0, "n_seeds", g.size())
-    out.insert(0, "loss", g["loss"].first())
-    return out.reset_index()
-
-
-def summary_table(summary: pd.DataFrame, metrics: Sequence[str] = ("rsum", "i2t_r1", "t2i_r1")) -> str:
-    """Text table: configuration, seeds, and "mean ± std" of each metric."""
-    if summary.empty:
-        return "(no runs)"
-    table = pd.DataFrame({"config": summary["config"], "seeds": summary["n_seeds"]})
-    for m in metrics:
-        if f"{m}_mean" in summary:
-            std = summary[f"{m}_std"].fillna(0.0)
-            table[m] = [f"{a:.2f} ± {b:.2f}" for a, b in zip(summary[f"{m}_mean"], std)]
-    return table.to_string(index=False)
-
-
-def _save_tables(result: GridResult, out: Path) -> None:
-    from .checkpoint import atomic_write
-
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write(out / "runs.csv", lambda f: f.write(result.runs.to_csv(index=False).encode()))
-    atomic_write(out / "summary.csv", lambda f: f.write(result.summary.to_csv(index=False).encode()))
-    try:
-        import pyarrow  # noqa: F401  (datasets depends on it; guard anyway)
-    except ImportError:
         return
-    frame = result.runs.copy()
+    atomic_write(out / "runs.csv", lambda f: f.write(runs.to_csv(index=False).encode()))
+    summary = report.summarize(runs)
+    atomic_write(out / "summary.csv", lambda f: f.write(summary.to_csv(index=False).encode()))
+    frame = runs.copy()
     for col in frame.columns:  # mixed-type config columns (e.g. None and floats) need one dtype in Parquet
         if frame[col].dtype == object:
             frame[col] = frame[col].map(lambda v: v if v is None or isinstance(v, str) else json.dumps(v))

@@ -1,7 +1,7 @@
 """The training objective: a loss name (or GOAL combination) turned into ``S, pos_mask -> scalar``.
 
 Every loss of the workbook is a function of the batch similarity matrix S
-(DESIGN.md). Three of them are defined by their papers over the *rows* of S
+(the S contract of docs/architecture.md). Three of them are defined by their papers over the *rows* of S
 only -- sampled softmax and cross-example softmax (Veit & Wilber eqs. 2-6:
 queries are rows) and SmoothAP (Bleeker & de Rijke eq. 8: one AP per query).
 Retrieval runs both ways, so the trainer applies them in both directions,
@@ -12,14 +12,15 @@ way (i2t + t2i); Veit & Wilber's eq. 5 is written for one direction.
 """
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+import torch
 from torch import Tensor
 
 from .. import losses as _losses
+from ..report import loss_parameters
 
 ROW_WISE = ("sampled_softmax", "cross_example_softmax", "smooth_ap")
 GOAL_PREFIX = "goal:"
@@ -43,6 +44,22 @@ class Objective:
             return self.fn(S, pos_mask=pos_mask, **kw) + self.fn(S.T, pos_mask=t_mask, **kw)
         return self.fn(S, pos_mask=pos_mask, **kw)
 
+    def check(self, batch_size: int) -> None:
+        """Evaluate once on a random batch of `batch_size` pairs, so that a bad parameter value fails now.
+
+        The losses check their parameters when called (``vlr_lib._checks``); calling once
+        before training turns "temperature must be > 0" into an error at the start of a
+        run (or of a grid) instead of at its first step. Errors name the parameter.
+        A custom callable is not called here (it may count its calls); its first step checks it.
+        """
+        if self.name.startswith("custom:"):
+            return
+        g = torch.Generator().manual_seed(0)
+        img = torch.randn(batch_size, 8, generator=g)
+        txt = img + torch.randn(batch_size, 8, generator=g)
+        norm = torch.nn.functional.normalize
+        self(norm(img, dim=1) @ norm(txt, dim=1).T)
+
     def describe(self) -> str:
         """A short label: "unified(gamma=60, margin=0.2)"."""
         args = ", ".join(f"{k}={v}" for k, v in sorted(self.kwargs.items()))
@@ -52,6 +69,12 @@ class Objective:
 def loss_names() -> tuple[str, ...]:
     """Every closed-form loss name the trainer accepts (GOAL names come on top: "goal:T,P")."""
     return tuple(_losses.LOSSES)
+
+
+def _loss_fn(name: str) -> LossFn:
+    if name not in _losses.LOSSES:
+        raise ValueError(f"loss must be one of {loss_names()} or 'goal:<triplet>,<pair>', got {name!r}")
+    return _losses.LOSSES[name]
 
 
 def _goal_fn(name: str) -> tuple[LossFn, dict]:
@@ -64,13 +87,15 @@ def _goal_fn(name: str) -> tuple[LossFn, dict]:
     return goal.goal_objective, {"triplet": triplet, "pair": pair}
 
 
-def _check_kwargs(name: str, fn: LossFn, kwargs: Mapping, fixed: Mapping) -> dict:
+def _check_kwargs(name: str, kwargs: Mapping) -> dict:
     """Reject parameters the loss does not take, naming them (a typo must not be silently ignored)."""
-    params = inspect.signature(fn).parameters
-    allowed = [p for p in params if p not in ("S", "pos_mask", *fixed)]
+    allowed = list(loss_parameters(name))
     unknown = sorted(set(kwargs) - set(allowed))
     if unknown:
         raise ValueError(f"loss_kwargs has {unknown} which loss {name!r} does not take; it takes {allowed}")
+    if kwargs.get("reduction", "mean") not in ("mean", "sum"):  # "none" gives a vector; the trainer needs a scalar
+        raise ValueError(f"loss_kwargs reduction must be 'mean' or 'sum' for training (a scalar loss), "
+                         f"got {kwargs['reduction']!r}")
     out = dict(kwargs)
     try:
         json.dumps(out)  # configs are stored in checkpoints and grid caches
@@ -93,10 +118,7 @@ def make_objective(loss: str | LossFn, loss_kwargs: Mapping | None = None) -> Ob
         raise TypeError(f"loss must be a loss name or a callable, got {type(loss).__name__}")
     if loss.startswith(GOAL_PREFIX):
         fn, fixed = _goal_fn(loss)
-        kwargs = _check_kwargs(loss, fn, kwargs, fixed)
-        return Objective(name=loss, kwargs=kwargs, fn=fn, fixed=fixed)
-    if loss not in _losses.LOSSES:
-        raise ValueError(f"loss must be one of {loss_names()} or 'goal:<triplet>,<pair>', got {loss!r}")
-    fn = _losses.LOSSES[loss]
-    kwargs = _check_kwargs(loss, fn, kwargs, {})
+        return Objective(name=loss, kwargs=_check_kwargs(loss, kwargs), fn=fn, fixed=fixed)
+    fn = _loss_fn(loss)
+    kwargs = _check_kwargs(loss, kwargs)
     return Objective(name=loss, kwargs=kwargs, fn=fn, both_directions=loss in ROW_WISE)

@@ -4,7 +4,8 @@ VSE++ (Faghri et al.) iterates over *captions*: an epoch visits every caption
 once, each paired with its image. Two captions of one image can then meet in a
 batch; their images are the same, so each caption's image is a positive for
 the other caption, not a negative. The trainer masks these false negatives with
-``similarity.positive_mask`` on the image ids (DESIGN.md's pos_mask).
+``similarity.positive_mask`` on the image ids (the pos_mask of the S contract,
+docs/architecture.md).
 
 Batches are a pure function of (seed, epoch): the permutation of epoch e is
 drawn from a generator seeded with ``seed`` and ``e``. A resumed run therefore

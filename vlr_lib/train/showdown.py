@@ -1,9 +1,9 @@
 """The loss showdown of notebook 10: every loss, the same features, the same seeds and schedule.
 
 One definition of the experiment, shared by notebook 10 (``from vlr_lib.train
-import showdown``) and the command line ``python data_scripts/run_showdown.py``
-(a thin argparse wrapper around :func:`spec_for`, :func:`run` and
-:func:`markdown_block`).
+import showdown``) and the command line ``python -m vlr_lib showdown`` (also
+``data_scripts/run_showdown.py``), which parses its flags into :func:`spec_for`, calls
+:func:`run` and prints ``vlr_lib.report.markdown_block``.
 
 Contestants (:func:`configs`): every loss of ``vlr_lib.losses.LOSSES`` at its
 paper defaults plus the 15 GOAL combinations (``vlr_lib.train.goal_grid``), 22
@@ -20,10 +20,11 @@ batch of training pairs. The reported epoch of a run is the one with the best
 validation rsum ("sel_*" columns: its test metrics and its COCOS).
 
 Caching: ``grid`` stores every (configuration, seed) cell under
-``runs/showdown-<data>-<fast|full>/cells`` of the checkout; the finished table
-is ``runs.csv`` with ``showdown.json`` (the settings, command, data, hardware,
-date and wall time). A stored table whose settings match is reused as it is
-(notebook 10 opens instantly); an interrupted run resumes cell by cell.
+``runs/showdown-<data>-<fast|full>/cells`` of the checkout (``vlr_lib.paths``); the
+finished showdown is ``showdown.json`` (the settings, command, data, hardware, date,
+wall time and the keys of its cells) next to the folder's ``runs.csv`` (every cell of the
+folder). A stored showdown whose settings match is reused as it is (notebook 10 opens
+instantly); an interrupted run resumes cell by cell.
 
 Data: ``shapes`` -- the synthetic set (``vlr_lib.data.shapes``) with frozen
 random-CNN image features and hashed bag-of-words caption features
@@ -47,25 +48,24 @@ import torch
 from torch import Tensor
 
 from .. import __version__
+from .._io import atomic_write_json, read_back, read_json
+from ..data import DATA_MODES
 from ..features import flickr_feature_dirs
+from ..paths import feature_cache_root, runs_dir
+from . import distributed as D
+from .device import default_device
 from .end_to_end import chance_rsum, shapes_features
 from .evaluate import probe_indices, split_metrics
+from .fit_features import Triple
 from .grid_search import goal_grid, grid, tensor_id
+from .settings import TrainSettings
 
 #: Bump when the recorded metrics change (the trainer's or the callback's): it is part of every cell's cache key.
 METRICS_VERSION = "showdown-metrics-v2"
 META_FILE = "showdown.json"
 SEEDS = (0, 1, 2)
-DATA_MODES = ("shapes", "flickr30k")
 FLICKR_BACKBONE = "clip-vit-b32"
-
-Triple = tuple[Tensor, Tensor, Tensor]
-
-
-def repo_root() -> Path:
-    """The checkout that holds vlr_lib (runs/ and cache/ live there; an editable install is assumed)."""
-    return Path(__file__).resolve().parents[2]
-
+STORED_FIX = "rerun with --force (force=True) to rebuild the table from the cached cells"
 
 # --------------------------------------------------------------------------- the experiment
 
@@ -102,12 +102,16 @@ class ShowdownSpec:
 
     @property
     def out(self) -> Path:
-        return repo_root() / "runs" / f"showdown-{self.data}-{'fast' if self.fast else 'full'}"
+        return runs_dir() / f"showdown-{self.data}-{'fast' if self.fast else 'full'}"
 
-    def train_settings(self) -> dict:
-        """Shared training arguments of every cell (vlr_lib.train.fit)."""
-        return dict(epochs=self.epochs, batch_size=self.batch_size, lr=self.lr, dim=self.dim, head=self.head,
-                    sampling=self.sampling, probe_batch=0)
+    def settings(self) -> TrainSettings:
+        """The training settings every cell shares (the COCOS probe is the callback's, so the trainer's is off)."""
+        return TrainSettings(epochs=self.epochs, batch_size=self.batch_size, lr=self.lr, sampling=self.sampling,
+                             probe_batch=0, device=self.device, progress=False)
+
+    def model(self) -> dict:
+        """The model arguments every cell shares (``fit(..., **spec.model())``)."""
+        return {"dim": self.dim, "head": self.head}
 
 
 def spec_for(data: str = "shapes", fast: bool = False, **overrides) -> ShowdownSpec:
@@ -183,7 +187,7 @@ def _shapes_data(spec: ShowdownSpec) -> ShowdownData:
 def _flickr_data(spec: ShowdownSpec) -> ShowdownData:
     from ..features import load_features
 
-    root = spec.cache_root or str(repo_root() / "cache" / "features")
+    root = spec.cache_root or str(feature_cache_root())
     dirs = flickr_feature_dirs(root)
     sets = {split: load_features(dirs[split]) for split in ("train", "validation", "test")}
     triples = {s: _head((fs.img.float(), fs.txt.float(), fs.caption_to_image), n)
@@ -267,15 +271,22 @@ class Showdown:
 
 
 def stored(spec: ShowdownSpec, out: Path | None = None) -> Showdown | None:
-    """The stored table of `spec` when its settings match, else None."""
+    """The stored showdown of `spec` when its settings match and all its cells are in runs.csv, else None.
+
+    An unreadable showdown.json or runs.csv is an error that names the file and the fix (``--force``).
+    """
     out = Path(out or spec.out)
     meta_path, runs_path = out / META_FILE, out / "runs.csv"
     if not (meta_path.exists() and runs_path.exists()):
         return None
-    meta = json.loads(meta_path.read_text())
-    if meta.get("spec") != spec.key():
+    meta = read_json(meta_path, "showdown metadata", STORED_FIX)
+    if meta.get("spec") != spec.key() or not isinstance(meta.get("keys"), list):
         return None
-    return Showdown(pd.read_csv(runs_path), meta, out, reused=True)
+    folder = read_back(runs_path, pd.read_csv, "runs table", STORED_FIX)
+    rows = pd.Index(folder["key"]).get_indexer(meta["keys"]) if "key" in folder else [-1]
+    if (rows < 0).any():
+        return None  # cells were deleted or the table was rebuilt without them: train them again
+    return Showdown(folder.iloc[rows].reset_index(drop=True), meta, out, reused=True)
 
 
 def hardware(device: torch.device) -> str:
@@ -311,12 +322,13 @@ def run(spec: ShowdownSpec, command: str = "", out: Path | None = None, force: b
     if not force and (found := stored(spec, out)) is not None:
         return found
     data = load_data(spec)
-    device = torch.device(spec.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = default_device(spec.device)
     callback = ShowdownMetrics(data.test, probe_batch(data.train, min(spec.probe, data.train[0].shape[0])))
     t0 = time.perf_counter()
+    settings = spec.settings().replace(device=device, callbacks=[callback])
     with cpu_threads(1 if device.type == "cpu" else torch.get_num_threads()):
         result = grid(configs(), seeds=spec.seeds, train=data.train, val=data.val, out=out, data_id=data.data_id,
-                      progress=progress, callbacks=[callback], device=device, **spec.train_settings())
+                      progress=progress, settings=settings, **spec.model())
     wall = time.perf_counter() - t0
     meta = {
         "spec": spec.key(),
@@ -332,39 +344,8 @@ def run(spec: ShowdownSpec, command: str = "", out: Path | None = None, force: b
         "wall_seconds": round(wall, 1),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "versions": {"vlr_lib": __version__, "torch": torch.__version__, "python": platform.python_version()},
+        "keys": list(result.runs["key"]),
     }
-    (out / META_FILE).write_text(json.dumps(meta, indent=1))
+    if D.rank_and_world()[0] == 0:
+        atomic_write_json(out / META_FILE, meta)
     return Showdown(result.runs, meta, out, reused=False)
-
-
-# --------------------------------------------------------------------------- markdown for docs/results.md
-
-
-def markdown_block(showdown: Showdown) -> str:
-    """The docs/results.md section of one run: provenance, the Table-1 layout, the GOAL grids."""
-    from ..viz import showdown as V
-
-    m, spec = showdown.meta, showdown.meta["spec"]
-    summary = V.summarize(showdown.runs)
-    lines = [
-        f"### {spec['data']} ({'fast' if spec['fast'] else 'full'} size), {m['date'][:10]}",
-        "",
-        f"- command: `{m['command']}`",
-        f"- data: {m['data']}",
-        f"- training: heads only ({spec['head']}, {spec['dim']}-d), {spec['epochs']} epochs, batch "
-        f"{spec['batch_size']}, Adam lr {spec['lr']} x0.1 after half the epochs, sampling by {spec['sampling']}, "
-        f"seeds {', '.join(map(str, spec['seeds']))}; every loss at its library defaults",
-        f"- reported: test split ({m['n_test_images']} images) at the epoch with the best validation rsum; "
-        f"mean ± std over {len(spec['seeds'])} seeds; chance rsum {m['chance_rsum_test']:.1f}",
-        f"- hardware: {m['hardware']}; wall time {m['wall_seconds'] / 60:.1f} min "
-        f"({m['n_runs']} runs, {m['epochs_trained_now']} epochs trained in that call)",
-        "",
-        V.to_markdown(V.table1(summary)),
-        "",
-    ]
-    for metric in ("i2t_r1", "t2i_r1", "rsum"):
-        lines += [f"GOAL grid, {V.METRICS[metric]} (Xuan & Chen Tables 3-5 layout: pair weights down, triplet "
-                  "weights across), mean ± std:", "", V.to_markdown(V.goal_table(summary, metric)), ""]
-    lines += ["Reading (generated from the table by `vlr_lib.viz.showdown.reading`; 'separated' = the mean ± std "
-              "intervals do not overlap):", "", V.reading(summary)["text"], ""]
-    return "\n".join(lines)

@@ -1,7 +1,9 @@
 """Figures of notebooks 09 and 11: training curves per epoch and hyperparameter sweeps.
 
 Builders are pure: histories (``FitResult.history`` lists or ``FitResult.frame()``
-tables) or a grid's runs table (``GridResult.runs``) in, a ``go.Figure`` out.
+tables) or a grid's runs table (``GridResult.runs``) in, a ``go.Figure`` out. The
+tables behind them (``history_frame``, ``sweep_values``, ``sweep_slice``) are
+``vlr_lib.report``'s.
 
 - :func:`curves_figure` -- one panel per metric, one line per run, against the epoch
   (Li et al. Fig. 3: loss and RSUM per epoch);
@@ -13,7 +15,6 @@ tables) or a grid's runs table (``GridResult.runs``) in, a ``go.Figure`` out.
 """
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Mapping, Sequence
 
@@ -22,59 +23,11 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from .. import report
+from ..report import metric_label
 from ._style import NEGATIVE, NEUTRAL, PALETTE, POSITIVE, SEQUENTIAL, layout
 
-#: Metrics a history row carries (``vlr_lib.train.fit``) plus the derived ``sim_gap``.
-METRIC_LABELS = {
-    "loss": "training loss",
-    "rsum": "validation rsum",
-    "i2t_r1": "i2t R@1",
-    "i2t_r5": "i2t R@5",
-    "i2t_r10": "i2t R@10",
-    "t2i_r1": "t2i R@1",
-    "t2i_r5": "t2i R@5",
-    "t2i_r10": "t2i R@10",
-    "map5": "i2t mAP@5",
-    "pr_auc": "PR-AUC (all pairs)",
-    "pos_sim": "mean positive similarity",
-    "hardneg_sim": "mean hardest-negative similarity",
-    "sim_gap": "positive − hardest negative",
-    "best_rsum": "best validation rsum",
-    "train_loss": "final training loss",
-}
-#: Columns of a grid's runs table that are never loss parameters.
-_NOT_PARAMS = {"S", "pos_mask", "reduction", "weights"}
-
-
-def metric_label(metric: str) -> str:
-    return METRIC_LABELS.get(metric, metric)
-
-
 # --------------------------------------------------------------------------- histories
-
-
-def history_frame(histories: Mapping[str, object]) -> pd.DataFrame:
-    """Histories {run name: list of per-epoch dicts or a DataFrame} as one long table.
-
-    Columns: ``run``, ``epoch`` and every metric (nested COCOS dicts flattened as in
-    ``FitResult.frame``), plus ``sim_gap = pos_sim - hardneg_sim`` when both exist.
-    Runs keep their order; rows are sorted by epoch within a run.
-    """
-    from ..train.engine import flatten_record
-
-    if not isinstance(histories, Mapping) or not histories:
-        raise ValueError("histories must be a non-empty mapping {run name: history}")
-    parts = []
-    for name, hist in histories.items():
-        frame = hist.copy() if isinstance(hist, pd.DataFrame) else pd.DataFrame([flatten_record(r) for r in hist])
-        if frame.empty or "epoch" not in frame:
-            raise ValueError(f"histories[{name!r}] must hold at least one epoch with an 'epoch' field")
-        frame.insert(0, "run", str(name))
-        parts.append(frame.sort_values("epoch", kind="stable"))
-    out = pd.concat(parts, ignore_index=True)
-    if {"pos_sim", "hardneg_sim"} <= set(out.columns):
-        out["sim_gap"] = out["pos_sim"] - out["hardneg_sim"]
-    return out
 
 
 def _metric_values(frame: pd.DataFrame, metric: str, relative_loss: bool) -> np.ndarray:
@@ -114,7 +67,7 @@ def curves_figure(
 ) -> go.Figure:
     """Per-epoch curves (Li et al. Fig. 3): one panel per metric, one line per run.
 
-    `histories`: {run name: history} (see :func:`history_frame`); `runs` selects and
+    `histories`: {run name: history} (see ``report.history_frame``); `runs` selects and
     orders the runs drawn (default all; colours stay tied to the position in
     `histories`). `relative_loss` divides each training loss by its first recorded
     value, because the losses live on different scales (sums vs means, 1/gamma). A
@@ -122,7 +75,7 @@ def curves_figure(
     trace in every panel, so a run toggled off is an invisible trace and the
     figure's structure depends only on `metrics`.
     """
-    frame = history_frame(histories)
+    frame = report.history_frame(histories)
     names = list(dict.fromkeys(frame["run"]))
     shown = set(_check_names("runs", runs, names))
     if isinstance(metrics, str):
@@ -164,7 +117,7 @@ def similarity_figure(histories: Mapping[str, object], runs: Sequence[str] | Non
     image, its captions' mean similarity and its most similar wrong caption). The
     shaded band between them is the gap; the y-axes are shared.
     """
-    frame = history_frame(histories)
+    frame = report.history_frame(histories)
     names = _check_names("runs", runs, list(dict.fromkeys(frame["run"])))
     for col in ("pos_sim", "hardneg_sim"):
         if col not in frame:
@@ -190,92 +143,8 @@ def similarity_figure(histories: Mapping[str, object], runs: Sequence[str] | Non
 # --------------------------------------------------------------------------- sweeps
 
 
-def _loss_rows(runs: pd.DataFrame, loss: str) -> pd.DataFrame:
-    if not isinstance(runs, pd.DataFrame) or "loss" not in runs:
-        raise TypeError("runs must be a grid's runs table (GridResult.runs) with a 'loss' column")
-    rows = runs[runs["loss"] == loss]
-    if rows.empty:
-        raise ValueError(f"loss {loss!r} has no runs; the table holds {sorted(runs['loss'].unique())}")
-    return rows
-
-
-def _candidate_params(loss: str) -> list[str]:
-    """Loss parameters by the loss's signature (``vlr_lib.losses.LOSSES``) plus the training settings."""
-    from ..losses import LOSSES
-    from ..train.grid_search import FIT_KEYS
-
-    fn = LOSSES.get(loss)
-    names = [p for p in inspect.signature(fn).parameters if p not in _NOT_PARAMS] if fn is not None else []
-    return names + [k for k in FIT_KEYS if k not in names]
-
-
-def sweep_values(runs: pd.DataFrame, loss: str) -> dict[str, list]:
-    """{parameter: sorted distinct values} of the parameters that vary over the runs of `loss`.
-
-    Parameters are the loss's keyword arguments (and the training settings of
-    ``grid``'s FIT_KEYS) that are columns of `runs` and take two or more values.
-    """
-    rows = _loss_rows(runs, loss)
-    out = {}
-    for p in _candidate_params(loss):
-        if p in rows:
-            values = pd.unique(rows[p].dropna())
-            if len(values) > 1:
-                out[p] = sorted(values.tolist())
-    return out
-
-
-def sweep_losses(runs: pd.DataFrame) -> list[str]:
-    """Losses of the table that have at least one swept parameter (in order of appearance)."""
-    return [loss for loss in dict.fromkeys(runs["loss"]) if sweep_values(runs, loss)]
-
-
-def _close(column: pd.Series, value) -> np.ndarray:
-    """Rows equal to `value` (floats compared with a relative tolerance: values went through JSON/CSV)."""
-    if isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
-        col = pd.to_numeric(column, errors="coerce").to_numpy(dtype=float)
-        return np.isclose(col, float(value), rtol=1e-9, atol=0.0)
-    return (column == value).to_numpy()
-
-
-def sweep_slice(runs: pd.DataFrame, loss: str, x: str, fixed: Mapping | None = None,
-                metric: str = "rsum") -> pd.DataFrame:
-    """Mean, std and count over seeds of `metric` per value of `x`, other swept parameters at `fixed`.
-
-    Swept parameters missing from `fixed` are held at their first value. Returns a
-    frame with columns x, mean, std (0 for one seed), n, sorted by x.
-    """
-    values = sweep_values(runs, loss)
-    if x not in values:
-        raise ValueError(f"x must be a swept parameter of {loss!r}, one of {list(values)}; got {x!r}")
-    rows = _loss_rows(runs, loss)
-    if metric not in rows:
-        raise ValueError(f"metric {metric!r} is not a column of runs")
-    fixed = dict(fixed or {})
-    unknown = sorted(set(fixed) - set(values))
-    if unknown:
-        raise ValueError(f"fixed has {unknown}, not swept parameters of {loss!r} ({list(values)})")
-    mask = np.ones(len(rows), dtype=bool)
-    for p, vals in values.items():
-        if p != x:
-            at = fixed.get(p, vals[0])
-            mask &= _close(rows[p], at)
-    sub = rows[mask]
-    y = pd.to_numeric(sub[metric], errors="coerce")
-    g = y.groupby(sub[x].to_numpy())
-    out = pd.DataFrame({"mean": g.mean(), "std": g.std().fillna(0.0), "n": g.size()})
-    return out.rename_axis(x).reset_index().sort_values(x, kind="stable", ignore_index=True)
-
-
-def fmt(value) -> str:
-    """A parameter value for labels: numbers with %g, anything else as str."""
-    if isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
-        return f"{float(value):g}"
-    return str(value)
-
-
 def _slice_label(fixed: Mapping) -> str:
-    return ", ".join(f"{k} = {fmt(v)}" for k, v in fixed.items())
+    return ", ".join(f"{k} = {report.fmt(v)}" for k, v in fixed.items())
 
 
 def _use_log(values: Sequence[float], log_x: bool | None) -> bool:
@@ -297,27 +166,27 @@ def sweep_figure(
 ) -> go.Figure:
     """`metric` (mean +- std over seeds) against parameter `x` of `loss` (Li et al. Fig. 5).
 
-    The slice chosen by `fixed` (the other swept parameters; see :func:`sweep_slice`)
+    The slice chosen by `fixed` (the other swept parameters; see ``report.sweep_slice``)
     is drawn bold with error bars; every other slice of a two-parameter sweep is a
     faint line, so the reader sees where the chosen one sits. `references` are other
     losses of the table drawn as dashed horizontal lines at their mean `metric`
     (e.g. "triplet_hardest", the gamma -> infinity limit); `chance` adds the chance
     rsum when `metric` is rsum. `log_x` (None: automatic when x spans >= 20x).
     """
-    values = sweep_values(runs, loss)
+    values = report.sweep_values(runs, loss)
     fixed = {p: (fixed or {}).get(p, vals[0]) for p, vals in values.items() if p != x}
-    main = sweep_slice(runs, loss, x, fixed, metric)
+    main = report.sweep_slice(runs, loss, x, fixed, metric)
     fig = go.Figure()
     others = [p for p in values if p != x]
     if len(others) == 1:
         p = others[0]
-        rest = [v for v in values[p] if not _close(pd.Series([v]), fixed[p])[0]]
+        rest = [v for v in values[p] if not report.is_close(pd.Series([v]), fixed[p])[0]]
         for i, v in enumerate(rest):
-            s = sweep_slice(runs, loss, x, {p: v}, metric)
+            s = report.sweep_slice(runs, loss, x, {p: v}, metric)
             fig.add_trace(go.Scatter(x=s[x], y=s["mean"], mode="lines", name=f"other {p} values",
                                      line=dict(color=NEUTRAL, width=1), opacity=0.35, showlegend=i == 0,
                                      legendgroup="others",
-                                     hovertemplate=f"{p} = {fmt(v)}<br>{x} = %{{x}}<br>{metric} = %{{y:.2f}}"))
+                                     hovertemplate=f"{p} = {report.fmt(v)}<br>{x} = %{{x}}<br>{metric} = %{{y:.2f}}"))
     fig.add_trace(go.Scatter(
         x=main[x], y=main["mean"], mode="lines+markers", name=_slice_label(fixed) or loss,
         error_y=dict(type="data", array=main["std"].to_numpy(), visible=True),
@@ -325,7 +194,7 @@ def sweep_figure(
     ))
     ref_names = list(references)
     for i, ref in enumerate(ref_names):
-        y = float(pd.to_numeric(_loss_rows(runs, ref)[metric], errors="coerce").mean())
+        y = float(pd.to_numeric(report.loss_rows(runs, ref)[metric], errors="coerce").mean())
         fig.add_hline(y=y, line_dash="dash", line_color=PALETTE[(i + 1) % len(PALETTE)],
                       annotation_text=ref, annotation_position="top left")
     if chance is not None and metric == "rsum":
@@ -344,22 +213,22 @@ def sweep_heatmap(runs: pd.DataFrame, loss: str, x: str, y: str, metric: str = "
     Cells are placed by rank (equal spacing, labelled with the values); the best cell
     is outlined. Missing combinations stay empty (NaN).
     """
-    values = sweep_values(runs, loss)
+    values = report.sweep_values(runs, loss)
     for name, p in (("x", x), ("y", y)):
         if p not in values:
             raise ValueError(f"{name} must be a swept parameter of {loss!r}, one of {list(values)}; got {p!r}")
     if x == y:
         raise ValueError("x and y must be different parameters")
-    rows = _loss_rows(runs, loss)
+    rows = report.loss_rows(runs, loss)
     xs, ys = values[x], values[y]
     z = np.full((len(ys), len(xs)), np.nan)
     for i, yv in enumerate(ys):
         for j, xv in enumerate(xs):
-            m = _close(rows[x], xv) & _close(rows[y], yv)
+            m = report.is_close(rows[x], xv) & report.is_close(rows[y], yv)
             if m.any():
                 z[i, j] = float(pd.to_numeric(rows[metric][m], errors="coerce").mean())
     text = [[("" if math.isnan(v) else f"{v:.1f}") for v in row] for row in z]
-    xl, yl = [fmt(v) for v in xs], [fmt(v) for v in ys]
+    xl, yl = [report.fmt(v) for v in xs], [report.fmt(v) for v in ys]
     fig = go.Figure(go.Heatmap(z=z, x=xl, y=yl, colorscale=SEQUENTIAL, text=text, texttemplate="%{text}",
                                colorbar=dict(title=metric), hoverongaps=False))
     if np.isfinite(z).any():

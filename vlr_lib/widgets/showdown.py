@@ -2,18 +2,20 @@
 
 Each explorer returns the ipywidgets box of ``widgets.evaluation.explorer``
 (``.controls``, ``.figure``, ``.redraw``); callbacks only call one builder of
-``vlr_lib.viz.showdown`` on tables summarised once up front.
+``vlr_lib.viz.showdown`` on tables summarised once up front (``vlr_lib.report``).
 """
 from __future__ import annotations
 
 import ipywidgets as W
 import pandas as pd
 
-from ..viz import showdown as V
+from .. import report
+from ..viz import showdown
 from ._core import explorer
 
 CHECKPOINTS = (("best validation epoch", "sel_"), ("last epoch", "test_"))
-GOAL_METRICS = (("R@1 both ways (Tables 3-5)", "r1"),) + tuple((V.METRICS[m], m) for m in V.METRICS)
+GOAL_METRICS = (("R@1 both ways (Tables 3-5)", "r1"),) + tuple((report.METRIC_LABELS[m], m)
+                                                                for m in report.TABLE1_COLUMNS)
 
 
 def _summaries(runs: pd.DataFrame) -> dict[str, pd.DataFrame]:
@@ -21,7 +23,7 @@ def _summaries(runs: pd.DataFrame) -> dict[str, pd.DataFrame]:
     out = {}
     for _, prefix in CHECKPOINTS:
         if f"{prefix}rsum" in runs.columns:
-            out[prefix] = V.summarize(runs, prefix=prefix)
+            out[prefix] = report.summarize(runs, prefix=prefix)
     if not out:
         raise ValueError("runs has neither sel_* nor test_* metrics; was it made by data_scripts/run_showdown.py?")
     return out
@@ -41,12 +43,12 @@ def showdown_explorer(runs: pd.DataFrame, chance: float | None = None, metric: s
     summaries = _summaries(runs)
 
     def draw(metric: str, group: str, checkpoint: str):
-        return V.metric_errorbars(summaries[checkpoint], metric, group, chance if metric == "rsum" else None)
+        return showdown.metric_errorbars(summaries[checkpoint], metric, group, chance if metric == "rsum" else None)
 
     controls = {
-        "metric": W.Dropdown(options=[(label, key) for key, label in V.METRICS.items()], value=metric,
+        "metric": W.Dropdown(options=[(report.METRIC_LABELS[m], m) for m in report.TABLE1_COLUMNS], value=metric,
                              description="metric"),
-        "group": W.ToggleButtons(options=list(V.GROUPS), value=group, description="losses"),
+        "group": W.ToggleButtons(options=list(report.GROUPS), value=group, description="losses"),
         "checkpoint": _checkpoint_control(summaries),
     }
     return explorer(controls, draw, rows=[["metric", "checkpoint"], ["group"]])
@@ -57,7 +59,7 @@ def goal_explorer(runs: pd.DataFrame, metric: str = "r1", color: str = "mean") -
     summaries = _summaries(runs)
 
     def draw(metric: str, color: str, checkpoint: str):
-        return V.goal_heatmaps(summaries[checkpoint], metric, color)
+        return showdown.goal_heatmaps(summaries[checkpoint], metric, color)
 
     controls = {
         "metric": W.Dropdown(options=list(GOAL_METRICS), value=metric, description="metric"),
@@ -70,13 +72,13 @@ def goal_explorer(runs: pd.DataFrame, metric: str = "r1", color: str = "mean") -
 
 def cocos_explorer(runs: pd.DataFrame, stat: str = "C_q") -> W.VBox:
     """COCOS of every rule at the selected epoch, one statistic at a time (Bleeker & de Rijke Tables 2-4)."""
-    tables = {s: V.cocos_summary(runs, s) for s in V.COCOS_STATS}
+    tables = {s: report.cocos_summary(runs, s) for s in report.COCOS_STATS}
 
     def draw(stat: str):
-        return V.cocos_heatmap(tables[stat], stat)
+        return showdown.cocos_heatmap(tables[stat], stat)
 
     labels = {"C_q": "C^q: contributing candidates per query", "C_0": "C^0: queries without gradient",
               "W_neg": "W^{qv-}: NT-Xent weight on negatives", "W_pos": "W^{qv+}: NT-Xent weight off the positive"}
-    controls = {"stat": W.Dropdown(options=[(labels[s], s) for s in V.COCOS_STATS], value=stat,
+    controls = {"stat": W.Dropdown(options=[(labels[s], s) for s in report.COCOS_STATS], value=stat,
                                    description="statistic", style={"description_width": "initial"})}
     return explorer(controls, draw)

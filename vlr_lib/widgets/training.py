@@ -13,7 +13,8 @@ import ipywidgets as W
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..viz import training as V
+from .. import report
+from ..viz import training
 from ._core import refresh, slider
 
 
@@ -24,7 +25,7 @@ def training_explorer(
     chance: float | None = None,
     relative_loss: bool = True,
 ) -> W.VBox:
-    """Checkboxes (one per run) and a multi-select of metrics redrawing ``V.curves_figure``.
+    """Checkboxes (one per run) and a multi-select of metrics redrawing ``viz.training.curves_figure``.
 
     `histories`: {run name: history}; `metrics`: the metrics offered; `shown`: the
     ones selected at the start. A run switched off keeps its (invisible) trace, so
@@ -37,13 +38,13 @@ def training_explorer(
         raise ValueError(f"shown has {bad}, not among metrics {metrics}")
     boxes = {f"run:{n}": W.Checkbox(value=True, description=n, indent=False, layout=W.Layout(width="auto"))
              for n in names}
-    pick = W.SelectMultiple(options=[(V.metric_label(m), m) for m in metrics], value=tuple(shown),
+    pick = W.SelectMultiple(options=[(report.metric_label(m), m) for m in metrics], value=tuple(shown),
                             description="metrics", rows=min(len(metrics), 6))
     controls: dict[str, W.Widget] = {"metrics": pick, **boxes}
 
     def draw() -> go.Figure:
         runs = [n for n in names if boxes[f"run:{n}"].value]
-        return V.curves_figure(histories, list(pick.value), runs, relative_loss=relative_loss, chance=chance)
+        return training.curves_figure(histories, list(pick.value), runs, relative_loss=relative_loss, chance=chance)
 
     fig = go.FigureWidget(draw())
 
@@ -75,10 +76,10 @@ def sweep_explorer(
     Controls: "loss" (the losses with a swept parameter), "x" (its swept parameters),
     "at" (the value of the other parameter of a two-parameter sweep, e.g. m when x
     is gamma; disabled for one-parameter sweeps) and "metric". The figure is
-    ``V.sweep_figure``. Changing the loss or x first resets the dependent controls,
+    ``viz.training.sweep_figure``. Changing the loss or x first resets the dependent controls,
     then redraws once.
     """
-    losses = V.sweep_losses(runs)
+    losses = report.sweep_losses(runs)
     if not losses:
         raise ValueError("runs has no loss with a swept parameter (two or more values)")
     metrics = [m for m in metrics if m in runs.columns]
@@ -92,12 +93,12 @@ def sweep_explorer(
         "loss": W.Dropdown(options=losses, value=loss, description="sweep"),
         "x": W.Dropdown(options=[""], description="x-axis"),
         "at": slider(W.SelectionSlider, "at", options=["—"]),
-        "metric": W.Dropdown(options=[(V.metric_label(m), m) for m in metrics], value=metric, description="metric"),
+        "metric": W.Dropdown(options=[(report.metric_label(m), m) for m in metrics], value=metric, description="metric"),
     }
     busy = [False]  # while the dependent controls are reset, their own events must not redraw
 
     def sync(reset_x: bool) -> None:
-        values = V.sweep_values(runs, controls["loss"].value)
+        values = report.sweep_values(runs, controls["loss"].value)
         if reset_x or controls["x"].value not in values:
             controls["x"].options = list(values)
             controls["x"].value = list(values)[-1]  # the last swept parameter (gamma in m x gamma)
@@ -107,15 +108,15 @@ def sweep_explorer(
         if other is None:
             at.options, at.disabled = ["—"], True
         else:
-            options = [(V.fmt(v), v) for v in values[other]]
+            options = [(report.fmt(v), v) for v in values[other]]
             at.options, at.disabled = options, False
             at.value = options[len(options) // 2][1]
 
     def draw() -> go.Figure:
         name, x = controls["loss"].value, controls["x"].value
-        other = _other(V.sweep_values(runs, name), x)
+        other = _other(report.sweep_values(runs, name), x)
         fixed = {other: controls["at"].value} if other is not None else {}
-        return V.sweep_figure(runs, name, x, fixed, controls["metric"].value, refs, chance)
+        return training.sweep_figure(runs, name, x, fixed, controls["metric"].value, refs, chance)
 
     sync(reset_x=True)
     fig = go.FigureWidget(draw())

@@ -1,0 +1,93 @@
+"""The command lines doing their job, in-process: outputs, mode defaults, one meaning of topk, the scripts."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from tests.cli.helpers import TINY, call
+from tests.cli.test_errors import load_script
+from vlr_lib.cli import common, grid, showdown, train
+
+TIME_KEYS = ("seconds", "train_seconds")
+
+
+def strip_time(history):
+    return [{k: v for k, v in r.items() if k not in TIME_KEYS} for r in history]
+
+
+@pytest.fixture
+def here(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("VLR_DATA", "VLR_FAST", "VLR_DEVICE"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+def test_train_prints_the_history_and_writes_csv_and_json(here, capsys):
+    code, out, err = call(train.main, [*TINY, "--loss", "unified", "--margin", "0.2", "--history", "out/h.csv"],
+                          capsys)
+    assert code == 0, err
+    assert "rsum" in out and "chance rsum" in out
+    assert list(pd.read_csv(here / "out" / "h.csv")["epoch"]) == [1, 2]
+    assert call(train.main, [*TINY, "--history", "h.json"], capsys)[0] == 0
+    assert [r["epoch"] for r in json.loads((here / "h.json").read_text())] == [1, 2]
+
+
+def test_mode_defaults_are_resolved_from_none_not_from_falsy_values():
+    p = train.parser()
+    e2e = common.schedule(p.parse_args([]), "e2e")
+    assert e2e[0]["epochs"] == 20 and e2e[0]["batch_size"] == 32 and e2e[1] == {"dim": 64, "text_encoder": "gru"}
+    feats = common.schedule(p.parse_args(["--mode", "features", "--epochs", "3"]), "features")
+    assert feats[0]["epochs"] == 3 and feats[0]["lr"] == 2e-4 and feats[1] == {"dim": 512, "head": "linear"}
+
+
+@pytest.mark.parametrize("text, value", [("1", 1), ("50", 50), ("1.0", 1.0), ("0.5", 0.5), ("5e-1", 0.5)])
+def test_topk_literal_decides_count_or_fraction(text, value):
+    parsed = common.LOSS_PARAMS["topk"](text)
+    assert parsed == value and type(parsed) is type(value)
+
+
+@pytest.mark.parametrize("topk", ["3", "0.5"])
+def test_vlr_train_topk_and_vlr_grid_param_topk_train_the_identical_model(topk, here, capsys):
+    """One meaning of topk: the two command lines build the same loss kwargs, so the same history."""
+    args = [*TINY, "--epochs", "2"]
+    assert call(train.main, [*args, "--loss", "cross_example_softmax", "--topk", topk, "--history", "t.json"],
+                capsys)[0] == 0
+    assert call(grid.main, [*args, "--losses", "cross_example_softmax", "--param", f"topk={topk}", "--out", "g"],
+                capsys)[0] == 0
+    cell = json.loads(next((here / "g" / "cells").glob("*.json")).read_text())
+    assert cell["config"]["topk"] == common.LOSS_PARAMS["topk"](topk)  # same type: int count or float fraction
+    assert strip_time(cell["history"]) == strip_time(json.loads((here / "t.json").read_text()))
+
+
+def test_grid_prints_mean_and_std_and_the_folder_keeps_every_cell(here, capsys):
+    code, out, _ = call(grid.main, [*TINY, "--losses", "triplet_hardest,info_nce", "--seeds", "0,1", "--out", "g"],
+                        capsys)
+    assert code == 0 and "±" in out and "triplet_hardest" in out
+    assert call(grid.main, [*TINY, "--losses", "unified", "--out", "g"], capsys)[0] == 0
+    runs = pd.read_csv(here / "g" / "runs.csv")
+    assert sorted(runs["loss"].unique()) == ["info_nce", "triplet_hardest", "unified"] and len(runs) == 5
+
+
+def test_showdown_writes_the_markdown_block(here, capsys):
+    code, out, _ = call(showdown.main, ["--fast", "--epochs", "1", "--seeds", "0", "--out", "sd",
+                                        "--markdown", "md/results.md"], capsys)
+    assert code == 0
+    text = (here / "md" / "results.md").read_text()
+    assert text.strip() == out.strip().split("\n(stored")[0].strip()
+    assert "| loss | hyper-param | i2t R@1 |" in text and "python -m vlr_lib showdown --data shapes --fast" in text
+    code, out, _ = call(showdown.main, ["--fast", "--epochs", "1", "--seeds", "0", "--out", "sd"], capsys)
+    assert code == 0 and "stored table reused" in out
+
+
+def test_make_shapes_writes_a_loadable_folder_and_replaces_it_whole(here, capsys):
+    from vlr_lib.data import load_shapes
+
+    script = load_script("make_shapes")
+    assert call(script.main, ["--out", "s", "--n-train", "4", "--n-val", "2", "--n-test", "2"], capsys)[0] == 0
+    assert len(load_shapes(here / "s")["train"]) == 4
+    assert call(script.main, ["--out", "s", "--n-train", "6", "--n-val", "2", "--n-test", "2"], capsys)[0] == 0
+    assert len(load_shapes(here / "s")["train"]) == 6
+    assert sorted(p.name for p in here.iterdir()) == ["s"]  # no temp or old folder left behind

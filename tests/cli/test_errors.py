@@ -1,0 +1,244 @@
+"""Every bad value of issue 9 (and the ones found since), for every command line, in-process.
+
+Each case: exit code 2, ONE line on stderr that starts with the program's name and names the
+flag, no traceback, and no file created or changed (the working folder is snapshotted
+before and after). Real processes prove the same end to end in test_processes.py.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+import torch
+
+from tests.cli.helpers import ROOT, TINY, call, snapshot
+from vlr_lib.cli import grid, showdown, train
+
+
+def load_script(name: str):
+    """A data_scripts/ file as a module (the folder is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"_script_{name}", ROOT / "data_scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch):
+    """A working folder holding a file where a folder is expected and a folder that is not a dataset."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("VLR_DATA", "VLR_FAST", "VLR_DEVICE"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "keep.txt").write_text("mine")
+    return tmp_path
+
+
+def check(main, argv, flag: str, work, capsys, prog: str | None = None) -> str:
+    before, runs_before = snapshot(work), (ROOT / "runs").exists()
+    code, out, err = call(main, argv, capsys)
+    assert code == 2, (argv, code, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err and flag in lines[0], (flag, err)
+    if prog is not None:
+        assert lines[0].startswith(f"{prog}: error: "), err
+    assert snapshot(work) == before, "a user error must not create or change files"
+    assert (ROOT / "runs").exists() == runs_before
+    return lines[0]
+
+
+NO_CUDA = [] if torch.cuda.is_available() else [(["--device", "cuda"], "--device")]
+
+TRAIN_CASES = [
+    (["--epochs", "0"], "--epochs"),  # was: silently 10 epochs
+    (["--lr", "0"], "--lr"),  # was: silently 2e-4
+    (["--lr", "nan"], "--lr"),
+    (["--lr", "-1e-3"], "--lr"),
+    (["--dim", "0"], "--dim"),  # was: silently 512
+    (["--batch-size", "0"], "--batch-size"),  # was: "got 128"
+    (["--batch-size", "1"], "--batch-size"),
+    (["--batch-size", "2.5"], "--batch-size"),
+    (["--n-val", "1"], "--n-val"),  # was: ZeroDivisionError after training
+    (["--n-train", "1"], "--n-train"),  # was: "img_feats contains NaN or inf"
+    (["--n-train", "0"], "--n-train"),
+    (["--difficulty", "1.5"], "--difficulty"),
+    (["--seed", "-1"], "--seed"),
+    (["--data-seed", "x"], "--data-seed"),
+    (["--lr-decay-epoch", "-1"], "--lr-decay-epoch"),
+    (["--device", "bogus"], "--device"),  # was: a RuntimeError traceback
+    (["--device", "cuda:7x"], "--device"),
+    *NO_CUDA,
+    (["--reduction", "none"], "--reduction"),  # was: RuntimeError deep in the engine
+    (["--history", "afile/h.csv"], "--history"),  # was: results lost after training
+    (["--history", "h.txt"], "--history"),
+    (["--history", "notes"], "--history"),
+    (["--checkpoint-dir", "afile"], "--checkpoint-dir"),
+    (["--loss", "nope"], "--loss"),
+    (["--loss", "goal:cir,nope"], "--loss"),
+    (["--loss", "info_nce", "--gamma", "60"], "--gamma"),
+    (["--loss", "info_nce", "--temperature", "0"], "--temperature"),
+    (["--loss", "unified", "--margin", "-0.1"], "--margin"),
+    (["--loss", "cross_example_softmax", "--topk", "0"], "--topk"),
+    (["--loss", "cross_example_softmax", "--topk", "1.5"], "--topk"),
+    (["--loss", "cross_example_softmax", "--topk", "-0.5"], "--topk"),
+    (["--data", "flickr30k", "--data-path", "missing"], "--data-path"),  # was: a traceback
+    (["--data", "flickr30k", "--mode", "e2e"], "--mode"),
+    (["--data", "flickr30k", "--n-train", "10"], "--n-train"),
+    (["--data", "shapes", "--backbone", "vsepp-resnet50"], "--backbone"),
+    (["--no-such-flag"], "--no-such-flag"),
+]
+
+
+@pytest.mark.parametrize("argv, flag", TRAIN_CASES)
+def test_train_rejects(argv, flag, work, capsys):
+    check(train.main, argv, flag, work, capsys, prog="vlr-train")
+
+
+def test_a_dataset_smaller_than_the_batch_is_an_error_before_training(work, capsys):
+    """--mode features with 10 training images and the default batch of 128: found when the data are loaded."""
+    line = check(train.main, ["--mode", "features", "--n-train", "10", "--n-val", "5"], "--batch-size", work, capsys)
+    assert "(10)" in line and "128" in line
+
+
+GRID_CASES = [
+    (["--losses", ""], "--losses"),  # was: runs.csv truncated to one byte, exit 0
+    (["--losses", " , "], "--losses"),
+    (["--losses", "nope"], "--losses"),
+    (["--losses", "info_nce", "--param", "gamma=1,2"], "--param"),  # a param no selected loss takes
+    (["--param", "reduction=none"], "--param"),
+    (["--param", "margin"], "--param"),
+    (["--param", "margin="], "--param"),
+    (["--param", "margin=-1"], "--param"),
+    (["--param", "margin=0.1", "--param", "margin=0.2"], "--param"),
+    (["--losses", "cross_example_softmax", "--param", "topk=0"], "--param"),
+    (["--seeds", "0,0"], "--seeds"),  # was: "2 seeds, std 0"
+    (["--seeds", ""], "--seeds"),
+    (["--seeds", "0,x"], "--seeds"),
+    (["--out", "afile"], "--out"),
+    (["--epochs", "0"], "--epochs"),
+    (["--device", "bogus"], "--device"),
+    (["--n-val", "1"], "--n-val"),
+]
+
+
+@pytest.mark.parametrize("argv, flag", GRID_CASES)
+def test_grid_rejects(argv, flag, work, capsys):
+    check(grid.main, [*TINY, "--out", "g", *argv], flag, work, capsys, prog="vlr-grid")
+
+
+SHOWDOWN_CASES = [
+    (["--epochs", "0"], "--epochs"),
+    (["--seeds", "1,1"], "--seeds"),
+    (["--device", "bogus"], "--device"),
+    (["--markdown", "afile/r.md"], "--markdown"),
+    (["--out", "afile"], "--out"),
+    (["--data", "flickr30k", "--cache-root", "missing"], "--cache-root"),
+    (["--data", "coco"], "--data"),
+]
+
+
+@pytest.mark.parametrize("argv, flag", SHOWDOWN_CASES)
+def test_showdown_rejects(argv, flag, work, capsys):
+    check(showdown.main, [*argv, "--out", "sd"] if "--out" not in argv else argv, flag, work, capsys)
+
+
+@pytest.mark.parametrize("var, value", [("VLR_DATA", "coco"), ("VLR_FAST", "maybe")])
+def test_showdown_rejects_bad_environment(var, value, work, capsys, monkeypatch):
+    monkeypatch.setenv(var, value)
+    check(showdown.main, ["--out", "sd"], var, work, capsys)
+
+
+def test_showdown_without_flickr_features_says_what_to_run(work, capsys):
+    (work / "empty").mkdir()
+    line = check(showdown.main, ["--data", "flickr30k", "--cache-root", "empty", "--out", "sd"], "extract_features.py",
+                 work, capsys)
+    assert "prepare_flickr30k.py" in line
+
+
+SCRIPT_CASES = [
+    ("make_shapes", ["--out", "afile"], "--out"),
+    ("make_shapes", ["--out", "notes"], "--out"),  # an existing folder that is not a dataset is never replaced
+    ("make_shapes", ["--out", "s", "--n-train", "0"], "--n-train"),
+    ("make_shapes", ["--out", "s", "--difficulty", "2"], "--difficulty"),
+    ("make_shapes", ["--out", "s", "--image-size", "8"], "--image-size"),
+    ("make_shapes", [], "--out"),
+    ("prepare_flickr30k", ["--out", "afile"], "--out"),
+    ("prepare_flickr30k", ["--out", "f", "--path", "missing"], "--path"),
+    ("prepare_flickr30k", ["--out", "f", "--path", "afile", "--revision", "main"], "--path"),
+    ("extract_features", ["--data-path", "missing"], "--data-path"),
+    ("extract_features", ["--device", "bogus"], "--device"),
+    ("extract_features", ["--batch-size", "0"], "--batch-size"),
+    ("extract_features", ["--num-workers", "-1"], "--num-workers"),
+    ("extract_features", ["--cache-root", "afile"], "--cache-root"),
+    ("extract_features", ["--difficulty", "-1"], "--difficulty"),
+]
+
+
+@pytest.mark.parametrize("script, argv, flag", SCRIPT_CASES)
+def test_data_scripts_reject(script, argv, flag, work, capsys):
+    check(load_script(script).main, argv, flag, work, capsys, prog=f"{script}.py")
+
+
+# --------------------------------------------------------------------------- files that cannot be read back
+
+
+def test_a_damaged_checkpoint_names_the_file_and_the_fix(work, capsys):
+    ck = work / "ck"
+    ck.mkdir()
+    (ck / "last.pt").write_bytes(b"PK\x03\x04 truncated")
+    line = check(train.main, [*TINY, "--checkpoint-dir", "ck"], "--no-resume", work, capsys)
+    assert "last.pt" in line and "truncated or damaged" in line
+    code, out, _ = call(train.main, [*TINY, "--checkpoint-dir", "ck", "--no-resume"], capsys)
+    assert code == 0 and "rsum" in out  # the fix works: the checkpoint is replaced by a good one
+    assert torch.load(ck / "last.pt", weights_only=True)["epoch"] == 2
+
+
+def test_a_damaged_grid_cell_names_the_file_and_the_fix(work, capsys):
+    assert call(grid.main, [*TINY, "--losses", "info_nce", "--out", "g"], capsys)[0] == 0
+    cell = next((work / "g" / "cells").glob("*.json"))
+    cell.write_text(cell.read_text()[:40])  # truncated
+    line = check(grid.main, [*TINY, "--losses", "info_nce", "--out", "g"], cell.name, work, capsys)
+    assert "delete it" in line
+
+
+def test_a_manifest_that_is_a_json_list_names_the_file(work, capsys):
+    folder = work / "cache" / "x"
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_text("[1, 2]")
+    (folder / "features.pt").write_bytes(b"")
+    line = check(showdown.main, ["--data", "flickr30k", "--cache-root", "cache", "--out", "sd"], "manifest.json",
+                 work, capsys)
+    assert "list" in line and "--rebuild" in line
+
+
+def test_a_damaged_showdown_json_names_the_file_and_force(work, capsys):
+    argv = ["--fast", "--epochs", "1", "--seeds", "0", "--out", "sd"]
+    assert call(showdown.main, argv, capsys)[0] == 0
+    meta = work / "sd" / "showdown.json"
+    meta.write_text(meta.read_text()[:100])
+    line = check(showdown.main, argv, "--force", work, capsys)
+    assert "showdown.json" in line
+    code, _, _ = call(showdown.main, [*argv, "--force"], capsys)
+    assert code == 0 and json.loads(meta.read_text())["n_runs"] == 22
+
+
+def test_debug_shows_the_traceback(work):
+    with pytest.raises(ValueError, match="batch_size"):
+        train.main(["--mode", "features", "--n-train", "10", "--n-val", "5", "--debug"])
+
+
+@pytest.mark.parametrize("make", ["empty folder", "not parquet"])
+def test_a_local_copy_that_is_not_flickr30k_is_one_line_naming_the_path(make, work, capsys):
+    target = work / "copy"
+    if make == "empty folder":
+        target.mkdir()
+    else:
+        target.write_bytes(b"x")
+    line = check(train.main, ["--data", "flickr30k", "--data-path", "copy"], "--data-path", work, capsys)
+    assert "'copy' cannot be read as a Flickr30K copy" in line
+    check(load_script("prepare_flickr30k").main, ["--out", "f", "--path", "copy"], "--path", work, capsys)
+    check(load_script("extract_features").main, ["--data", "flickr30k", "--data-path", "copy"], "--data-path",
+          work, capsys)

@@ -1,0 +1,146 @@
+"""The command lines as real processes: one-line errors, Ctrl-C and resume, torchrun on the CPU.
+
+Each test starts Python (and torch) at least once, about 3 s, so there are few of them; the
+bad values themselves are checked in-process in test_errors.py.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.cli.helpers import ROOT, TINY, call, env, run, torchrun
+from vlr_lib import __main__ as entry
+from vlr_lib.cli import train
+
+TIME_KEYS = ("seconds", "train_seconds")
+
+
+def strip_time(history: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in TIME_KEYS} for r in history]
+
+
+@pytest.fixture
+def one_thread():
+    """Histories compared bit for bit: the same thread count as the child processes (OMP_NUM_THREADS=1)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_a_bad_value_is_one_line_and_exit_2_in_a_real_process(tmp_path):
+    done = run(["train", "--epochs", "0", "--history", "h.csv"], cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == "python -m vlr_lib train: error: argument --epochs: must be an integer >= 1, got 0\n"
+    assert done.stdout == "" and list(tmp_path.iterdir()) == []
+    script = Path(sys.executable).with_name("vlr-grid")  # the console script pip installed
+    if script.exists():
+        done = subprocess.run([str(script), "--seeds", "0,0"], capture_output=True, text=True, cwd=tmp_path,
+                              env=env(), timeout=120)
+        assert done.returncode == 2 and done.stderr.startswith("vlr-grid: error: argument --seeds: ")
+        assert len(done.stderr.splitlines()) == 1
+
+
+def test_module_entry_point_lists_and_dispatches_commands(capsys):
+    assert entry.main([]) == 2 and "python -m vlr_lib train" in capsys.readouterr().out
+    assert entry.main(["nope"]) == 2
+    assert capsys.readouterr().err == ("python -m vlr_lib: error: unknown command 'nope'; "
+                                       "choose one of train, grid, showdown\n")
+    for command, flag in (("train", "--loss"), ("grid", "--losses"), ("showdown", "--force")):
+        with pytest.raises(SystemExit) as exit_:
+            entry.main([command, "--help"])
+        assert exit_.value.code == 0
+        out = capsys.readouterr().out
+        assert out.startswith(f"usage: python -m vlr_lib {command}") and flag in out and "--debug" in out
+
+
+def test_ctrl_c_exits_130_keeps_the_checkpoint_and_the_rerun_resumes(tmp_path, capsys, one_thread, monkeypatch):
+    """SIGINT mid-run: exit 130, one line, no partial file; the same command again gives the uninterrupted history."""
+    monkeypatch.chdir(tmp_path)
+    argv = ["--mode", "features", "--n-train", "200", "--n-val", "20", "--dim", "16", "--batch-size", "16",
+            "--epochs", "60", "--no-progress", "--checkpoint-dir", "ck", "--history", "h.json"]
+    child = subprocess.Popen([sys.executable, "-m", "vlr_lib", "train", *argv], cwd=tmp_path, env=env(),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "ck" / "last.pt").exists() and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 130, (out, err)
+    assert err == ("python -m vlr_lib train: interrupted; the last finished epoch is saved in ck; "
+                   "run the same command again to resume\n")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["ck", "last.pt"]  # no history, no temp file
+    done = torch.load(tmp_path / "ck" / "last.pt", weights_only=True)["epoch"]
+    assert 1 <= done < 60
+
+    assert call(train.main, argv, capsys)[0] == 0  # resumed in-process from epoch `done`
+    resumed = json.loads((tmp_path / "h.json").read_text())
+    shutil.rmtree(tmp_path / "ck")
+    whole = [a if a != "h.json" else "whole.json" for a in argv]
+    assert call(train.main, whole, capsys)[0] == 0
+    assert strip_time(resumed) == strip_time(json.loads((tmp_path / "whole.json").read_text()))
+
+
+SITECUSTOMIZE = '''
+import os
+import vlr_lib._io as io
+
+_real = io.atomic_write
+
+
+def _traced(path, write):
+    with open(os.environ["VLR_TEST_WRITES"], "a") as log:
+        log.write(f"{os.environ.get('RANK', '-')} {os.path.realpath(path)}\\n")
+    return _real(path, write)
+
+
+io.atomic_write = _traced
+'''
+
+
+def test_torchrun_two_ranks_match_one_process_and_write_each_file_once(tmp_path, capsys, one_thread, monkeypatch):
+    """torchrun --nproc-per-node 2 -m vlr_lib train: the global batch is split, the history is one process's."""
+    monkeypatch.chdir(tmp_path)
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(SITECUSTOMIZE)  # logs every atomic_write with the writer's rank
+    log = tmp_path / "writes.log"
+    argv = [*TINY, "--epochs", "3", "--checkpoint-dir", "ck", "--history", "two.json"]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           "-m", "vlr_lib", "train", *argv]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                          env=env(PYTHONPATH=f"{hook}:{ROOT}", VLR_TEST_WRITES=str(log), CUDA_VISIBLE_DEVICES=""))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("chance rsum") == 1  # rank 0 alone prints
+    state = torch.load(tmp_path / "ck" / "last.pt", weights_only=True)
+    assert json.loads(state["config"])["world_size"] == 2 and state["epoch"] == 3
+    writes = log.read_text().splitlines()
+    ck, hist = str((tmp_path / "ck" / "last.pt").resolve()), str((tmp_path / "two.json").resolve())
+    assert sorted(writes) == sorted([f"0 {ck}"] * 3 + [f"0 {hist}"])  # one checkpoint per epoch, one history
+
+    single = [a if a != "two.json" else "one.json" for a in argv if a not in ("--checkpoint-dir", "ck")]
+    assert call(train.main, single, capsys)[0] == 0
+    one, two = (json.loads((tmp_path / f).read_text()) for f in ("one.json", "two.json"))
+    assert [r["epoch"] for r in two] == [1, 2, 3]
+    for a, b in zip(one, two):
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-5)
+        assert b["rsum"] == pytest.approx(a["rsum"], abs=1e-6)
+        assert b["steps"] == a["steps"]  # the same global batches, each split over the two ranks
+
+
+def test_a_rank_that_dies_stops_the_others_with_a_message(tmp_path):
+    start = time.monotonic()
+    done = torchrun(2, [str(ROOT / "tests" / "cli" / "dying_rank.py"), "train", *TINY, "--epochs", "4",
+                        "--dist-timeout", "30"], cwd=tmp_path)
+    assert done.returncode != 0
+    assert time.monotonic() - start < 120, "the surviving rank must not wait for its dead peer"
+    text = done.stdout + done.stderr
+    assert ("stopped by SIGTERM" in text) or ("another process of the job failed" in text), text[-3000:]

@@ -1,0 +1,36 @@
+"""``python -m vlr_lib train|grid|showdown ...``: the command lines, also under torchrun.
+
+    python -m vlr_lib train --loss unified --epochs 5
+    python -m vlr_lib grid --losses info_nce,unified --seeds 0,1,2
+    python -m vlr_lib showdown --fast
+    torchrun --standalone --nproc-per-node 2 -m vlr_lib train --mode features --batch-size 128
+
+``train`` and ``grid`` take the options of ``vlr-train`` and ``vlr-grid``; ``showdown`` those of
+``data_scripts/run_showdown.py``. ``python -m vlr_lib <command> --help`` lists them.
+"""
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+COMMANDS = ("train", "grid", "showdown")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    if command not in COMMANDS:
+        print(f"python -m vlr_lib: error: unknown command {command!r}; choose one of {', '.join(COMMANDS)}",
+              file=sys.stderr)
+        return 2
+    from .cli import grid, showdown, train
+
+    module = {"train": train, "grid": grid, "showdown": showdown}[command]
+    return module.main(rest, prog=f"python -m vlr_lib {command}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

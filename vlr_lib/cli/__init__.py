@@ -1,0 +1,22 @@
+"""Command lines: ``vlr-train``, ``vlr-grid`` and ``python -m vlr_lib train|grid|showdown``.
+
+One implementation per command (``cli.train``, ``cli.grid``, ``cli.showdown``), one parser
+module (``cli.args``: argument types, one-line errors, Ctrl-C, ``--debug``) also used by the
+scripts of ``data_scripts/``, and the flags train and grid share (``cli.common``).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from . import grid, train
+
+
+def train_main(argv: Sequence[str] | None = None) -> int:
+    """``vlr-train``."""
+    return train.main(argv)
+
+
+def grid_main(argv: Sequence[str] | None = None) -> int:
+    """``vlr-grid``."""
+    return grid.main(argv)
+

@@ -1,0 +1,330 @@
+"""The one parser module of every command line: argument types, one-line errors, Ctrl-C, ``--debug``.
+
+Used by ``vlr-train`` / ``vlr-grid`` / ``python -m vlr_lib ...`` and by the scripts in
+``data_scripts/``. The contract, for every command:
+
+- every value is checked where it is parsed (argparse ``type=`` functions below: positive
+  ints and floats, fractions, probabilities, devices, existing inputs, writable outputs); a
+  number is never replaced by a default because it is 0;
+- every user error is ONE line on stderr, ``<prog>: error: argument --flag: ...``, exit code 2,
+  before any long work starts (errors found while loading data too: a batch larger than the
+  split, a missing cache, an unreadable checkpoint);
+- Ctrl-C exits 130 with one line saying how to resume; nothing is half-written (every file
+  goes through ``vlr_lib._io.atomic_write``);
+- ``--debug`` shows the traceback instead of the one line.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+import re
+import signal
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+EXIT_USAGE, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
+
+
+class UsageError(Exception):
+    """A bad value found after parsing (e.g. while loading data); reported as ``argument <flag>: <message>``."""
+
+    def __init__(self, flag: str | None, message: str):
+        super().__init__(message)
+        self.flag = flag
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (no usage block) and the ``--debug`` flag every command has."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+        self.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
+
+    def error(self, message: str):  # argparse's own errors: unknown flags, bad choices, our type= checks
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message)}\n")
+
+
+def one_line(message: str) -> str:
+    """A message on one line: the lines of a multi-line library message joined with '; ' (after a colon, ' ')."""
+    out = ""
+    for line in (line.strip() for line in str(message).splitlines()):
+        if line:
+            out += ("" if not out else " " if out.endswith(":") else "; ") + line
+    return out
+
+
+# --------------------------------------------------------------------------- argument types
+
+
+def _fail(message: str):
+    raise argparse.ArgumentTypeError(message)
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text, 10)
+    except ValueError:
+        _fail(f"must be an integer, got {text!r}")
+
+
+def int_at_least(low: int) -> Callable[[str], int]:
+    """An integer >= `low` (``--epochs 0`` is an error, never the default)."""
+
+    def parse(text: str) -> int:
+        value = _int(text)
+        if value < low:
+            _fail(f"must be an integer >= {low}, got {value}")
+        return value
+
+    parse.__name__ = f"int>={low}"
+    return parse
+
+
+positive_int = int_at_least(1)
+nonnegative_int = int_at_least(0)
+
+
+def finite_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        _fail(f"must be a number, got {text!r}")
+    if not math.isfinite(value):
+        _fail(f"must be a finite number, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = finite_float(text)
+    if value <= 0:
+        _fail(f"must be a number > 0, got {text}")
+    return value
+
+
+def probability(text: str) -> float:
+    """A number in [0, 1] (e.g. the shapes difficulty)."""
+    value = finite_float(text)
+    if not 0.0 <= value <= 1.0:
+        _fail(f"must be a number in [0, 1], got {text}")
+    return value
+
+
+def topk(text: str) -> int | float:
+    """The one meaning of topk: an integer literal ("1", "50") is a count >= 1; any other number
+    ("1.0", "0.5", "5e-1") a fraction in (0, 1] of the available negatives (1.0 = all)."""
+    if re.fullmatch(r"\s*[+-]?\d+\s*", text):
+        value = int(text)
+        if value < 1:
+            _fail(f"a count of negatives must be >= 1, got {value} (a fraction is written 0.5, 1.0)")
+        return value
+    value = finite_float(text)
+    if not 0.0 < value <= 1.0:
+        _fail(f"a fraction of the negatives must be in (0, 1], got {text} (a count is an integer: 1, 50)")
+    return value
+
+
+def device(text: str) -> str:
+    """cpu, cuda, cuda:N or mps, present on this machine."""
+    from ..train.device import parse_device
+
+    try:
+        return str(parse_device(text, "the device"))
+    except ValueError as err:
+        _fail(str(err))
+
+
+def seeds(text: str) -> list[int]:
+    """Comma-separated distinct integer seeds >= 0 ("0,1,2")."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts:
+        _fail("needs at least one seed, e.g. 0,1,2")
+    out = [nonnegative_int(p) for p in parts]
+    repeated = sorted({s for s in out if out.count(s) > 1})
+    if repeated:
+        _fail(f"seeds must be distinct, got {text!r} ({', '.join(map(str, repeated))} repeated)")
+    return out
+
+
+def existing_path(text: str) -> Path:
+    """An input file or folder that exists."""
+    path = Path(text).expanduser()
+    if not path.exists():
+        _fail(f"{text!r} does not exist")
+    if not os.access(path, os.R_OK):
+        _fail(f"{text!r} is not readable (permission denied)")
+    return path
+
+
+def _writable(path: Path, text: str, folder: bool) -> Path:
+    if path.exists() or path.is_symlink():
+        target = path.resolve()
+        if folder != target.is_dir() and target.exists():
+            _fail(f"{text!r} is {'a file, not a folder' if folder else 'a folder, not a file'}")
+        if target.exists() and not os.access(target, os.W_OK | (os.X_OK if folder else 0)):
+            _fail(f"{text!r} is not writable (permission denied)")
+        parent = target.parent
+    else:
+        parent = path.parent
+    while not parent.exists():  # the nearest existing ancestor must be a writable folder: the rest is created
+        parent = parent.parent
+    if not parent.is_dir():
+        _fail(f"cannot create {text!r}: {str(parent)!r} is a file, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        _fail(f"cannot write {text!r}: {str(parent)!r} is not writable (permission denied)")
+    try:  # a real write (an anonymous temp file): read-only and special file systems say no only here
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as err:
+        _fail(f"cannot write {text!r}: {str(parent)!r} does not take new files ({err.strerror})")
+    return path
+
+
+def output_file(text: str) -> Path:
+    """A file to write: not a folder, and its folder exists and is writable or can be created."""
+    return _writable(Path(text).expanduser(), text, folder=False)
+
+
+def output_dir(text: str) -> Path:
+    """A folder to write into: not a file, writable or creatable."""
+    return _writable(Path(text).expanduser(), text, folder=True)
+
+
+def check_replaceable(path: Path, flag: str = "--out") -> None:
+    """A folder a script may replace as a whole: missing, empty, or a saved dataset (never another folder)."""
+    if path.is_dir() and any(path.iterdir()) and not (path / "dataset_dict.json").exists():
+        raise UsageError(flag, f"{str(path)!r} exists and is not a saved dataset; choose a new folder")
+
+
+def suffix(*allowed: str) -> Callable[[str], Path]:
+    """An output file whose name ends in one of `allowed` (e.g. ".csv", ".json")."""
+
+    def parse(text: str) -> Path:
+        path = output_file(text)
+        if path.suffix not in allowed:
+            _fail(f"must end in {' or '.join(allowed)}, got {text!r}")
+        return path
+
+    return parse
+
+
+def from_env(name: str, parse: Callable[[str], object], default: object) -> object:
+    """The value of environment variable `name` parsed by `parse` (a type above), or `default` when unset."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        return parse(text)
+    except argparse.ArgumentTypeError as err:
+        raise UsageError(None, f"environment variable {name}={text!r}: {err}") from None
+
+
+def flag(text: str) -> bool:
+    """0/1, true/false, yes/no (the VLR_FAST convention)."""
+    value = text.strip().lower()
+    if value not in {"0", "1", "true", "false", "yes", "no"}:
+        _fail(f"must be 0 or 1, got {text!r}")
+    return value in {"1", "true", "yes"}
+
+
+def choice(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        value = text.strip().lower()
+        if value not in choices:
+            _fail(f"must be one of {', '.join(choices)}, got {text!r}")
+        return value
+
+    return parse
+
+
+# --------------------------------------------------------------------------- running a command
+
+
+@contextlib.contextmanager
+def quiet_datasets():
+    """Hugging Face `datasets` logs errors before raising them; the command line reports them once, itself."""
+    import datasets
+
+    before = datasets.logging.get_verbosity()
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)
+    try:
+        yield
+    finally:
+        datasets.logging.set_verbosity(before)
+
+
+def _flag_of(message: str, parser: argparse.ArgumentParser) -> str | None:
+    """``--batch-size`` when a library message starts with ``batch_size``, the name of one of our flags."""
+    first = re.match(r"[A-Za-z_][A-Za-z0-9_]*", message)
+    if not first:
+        return None
+    for action in parser._actions:
+        if action.dest == first.group(0) and action.option_strings:
+            return action.option_strings[-1]
+    return None
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from .._io import UnreadableFileError
+    from ..data.flickr30k import DatasetUnavailableError
+    from ..features import FeatureCacheError
+
+    return (UsageError, ValueError, TypeError, FileNotFoundError, PermissionError, IsADirectoryError,
+            NotADirectoryError, UnreadableFileError, DatasetUnavailableError, FeatureCacheError)
+
+
+class Terminated(Exception):
+    """SIGTERM (torchrun stops the other ranks when one fails)."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
+def run(parser: Parser, argv: Sequence[str] | None, body: Callable[[argparse.Namespace], int],
+        interrupted: Callable[[argparse.Namespace], str] = lambda args: "") -> int:
+    """Parse `argv` and call ``body(args)``; turn every error into the contract of the module docstring.
+
+    `interrupted(args)` says, after Ctrl-C, what was kept and how to resume.
+    """
+    args = parser.parse_args(argv)
+    prog = parser.prog
+    if args.debug:
+        return body(args)
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return body(args)
+    except KeyboardInterrupt:
+        hint = interrupted(args)
+        print(f"{prog}: interrupted" + (f"; {hint}" if hint else ""), file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Terminated:
+        print(f"{prog}: stopped by SIGTERM (under torchrun: another process of the job failed)", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    except _user_errors() as err:
+        where = err.flag if isinstance(err, UsageError) else _flag_of(str(err), parser)
+        text = one_line(err)
+        print(f"{prog}: error: " + (f"argument {where}: " if where else "") + text, file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as err:  # noqa: BLE001 - a failure of the run itself: one line, the traceback on --debug
+        print(f"{prog}: error: {_failure(err)} (rerun with --debug for the traceback)", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _failure(err: Exception) -> str:
+    from ..train import distributed as D
+    from ..train.engine import TrainingDivergedError
+
+    if isinstance(err, TrainingDivergedError):
+        return one_line(err)
+    text = f"{type(err).__name__}: {one_line(err)}"
+    if D.env_world_size() > 1 and isinstance(err, RuntimeError):  # a collective failed: a peer died or hung
+        rank = os.environ.get("RANK", "?")
+        return f"rank {rank} of {D.env_world_size()}: another process of the job failed or timed out ({text})"
+    return text

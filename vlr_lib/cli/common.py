@@ -1,0 +1,214 @@
+"""What ``train`` and ``grid`` share: the data, schedule and loss flags, their mode defaults, the data loading.
+
+Data modes (``--data``):
+
+- ``shapes`` (default): the synthetic dataset is generated in memory
+  (``vlr_lib.data.shapes.make_shapes``; sizes ``--n-train`` / ``--n-val``,
+  ``--difficulty``). ``--mode e2e`` (default) trains a tiny CNN and a GRU text
+  encoder from scratch with the chosen loss -- a few seconds per epoch on a
+  laptop CPU, and the losses then shape the encoders themselves. ``--mode
+  features`` instead trains heads on frozen features of a *randomly
+  initialised* TinyCNN and hashed bags of words (``train.shapes_features``),
+  the cheapest setting for wide grids.
+- ``flickr30k``: cached frozen-backbone features (``vlr_lib.features.
+  load_or_build_features``, built on first use on the chosen device; ``--backbone``,
+  ``--cache-root``, ``--data-path`` for a local copy), heads trained on them (GPU when
+  present). The caches are those ``data_scripts/extract_features.py`` writes for the same
+  data (id and revision from ``vlr_lib.features.flickr_cache_id``).
+
+Loss parameters (``--margin``, ``--gamma``, ...) are passed only when given, so
+every loss keeps its paper default otherwise; one that the loss does not take
+is an error. ``--topk``: an integer is a count of negatives, a decimal a fraction (1.0 = all).
+"""
+from __future__ import annotations
+
+import argparse
+
+from . import args as A
+
+#: Loss parameters settable from the command line and their parsers (``reduction`` is not one:
+#: the trainer needs a scalar loss).
+LOSS_PARAMS = {
+    "margin": A.finite_float,
+    "gamma": A.finite_float,
+    "temperature": A.finite_float,
+    "scale": A.finite_float,
+    "topk": A.topk,
+    "tau": A.finite_float,
+    "alpha": A.finite_float,
+    "beta": A.finite_float,
+    "lam": A.finite_float,
+    "eps": A.finite_float,
+}
+#: Mode defaults, resolved from None (never from a falsy value): (shapes e2e, features).
+DEFAULTS = {"epochs": (20, 10), "batch_size": (32, 128), "lr": (2e-3, 2e-4), "dim": (64, 512),
+            "sampling": ("images", "captions")}
+SHAPES_ONLY = ("n_train", "n_val", "difficulty", "data_seed", "text_encoder")
+FLICKR_ONLY = ("data_path", "backbone")
+
+
+def add_data_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("data")
+    g.add_argument("--data", choices=("shapes", "flickr30k"), default="shapes")
+    g.add_argument("--mode", choices=("e2e", "features"), default=None,
+                   help="shapes: train encoders end to end (default) or heads on random-encoder features; "
+                        "flickr30k is always features")
+    g.add_argument("--n-train", type=A.int_at_least(2), default=None, help="shapes: training images (default 1000)")
+    g.add_argument("--n-val", type=A.int_at_least(2), default=None, help="shapes: validation images (default 200)")
+    g.add_argument("--difficulty", type=A.probability, default=None,
+                   help="shapes: how alike the negatives are, 0..1 (default 0.5)")
+    g.add_argument("--data-seed", type=A.nonnegative_int, default=None, help="shapes: seed of the generated data")
+    g.add_argument("--data-path", type=A.existing_path, default=None, help="flickr30k: local copy (default: the Hub)")
+    g.add_argument("--backbone", choices=("clip-vit-b32", "vsepp-resnet50"), default=None,
+                   help="flickr30k: feature backbone (default clip-vit-b32)")
+    g.add_argument("--cache-root", type=A.output_dir, default=None,
+                   help="flickr30k: feature caches (default cache/features of the checkout)")
+
+
+def add_schedule_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("training (defaults: shapes e2e / features)")
+    g.add_argument("--epochs", type=A.positive_int, default=None, help="default 20 / 10")
+    g.add_argument("--batch-size", type=A.int_at_least(2), default=None,
+                   help="the global batch (split over processes under torchrun); default 32 / 128")
+    g.add_argument("--lr", type=A.positive_float, default=None, help="default 2e-3 / 2e-4")
+    g.add_argument("--lr-decay-epoch", type=A.nonnegative_int, default=None,
+                   help="lr x 0.1 from this epoch (default: halfway)")
+    g.add_argument("--dim", type=A.positive_int, default=None, help="joint space size (default 64 / 512)")
+    g.add_argument("--head", choices=("linear", "mlp"), default="linear", help="features modes")
+    g.add_argument("--text-encoder", choices=("gru", "bag"), default=None, help="shapes e2e (default gru)")
+    g.add_argument("--sampling", choices=("captions", "images"), default=None,
+                   help="an epoch = every caption (VSE++, features default) or one caption per image (e2e default)")
+    g.add_argument("--device", type=A.device, default=None, help="cpu, cuda, cuda:N or mps (default: cuda if available)")
+    g.add_argument("--dist-timeout", type=A.positive_float, default=600.0,
+                   help="under torchrun: seconds a rank waits for the others before failing (default 600)")
+    g.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def add_loss_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("loss parameters (passed only when given; --topk: 50 = a count, 0.5 = a fraction)")
+    for name, kind in LOSS_PARAMS.items():
+        g.add_argument(f"--{name}", type=kind, default=None)
+    g.add_argument("--reduction", type=_no_reduction, help=argparse.SUPPRESS)
+
+
+def _no_reduction(text: str):
+    raise argparse.ArgumentTypeError("is not a training option: the trainer needs one scalar loss per batch "
+                                     "(each loss's mean over its pairs)")
+
+
+def resolve_mode(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
+    """"e2e" or "features"; flags of the other data mode are errors, not silently ignored."""
+    given = lambda names: [n for n in names if getattr(args, n, None) is not None]  # noqa: E731
+    if args.data == "flickr30k":
+        if args.mode == "e2e":
+            raise A.UsageError("--mode", "e2e trains encoders on the shapes images; flickr30k is features only")
+        wrong = given(SHAPES_ONLY)
+    else:
+        wrong = given(FLICKR_ONLY)
+    if wrong:
+        raise A.UsageError(f"--{wrong[0].replace('_', '-')}", f"is for --data "
+                           f"{'shapes' if args.data == 'flickr30k' else 'flickr30k'}, not --data {args.data}")
+    return "features" if args.data == "flickr30k" else (args.mode or "e2e")
+
+
+def schedule(args: argparse.Namespace, mode: str) -> tuple[dict, dict]:
+    """(TrainSettings fields, model arguments) of the command line, mode defaults filled in from None."""
+    pick = 0 if mode == "e2e" else 1
+    value = lambda name: getattr(args, name) if getattr(args, name) is not None else DEFAULTS[name][pick]  # noqa: E731
+    settings = {"epochs": value("epochs"), "batch_size": value("batch_size"), "lr": value("lr"),
+                "lr_decay_epoch": args.lr_decay_epoch, "sampling": value("sampling"), "device": args.device,
+                "progress": not args.no_progress}
+    model = {"dim": value("dim")}
+    if mode == "e2e":
+        model["text_encoder"] = args.text_encoder or "gru"
+    else:
+        model["head"] = args.head
+    return settings, model
+
+
+def given_loss_params(args: argparse.Namespace) -> dict:
+    return {name: getattr(args, name) for name in LOSS_PARAMS if getattr(args, name) is not None}
+
+
+def check_loss(loss: str, kwargs: dict, batch_size: int, flag: str = "--loss", param_flag: str | None = None) -> None:
+    """The loss exists, takes these parameters and accepts their values (one evaluation), before any data is loaded.
+
+    Errors name `flag` (the loss) or the parameter's flag: ``--<name>``, or `param_flag` (``--param``).
+    """
+    where = lambda name: param_flag or f"--{name}"  # noqa: E731
+    from ..report import loss_parameters
+    from ..train import make_objective
+
+    try:
+        takes = loss_parameters(loss)
+    except (ValueError, TypeError) as err:
+        raise A.UsageError(flag, str(err)) from None
+    for name in kwargs:
+        if name not in takes:
+            raise A.UsageError(where(name), f"loss {loss!r} does not take {name}; it takes "
+                                            f"{', '.join(t for t in takes if t != 'reduction')}")
+    try:
+        make_objective(loss, kwargs).check(batch_size)
+    except (ValueError, TypeError, FloatingPointError) as err:
+        name = next((k for k in kwargs if str(err).startswith(k)), None)
+        raise A.UsageError(where(name) if name else flag, str(err)) from None
+
+
+# --------------------------------------------------------------------------- data
+
+
+def load_data(args: argparse.Namespace, mode: str, device) -> dict:
+    """{"dataset": dd} (e2e) or {"train": triple, "val": triple} (features), as ``grid`` takes them."""
+    if args.data == "shapes":
+        from ..data.shapes import make_shapes
+
+        dd = make_shapes(n_train=args.n_train or 1000, n_val=args.n_val or 200, n_test=1,
+                         difficulty=0.5 if args.difficulty is None else args.difficulty, seed=args.data_seed or 0)
+        if mode == "e2e":
+            return {"dataset": dd}
+        from ..train import shapes_features
+
+        feats = shapes_features(dd, seed=args.data_seed or 0)
+        return {"train": feats["train"], "val": feats["validation"]}
+    feats = flickr_features(args, device)
+    return {"train": feats["train"], "val": feats["validation"]}
+
+
+def flickr_features(args: argparse.Namespace, device) -> dict:
+    """Train and validation features of Flickr30K from the cache ``extract_features.py`` writes (built if missing).
+
+    Under torchrun, rank 0 builds a missing cache while the others wait, then every rank reads it.
+    """
+    from ..data.flickr30k import load_flickr30k
+    from ..features import default_cache_dir, flickr_cache_id, load_or_build_features
+    from ..paths import feature_cache_root
+    from ..train import distributed as D
+
+    dataset_id, revision = flickr_cache_id(args.data_path)
+    if args.data_path is None:
+        dd = load_flickr30k(repo_id=dataset_id, revision=revision)
+    else:
+        with A.quiet_datasets():  # `datasets` logs the error it raises: one line is ours
+            try:
+                dd = load_flickr30k(args.data_path)
+            except ValueError as err:
+                raise A.UsageError("--data-path", str(err)) from None
+    backbone = args.backbone or "clip-vit-b32"
+    root = args.cache_root or feature_cache_root()
+
+    def load(build: bool) -> dict:
+        out = {}
+        for split in ("train", "validation"):
+            cache = default_cache_dir(root, dataset_id, revision, split, backbone)
+            fs = load_or_build_features(dd[split], cache, dataset_id=dataset_id, revision=revision, split=split,
+                                        backbone=backbone, device=device, progress=not args.no_progress,
+                                        build=build)
+            out[split] = (fs.img, fs.txt, fs.caption_to_image)
+        return out
+
+    if D.rank_and_world()[0] != 0:
+        D.barrier()  # rank 0 builds what is missing
+        return load(build=False)
+    out = load(build=True)
+    D.barrier()
+    return out

@@ -1,0 +1,101 @@
+"""``python -m vlr_lib showdown`` (also ``data_scripts/run_showdown.py``): the loss showdown of notebook 10.
+
+    python -m vlr_lib showdown                  # shapes, full size (CPU, minutes)
+    python -m vlr_lib showdown --fast           # shapes, the CI size of VLR_FAST=1 (seconds)
+    python -m vlr_lib showdown --data flickr30k --device cuda   # cached CLIP ViT-B/32 features
+    python -m vlr_lib showdown --markdown runs/showdown-shapes-full/results.md
+
+22 configurations (every loss of vlr_lib.losses.LOSSES at its defaults and the
+15 GOAL combinations) x seeds 0, 1, 2, heads trained on one set of frozen
+features; each run is reported on the test split at its epoch of best
+validation rsum, with COCOS on a fixed probe batch. Results go to
+runs/showdown-<data>-<fast|full>/ of the checkout (showdown.json, runs.csv, cells/); a stored
+showdown with the same settings is reused, an interrupted run resumes cell by cell.
+flickr30k needs the features of data_scripts/extract_features.py (this command
+never downloads or encodes). --data and --fast default to VLR_DATA and VLR_FAST.
+
+The experiment itself is vlr_lib.train.showdown (spec_for, run), which notebook 10
+imports; the Markdown is vlr_lib.report.markdown_block.
+"""
+from __future__ import annotations
+
+import argparse
+import shlex
+from collections.abc import Sequence
+
+from . import args as A
+
+
+def parser(prog: str = "python -m vlr_lib showdown") -> A.Parser:
+    p = A.Parser(prog=prog, description=__doc__)
+    p.add_argument("--data", choices=("shapes", "flickr30k"), default=None, help="default: VLR_DATA, else shapes")
+    p.add_argument("--fast", action="store_true", default=None, help="the CI size (default: VLR_FAST)")
+    p.add_argument("--seeds", type=A.seeds, default=None, help="comma-separated distinct seeds (default 0,1,2)")
+    p.add_argument("--epochs", type=A.positive_int, default=None, help="override the mode's epochs")
+    p.add_argument("--device", type=A.device, default=None, help="cpu, cuda, cuda:N or mps (default: cuda if available)")
+    p.add_argument("--dist-timeout", type=A.positive_float, default=600.0,
+                   help="under torchrun: seconds a rank waits for the others before failing (default 600)")
+    p.add_argument("--cache-root", type=A.existing_path, default=None,
+                   help="flickr30k: feature caches (default cache/features of the checkout)")
+    p.add_argument("--out", type=A.output_dir, default=None, help="results folder (default runs/showdown-<data>-<size>)")
+    p.add_argument("--markdown", type=A.output_file, default=None, help="also write the docs/results.md block here")
+    p.add_argument("--force", action="store_true", help="ignore a stored table (cached cells are still reused)")
+    p.add_argument("--progress", action="store_true", help="progress bar over cells")
+    return p
+
+
+def resolve_env(args: argparse.Namespace) -> argparse.Namespace:
+    """--data and --fast from VLR_DATA / VLR_FAST when not given (checked like the flags)."""
+    if args.data is None:
+        args.data = A.from_env("VLR_DATA", A.choice("shapes", "flickr30k"), "shapes")
+    if args.fast is None:
+        args.fast = A.from_env("VLR_FAST", A.flag, False)
+    return args
+
+
+def canonical_command(args: argparse.Namespace) -> str:
+    """The command line that reproduces this run (environment switches written out as flags)."""
+    parts = ["python", "-m", "vlr_lib", "showdown", "--data", args.data]
+    parts += ["--fast"] if args.fast else []
+    for name in ("seeds", "epochs", "device", "cache_root", "out"):
+        value = getattr(args, name)
+        if value is not None:
+            text = ",".join(map(str, value)) if name == "seeds" else str(value)
+            parts += [f"--{name.replace('_', '-')}", text]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "python -m vlr_lib showdown") -> int:
+    p = parser(prog)
+    return A.run(p, argv, lambda args: _showdown(resolve_env(args)), _interrupted)
+
+
+def _interrupted(args: argparse.Namespace) -> str:
+    return "finished cells are kept; run the same command again to continue where it stopped"
+
+
+def _showdown(args: argparse.Namespace) -> int:
+    from .. import report
+    from .._io import atomic_write_text
+    from ..train import distributed as D
+    from ..train import showdown as sd
+
+    overrides: dict = {}
+    if args.seeds is not None:
+        overrides["seeds"] = tuple(args.seeds)
+    if args.epochs is not None:
+        overrides["epochs"] = args.epochs
+    with D.process_group(args.device, args.dist_timeout) as device:
+        spec = sd.spec_for(args.data, args.fast, device=str(device),
+                           cache_root=None if args.cache_root is None else str(args.cache_root), **overrides)
+        showdown = sd.run(spec, command=canonical_command(args), out=args.out, force=args.force,
+                          progress=args.progress)
+        if D.rank_and_world()[0] != 0:
+            return 0
+        block = report.markdown_block(showdown.runs, showdown.meta)
+        print(block)
+        if showdown.reused:
+            print(f"(stored table reused from {showdown.out}; --force to retrain missing cells and rewrite it)")
+        if args.markdown is not None:
+            atomic_write_text(args.markdown, block)
+    return 0

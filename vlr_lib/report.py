@@ -1,0 +1,584 @@
+"""Results: tidy tables, mean ± std over seeds, the papers' table layouts, the written reading, Markdown.
+
+Everything here is a pure function of a runs table -- one row per (configuration, seed), as
+``vlr_lib.train.grid`` writes it (``GridResult.runs``, ``runs.csv``) and the showdown extends it
+(``sel_*`` / ``test_*`` columns, ``vlr_lib.train.showdown``) -- or of per-epoch histories
+(``FitResult.history``). The grid, the showdown, the command lines, notebooks 09-11 and the
+figures of ``vlr_lib.viz.showdown`` / ``vlr_lib.viz.training`` all read their numbers here.
+
+- :func:`summarize` -- mean and std over seeds per configuration (the one summary);
+  :func:`summary_table` -- it as text, "mean ± std";
+- :func:`table1` -- Bleeker & de Rijke's Table 1 layout (R@1/5/10 i2t, mAP@5, R@1/5/10 t2i,
+  rsum) plus PR-AUC (Veit & Wilber, Table 1); :func:`goal_matrix`, :func:`goal_table` -- the
+  3 x 5 GOAL grid in Xuan & Chen's Tables 3-5 layout (pair weights down, triplet weights across);
+- :func:`separations`, :func:`ranking`, :func:`compare`, :func:`reading` -- which differences
+  exceed the seed noise, and the prose built from them;
+- :func:`cocos_summary`, :func:`cocos_own_rule` -- COCOS at the selected epoch;
+- :func:`history_frame`, :func:`sweep_values`, :func:`sweep_slice` -- histories and sweeps as tables;
+- :func:`to_markdown`, :func:`markdown_block` -- Markdown for docs/results.md.
+
+Uncertainty. Three seeds give a rough spread, not a significance test. Two configurations
+are called *separated* on a metric when their mean ± std intervals do not overlap,
+|mean_a - mean_b| > std_a + std_b (sample std, ddof=1, over seeds); otherwise the
+difference is *within the seed noise*.
+"""
+from __future__ import annotations
+
+import inspect
+import itertools
+import json
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from . import goal, losses
+
+#: Metric key -> label. Recalls and rsum are percent; mAP@5 and PR-AUC fractions; similarities cosines.
+METRIC_LABELS: dict[str, str] = {
+    "i2t_r1": "i2t R@1",
+    "i2t_r5": "i2t R@5",
+    "i2t_r10": "i2t R@10",
+    "map5": "i2t mAP@5",
+    "t2i_r1": "t2i R@1",
+    "t2i_r5": "t2i R@5",
+    "t2i_r10": "t2i R@10",
+    "rsum": "rsum",
+    "pr_auc": "PR-AUC",
+    "loss": "training loss",
+    "pos_sim": "mean positive similarity",
+    "hardneg_sim": "mean hardest-negative similarity",
+    "sim_gap": "positive − hardest negative",
+    "best_rsum": "best validation rsum",
+    "train_loss": "final training loss",
+}
+#: Bleeker & de Rijke's Table 1 order (i2t block with mAP@5, t2i block, rsum), then PR-AUC.
+TABLE1_COLUMNS: tuple[str, ...] = ("i2t_r1", "i2t_r5", "i2t_r10", "map5", "t2i_r1", "t2i_r5", "t2i_r10", "rsum",
+                                   "pr_auc")
+#: Metrics summarised per configuration (``vlr_lib.train.evaluate``), then the grid's derived ones.
+SUMMARY_METRICS: tuple[str, ...] = (*TABLE1_COLUMNS, "pos_sim", "hardneg_sim", "best_rsum", "train_loss")
+FRACTIONS = ("map5", "pr_auc")
+GROUPS = ("all", "closed-form", "GOAL")
+COCOS_RULES = {"triplet": "Triplet", "triplet_sh": "Triplet-SH", "nt_xent": "NT-Xent", "smooth_ap": "SmoothAP"}
+COCOS_STATS = ("C_q", "C_0", "W_neg", "W_pos")
+#: Columns that tell runs of different data or schedules apart (never averaged together).
+SETUP_COLUMNS = ("data_id", "settings")
+#: Columns of a grid's runs table that hold training settings (``vlr_lib.train.grid_search.FIT_KEYS``).
+SETTING_COLUMNS = ("epochs", "batch_size", "lr", "lr_decay_epoch", "sampling", "probe_batch", "head", "dim",
+                   "text_encoder", "width")
+#: Xuan & Chen's Table 1 names the hardest-negative triplet "Triplet"; ours is Triplet-SH.
+_TABLE1_NAMES = {"Triplet": "Triplet-SH"}
+
+
+# --------------------------------------------------------------------------- names and formats
+
+
+def loss_parameters(loss: str) -> tuple[str, ...]:
+    """The keyword parameters a loss name (or "goal:T,P") takes, e.g. ('margin', 'gamma', 'reduction')."""
+    if not isinstance(loss, str):
+        raise TypeError(f"loss must be a loss name, got {type(loss).__name__}")
+    if loss.startswith("goal:"):
+        goal.parse_goal_name(loss)
+        fn, fixed = goal.goal_objective, ("triplet", "pair")
+    elif loss in losses.LOSSES:
+        fn, fixed = losses.LOSSES[loss], ()
+    else:
+        raise ValueError(f"loss must be one of {tuple(losses.LOSSES)} or 'goal:<triplet>,<pair>', got {loss!r}")
+    return tuple(p for p in inspect.signature(fn).parameters if p not in ("S", "pos_mask", *fixed))
+
+
+def flatten_record(record: Mapping) -> dict:
+    """{"cocos": {"i2t": {"C_q": 3}}} -> {"cocos_i2t_C_q": 3}; other keys unchanged (a history record as a row)."""
+    out: dict = {}
+    for key, value in record.items():
+        if isinstance(value, Mapping):
+            for sub, v in flatten_record(value).items():
+                out[f"{key}_{sub}"] = v
+        else:
+            out[key] = value
+    return out
+
+
+def metric_label(metric: str) -> str:
+    return METRIC_LABELS.get(metric, metric)
+
+
+def check_metric(metric: str) -> str:
+    """`metric` when it is a key of :data:`TABLE1_COLUMNS`, else a ValueError naming it."""
+    if metric not in TABLE1_COLUMNS:
+        raise ValueError(f"metric must be one of {TABLE1_COLUMNS}, got {metric!r}")
+    return metric
+
+
+def table1_name(triplet: str, pair: str) -> str:
+    """The existing loss a GOAL cell reproduces (Xuan & Chen Table 1, in our names), or "New"."""
+    known = goal.TABLE1.get((triplet, pair), "New")
+    return _TABLE1_NAMES.get(known, known)
+
+
+def _defaults(fn) -> dict:
+    return {k: p.default for k, p in inspect.signature(fn).parameters.items()
+            if p.default is not inspect.Parameter.empty and k not in ("pos_mask", "reduction", "weights")}
+
+
+def hyperparameters(loss: str, overrides: Mapping | None = None) -> str:
+    """The parameters a configuration trains with, e.g. 'margin=0.2, gamma=60.0' (library defaults + `overrides`).
+
+    For GOAL, only the parameters its two weights use (``goal.TRIPLET_PARAMS`` / ``PAIR_PARAMS``).
+    """
+    if loss.startswith("goal:"):
+        triplet, pair = goal.parse_goal_name(loss)
+        d = _defaults(goal.goal_objective)
+        values = {k: d[k] for k in dict.fromkeys([*goal.TRIPLET_PARAMS[triplet], *goal.PAIR_PARAMS[pair]])}
+    else:
+        values = _defaults(losses.LOSSES[loss])
+    values.update({k: v for k, v in (overrides or {}).items() if k in values})
+    return ", ".join(f"{k}={v}" for k, v in values.items() if v is not None)
+
+
+def _digits(metric: str) -> int:
+    """Decimals shown: 1 for percentages, 3 for fractions (our PR-AUCs differ in the third decimal)."""
+    return 3 if metric in FRACTIONS else 1
+
+
+def mean_std(mean: float, std: float, metric: str) -> str:
+    """'71.3 ± 1.2' (percentages) or '0.712 ± 0.012' (fractions)."""
+    digits = _digits(metric)
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def config_label(config: Mapping) -> str:
+    """"unified(gamma=60, margin=0.2)": a configuration without its seed."""
+    rest = ", ".join(f"{k}={config[k]}" for k in sorted(config) if k != "loss")
+    return f"{config['loss']}({rest})" if rest else str(config["loss"])
+
+
+# --------------------------------------------------------------------------- the summary
+
+
+def _default_metrics(runs: pd.DataFrame, prefix: str) -> list[str]:
+    found = [m for m in SUMMARY_METRICS if f"{prefix}{m}" in runs.columns]
+    if not found:
+        raise ValueError(f"runs has no {prefix}<metric> columns ({', '.join(SUMMARY_METRICS)}); "
+                         "was it made by vlr_lib.train.grid or the showdown?")
+    return found
+
+
+def _overrides(row: pd.Series, loss: str) -> dict:
+    """The loss parameters a configuration sets (its non-empty parameter columns)."""
+    return {p: row[p] for p in loss_parameters(loss) if p in row.index and not _missing(row[p])}
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and np.isnan(value))
+
+
+def summarize(runs: pd.DataFrame, prefix: str = "", metrics: Sequence[str] | None = None) -> pd.DataFrame:
+    """Mean and std (ddof=1; 0 with one seed) over seeds of every metric, one row per configuration.
+
+    `prefix` picks the metrics: "" the grid's last-epoch validation metrics, "sel_" the
+    showdown's test metrics at the epoch of best validation rsum, "test_" its test metrics at
+    the last epoch. `metrics` (default: every :data:`SUMMARY_METRICS` the table has) are
+    named without the prefix. Runs of other data or schedules (the :data:`SETUP_COLUMNS`)
+    are never averaged together. Rows keep the order of first appearance.
+
+    Columns: config, loss, name (``losses.loss_label``), hyper (:func:`hyperparameters`),
+    n_seeds, the setup columns when the table has them, ``<metric>_mean`` / ``_std``, and
+    ``epoch_mean`` (mean selected epoch) when there is a ``<prefix>epoch`` column.
+    """
+    if not isinstance(runs, pd.DataFrame) or runs.empty:
+        raise ValueError("runs is empty: there are no runs to summarize")
+    metrics = list(metrics) if metrics is not None else _default_metrics(runs, prefix)
+    missing = [f"{prefix}{m}" for m in metrics if f"{prefix}{m}" not in runs.columns]
+    if missing:
+        raise ValueError(f"runs lacks the columns {missing}; was it made by vlr_lib.train.grid or the showdown?")
+    keys = ["config", *(c for c in SETUP_COLUMNS if c in runs.columns)]
+    g = runs.groupby(keys, sort=False, dropna=False)
+    first = g.head(1).set_index(keys)
+    out = pd.DataFrame(index=first.index)
+    out["loss"] = first["loss"]
+    out["name"] = out["loss"].map(losses.loss_label)
+    out["hyper"] = [hyperparameters(loss, _overrides(row, loss)) for loss, (_, row) in
+                    zip(first["loss"], first.iterrows())]
+    out["n_seeds"] = g.size()
+    for m in metrics:
+        values = g[f"{prefix}{m}"]
+        out[f"{m}_mean"] = values.mean()
+        out[f"{m}_std"] = values.std(ddof=1).fillna(0.0)
+    if f"{prefix}epoch" in runs.columns:
+        out["epoch_mean"] = g[f"{prefix}epoch"].mean()
+    return out.reset_index()
+
+
+def summary_table(summary: pd.DataFrame, metrics: Sequence[str] = ("rsum", "i2t_r1", "t2i_r1")) -> str:
+    """Text table of a :func:`summarize` result: configuration, seeds, "mean ± std" per metric.
+
+    When configurations of several data sets or schedules share the table, a "setup" column
+    numbers them so that equal labels are not mistaken for one configuration.
+    """
+    table = pd.DataFrame({"config": summary["config"], "seeds": summary["n_seeds"]})
+    setups = [c for c in SETUP_COLUMNS if c in summary]
+    if setups and summary.duplicated("config").any():
+        table.insert(1, "setup", pd.factorize(pd.Series(list(zip(*(summary[c] for c in setups)))))[0] + 1)
+    for m in metrics:
+        if f"{m}_mean" in summary:
+            table[m] = [mean_std(a, b, m) for a, b in zip(summary[f"{m}_mean"], summary[f"{m}_std"])]
+    return table.to_string(index=False)
+
+
+# --------------------------------------------------------------------------- the papers' layouts
+
+
+def table1(summary: pd.DataFrame) -> pd.DataFrame:
+    """Bleeker & de Rijke's Table 1 layout as strings "mean ± std", plus PR-AUC (Veit & Wilber).
+
+    Columns: loss, hyper-param, then i2t R@1/5/10, i2t mAP@5, t2i R@1/5/10,
+    rsum, PR-AUC (recalls percent; mAP@5 and PR-AUC fractions as in the papers,
+    with three decimals where Bleeker & de Rijke print two: ours differ in the third).
+    """
+    out = pd.DataFrame({"loss": summary["name"], "hyper-param": summary["hyper"]})
+    for m in TABLE1_COLUMNS:
+        out[METRIC_LABELS[m]] = [mean_std(a, b, m) for a, b in zip(summary[f"{m}_mean"], summary[f"{m}_std"])]
+    return out.reset_index(drop=True)
+
+
+def goal_matrix(summary: pd.DataFrame, metric: str = "rsum") -> tuple[np.ndarray, np.ndarray]:
+    """(mean, std) of `metric` as [5 pair weights, 3 triplet weights] arrays (NaN where a cell is missing)."""
+    metric = check_metric(metric)
+    mean = np.full((len(goal.GOAL_PAIRS), len(goal.GOAL_TRIPLETS)), np.nan)
+    std = mean.copy()
+    by_loss = summary.drop_duplicates("loss").set_index("loss")
+    for (i, p), (j, t) in itertools.product(enumerate(goal.GOAL_PAIRS), enumerate(goal.GOAL_TRIPLETS)):
+        key = f"goal:{t},{p}"
+        if key in by_loss.index:
+            mean[i, j] = by_loss.at[key, f"{metric}_mean"]
+            std[i, j] = by_loss.at[key, f"{metric}_std"]
+    return mean, std
+
+
+def goal_table(summary: pd.DataFrame, metric: str = "rsum") -> pd.DataFrame:
+    """The GOAL grid as strings, rows P^pair, columns T^triplet (Xuan & Chen Tables 3-5)."""
+    mean, std = goal_matrix(summary, metric)
+    cells = [[mean_std(a, b, metric) if np.isfinite(a) else "" for a, b in zip(ra, rs)] for ra, rs in zip(mean, std)]
+    return pd.DataFrame(cells, index=[f"P^{p}" for p in goal.GOAL_PAIRS],
+                        columns=[f"T^{t}" for t in goal.GOAL_TRIPLETS])
+
+
+# --------------------------------------------------------------------------- uncertainty
+
+
+def group(summary: pd.DataFrame, which: str) -> pd.DataFrame:
+    """The rows of one of :data:`GROUPS`: all, the closed-form losses, or the GOAL cells."""
+    if which not in GROUPS:
+        raise ValueError(f"group must be one of {GROUPS}, got {which!r}")
+    is_goal = summary["loss"].str.startswith("goal:")
+    out = summary.loc[{"all": slice(None), "closed-form": ~is_goal, "GOAL": is_goal}[which]]
+    if out.empty:
+        raise ValueError(f"group {which!r} has no configurations in the summary")
+    return out
+
+
+def _stats(summary: pd.DataFrame, metric: str) -> pd.DataFrame:
+    metric = check_metric(metric)
+    return summary[["config", "loss", "name"]].assign(mean=summary[f"{metric}_mean"], std=summary[f"{metric}_std"])
+
+
+def separations(summary: pd.DataFrame, metric: str = "rsum") -> pd.DataFrame:
+    """Every pair of configurations: difference of means, the noise std_a + std_b, and whether it is exceeded."""
+    s = _stats(summary, metric).reset_index(drop=True)
+    i, j = np.triu_indices(len(s), k=1)
+    a, b = s.iloc[i].reset_index(drop=True), s.iloc[j].reset_index(drop=True)
+    delta = a["mean"] - b["mean"]
+    noise = a["std"] + b["std"]
+    return pd.DataFrame({"a": a["loss"], "b": b["loss"], "mean_a": a["mean"], "mean_b": b["mean"],
+                         "delta": delta, "noise": noise, "separated": delta.abs() > noise})
+
+
+def ranking(summary: pd.DataFrame, metric: str = "rsum") -> pd.DataFrame:
+    """Configurations best first, with 'tied_with_best': within the seed noise of the best one."""
+    s = _stats(summary, metric).sort_values("mean", ascending=False, kind="stable").reset_index(drop=True)
+    best = s.iloc[0]
+    s["tied_with_best"] = (best["mean"] - s["mean"]) <= (best["std"] + s["std"])
+    s["rank"] = np.arange(1, len(s) + 1)
+    return s
+
+
+def compare(summary: pd.DataFrame, a: str, b: str, metric: str = "rsum") -> dict:
+    """One comparison (losses a vs b): means, stds, delta = a - b, noise, separated, and a sentence."""
+    s = _stats(summary, metric).drop_duplicates("loss").set_index("loss")
+    for name, key in (("a", a), ("b", b)):
+        if key not in s.index:
+            raise ValueError(f"{name} {key!r} is not a configuration of the summary")
+    ma, sa, mb, sb = s.at[a, "mean"], s.at[a, "std"], s.at[b, "mean"], s.at[b, "std"]
+    delta, noise = ma - mb, sa + sb
+    separated = bool(abs(delta) > noise)
+    digits = _digits(metric)
+    shown = round(delta, digits) + 0.0  # no "-0.000"
+    if separated:
+        hi = s.at[a if delta > 0 else b, "name"]
+        verdict = f"{hi} is ahead by {abs(delta):.{digits}f}, more than the seed noise {noise:.{digits}f}"
+    else:
+        verdict = (f"the difference {shown:+.{digits}f} is within the seed noise {noise:.{digits}f}: "
+                   "no winner at this sample size")
+    sentence = (f"{s.at[a, 'name']} {mean_std(ma, sa, metric)} vs {s.at[b, 'name']} {mean_std(mb, sb, metric)} "
+                f"({METRIC_LABELS[metric]}): {verdict}.")
+    return {"a": a, "b": b, "metric": metric, "mean_a": ma, "std_a": sa, "mean_b": mb, "std_b": sb,
+            "delta": delta, "noise": noise, "separated": separated, "text": sentence}
+
+
+#: The papers' claims the reading checks on this data: (a, b, metric, who said a > b).
+PAPER_CLAIMS: tuple[tuple[str, str, str, str], ...] = (
+    ("triplet_hardest", "triplet_all", "rsum", "Bleeker & de Rijke obs. 2 (and VSE++)"),
+    ("triplet_hardest", "info_nce", "rsum", "Bleeker & de Rijke obs. 3"),
+    ("triplet_hardest", "smooth_ap", "rsum", "Bleeker & de Rijke obs. 5"),
+    ("unified", "triplet_hardest", "rsum", "Li et al. Tables 1, 7"),
+    ("cross_example_softmax", "sampled_softmax", "pr_auc", "Veit & Wilber Table 1 (calibration)"),
+    ("goal:cir,sig-ms", "goal:con,con", "rsum", "Xuan & Chen Tables 3-5"),
+)
+
+
+def reading(summary: pd.DataFrame, metric: str = "rsum") -> dict:
+    """The written reading of a showdown, every sentence built from the numbers.
+
+    Returns a dict with ``ranking`` (:func:`ranking` on `metric`), ``best``,
+    ``tied`` (losses within the seed noise of the best), ``n_separated`` /
+    ``n_pairs`` (over all pairs), ``claims`` (one :func:`compare` per entry of
+    :data:`PAPER_CLAIMS` whose two losses were trained, with ``agrees``: the
+    claimed direction holds beyond the noise), ``goal_best`` (the best GOAL cell),
+    ``map_best`` (the best mAP@5) and ``text`` (Markdown).
+    """
+    rank = ranking(summary, metric)
+    names = dict(zip(rank["loss"], rank["name"]))
+    best = rank.iloc[0]
+    tied = list(rank.loc[rank["tied_with_best"], "loss"])
+    seps = separations(summary, metric)
+    claims = []
+    for a, b, m, who in PAPER_CLAIMS:
+        if a in names and b in names:
+            c = compare(summary, a, b, m)
+            c.update(source=who, agrees=bool(c["separated"] and c["delta"] > 0))
+            claims.append(c)
+    goal_rank = rank[rank["loss"].str.startswith("goal:")]
+    goal_best = goal_rank.iloc[0]["loss"] if len(goal_rank) else None
+    map_best = ranking(summary, "map5").iloc[0]["loss"]
+    n_sep = int(seps["separated"].sum())
+    lines = [
+        f"**Best {METRIC_LABELS[metric]}: {best['name']}, {mean_std(best['mean'], best['std'], metric)}.** "
+        + (f"Within its seed noise: {', '.join(names[t] for t in tied[1:])}; these "
+           f"{len(tied)} are not told apart by {int(summary['n_seeds'].min())} seeds."
+           if len(tied) > 1 else "No other configuration is within its seed noise."),
+        f"Of the {len(seps)} pairs of configurations, {n_sep} differ by more than their summed seed stds on "
+        f"{METRIC_LABELS[metric]}; the rest ({len(seps) - n_sep}) cannot be ordered here.",
+    ]
+    if goal_best is not None:
+        row = goal_rank.iloc[0]
+        lines.append(f"Best GOAL combination: {row['name']}, {mean_std(row['mean'], row['std'], metric)} "
+                     f"(rank {int(row['rank'])} of {len(rank)}).")
+    same = map_best == best["loss"]
+    lines.append(f"Best mAP@5: {names[map_best]}" + (" -- the same configuration, as Bleeker & de Rijke "
+                 "observe (obs. 6)." if same else f", not the best {METRIC_LABELS[metric]} one (Bleeker & de Rijke "
+                 "found them to coincide, obs. 6)."))
+    for c in claims:
+        status = "holds here" if c["agrees"] else ("is reversed here" if c["separated"] else "is not resolved here")
+        lines.append(f"{c['source']}: '{names[c['a']]} > {names[c['b']]}' {status}. {c['text']}")
+    return {"ranking": rank, "best": best["loss"], "tied": tied, "n_pairs": len(seps), "n_separated": n_sep,
+            "claims": claims, "goal_best": goal_best, "map_best": map_best, "digits": _digits(metric),
+            "text": "\n".join(f"- {line}" for line in lines)}
+
+
+# --------------------------------------------------------------------------- COCOS
+
+
+def cocos_summary(runs: pd.DataFrame, stat: str = "C_q", prefix: str = "sel_") -> pd.DataFrame:
+    """COCOS of every rule and direction at the selected epoch, mean over seeds; rows configs, columns 'rule dir'.
+
+    `stat`: ``C_q`` (contributing candidates per query, mean over queries with a
+    gradient), ``C_0`` (queries without gradient), ``W_neg`` / ``W_pos`` (NT-Xent
+    weights; NaN for the other rules). Rows are named by ``losses.loss_label``.
+    """
+    if stat not in COCOS_STATS:
+        raise ValueError(f"stat must be one of {COCOS_STATS}, got {stat!r}")
+    cols = {f"{prefix}cocos_{r}_{d}_{stat}": f"{label} {d}" for r, label in COCOS_RULES.items()
+            for d in ("i2t", "t2i")}
+    missing = [c for c in cols if c not in runs.columns]
+    if missing:
+        raise ValueError(f"runs lacks the COCOS columns {missing[:2]}...")
+    g = runs.groupby("config", sort=False)
+    out = g[list(cols)].mean().rename(columns=cols)
+    out.index = [losses.loss_label(loss) for loss in g["loss"].first()]
+    return out
+
+
+def cocos_own_rule(runs: pd.DataFrame, prefix: str = "sel_") -> pd.DataFrame:
+    """COCOS of the four losses Bleeker & de Rijke count, each under its own rule (their Tables 2-4).
+
+    Rows: Triplet (rule "triplet"), Triplet-SH ("triplet_sh"), NT-Xent
+    ("nt_xent"), SmoothAP ("smooth_ap") when trained; columns C^q, C^0 and, for
+    NT-Xent, W^{qv-} and W^{qv+}, per direction, mean over seeds at the selected epoch.
+    """
+    from .analysis import COCOS_RULE_OF_LOSS
+
+    rows = []
+    for loss, rule in COCOS_RULE_OF_LOSS.items():
+        part = runs[runs["loss"] == loss]
+        if part.empty:
+            continue
+        row = {"loss": losses.loss_label(loss), "rule": COCOS_RULES[rule]}
+        for stat, d in itertools.product(COCOS_STATS, ("i2t", "t2i")):
+            col = f"{prefix}cocos_{rule}_{d}_{stat}"
+            if col in part.columns:
+                row[f"{stat} {d}"] = float(part[col].mean())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- histories and sweeps
+
+
+def history_frame(histories: Mapping[str, object]) -> pd.DataFrame:
+    """Histories {run name: list of per-epoch dicts or a DataFrame} as one long table.
+
+    Columns: ``run``, ``epoch`` and every metric (nested COCOS dicts flattened as in
+    ``FitResult.frame``), plus ``sim_gap = pos_sim - hardneg_sim`` when both exist.
+    Runs keep their order; rows are sorted by epoch within a run.
+    """
+    if not isinstance(histories, Mapping) or not histories:
+        raise ValueError("histories must be a non-empty mapping {run name: history}")
+    parts = []
+    for name, hist in histories.items():
+        frame = hist.copy() if isinstance(hist, pd.DataFrame) else pd.DataFrame([flatten_record(r) for r in hist])
+        if frame.empty or "epoch" not in frame:
+            raise ValueError(f"histories[{name!r}] must hold at least one epoch with an 'epoch' field")
+        frame.insert(0, "run", str(name))
+        parts.append(frame.sort_values("epoch", kind="stable"))
+    out = pd.concat(parts, ignore_index=True)
+    if {"pos_sim", "hardneg_sim"} <= set(out.columns):
+        out["sim_gap"] = out["pos_sim"] - out["hardneg_sim"]
+    return out
+
+
+def loss_rows(runs: pd.DataFrame, loss: str) -> pd.DataFrame:
+    """The rows of one loss in a runs table (a ValueError naming the losses it holds otherwise)."""
+    if not isinstance(runs, pd.DataFrame) or "loss" not in runs:
+        raise TypeError("runs must be a grid's runs table (GridResult.runs) with a 'loss' column")
+    rows = runs[runs["loss"] == loss]
+    if rows.empty:
+        raise ValueError(f"loss {loss!r} has no runs; the table holds {sorted(runs['loss'].unique())}")
+    return rows
+
+
+def sweep_values(runs: pd.DataFrame, loss: str) -> dict[str, list]:
+    """{parameter: sorted distinct values} of the parameters that vary over the runs of `loss`.
+
+    Parameters are the loss's keyword arguments (:func:`loss_parameters`) and the training
+    settings (:data:`SETTING_COLUMNS`) that are columns of `runs` and take two or more values.
+    """
+    rows = loss_rows(runs, loss)
+    names = [p for p in loss_parameters(loss) if p not in ("reduction", "weights")]
+    out = {}
+    for p in names + [k for k in SETTING_COLUMNS if k not in names]:
+        if p in rows:
+            values = pd.unique(rows[p].dropna())
+            if len(values) > 1:
+                out[p] = sorted(values.tolist())
+    return out
+
+
+def sweep_losses(runs: pd.DataFrame) -> list[str]:
+    """Losses of the table that have at least one swept parameter (in order of appearance)."""
+    return [loss for loss in dict.fromkeys(runs["loss"]) if sweep_values(runs, loss)]
+
+
+def is_close(column: pd.Series, value) -> np.ndarray:
+    """Rows equal to `value` (floats compared with a relative tolerance: values went through JSON/CSV)."""
+    if isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
+        col = pd.to_numeric(column, errors="coerce").to_numpy(dtype=float)
+        return np.isclose(col, float(value), rtol=1e-9, atol=0.0)
+    return (column == value).to_numpy()
+
+
+def sweep_slice(runs: pd.DataFrame, loss: str, x: str, fixed: Mapping | None = None,
+                metric: str = "rsum") -> pd.DataFrame:
+    """Mean, std and count over seeds of `metric` per value of `x`, other swept parameters at `fixed`.
+
+    Swept parameters missing from `fixed` are held at their first value. Returns a
+    frame with columns x, mean, std (0 for one seed), n, sorted by x.
+    """
+    values = sweep_values(runs, loss)
+    if x not in values:
+        raise ValueError(f"x must be a swept parameter of {loss!r}, one of {list(values)}; got {x!r}")
+    rows = loss_rows(runs, loss)
+    if metric not in rows:
+        raise ValueError(f"metric {metric!r} is not a column of runs")
+    fixed = dict(fixed or {})
+    unknown = sorted(set(fixed) - set(values))
+    if unknown:
+        raise ValueError(f"fixed has {unknown}, not swept parameters of {loss!r} ({list(values)})")
+    mask = np.ones(len(rows), dtype=bool)
+    for p, vals in values.items():
+        if p != x:
+            mask &= is_close(rows[p], fixed.get(p, vals[0]))
+    sub = rows[mask]
+    y = pd.to_numeric(sub[metric], errors="coerce")
+    g = y.groupby(sub[x].to_numpy())
+    out = pd.DataFrame({"mean": g.mean(), "std": g.std().fillna(0.0), "n": g.size()})
+    return out.rename_axis(x).reset_index().sort_values(x, kind="stable", ignore_index=True)
+
+
+def fmt(value) -> str:
+    """A parameter value for labels: numbers with %g, anything else as str."""
+    if isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
+        return f"{float(value):g}"
+    return str(value)
+
+
+# --------------------------------------------------------------------------- markdown
+
+
+def to_markdown(df: pd.DataFrame, index: bool | None = None) -> str:
+    """A GitHub-flavoured Markdown table (pandas' to_markdown needs tabulate, which we do not depend on)."""
+    index = (not isinstance(df.index, pd.RangeIndex)) if index is None else index
+    frame = df.reset_index() if index else df
+    if index and frame.columns[0] == "index":
+        frame = frame.rename(columns={"index": ""})
+    cells = [[str(c) for c in frame.columns]] + [[str(v) for v in row] for row in frame.itertuples(index=False)]
+    esc = [[c.replace("|", "\\|") for c in row] for row in cells]
+    head, body = esc[0], esc[1:]
+    return "\n".join(["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+                     + ["| " + " | ".join(row) + " |" for row in body])
+
+
+def markdown_block(runs: pd.DataFrame, meta: Mapping) -> str:
+    """The docs/results.md section of one showdown: provenance, the Table 1 layout, the GOAL grids, the reading.
+
+    `runs` and `meta` are a finished showdown's table and metadata (``vlr_lib.train.showdown.run``).
+    """
+    spec = meta["spec"]
+    summary = summarize(runs, prefix="sel_")
+    lines = [
+        f"### {spec['data']} ({'fast' if spec['fast'] else 'full'} size), {meta['date'][:10]}",
+        "",
+        f"- command: `{meta['command']}`",
+        f"- data: {meta['data']}",
+        f"- training: heads only ({spec['head']}, {spec['dim']}-d), {spec['epochs']} epochs, batch "
+        f"{spec['batch_size']}, Adam lr {spec['lr']} x0.1 after half the epochs, sampling by {spec['sampling']}, "
+        f"seeds {', '.join(map(str, spec['seeds']))}; every loss at its library defaults",
+        f"- reported: test split ({meta['n_test_images']} images) at the epoch with the best validation rsum; "
+        f"mean ± std over {len(spec['seeds'])} seeds; chance rsum {meta['chance_rsum_test']:.1f}",
+        f"- hardware: {meta['hardware']}; wall time {meta['wall_seconds'] / 60:.1f} min "
+        f"({meta['n_runs']} runs, {meta['epochs_trained_now']} epochs trained in that call)",
+        "",
+        to_markdown(table1(summary)),
+        "",
+    ]
+    for metric in ("i2t_r1", "t2i_r1", "rsum"):
+        lines += [f"GOAL grid, {METRIC_LABELS[metric]} (Xuan & Chen Tables 3-5 layout: pair weights down, "
+                  "triplet weights across), mean ± std:", "", to_markdown(goal_table(summary, metric)), ""]
+    lines += ["Reading (generated from the table by `vlr_lib.report.reading`; 'separated' = the mean ± std "
+              "intervals do not overlap):", "", reading(summary)["text"], ""]
+    return "\n".join(lines)
+
+
+def settings_json(settings: Mapping) -> str:
+    """The canonical text of a grid's training settings (the ``settings`` column of its runs table)."""
+    return json.dumps(dict(settings), sort_keys=True)

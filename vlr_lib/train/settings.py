@@ -1,0 +1,137 @@
+"""How a run trains, besides its loss, data and model: one dataclass shared by ``fit`` and ``fit_end_to_end``.
+
+:class:`TrainSettings` holds the schedule (epochs, batch size, learning rate and its decay,
+sampling, COCOS probe size, seed) and the run's plumbing (device, callbacks, checkpoints,
+progress bars). It is validated once, when it is made; the checks that need the data
+(a batch no larger than the split, divisible by the number of processes) run in
+:meth:`TrainSettings.resolve`. ``fit(..., epochs=3)`` and ``fit(..., settings=s)`` are the
+same thing: keyword arguments override fields of the settings.
+
+The grid (``vlr_lib.train.grid``), the command lines and the showdown build their runs from
+it; :data:`EXPERIMENT_FIELDS` are the fields that change a result (they key grid cells and
+checkpoints), :data:`RUN_FIELDS` the ones that do not.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from .._checks import check_int, check_positive
+from .device import parse_device
+from .sampling import SAMPLINGS
+
+EXPERIMENT_FIELDS = ("epochs", "batch_size", "lr", "lr_decay_epoch", "sampling", "probe_batch", "seed")
+RUN_FIELDS = ("device", "callbacks", "checkpoint_dir", "resume", "progress")
+#: Defaults of the end-to-end shapes mode (from scratch on a CPU: small batches, a larger lr, 5x cheaper epochs).
+END_TO_END = {"epochs": 20, "batch_size": 32, "lr": 2e-3, "sampling": "images"}
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """The schedule and plumbing of one training run (defaults: heads on features, the VSE++ recipe).
+
+    - ``epochs``; ``batch_size`` captions (with their images) per step, >= 2; Adam at ``lr``,
+      x0.1 from epoch ``lr_decay_epoch`` (0-based; None: halfway, as VSE++ / Li et al.);
+    - ``sampling``: "captions" (an epoch visits every caption, VSE++) or "images" (one random
+      caption per image);
+    - ``probe_batch``: distinct training images of the fixed COCOS probe (None: the batch
+      size; 0: no probe); ``seed``: heads' initialisation and batch order;
+    - ``device`` (None: cuda when available), ``callbacks`` (``cb(record, result)`` after every
+      epoch), ``checkpoint_dir`` / ``resume`` (save every epoch, continue from it),
+      ``progress`` (bars).
+    """
+
+    epochs: int = 10
+    batch_size: int = 128
+    lr: float = 2e-4
+    lr_decay_epoch: int | None = None
+    sampling: str = "captions"
+    probe_batch: int | None = None
+    seed: int = 0
+    device: str | torch.device | None = None
+    callbacks: Callable | Sequence[Callable] | None = ()
+    checkpoint_dir: str | os.PathLike | None = None
+    resume: bool = True
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        check_int("epochs", self.epochs, 1)
+        check_int("batch_size", self.batch_size, 2)
+        check_positive("lr", self.lr)
+        if self.lr_decay_epoch is not None:
+            check_int("lr_decay_epoch", self.lr_decay_epoch, 0)
+        if self.sampling not in SAMPLINGS:
+            raise ValueError(f"sampling must be one of {SAMPLINGS}, got {self.sampling!r}")
+        if self.probe_batch is not None and check_int("probe_batch", self.probe_batch, 0) == 1:
+            raise ValueError("probe_batch must be 0 (off) or >= 2 (COCOS needs negatives)")
+        check_int("seed", self.seed, 0)
+        if self.device is not None:
+            object.__setattr__(self, "device", parse_device(self.device))
+        object.__setattr__(self, "callbacks", _callbacks(self.callbacks))
+        if self.checkpoint_dir is not None:
+            object.__setattr__(self, "checkpoint_dir", os.fspath(self.checkpoint_dir))
+        for name in ("resume", "progress"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
+
+    @classmethod
+    def end_to_end(cls, **overrides) -> "TrainSettings":
+        """The defaults of ``fit_end_to_end`` (:data:`END_TO_END`), with `overrides`."""
+        return cls(**{**END_TO_END, **overrides})
+
+    def replace(self, **changes) -> "TrainSettings":
+        """A copy with `changes` applied (and validated); an unknown name is a TypeError naming it."""
+        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
+        if unknown:
+            raise TypeError(f"unexpected keyword argument(s) {unknown}; TrainSettings has {fields()}")
+        return dataclasses.replace(self, **changes) if changes else self
+
+    def experiment(self) -> dict:
+        """The fields that change a result (:data:`EXPERIMENT_FIELDS`), as a JSON-able dict."""
+        return {k: getattr(self, k) for k in EXPERIMENT_FIELDS}
+
+    def resolve(self, n_images: int, world: int = 1) -> "TrainSettings":
+        """The settings for a training split of `n_images` images on `world` processes.
+
+        Checks 2 <= batch_size <= n_images (every query needs negatives), divisibility by
+        `world`, probe_batch <= n_images; fills lr_decay_epoch (halfway) and probe_batch
+        (min(batch_size, n_images)).
+        """
+        if self.batch_size > n_images:
+            raise ValueError(f"batch_size must be at most the number of training images ({n_images}), "
+                             f"got {self.batch_size}")
+        if self.batch_size % world:
+            raise ValueError(f"batch_size ({self.batch_size}) must be divisible by the number of processes ({world})")
+        probe = self.probe_batch
+        probe = min(self.batch_size, n_images) if probe is None else check_int("probe_batch", probe, 0, n_images)
+        decay = max(1, self.epochs // 2) if self.lr_decay_epoch is None else self.lr_decay_epoch
+        return dataclasses.replace(self, probe_batch=probe, lr_decay_epoch=decay)
+
+
+def fields() -> tuple[str, ...]:
+    """Every field name of :class:`TrainSettings`."""
+    return tuple(f.name for f in dataclasses.fields(TrainSettings))
+
+
+def _callbacks(callbacks) -> tuple[Callable, ...]:
+    if callbacks is None:
+        return ()
+    if callable(callbacks):
+        return (callbacks,)
+    out = tuple(callbacks)
+    bad = [c for c in out if not callable(c)]
+    if bad:
+        raise TypeError(f"callbacks must be callables cb(record, result), got {bad[0]!r}")
+    return out
+
+
+def settings_for(settings: TrainSettings | None, overrides: dict, end_to_end: bool = False) -> TrainSettings:
+    """`settings` (or the mode's defaults) with the keyword `overrides` of ``fit`` / ``fit_end_to_end``."""
+    if settings is not None and not isinstance(settings, TrainSettings):
+        raise TypeError(f"settings must be a TrainSettings, got {type(settings).__name__}")
+    base = settings or (TrainSettings.end_to_end() if end_to_end else TrainSettings())
+    return base.replace(**overrides)
