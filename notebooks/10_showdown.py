@@ -82,7 +82,7 @@ assert contestants["loss"].is_unique
 #   keep — so the test numbers never influence the choice.
 #
 # The runs go through `vlr_lib.train.grid`, which stores every (configuration, seed) cell on disk under
-# `runs/` at the repository root. `showdown.run` returns the stored table when its settings match, so
+# the runs folder (`$VLR_RUNS`, else `~/.cache/vlr-workbook/runs`; `vlr_lib.paths.runs_dir`). `showdown.run` returns the stored table when its settings match, so
 # re-opening this notebook does not retrain; in fast mode (CI) the small grid trains in seconds.
 # In essence it calls
 #

@@ -29,7 +29,6 @@
 #    are larger than the seed-to-seed noise.
 
 # %%
-import os
 import time
 from pathlib import Path
 
@@ -56,7 +55,7 @@ SWEEPS = {  # loss -> {parameter: values}; fast mode: 2-3 values each
     "cross_example_softmax": {"topk": cfg.pick([1.0, 0.1], [1.0, 0.5, 0.25, 0.1, 0.01])},  # share of negatives kept
     "triplet_hardest": {},  # the reference: gamma -> infinity of the unified loss (eq. 6)
 }
-RUNS = Path(os.environ.get("VLR_RUNS") or paths.runs_dir())  # git-ignored
+RUNS = paths.runs_dir()  # $VLR_RUNS, else the workbook's cache folder (never the install tree)
 OUT = RUNS / f"11_hyperparameters-{cfg.data}-{'fast' if cfg.fast else 'full'}"
 OUT.mkdir(parents=True, exist_ok=True)
 print(f"grid cache: {OUT}")

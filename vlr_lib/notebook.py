@@ -18,7 +18,7 @@ import torch
 
 from ._checks import check_int, check_nonnegative
 from .data import DATA_MODES
-from .paths import feature_cache_root, repo_root
+from .paths import feature_cache_root
 from .similarity import l2_normalize
 from .train import Triple
 
@@ -126,7 +126,7 @@ def training_features(
       (vlr_lib.train.shapes_features: an untrained CNN and hashed bags of words);
     - flickr30k: cached CLIP ViT-B/32 features of the Karpathy train split and the
       1,000-image test split (as validation), found wherever
-      `data_scripts/extract_features.py` wrote them under cache/features; on a GPU,
+      `data_scripts/extract_features.py` wrote them (vlr_lib.paths.feature_cache_root); on a GPU,
       missing caches are built from the Hub. Elsewhere the error says what to run.
     """
     if cfg.data == "shapes":
@@ -142,7 +142,7 @@ def training_features(
 def _flickr30k_features(device: torch.device, backbone: str = "clip-vit-b32") -> tuple[Triple, Triple]:
     from .features import flickr_feature_dirs, load_features
 
-    root = feature_cache_root(repo_root())
+    root = feature_cache_root()
     try:
         dirs = flickr_feature_dirs(root, backbone)
     except FileNotFoundError:

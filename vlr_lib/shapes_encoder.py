@@ -62,6 +62,7 @@ from ._io import atomic_write
 from .data.shapes import COLORS, GRID, MAX_OBJECTS, SHAPES, SIZES, Scenes, render, sample_scenes
 from .features import content_hash
 from .models import TinyCNN
+from .paths import cache_root
 
 __all__ = [
     "ATTRIBUTES",
@@ -89,19 +90,9 @@ ATTRIBUTES = {"count": MAX_OBJECTS, "occupied": 2, "color": len(COLORS), "shape"
 
 
 def default_cache_dir() -> Path:
-    """The workbook's cache folder: $VLR_CACHE, else $XDG_CACHE_HOME/vlr-workbook, else ~/.cache/vlr-workbook.
-
-    Never relative to the working directory: a relative VLR_CACHE is an error, and a relative
-    XDG_CACHE_HOME is ignored (as the XDG specification says).
-    """
-    explicit = os.environ.get("VLR_CACHE", "")
-    if explicit:
-        path = Path(explicit).expanduser()
-        if not path.is_absolute():
-            raise ValueError(f"VLR_CACHE must be an absolute path, got {explicit!r}")
-        return path
-    xdg = Path(os.environ.get("XDG_CACHE_HOME", "") or "~/.cache").expanduser()
-    return (xdg if xdg.is_absolute() else Path("~/.cache").expanduser()) / "vlr-workbook"
+    """The workbook's cache folder (``vlr_lib.paths.cache_root``: $VLR_CACHE, else $XDG_CACHE_HOME/vlr-workbook,
+    else ~/.cache/vlr-workbook), never relative to the working directory."""
+    return cache_root()
 
 
 @dataclass(frozen=True)

@@ -102,7 +102,30 @@ def test_training_features_shapes_mode(monkeypatch):
 def test_training_features_flickr30k_without_cache_says_what_to_run(monkeypatch, tmp_path):
     monkeypatch.setenv("VLR_DATA", "flickr30k")
     monkeypatch.setenv("VLR_DEVICE", "cpu")
-    monkeypatch.setattr(notebook, "repo_root", lambda: tmp_path)  # an empty cache/
+    monkeypatch.setenv("VLR_CACHE", str(tmp_path))  # an empty cache
     cfg = notebook.setup(renderer=None)
     with pytest.raises(FileNotFoundError, match="extract_features.py"):
         notebook.training_features(cfg)
+
+
+def test_paths_never_follow_the_working_directory(monkeypatch, tmp_path):
+    from vlr_lib import paths
+
+    monkeypatch.delenv("VLR_RUNS", raising=False)
+    monkeypatch.setenv("VLR_CACHE", str(tmp_path / "c"))
+    assert paths.cache_root() == tmp_path / "c"
+    assert paths.feature_cache_root() == tmp_path / "c" / "features"
+    assert paths.runs_dir() == tmp_path / "c" / "runs"
+    monkeypatch.setenv("VLR_RUNS", str(tmp_path / "r"))
+    assert paths.runs_dir() == tmp_path / "r"
+    for name, read in (("VLR_RUNS", paths.runs_dir), ("VLR_CACHE", paths.cache_root)):
+        monkeypatch.setenv(name, "relative/dir")
+        with pytest.raises(ValueError, match=f"{name} must be an absolute path"):
+            read()
+        monkeypatch.setenv(name, str(tmp_path))
+    monkeypatch.delenv("VLR_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative")  # ignored, as the XDG specification says
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert paths.cache_root() == tmp_path / "home" / ".cache" / "vlr-workbook"
+    package = paths.repo_root() / "vlr_lib"
+    assert package not in paths.runs_dir().parents and package not in paths.cache_root().parents

@@ -62,7 +62,7 @@ def add_data_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--backbone", choices=("clip-vit-b32", "vsepp-resnet50"), default=None,
                    help="flickr30k: feature backbone (default clip-vit-b32)")
     g.add_argument("--cache-root", type=A.output_dir, default=None,
-                   help="flickr30k: feature caches (default cache/features of the checkout)")
+                   help="flickr30k: feature caches (default $VLR_CACHE/features, else ~/.cache/vlr-workbook/features)")
 
 
 def add_schedule_options(p: argparse.ArgumentParser) -> None:

@@ -17,7 +17,7 @@ def parser(prog: str = "vlr-grid") -> A.Parser:
                    help="a loss parameter grid, repeatable; applied to the losses that take it "
                         "(topk=50 is a count, topk=0.5 a fraction)")
     p.add_argument("--out", type=A.output_dir, default=None,
-                   help="results folder (default runs/grid-<data>-<mode> of the checkout); its tables hold "
+                   help="results folder (default <runs>/grid-<data>-<mode>, <runs> = $VLR_RUNS or ~/.cache/vlr-workbook/runs); its tables hold "
                         "every cell ever trained there")
     common.add_data_options(p)
     common.add_schedule_options(p)

@@ -9,7 +9,7 @@
 15 GOAL combinations) x seeds 0, 1, 2, heads trained on one set of frozen
 features; each run is reported on the test split at its epoch of best
 validation rsum, with COCOS on a fixed probe batch. Results go to
-runs/showdown-<data>-<fast|full>/ of the checkout (showdown.json, runs.csv, cells/); a stored
+<runs>/showdown-<data>-<fast|full>/ ($VLR_RUNS, else ~/.cache/vlr-workbook/runs) (showdown.json, runs.csv, cells/); a stored
 showdown with the same settings is reused, an interrupted run resumes cell by cell.
 flickr30k needs the features of data_scripts/extract_features.py (this command
 never downloads or encodes). --data and --fast default to VLR_DATA and VLR_FAST.
@@ -36,8 +36,8 @@ def parser(prog: str = "python -m vlr_lib showdown") -> A.Parser:
     p.add_argument("--dist-timeout", type=A.positive_float, default=600.0,
                    help="under torchrun: seconds a rank waits for the others before failing (default 600)")
     p.add_argument("--cache-root", type=A.existing_path, default=None,
-                   help="flickr30k: feature caches (default cache/features of the checkout)")
-    p.add_argument("--out", type=A.output_dir, default=None, help="results folder (default runs/showdown-<data>-<size>)")
+                   help="flickr30k: feature caches (default $VLR_CACHE/features, else ~/.cache/vlr-workbook/features)")
+    p.add_argument("--out", type=A.output_dir, default=None, help="results folder (default <runs>/showdown-<data>-<size>, <runs> = $VLR_RUNS or ~/.cache/vlr-workbook/runs)")
     p.add_argument("--markdown", type=A.output_file, default=None, help="also write the docs/results.md block here")
     p.add_argument("--force", action="store_true", help="ignore a stored table (cached cells are still reused)")
     p.add_argument("--progress", action="store_true", help="progress bar over cells")

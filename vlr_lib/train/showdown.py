@@ -20,7 +20,7 @@ batch of training pairs. The reported epoch of a run is the one with the best
 validation rsum ("sel_*" columns: its test metrics and its COCOS).
 
 Caching: ``grid`` stores every (configuration, seed) cell under
-``runs/showdown-<data>-<fast|full>/cells`` of the checkout (``vlr_lib.paths``); the
+``<runs>/showdown-<data>-<fast|full>/cells`` (``vlr_lib.paths.runs_dir``: $VLR_RUNS, else the cache folder); the
 finished showdown is ``showdown.json`` (the settings, command, data, hardware, date,
 wall time and the keys of its cells) next to the folder's ``runs.csv`` (every cell of the
 folder). A stored showdown whose settings match is reused as it is (notebook 10 opens
