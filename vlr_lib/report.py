@@ -65,7 +65,7 @@ COCOS_STATS = ("C_q", "C_0", "W_neg", "W_pos")
 SETUP_COLUMNS = ("data_id", "settings")
 #: Columns of a grid's runs table that hold training settings (``vlr_lib.train.grid_search.FIT_KEYS``).
 SETTING_COLUMNS = ("epochs", "batch_size", "lr", "lr_decay_epoch", "sampling", "probe_batch", "head", "dim",
-                   "text_encoder", "width")
+                   "text_encoder", "width", "word_dim", "hidden", "min_count")
 #: Xuan & Chen's Table 1 names the hardest-negative triplet "Triplet"; ours is Triplet-SH.
 _TABLE1_NAMES = {"Triplet": "Triplet-SH"}
 
@@ -77,14 +77,33 @@ def loss_parameters(loss: str) -> tuple[str, ...]:
     """The keyword parameters a loss name (or "goal:T,P") takes, e.g. ('margin', 'gamma', 'reduction')."""
     if not isinstance(loss, str):
         raise TypeError(f"loss must be a loss name, got {type(loss).__name__}")
+    if loss.startswith("warmup:"):  # a loss schedule takes what either of its phases takes
+        first, _, then = _warmup_phases(loss)
+        return tuple(dict.fromkeys([*loss_parameters(first), *loss_parameters(then)]))
     if loss.startswith("goal:"):
         goal.parse_goal_name(loss)
         fn, fixed = goal.goal_objective, ("triplet", "pair")
     elif loss in losses.LOSSES:
         fn, fixed = losses.LOSSES[loss], ()
     else:
-        raise ValueError(f"loss must be one of {tuple(losses.LOSSES)} or 'goal:<triplet>,<pair>', got {loss!r}")
+        raise ValueError(f"loss must be one of {tuple(losses.LOSSES)}, 'goal:<triplet>,<pair>' or "
+                         f"'warmup:<first>:<epochs>:<then>', got {loss!r}")
     return tuple(p for p in inspect.signature(fn).parameters if p not in ("S", "pos_mask", *fixed))
+
+
+def _warmup_phases(loss: str) -> tuple[str, int, str]:
+    from .train.objective import parse_warmup_name  # lazily: the trainer imports this module
+
+    return parse_warmup_name(loss)
+
+
+def loss_name(loss: str) -> str:
+    """The display name of a trained loss: ``losses.loss_label``, or "Triplet → Triplet-SH after 1 epoch"
+    for the loss schedule "warmup:triplet_all:1:triplet_hardest"."""
+    if isinstance(loss, str) and loss.startswith("warmup:"):
+        first, epochs, then = _warmup_phases(loss)
+        return f"{loss_name(first)} → {loss_name(then)} after {epochs} epoch{'s' if epochs > 1 else ''}"
+    return losses.loss_label(loss)
 
 
 def flatten_record(record: Mapping) -> dict:
@@ -124,8 +143,13 @@ def _defaults(fn) -> dict:
 def hyperparameters(loss: str, overrides: Mapping | None = None) -> str:
     """The parameters a configuration trains with, e.g. 'margin=0.2, gamma=60.0' (library defaults + `overrides`).
 
-    For GOAL, only the parameters its two weights use (``goal.TRIPLET_PARAMS`` / ``PAIR_PARAMS``).
+    For GOAL, only the parameters its two weights use (``goal.TRIPLET_PARAMS`` / ``PAIR_PARAMS``);
+    for a loss schedule, those of its two phases.
     """
+    if loss.startswith("warmup:"):
+        first, _, then = _warmup_phases(loss)
+        parts = dict.fromkeys(", ".join(hyperparameters(p, overrides) for p in (first, then)).split(", "))
+        return ", ".join(p for p in parts if p)
     if loss.startswith("goal:"):
         triplet, pair = goal.parse_goal_name(loss)
         d = _defaults(goal.goal_objective)
@@ -182,7 +206,7 @@ def summarize(runs: pd.DataFrame, prefix: str = "", metrics: Sequence[str] | Non
     named without the prefix. Runs of other data or schedules (the :data:`SETUP_COLUMNS`)
     are never averaged together. Rows keep the order of first appearance.
 
-    Columns: config, loss, name (``losses.loss_label``), hyper (:func:`hyperparameters`),
+    Columns: config, loss, name (:func:`loss_name`), hyper (:func:`hyperparameters`),
     n_seeds, the setup columns when the table has them, ``<metric>_mean`` / ``_std``, and
     ``epoch_mean`` (mean selected epoch) when there is a ``<prefix>epoch`` column.
     """
@@ -197,7 +221,7 @@ def summarize(runs: pd.DataFrame, prefix: str = "", metrics: Sequence[str] | Non
     first = g.head(1).set_index(keys)
     out = pd.DataFrame(index=first.index)
     out["loss"] = first["loss"]
-    out["name"] = out["loss"].map(losses.loss_label)
+    out["name"] = out["loss"].map(loss_name)
     out["hyper"] = [hyperparameters(loss, _overrides(row, loss)) for loss, (_, row) in
                     zip(first["loss"], first.iterrows())]
     out["n_seeds"] = g.size()
@@ -394,7 +418,7 @@ def cocos_summary(runs: pd.DataFrame, stat: str = "C_q", prefix: str = "sel_") -
 
     `stat`: ``C_q`` (contributing candidates per query, mean over queries with a
     gradient), ``C_0`` (queries without gradient), ``W_neg`` / ``W_pos`` (NT-Xent
-    weights; NaN for the other rules). Rows are named by ``losses.loss_label``.
+    weights; NaN for the other rules). Rows are named by :func:`loss_name`.
     """
     if stat not in COCOS_STATS:
         raise ValueError(f"stat must be one of {COCOS_STATS}, got {stat!r}")
@@ -405,7 +429,7 @@ def cocos_summary(runs: pd.DataFrame, stat: str = "C_q", prefix: str = "sel_") -
         raise ValueError(f"runs lacks the COCOS columns {missing[:2]}...")
     g = runs.groupby("config", sort=False)
     out = g[list(cols)].mean().rename(columns=cols)
-    out.index = [losses.loss_label(loss) for loss in g["loss"].first()]
+    out.index = [loss_name(loss) for loss in g["loss"].first()]
     return out
 
 
