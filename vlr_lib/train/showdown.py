@@ -54,7 +54,8 @@ from ..features import flickr_feature_dirs
 from ..paths import feature_cache_root, runs_dir
 from . import distributed as D
 from .device import default_device
-from .end_to_end import chance_rsum, shapes_features
+from .end_to_end import chance_rsum
+from .inputs import shapes_features
 from .evaluate import probe_indices, split_metrics
 from .fit_features import Triple
 from .grid_search import goal_grid, grid, tensor_id
