@@ -572,6 +572,23 @@ def to_markdown(df: pd.DataFrame, index: bool | None = None) -> str:
                      + ["| " + " | ".join(row) + " |" for row in body])
 
 
+def training_line(spec: Mapping) -> str:
+    """What a showdown trained, in words, from its stored spec (older specs without a setting were "features")."""
+    setting = spec.get("setting", "features")
+    if setting == "features":
+        model = f"heads only on frozen features ({spec['head']}, {spec['dim']}-d)"
+    elif setting == "vsepp":
+        model = (f"VSE++ setting: a {spec['head']} image head on the frozen image features and a "
+                 f"{spec.get('text_encoder', 'gru').upper()} text encoder from scratch (word embeddings "
+                 f"{spec.get('word_dim') or 'default'}-d, hidden {spec.get('hidden') or 'default'}), {spec['dim']}-d")
+    else:
+        model = (f"end to end: TinyCNN (width {spec.get('width', 32)}) and a {spec.get('text_encoder', 'gru').upper()} "
+                 f"text encoder from scratch, {spec['dim']}-d")
+    return (f"{model}, {spec['epochs']} epochs, batch {spec['batch_size']}, Adam lr {spec['lr']} x0.1 after half the "
+            f"epochs, sampling by {spec['sampling']}, seeds {', '.join(map(str, spec['seeds']))}; every loss at its "
+            "library defaults")
+
+
 def markdown_block(runs: pd.DataFrame, meta: Mapping) -> str:
     """The docs/results.md section of one showdown: provenance, the Table 1 layout, the GOAL grids, the reading.
 
@@ -580,13 +597,12 @@ def markdown_block(runs: pd.DataFrame, meta: Mapping) -> str:
     spec = meta["spec"]
     summary = summarize(runs, prefix="sel_")
     lines = [
-        f"### {spec['data']} ({'fast' if spec['fast'] else 'full'} size), {meta['date'][:10]}",
+        f"### {spec['data']}, setting {spec.get('setting', 'features')} ({'fast' if spec['fast'] else 'full'} size), "
+        f"{meta['date'][:10]}",
         "",
         f"- command: `{meta['command']}`",
         f"- data: {meta['data']}",
-        f"- training: heads only ({spec['head']}, {spec['dim']}-d), {spec['epochs']} epochs, batch "
-        f"{spec['batch_size']}, Adam lr {spec['lr']} x0.1 after half the epochs, sampling by {spec['sampling']}, "
-        f"seeds {', '.join(map(str, spec['seeds']))}; every loss at its library defaults",
+        f"- training: {training_line(spec)}",
         f"- reported: test split ({meta['n_test_images']} images) at the epoch with the best validation rsum; "
         f"mean ± std over {len(spec['seeds'])} seeds; chance rsum {meta['chance_rsum_test']:.1f}",
         f"- hardware: {meta['hardware']}; wall time {meta['wall_seconds'] / 60:.1f} min "

@@ -27,7 +27,7 @@ from .end_to_end import chance_rsum, fit_end_to_end, shapes_tensors
 from .engine import FitResult, TrainingDivergedError
 from .evaluate import evaluate, probe_indices
 from .fit_features import Triple, build_heads, fit
-from .grid_search import GridResult, expand_configs, goal_grid, grid
+from .grid_search import GridResult, expand_configs, goal_grid, grid, trainer
 from .objective import ROW_WISE, Objective, loss_names, make_objective
 from .inputs import SETTINGS, caption_ids, shapes_features, shapes_inputs
 from .settings import TrainSettings
@@ -46,6 +46,7 @@ __all__ = [
     "shapes_inputs",
     "caption_ids",
     "grid",
+    "trainer",
     "goal_grid",
     "expand_configs",
     "GridResult",

@@ -224,8 +224,14 @@ def _run_cell(config: Mapping, seed: int, data: Mapping, base: TrainSettings, mo
                                                                    if k not in MODEL_KEYS})
     if "dataset" in data:
         return fit_end_to_end(data["dataset"], name, loss_kw, settings=settings, **model_kw)
-    train_fn = {"features": fit, "vsepp": fit_vsepp, "e2e": fit_encoders}[data["setting"]]  # the setting's trainer
-    return train_fn(*data["train"], name, loss_kw, val=data.get("val"), settings=settings, **model_kw)
+    return trainer(data["setting"])(*data["train"], name, loss_kw, val=data.get("val"), settings=settings,
+                                    **model_kw)
+
+
+def trainer(setting: str):
+    """The training function of a setting on (train triple, loss, loss_kwargs, val=, settings=, model arguments):
+    ``fit`` (features), ``fit_vsepp`` (vsepp) or ``fit_encoders`` (e2e)."""
+    return {"features": fit, "vsepp": fit_vsepp, "e2e": fit_encoders}[check_setting(setting)]
 
 
 def resolve_setting(setting: str | None, train, dataset) -> str:

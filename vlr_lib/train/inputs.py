@@ -136,3 +136,25 @@ def shapes_images(split) -> Tensor:
     """The images of a split in the Flickr30K schema as one uint8 tensor [N, 3, H, W]."""
     return torch.from_numpy(np.stack([np.asarray(im.convert("RGB")) for im in split["image"]])).permute(0, 3, 1, 2) \
         .contiguous()
+
+
+def with_caption_ids(dataset_dict, triples: Mapping[str, Triple], manifests: Mapping[str, Mapping], where: str,
+                     min_count: int = 1) -> tuple[dict[str, Triple], Vocabulary]:
+    """Cached feature triples with their caption features replaced by the dataset's captions as token ids.
+
+    For the VSE++ setting on cached features (Flickr30K): `triples` hold the cached image
+    features of each split (possibly only the first images), `manifests` the caches' manifests.
+    Each split of `dataset_dict` (found at `where`, named in errors) must be the data the
+    features were extracted from -- the same ``features.data_signature`` -- so that caption k is
+    the one at row k of the cache. The vocabulary is the first split's (the training captions').
+    """
+    from ..features import captions_of, data_signature
+
+    texts = {}
+    for split, triple in triples.items():
+        if data_signature(dataset_dict[split]) != manifests[split].get("data_signature"):
+            raise ValueError(f"the {split} captions of the data at {where} are not those its cached features were "
+                             "extracted from; extract the features of this copy again (data_scripts/extract_features.py)")
+        texts[split] = captions_of(dataset_dict[split])[0][: triple[2].shape[0]]  # the images kept, in cache order
+    ids, vocab = caption_ids(texts, train=next(iter(triples)), min_count=min_count)
+    return {split: (t[0], ids[split], t[2]) for split, t in triples.items()}, vocab
