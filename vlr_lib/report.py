@@ -14,6 +14,8 @@ figures of ``vlr_lib.viz.showdown`` / ``vlr_lib.viz.training`` all read their nu
 - :func:`separations`, :func:`ranking`, :func:`compare`, :func:`reading` -- which differences
   exceed the seed noise, and the prose built from them;
 - :func:`cocos_summary`, :func:`cocos_own_rule` -- COCOS at the selected epoch;
+- :func:`lesson_table`, :func:`lesson_reading` -- the papers' orderings under each condition of
+  the controlled experiments (``vlr_lib.train.lessons``, notebook 12);
 - :func:`history_frame`, :func:`sweep_values`, :func:`sweep_slice` -- histories and sweeps as tables;
 - :func:`to_markdown`, :func:`markdown_block` -- Markdown for docs/results.md.
 
@@ -554,6 +556,97 @@ def fmt(value) -> str:
     if isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
         return f"{float(value):g}"
     return str(value)
+
+
+# --------------------------------------------------------------------------- the lessons (notebook 12)
+
+#: The differences notebook 12 plots: (a, b, the sign the papers report for a - b, who reports it).
+LESSON_DELTAS: tuple[tuple[str, str, int, str], ...] = (
+    ("triplet_hardest", "triplet_all", +1, "VSE++ (Faghri et al.) and Bleeker & de Rijke obs. 2"),
+    ("unified", "triplet_hardest", +1, "Li et al. Tables 1, 7"),
+    ("info_nce", "triplet_hardest", -1, "Bleeker & de Rijke obs. 3"),
+)
+VERDICTS = ("holds", "reverses", "cannot tell")
+
+
+def lesson_table(runs: pd.DataFrame, metric: str = "rsum", prefix: str = "sel_") -> pd.DataFrame:
+    """Each condition's three differences of :data:`LESSON_DELTAS`, with their seed noise and verdict.
+
+    `runs`: one row per (experiment, condition, role, seed) with ``order`` (position of the
+    condition) and ``<prefix><metric>`` (``vlr_lib.train.lessons.run``). For a difference
+    a - b of two roles: ``delta`` = mean_a - mean_b over seeds, ``noise`` = std_a + std_b (the
+    module's rule), ``verdict`` "holds" when |delta| > noise with the papers' sign, "reverses"
+    when |delta| > noise against it, else "cannot tell"; ``seed_min`` / ``seed_max`` are the
+    smallest and largest per-seed difference (same seed: same initialisation and batches), so
+    ``seed_min > 0`` says a is ahead on every seed. One row per (experiment, condition, comparison).
+    """
+    metric = check_metric(metric)
+    col = f"{prefix}{metric}"
+    needed = {"experiment", "condition", "order", "role", "seed", col}
+    if not isinstance(runs, pd.DataFrame) or not needed <= set(runs.columns):
+        raise ValueError(f"runs must be the lessons table (vlr_lib.train.lessons.run) with columns {sorted(needed)}")
+    rows = []
+    for (exp, cond), part in runs.groupby(["experiment", "condition"], sort=False):
+        by_role = part.pivot_table(index="seed", columns="role", values=col, aggfunc="first")
+        extra = {"overlap": float(part["overlap"].iloc[0])} if "overlap" in part else {}
+        for a, b, sign, source in LESSON_DELTAS:
+            if a not in by_role or b not in by_role:
+                continue
+            pair = by_role[[a, b]].dropna()
+            mean_a, mean_b = pair[a].mean(), pair[b].mean()
+            std_a, std_b = (pair[x].std(ddof=1) if len(pair) > 1 else 0.0 for x in (a, b))
+            delta, noise = mean_a - mean_b, std_a + std_b
+            verdict = "cannot tell" if abs(delta) <= noise else ("holds" if delta * sign > 0 else "reverses")
+            per_seed = pair[a] - pair[b]
+            rows.append({"experiment": exp, "condition": cond, "order": int(part["order"].iloc[0]), **extra,
+                         "comparison": f"{loss_name(a)} − {loss_name(b)}", "a": a, "b": b, "expected": sign,
+                         "source": source, "mean_a": mean_a, "std_a": std_a, "mean_b": mean_b, "std_b": std_b,
+                         "delta": delta, "noise": noise, "verdict": verdict, "seed_min": per_seed.min(),
+                         "seed_max": per_seed.max(), "n_seeds": len(pair), "metric": metric})
+    if not rows:
+        raise ValueError("runs holds no condition with both roles of any comparison")
+    return pd.DataFrame(rows).sort_values(["experiment", "order"], kind="stable", ignore_index=True,
+                                          key=lambda c: c.map({e: i for i, e in enumerate(dict.fromkeys(
+                                              runs["experiment"]))}) if c.name == "experiment" else c)
+
+
+def _delta_text(row: pd.Series) -> str:
+    digits = _digits(row["metric"])
+    every = ""
+    if row["n_seeds"] > 1 and (row["seed_min"] > 0 or row["seed_max"] < 0):
+        every = f", {'ahead' if row['seed_min'] > 0 else 'behind'} on every seed"
+    return f"{row['condition']} ({row['delta']:+.{digits}f} ± {row['noise']:.{digits}f}{every})"
+
+
+def lesson_reading(table: pd.DataFrame, labels: Mapping[str, str] | None = None) -> dict:
+    """Where each paper's ordering holds, reverses, or cannot be told by the seeds, per experiment, with the numbers.
+
+    `table` is :func:`lesson_table`'s; `labels` names the experiments (e.g.
+    ``vlr_lib.train.lessons.EXPERIMENTS``). Each difference is given as "condition (delta ±
+    noise)", with "ahead/behind on every seed" when the per-seed differences share their sign
+    (a paired view the noise rule does not use). Returns {"verdicts": {(experiment, comparison):
+    {verdict: [conditions]}}, "text": Markdown, one paragraph per experiment}.
+    """
+    labels = dict(labels or {})
+    verdicts: dict = {}
+    paragraphs = []
+    for exp, part in table.groupby("experiment", sort=False):
+        sentences = []
+        for comparison, rows in part.groupby("comparison", sort=False):
+            first = rows.iloc[0]
+            claim = (f"'{loss_name(first['a'])} {'>' if first['expected'] > 0 else '<'} {loss_name(first['b'])}' "
+                     f"({first['source']})")
+            found = {v: rows[rows["verdict"] == v] for v in VERDICTS}
+            verdicts[(exp, comparison)] = {v: list(found[v]["condition"]) for v in VERDICTS}
+            cannot = f"{int(first['n_seeds'])} seeds cannot tell"
+            said = [f"{what}: {', '.join(_delta_text(r) for _, r in found[v].iterrows())}"
+                    for v, what in (("holds", "holds"), ("reverses", "reverses"), ("cannot tell", cannot))
+                    if len(found[v])]
+            sentences.append(f"{claim} {'; '.join(said)}.")
+        metric = METRIC_LABELS[part["metric"].iloc[0]]
+        paragraphs.append(f"**{labels.get(exp, exp)}** ({metric} differences, mean ± summed seed std): "
+                          + " ".join(sentences))
+    return {"verdicts": verdicts, "text": "\n\n".join(paragraphs)}
 
 
 # --------------------------------------------------------------------------- markdown

@@ -32,7 +32,7 @@ from .objective import ROW_WISE, Objective, loss_names, make_objective
 from .inputs import SETTINGS, caption_ids, shapes_features, shapes_inputs
 from .settings import TrainSettings
 from .vsepp import fit_vsepp
-from . import showdown
+from . import lessons, showdown
 from .showdown import Showdown, ShowdownData, ShowdownMetrics, ShowdownSpec, spec_for
 
 __all__ = [
@@ -62,6 +62,7 @@ __all__ = [
     "Objective",
     "ROW_WISE",
     "showdown",
+    "lessons",
     "Showdown",
     "ShowdownData",
     "ShowdownMetrics",
