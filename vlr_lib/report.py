@@ -649,6 +649,73 @@ def lesson_reading(table: pd.DataFrame, labels: Mapping[str, str] | None = None)
     return {"verdicts": verdicts, "text": "\n\n".join(paragraphs)}
 
 
+def lesson_matrix(table: pd.DataFrame, experiment: str) -> pd.DataFrame:
+    """One experiment of a lesson table as text: rows conditions (with the scene overlap when measured), columns
+    the comparisons, cells "delta ± noise (verdict)"."""
+    part = table[table["experiment"] == experiment].sort_values("order", kind="stable")
+    if part.empty:
+        raise ValueError(f"experiment must be one of {list(dict.fromkeys(table['experiment']))}, got {experiment!r}")
+    digits = _digits(part["metric"].iloc[0])
+    cells = part.assign(cell=[f"{d:+.{digits}f} ± {n:.{digits}f} ({v})" for d, n, v in
+                              zip(part["delta"], part["noise"], part["verdict"])])
+    out = cells.pivot_table(index=["order", "condition"], columns="comparison", values="cell", aggfunc="first",
+                            sort=False).reset_index(level="order", drop=True)
+    out = out[list(dict.fromkeys(part["comparison"]))]
+    if experiment == "difficulty" and "overlap" in part:
+        out.insert(0, "scene overlap", [f"{o:.3f}" for o in part.drop_duplicates("condition")["overlap"]])
+    out.columns.name = None
+    return out
+
+
+def role_matrix(runs: pd.DataFrame, experiment: str, metric: str = "rsum", prefix: str = "sel_") -> pd.DataFrame:
+    """Mean ± std over seeds of each role's metric per condition of one experiment (rows conditions)."""
+    part = runs[runs["experiment"] == experiment]
+    col = f"{prefix}{check_metric(metric)}"
+    g = part.groupby(["order", "condition", "role"], sort=False)[col]
+    text = [mean_std(m, s, metric) for m, s in zip(g.mean(), g.std(ddof=1).fillna(0.0))]
+    frame = pd.DataFrame({"cell": text}, index=g.mean().index).reset_index()
+    out = frame.pivot_table(index=["order", "condition"], columns="role", values="cell", aggfunc="first")
+    out = out.sort_index(level="order").reset_index(level="order", drop=True)
+    roles = [r for r in ("triplet_all", "triplet_hardest", "unified", "info_nce") if r in out]
+    out = out[roles].rename(columns=lambda r: losses.loss_label(r))
+    out.columns.name = None
+    return out
+
+
+def lessons_markdown(runs: pd.DataFrame, meta: Mapping, labels: Mapping[str, str] | None = None) -> str:
+    """The docs/results.md section of notebook 12's experiments: provenance, each experiment's differences and
+    rsums, the generated reading. `runs` / `meta` come from ``vlr_lib.train.lessons.run``."""
+    labels = dict(labels or {})
+    spec = meta["spec"]
+    table = lesson_table(runs)
+    lines = [
+        f"### Notebook 12: when do the papers' lessons hold? ({'fast' if spec['fast'] else 'full'} size), "
+        f"{meta['date'][:10]}",
+        "",
+        f"- command: `{meta['command']}`",
+        f"- conditions: every experiment trains Triplet, Triplet-SH, Unified and NT-Xent (library defaults) "
+        f"through the showdown of its condition (`vlr_lib.train.showdown.spec_for('shapes', fast={spec['fast']}, "
+        f"setting)`: same data sizes, schedule, selection on validation), difficulty {spec['difficulty']} unless "
+        f"swept ({', '.join(f'{d:g}' for d in spec['difficulties'])}), warm-up epochs "
+        f"{', '.join(map(str, spec['warmup_epochs']))}, settings {', '.join(spec['settings'])}; seeds "
+        f"{', '.join(map(str, spec['seeds']))}",
+        "- reported: test rsum at the epoch of best validation rsum; a difference a − b is the difference of the "
+        "means over seeds ± the summed seed stds (the noise); 'holds' / 'reverses' = beyond the noise in / against "
+        "the papers' direction",
+        f"- hardware: {meta['hardware']}; wall time {meta['wall_seconds'] / 60:.1f} min ({meta['n_cells']} cells, "
+        f"{meta['epochs_trained_now']} epochs trained in that call)",
+        "",
+    ]
+    for exp in dict.fromkeys(table["experiment"]):
+        lines += [f"**{labels.get(exp, exp)}**: differences of test rsum", "", to_markdown(lesson_matrix(table, exp),
+                                                                                          index=True),
+                  "", "test rsum of each loss, mean ± std over seeds:", "",
+                  to_markdown(role_matrix(runs, exp), index=True), ""]
+    lines += ["Reading (generated from the table by `vlr_lib.report.lesson_reading`):", "",
+              lesson_reading(table, labels)["text"], ""]
+    return "\n".join(lines)
+
+
 # --------------------------------------------------------------------------- markdown
 
 

@@ -132,3 +132,22 @@ def test_make_shapes_writes_a_loadable_folder_and_replaces_it_whole(here, capsys
     assert call(script.main, ["--out", "s", "--n-train", "6", "--n-val", "2", "--n-test", "2"], capsys)[0] == 0
     assert len(load_shapes(here / "s")["train"]) == 6
     assert sorted(p.name for p in here.iterdir()) == ["s"]  # no temp or old folder left behind
+
+
+def test_lessons_writes_the_markdown_block_and_reuses_the_stored_table(here, capsys, monkeypatch):
+    from vlr_lib.cli import lessons as lessons_cli
+    from vlr_lib.train import lessons
+
+    small = lessons.LessonsSpec  # the CLI's spec, made tiny: sizes are not flags (the chapter fixes them)
+    monkeypatch.setattr(lessons, "LessonsSpec", lambda **kw: small(
+        **kw, difficulties=(0.0, 1.0), warmup_epochs=(1,), settings=("features", "vsepp"),
+        showdown={"n_train": 24, "n_val": 12, "n_test": 12, "epochs": 1, "batch_size": 12, "dim": 8, "probe": 12,
+                  "word_dim": 8, "hidden": 8}))
+    code, out, err = call(lessons_cli.main, ["--fast", "--seeds", "0,1", "--out", "l", "--markdown", "l.md"], capsys)
+    assert code == 0, err
+    text = (here / "l.md").read_text()
+    assert text.strip() == out.strip() and "python -m vlr_lib lessons --fast --seeds 0,1 --out l" in text
+    for heading in ("(a) feature quality", "(b) false negatives", "(c) hardest-negative warm-up", "(d) the setting"):
+        assert f"**{heading}**" in text
+    code, out, _ = call(lessons_cli.main, ["--fast", "--seeds", "0,1", "--out", "l"], capsys)
+    assert code == 0 and "stored table reused" in out

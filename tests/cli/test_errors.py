@@ -159,6 +159,23 @@ def test_showdown_rejects(argv, flag, work, capsys):
     check(showdown.main, [*argv, "--out", "sd"] if "--out" not in argv else argv, flag, work, capsys)
 
 
+LESSONS_CASES = [
+    (["--seeds", "1,1"], "--seeds"),
+    (["--device", "bogus"], "--device"),
+    (["--markdown", "afile/r.md"], "--markdown"),
+    (["--out", "afile"], "--out"),
+    (["--epochs", "3"], "--epochs"),  # the chapter fixes its schedules
+]
+
+
+@pytest.mark.parametrize("argv, flag", LESSONS_CASES)
+def test_lessons_rejects(argv, flag, work, capsys):
+    from vlr_lib.cli import lessons
+
+    check(lessons.main, [*argv, "--out", "l"] if "--out" not in argv else argv, flag, work, capsys,
+          prog="python -m vlr_lib lessons")
+
+
 @pytest.mark.parametrize("var, value", [("VLR_DATA", "coco"), ("VLR_FAST", "maybe")])
 def test_showdown_rejects_bad_environment(var, value, work, capsys, monkeypatch):
     monkeypatch.setenv(var, value)
