@@ -18,6 +18,7 @@ vocabulary of the *training* captions, :func:`caption_ids`).
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -70,8 +71,17 @@ def _image_encoder(image_encoder: str, image_size: int, width: int, seed: int):
     if image_encoder not in IMAGE_ENCODERS:
         raise ValueError(f"image_encoder must be one of {IMAGE_ENCODERS}, got {image_encoder!r}")
     if image_encoder == "random":
-        return E.random_encoder(E.EncoderSettings(image_size=image_size, width=width, seed=seed))
+        return _random_encoder(E.EncoderSettings(image_size=image_size, width=width, seed=seed))
     return E.load_or_train_encoder(settings=E.EncoderSettings(image_size=image_size, width=width), progress=False)
+
+
+@functools.lru_cache(maxsize=4)
+def _random_encoder(settings):
+    """``shapes_encoder.random_encoder``, kept in memory: it is not cached on disk and takes seconds to build
+    (its pool is rendered and standardised), and it never changes (frozen, eval mode, no gradients)."""
+    from .. import shapes_encoder as E
+
+    return E.random_encoder(settings)
 
 
 @torch.no_grad()
