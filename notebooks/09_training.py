@@ -58,13 +58,15 @@ assert list(LOSSES) == ["Triplet-SH", "NT-Xent", "Unified"]
 # $x \mapsto \mathrm{norm}(Wx + b)$ (one for images, one for captions) learn. That makes a
 # comparison fair — any difference comes from the loss — and each run costs seconds.
 #
-# * `VLR_DATA=shapes` (default, CPU): the synthetic shapes data. Image features are the
-#   pooled maps of a *randomly initialised, never trained* small CNN (random convolutions
-#   still respond to colour and position); caption features are hashed bags of words and
-#   word pairs (`vlr_lib.train.shapes_features`). We use these rather than training the CNN
-#   and a GRU end to end (`fit_end_to_end`): end to end is tens of times slower per run on a
-#   CPU (and learns little in a few epochs), and it mixes the loss's effect with the
-#   encoders' own learning.
+# * `VLR_DATA=shapes` (default, CPU): the synthetic shapes data. Image features come from a
+#   small CNN *pretrained* once to read scenes (how many objects; per cell of a 3 × 3 grid its
+#   colour, shape and size) on a pool of scenes that no split contains, then frozen — the
+#   analogue of the ImageNet backbone VSE++ keeps frozen (`vlr_lib.shapes_encoder`,
+#   docs/shapes_encoder.md; cached after ~25 s on first use). Caption features are hashed bags
+#   of words and word pairs (`vlr_lib.train.shapes_features`). We use frozen features rather
+#   than training a CNN and a GRU end to end (`fit_end_to_end`): end to end is tens of times
+#   slower per run on a CPU, and it mixes the loss's effect with the encoders' own learning
+#   (notebook 12 compares the settings).
 # * `VLR_DATA=flickr30k` (GPU): frozen CLIP ViT-B/32 features of the Karpathy train split
 #   (29,000 images) and of the 1,000-image test split, encoded once and cached
 #   (`vlr_lib.features.load_or_build_features`; `data_scripts/extract_features.py` builds the
