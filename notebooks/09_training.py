@@ -287,10 +287,11 @@ viz.training.curves_figure(collapsed[0], metrics=("rsum", "sim_gap"), chance=cha
 # %% [markdown]
 # This is Li et al.'s Fig. 4a on our data. From the collapsed start, **Triplet-SH stays
 # collapsed**: its positive and hardest-negative similarities stay together near 1 (they
-# even creep closer to 1) and its rsum ends lowest of the three. NT-Xent and the unified loss
-# pull the similarities down and climb out (in full mode, 20 epochs, they end up at least as
-# good as from the usual start; in fast mode they are still on the way). The checks, again
-# for each seed, on the shapes data:
+# even creep closer to 1). NT-Xent and the unified loss pull the similarities down and climb
+# out: the unified loss ends above Triplet-SH for every seed; in full mode (20 epochs) both end
+# up at least as good as from the usual start, while in fast mode NT-Xent is still on the way
+# (its positives have left the collapse, but its rsum is still below Triplet-SH's). The checks,
+# again for each seed, on the shapes data:
 
 # %%
 for seed, runs in collapsed.items():
@@ -301,9 +302,11 @@ for seed, runs in collapsed.items():
             assert h[0]["pos_sim"] > 0.9 and h[0]["hardneg_sim"] > 0.9, (seed, name)  # the collapsed start
         assert tri["pos_sim"] > 0.95 and tri["hardneg_sim"] > 0.95, (seed, tri)  # still collapsed at the end
         assert tri["pos_sim"] > runs["Triplet-SH"][0]["pos_sim"], seed  # ... and closer to 1 than at the start
+        assert ends["Unified"]["rsum"] > tri["rsum"], seed
         for other in ("NT-Xent", "Unified"):
             assert ends[other]["pos_sim"] < tri["pos_sim"] - 0.03, (seed, other)  # moved out of the collapse
-            assert ends[other]["rsum"] > tri["rsum"], (seed, other)
+            if not cfg.fast:  # in fast mode NT-Xent's rsum is still below Triplet-SH's (measured: every seed)
+                assert ends[other]["rsum"] > tri["rsum"], (seed, other)
             if not cfg.fast:  # 20 epochs: as good as from the usual start
                 assert ends[other]["rsum"] >= 0.95 * histories[seed][other][-1]["rsum"], (seed, other)
     print(f"seed {seed}: final rsum " + ", ".join(f"{k} {v['rsum']:.1f}" for k, v in ends.items()))
