@@ -28,13 +28,23 @@
 # 3. explain the early-training collapse of Triplet-SH (sec. 3.3, Fig. 4a), see when it does
 #    and does not happen, and measure the tangent gradients behind it (eqs. 11–12);
 # 4. tell a robust difference from a lucky seed.
+#
+# **How long it takes** (Run All, measured on a shared 2-core CPU): in full mode the twelve runs
+# compared below open from the record that ships with the workbook (`vlr_lib/recorded/`, made by
+# `make record`) in about TIME_RECORD — one run is still trained here, to check the record. Fast mode
+# (`VLR_FAST=1`) trains everything, smaller, in about TIME_FAST. Re-training in full mode
+# (`VLR_RERUN=1`) takes TIME_RERUN on that CPU; it has not been timed on a GPU.
 
 # %%
+import dataclasses
+import time
+
 import torch
+from tqdm.auto import tqdm
 
 from vlr_lib import analysis, losses, report, similarity, viz, widgets
 from vlr_lib.notebook import setup, training_features
-from vlr_lib.train import build_heads, chance_rsum, evaluate, fit, make_objective
+from vlr_lib.train import build_heads, chance_rsum, evaluate, fit, make_objective, record
 
 cfg = setup(seed=0)
 SHAPES = cfg.data == "shapes"
@@ -50,6 +60,13 @@ LOSSES = {  # display name (losses.loss_label) -> (vlr_lib.losses name, paramete
                      ("unified", {"margin": 0.2, "gamma": 60.0}))
 }
 assert list(LOSSES) == ["Triplet-SH", "NT-Xent", "Unified"]
+OFFSET = 20.0  # the shared bias of the collapse experiment (below)
+SIZES = {"n_train": (400, 2000), "n_val": (100, 200)}  # images (fast, full) of the two splits
+# Every setting of the runs: a record of them (vlr_lib.train.record) is opened only when these hash alike.
+KEY = {"notebook": "09_training", "data": cfg.data, "seed": cfg.seed, **{k: cfg.pick(*v) for k, v in SIZES.items()},
+       "epochs": EPOCHS, "batch_size": BATCH, "lr": LR, "dim": DIM, "head": HEAD, "seeds": SEEDS, "losses": LOSSES,
+       "offset": OFFSET}
+NAME = f"09_training-{cfg.data}-{'fast' if cfg.fast else 'full'}"
 
 # %% [markdown]
 # ## From data to features
@@ -73,7 +90,7 @@ assert list(LOSSES) == ["Triplet-SH", "NT-Xent", "Unified"]
 #   same cache from the command line). The test split plays the role of the validation split.
 
 # %%
-train_set, val_set = training_features(cfg)  # shapes, or cached CLIP features of Flickr30K
+train_set, val_set = training_features(cfg, **SIZES)  # shapes, or cached CLIP features of Flickr30K
 chance = chance_rsum(val_set[2])
 for name, (img, txt, c2i) in (("train", train_set), ("validation", val_set)):
     print(f"{name:>10}: {img.shape[0]} images x {img.shape[1]} features, {txt.shape[0]} captions x {txt.shape[1]}")
@@ -123,6 +140,7 @@ def train(loss: str, loss_kwargs: dict, seed: int, offset: float = 0.0) -> list[
 
 
 # The first run the plain way: fit builds its own heads (we only evaluate the same start as epoch 0).
+# It is trained in every mode: the check of the record below needs one run trained here.
 fitted = fit(*train_set, loss="unified", loss_kwargs=LOSSES["Unified"][1], head=HEAD, dim=DIM, epochs=EPOCHS,
              batch_size=BATCH, lr=LR, seed=0, val=val_set, progress=False)
 first = [{"epoch": 0, **evaluate(*start_heads(seed=0), *val_set)}, *fitted.history]
@@ -145,10 +163,56 @@ assert table["rsum"].iloc[-1] > chance
 #   (notebook 11 separates them);
 # * **Unified** (eq. 5), $m = 0.2$, $\gamma = 60$ (Li et al.'s setting for VSE++).
 
+# In full mode on the shapes data these runs — and the collapsed-start runs further down — open
+# from their **record** (`vlr_lib.train.record`): their per-epoch histories, used only when the
+# sha256 of `KEY` (every setting above) equals the record's and its tables match their stored
+# hashes. Otherwise (`VLR_RERUN=1`, another setting, fast mode) `runs_from` trains them, with a
+# progress bar and an estimate of the time left; `runs_from("usual", 0.0, None)` is the one-line
+# re-training call.
+
 # %%
-histories = {seed: {name: train(loss, kw, seed) for name, (loss, kw) in LOSSES.items()} for seed in SEEDS}
-# Same seed, same history: seed 0's unified run (heads from start_heads) repeats `first` (heads built by fit).
-assert [(r["loss"], r["rsum"]) for r in histories[0]["Unified"][1:]] == [(r["loss"], r["rsum"]) for r in first[1:]]
+rec = record.read(NAME, KEY) if cfg.use_record else None
+if rec is not None:
+    print(rec.line())
+t0 = time.perf_counter()
+
+
+def runs_from(start: str, offset: float, rec) -> dict[int, dict[str, list[dict]]]:
+    """{seed: {loss: history}} of every loss and seed from `start`: from the record `rec`, else trained now."""
+    if rec is not None:
+        opened = record.histories_of(rec.tables["runs"])
+        return {seed: {name: opened[f"{start}/{seed}/{name}"] for name in LOSSES} for seed in SEEDS}
+    runs: dict[int, dict[str, list[dict]]] = {seed: {} for seed in SEEDS}
+    for seed, name in tqdm([(s, n) for s in SEEDS for n in LOSSES], desc=f"{start} start", disable=cfg.fast):
+        runs[seed][name] = train(*LOSSES[name], seed, offset)
+    return runs
+
+
+histories = runs_from("usual", 0.0, rec)
+# Same seed, same history: seed 0's unified run (heads from start_heads) repeats `first` (heads built by fit),
+# exactly when both were trained here; the record (made on another machine) within record.RSUM_TOLERANCE.
+if rec is None:
+    assert [(r["loss"], r["rsum"]) for r in histories[0]["Unified"][1:]] == [(r["loss"], r["rsum"]) for r in first[1:]]
+else:
+    gap = record.check_reproduced([r["rsum"] for r in histories[0]["Unified"]], [r["rsum"] for r in first],
+                                  "notebook 09's record, Unified seed 0")
+    print(f"Unified, seed 0, trained here: validation rsum within {gap:.2f} of the record at every epoch")
+
+# The shipped record, checked in every mode: with other settings (fast mode) its Unified run, seed 0, is re-trained
+# at the record's settings (from its manifest) on full-size features; with its settings, the runs trained above.
+shipped = record.read(f"09_training-{cfg.data}-full", None)  # integrity checked, any settings
+if shipped is not None and rec is None:
+    made = shipped.manifest["settings"]
+    if record.settings_hash(KEY) == shipped.manifest["settings_sha256"]:
+        again = histories[0]["Unified"][1:]
+    else:
+        full_train, full_val = training_features(dataclasses.replace(cfg, fast=False), **SIZES)
+        loss, kw = made["losses"]["Unified"]
+        again = fit(*full_train, loss=loss, loss_kwargs=kw, head=made["head"], dim=made["dim"], epochs=made["epochs"],
+                    batch_size=made["batch_size"], lr=made["lr"], seed=made["seeds"][0], val=full_val, progress=False).history
+    recorded = record.histories_of(shipped.tables["runs"])[f"usual/{made['seeds'][0]}/Unified"][1:]
+    gap = record.check_reproduced([r["rsum"] for r in recorded], [r["rsum"] for r in again], "notebook 09's record")
+    print(f"the record's Unified run re-trained: validation rsum within {gap:.2f} of the record at every epoch")
 
 summary = report.history_frame({f"{name} / seed {s}": h for s, runs in histories.items() for name, h in runs.items()})
 final = summary[summary["epoch"] == EPOCHS].set_index("run")
@@ -243,7 +307,6 @@ for seed, runs in histories.items():
 # batch of one caption for each of 128 training images:
 
 # %%
-OFFSET = 20.0
 c2i = train_set[2]
 assert bool((c2i[1:] >= c2i[:-1]).all())  # captions are grouped by image
 probe_caps = torch.searchsorted(c2i, torch.arange(128))  # the first caption of images 0..127
@@ -277,8 +340,12 @@ if SHAPES:
 # the collapsed start, for each seed:
 
 # %%
-collapsed = {seed: {name: train(loss, kw, seed, offset=OFFSET) for name, (loss, kw) in LOSSES.items()}
-             for seed in SEEDS}
+collapsed = runs_from("collapsed", OFFSET, rec)
+record.keep(NAME, KEY, {"runs": record.history_rows({f"{start}/{seed}/{name}": h for start, runs in
+                                                     (("usual", histories), ("collapsed", collapsed))
+                                                     for seed, by_loss in runs.items() for name, h in by_loss.items()})},
+            title="notebook 09's runs", command=f"notebook 09 (VLR_FAST={int(cfg.fast)}, VLR_DATA={cfg.data})",
+            wall_seconds=time.perf_counter() - t0)  # writes only under make record
 viz.training.similarity_figure(collapsed[0])
 
 # %%

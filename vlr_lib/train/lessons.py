@@ -180,15 +180,14 @@ def recorded(spec: LessonsSpec) -> Lessons | None:
     return Lessons(pd.DataFrame(rec.tables["runs"]), rec.manifest["meta"], rec.path, reused=True, record=rec)
 
 
-def check_record(spec: LessonsSpec, experiment: str = "features", role: str = "triplet_hardest",
-                 seed: int = 0) -> float | None:
-    """Re-train one recorded run of the chapter (the first condition of `experiment`) from scratch and assert its
-    last and best validation rsum match the record's within ``record.RSUM_TOLERANCE``; the largest gap, or None
-    when no record matches `spec`."""
+def check_record(spec: LessonsSpec, experiment: str = "features", condition: str = "pretrained encoder",
+                 role: str = "triplet_hardest", seed: int = 0) -> float | None:
+    """Re-train one recorded run of the chapter from scratch and assert its last and best validation rsum match
+    the record's within ``record.RSUM_TOLERANCE``; the largest gap, or None when no record matches `spec`."""
     done = recorded(spec)
     if done is None:
         return None
-    cond = next(c for c in conditions(spec) if c.experiment == experiment)
+    cond = next(c for c in conditions(spec) if (c.experiment, c.label) == (experiment, condition))
     row = done.runs[(done.runs["experiment"] == experiment) & (done.runs["condition"] == cond.label)
                     & (done.runs["role"] == role) & (done.runs["seed"] == seed)].iloc[0]
     again = retrain(cond.spec, cond.losses()[role], seed)

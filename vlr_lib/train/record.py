@@ -146,6 +146,19 @@ def frame_rows(frame: pd.DataFrame) -> list[dict]:
     return [{k: v for k, v in row.items()} for row in frame.to_dict("records")]
 
 
+def history_rows(histories: Mapping[str, Sequence[Mapping]]) -> list[dict]:
+    """Named per-epoch histories as one table: a row per run and epoch, the run's name in column "run"."""
+    return [{"run": name, **r} for name, history in histories.items() for r in history]
+
+
+def histories_of(rows: Iterable[Mapping]) -> dict[str, list[dict]]:
+    """The inverse of :func:`history_rows`."""
+    out: dict[str, list[dict]] = {}
+    for row in rows:
+        out.setdefault(row["run"], []).append({k: v for k, v in row.items() if k != "run"})
+    return out
+
+
 # --------------------------------------------------------------------------- grid cells
 
 
@@ -158,9 +171,7 @@ def cell_rows(cells: Sequence[Mapping]) -> dict[str, list[dict]]:
 
 def cells_of(tables: Mapping[str, list[dict]]) -> list[dict]:
     """The inverse of :func:`cell_rows`, in the recorded order."""
-    history: dict[int, list[dict]] = {}
-    for row in tables["epochs"]:
-        history.setdefault(row["run"], []).append({k: v for k, v in row.items() if k != "run"})
+    history = histories_of(tables["epochs"])
     return [{**{k: v for k, v in r.items() if k != "run"}, "history": history[r["run"]]} for r in tables["runs"]]
 
 
@@ -256,11 +267,12 @@ def problems(path: Path, settings: Mapping | None = None) -> list[str]:
     return found
 
 
-def read(name: str, settings: Mapping, root: Path | None = None) -> Record | None:
+def read(name: str, settings: Mapping | None, root: Path | None = None) -> Record | None:
     """The record `name` when it exists, matches `settings` and is intact; else None.
 
     No record, or a record of other settings (a changed notebook): None, quietly -- the caller
-    trains. A damaged or hand-edited record: None with a :class:`RecordWarning`.
+    trains. A damaged or hand-edited record: None with a :class:`RecordWarning`. ``settings=None``
+    skips the match (to re-train a record's run from the settings in its manifest).
     """
     path = Path(root or record_root()) / name
     if not (path / MANIFEST).exists():
@@ -270,7 +282,7 @@ def read(name: str, settings: Mapping, root: Path | None = None) -> Record | Non
         _damaged(path, "; ".join(found))
         return None
     manifest = json.loads((path / MANIFEST).read_text())
-    if manifest["settings_sha256"] != settings_hash(settings):
+    if settings is not None and manifest["settings_sha256"] != settings_hash(settings):
         return None
     try:
         tables = {t: decode_table((path / e["file"]).read_bytes()) for t, e in manifest["tables"].items()}
@@ -323,6 +335,20 @@ def write(name: str, settings: Mapping, tables: Mapping[str, Iterable[Mapping]],
     return path
 
 
+def keep(name: str, settings: Mapping, tables: Mapping[str, Iterable[Mapping]], **how) -> Path | None:
+    """:func:`write` where ``$VLR_RECORD`` asks for records (``make record``); None otherwise (the usual case:
+    nothing is written)."""
+    return None if destination() is None else write(name, settings, tables, **how)
+
+
+def keep_grid(name: str, settings: Mapping, runs: pd.DataFrame, out: Path, **how) -> Path | None:
+    """:func:`keep` of the cells of a grid's runs table (``out/cells``), with their training time."""
+    if destination() is None:
+        return None
+    cells = grid_cells(out, runs["key"])
+    return write(name, settings, cell_rows(cells), train_seconds=train_seconds(cells), **how)
+
+
 # --------------------------------------------------------------------------- checked, not trusted
 
 
@@ -341,5 +367,5 @@ def check_reproduced(recorded: Sequence[float], again: Sequence[float], what: st
 
 
 __all__ = ["RECORDED", "RSUM_TOLERANCE", "REGENERATE", "RecordWarning", "Record", "settings_hash", "read", "write",
-           "problems", "destination", "cell_rows", "cells_of", "grid_cells", "cell_table", "cell_history", "train_seconds",
+           "problems", "destination", "keep", "keep_grid", "history_rows", "histories_of", "cell_rows", "cells_of", "grid_cells", "cell_table", "cell_history", "train_seconds",
            "check_reproduced", "hardware"]

@@ -470,11 +470,8 @@ def run(spec: ShowdownSpec, command: str = "", out: Path | None = None, force: b
 
 def _recorded_now(spec: ShowdownSpec, race: Showdown) -> Showdown:
     """Write `race` as a record where ``$VLR_RECORD`` asks for one (rank 0); `race` unchanged."""
-    if R.destination() is None or D.rank_and_world()[0] != 0:
-        return race
-    cells = R.grid_cells(race.out, race.runs["key"])
-    R.write(spec.out.name, record_key(spec), R.cell_rows(cells), command=race.meta["command"],
-            title=f"the loss showdown ({race.meta['setting']}, {spec.data}, {'fast' if spec.fast else 'full'} size)",
-            wall_seconds=race.meta["wall_seconds"], train_seconds=R.train_seconds(cells),
-            meta=race.meta)
+    if D.rank_and_world()[0] == 0:
+        R.keep_grid(spec.out.name, record_key(spec), race.runs, race.out, command=race.meta["command"],
+                    title=f"the loss showdown ({race.meta['setting']}, {spec.data}, {'fast' if spec.fast else 'full'} size)",
+                    wall_seconds=race.meta["wall_seconds"], meta=race.meta)
     return race
