@@ -50,10 +50,12 @@ FORMAT = "vlr-record-1"
 RECORD_ENV = "VLR_RECORD"
 REGENERATE = "make record (python data_scripts/record_runs.py)"
 SEP = "/"
-#: How far a run re-trained from scratch may land from its record, in rsum points (of 600), at every epoch.
-#: On the CPU that made the record the difference is 0; another CPU (or thread count) sums in another order,
-#: and the runs drift apart by rounding (measured: see docs/results.md, "Recorded runs").
-RSUM_TOLERANCE = 5.0
+#: How far a run re-trained from scratch may land from its record, in validation rsum points (of 600), at
+#: every epoch compared. On the CPU that made the record the gap is 0 (bit for bit; also with 4 threads).
+#: Another CPU rounds differently; rounding-level noise on the frozen features (relative 1e-6 to 1e-3) moved
+#: the recorded showdown runs by up to 6.1 points at some epoch and 4.7 at the last or best one (measured,
+#: docs/results.md "Recorded runs"), so 10 points allows that and still catches a changed loss or schedule.
+RSUM_TOLERANCE = 10.0
 
 
 class RecordWarning(UserWarning):
