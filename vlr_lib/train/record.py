@@ -43,6 +43,7 @@ import torch
 
 from .. import __version__
 from .._io import atomic_dir, atomic_write_json
+from ..paths import _absolute_env
 
 RECORDED = Path(__file__).resolve().parents[1] / "recorded"
 MANIFEST = "manifest.json"
@@ -229,13 +230,7 @@ class Record:
 
 def record_root() -> Path:
     """$VLR_RECORD (while records are being made), else the records that ship with the package."""
-    value = os.environ.get(RECORD_ENV, "").strip()
-    if not value:
-        return RECORDED
-    path = Path(value).expanduser()
-    if not path.is_absolute():
-        raise ValueError(f"{RECORD_ENV} must be an absolute path, got {value!r}")
-    return path
+    return destination() or RECORDED
 
 
 def _damaged(path: Path, why: str) -> None:
@@ -301,8 +296,8 @@ def read(name: str, settings: Mapping | None, root: Path | None = None) -> Recor
 
 
 def destination() -> Path | None:
-    """Where records are written now: ``$VLR_RECORD``, or None (the usual case: nothing is written)."""
-    return record_root() if os.environ.get(RECORD_ENV, "").strip() else None
+    """Where records are written now: ``$VLR_RECORD`` (absolute), or None (the usual case: nothing is written)."""
+    return _absolute_env(RECORD_ENV)
 
 
 def write(name: str, settings: Mapping, tables: Mapping[str, Iterable[Mapping]], *, command: str, title: str,
