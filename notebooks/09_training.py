@@ -198,8 +198,9 @@ else:
                                   "notebook 09's record, Unified seed 0")
     print(f"Unified, seed 0, trained here: validation rsum within {gap:.2f} of the record at every epoch")
 
-# The shipped record, checked in every mode: with other settings (fast mode) its Unified run, seed 0, is re-trained
-# at the record's settings (from its manifest) on full-size features; with its settings, the runs trained above.
+# The shipped record, checked in every mode: with other settings (fast mode) the first 3 epochs of its Unified run,
+# seed 0, are re-trained at the record's settings (from its manifest; the lr still decays at the record's epoch, so
+# they are the record's first 3 epochs) on full-size features; with the record's settings, the runs trained above.
 shipped = record.read(f"09_training-{cfg.data}-full", None)  # integrity checked, any settings
 if shipped is not None and rec is None:
     made = shipped.manifest["settings"]
@@ -208,11 +209,12 @@ if shipped is not None and rec is None:
     else:
         full_train, full_val = training_features(dataclasses.replace(cfg, fast=False), **SIZES)
         loss, kw = made["losses"]["Unified"]
-        again = fit(*full_train, loss=loss, loss_kwargs=kw, head=made["head"], dim=made["dim"], epochs=made["epochs"],
-                    batch_size=made["batch_size"], lr=made["lr"], seed=made["seeds"][0], val=full_val, progress=False).history
-    recorded = record.histories_of(shipped.tables["runs"])[f"usual/{made['seeds'][0]}/Unified"][1:]
+        again = fit(*full_train, loss=loss, loss_kwargs=kw, head=made["head"], dim=made["dim"], epochs=3,
+                    lr_decay_epoch=made["epochs"] // 2, batch_size=made["batch_size"], lr=made["lr"],
+                    seed=made["seeds"][0], val=full_val, progress=False).history
+    recorded = record.histories_of(shipped.tables["runs"])[f"usual/{made['seeds'][0]}/Unified"][1:len(again) + 1]
     gap = record.check_reproduced([r["rsum"] for r in recorded], [r["rsum"] for r in again], "notebook 09's record")
-    print(f"the record's Unified run re-trained: validation rsum within {gap:.2f} of the record at every epoch")
+    print(f"the record's Unified run re-trained ({len(again)} epochs): validation rsum within {gap:.2f} of the record")
 
 summary = report.history_frame({f"{name} / seed {s}": h for s, runs in histories.items() for name, h in runs.items()})
 final = summary[summary["epoch"] == EPOCHS].set_index("run")
@@ -240,9 +242,11 @@ viz.training.similarity_figure(histories[0])
 # and, on the shapes data (with Flickr30K features the cell prints the numbers; whether the
 # same holds there is for you to find out):
 #
-# 3. Triplet-SH's *best* rsum over the epochs is below both NT-Xent's and the unified loss's
-#    (on the final epoch the gap can be small in full mode: Triplet-SH catches up late);
-# 4. Triplet-SH keeps every similarity small: its final mean positive similarity is below
+# 3. in fast mode (6 epochs), Triplet-SH's *best* rsum over the epochs is below both NT-Xent's
+#    and the unified loss's; given 20 epochs (full mode) Triplet-SH catches up: the three best
+#    rsums lie within 15 points (of 600) of each other — in the record Triplet-SH's is even the
+#    highest, by 1–7 points on both seeds, too little to call a win at two seeds;
+# 4. Triplet-SH keeps its positives less similar: its final mean positive similarity is below
 #    NT-Xent's.
 #
 # Note that `hardneg_sim` sits *above* `pos_sim` for every loss: a mean over an image's five
@@ -256,8 +260,11 @@ for seed, runs in histories.items():
         assert list(f["epoch"]) == list(range(EPOCHS + 1)), (seed, name)
         assert f["rsum"].iloc[-1] > chance + 20, (seed, name, f["rsum"].iloc[-1])
     best = {name: f["rsum"].max() for name, f in frames.items()}
-    if SHAPES:
+    if SHAPES and cfg.fast:
         assert best["Triplet-SH"] < min(best["NT-Xent"], best["Unified"]), (seed, best)
+    if SHAPES and not cfg.fast:  # measured in the record: 534.3 / 527.1 / 531.0 and 529.7 / 524.6 / 528.4
+        assert max(best.values()) - min(best.values()) < 15, (seed, best)
+    if SHAPES:
         assert frames["Triplet-SH"]["pos_sim"].iloc[-1] < frames["NT-Xent"]["pos_sim"].iloc[-1], seed
     print(f"seed {seed}: best rsum " + ", ".join(f"{k} {v:.1f}" for k, v in best.items()))
 
@@ -278,10 +285,11 @@ for seed, runs in histories.items():
 # and random projections of them are nearly orthogonal. So the precondition of the collapse
 # is simply absent, and Triplet-SH does not collapse. Nor does its gradient vanish: the
 # trainer counts, on a fixed probe batch, how many queries still violate the margin against
-# their hardest negative (COCOS, Bleeker & de Rijke eqs. 9–10). For Triplet-SH that is
-# (nearly) every query at every epoch — its gradient is alive; it just cannot push the
-# hardest negatives of the shapes data (scenes of a group share many attributes, and some
-# captions fit several scenes) below the positives.
+# their hardest negative (COCOS, Bleeker & de Rijke eqs. 9–10). For Triplet-SH that is every
+# query at first and still about three quarters of them after 20 epochs (at least 70 % at every
+# epoch, for both seeds) — its gradient is alive; the hardest negatives of the shapes data
+# (scenes of a group share many attributes, and some captions fit several scenes) keep most
+# queries inside the margin.
 
 # %%
 for seed, runs in histories.items():
@@ -292,7 +300,7 @@ for seed, runs in histories.items():
           f"share of probe queries with a Triplet-SH gradient per epoch: {active.round(2).tolist()}")
     if SHAPES:
         assert start["pos_sim"] < 0.5 and start["hardneg_sim"] < 0.5, start  # far from Li et al.'s epoch 0
-        assert (active >= 0.9).all()
+        assert (active >= 0.7).all()  # measured: >= 0.9 in fast mode, down to 0.73 after 20 epochs
 
 # %% [markdown]
 # ### Forcing the collapse
@@ -341,11 +349,11 @@ if SHAPES:
 
 # %%
 collapsed = runs_from("collapsed", OFFSET, rec)
-record.keep(NAME, KEY, {"runs": record.history_rows({f"{start}/{seed}/{name}": h for start, runs in
-                                                     (("usual", histories), ("collapsed", collapsed))
-                                                     for seed, by_loss in runs.items() for name, h in by_loss.items()})},
-            title="notebook 09's runs", command=f"notebook 09 (VLR_FAST={int(cfg.fast)}, VLR_DATA={cfg.data})",
-            wall_seconds=time.perf_counter() - t0)  # writes only under make record
+rows = record.history_rows({f"{start}/{seed}/{name}": h for start, runs in (("usual", histories), ("collapsed", collapsed))
+                            for seed, by_loss in runs.items() for name, h in by_loss.items()})
+record.keep(NAME, KEY, {"runs": rows}, title="notebook 09's runs", wall_seconds=time.perf_counter() - t0,
+            train_seconds=record.train_seconds(rows), command=f"notebook 09 (VLR_FAST={int(cfg.fast)}, VLR_DATA={cfg.data})")
+# (record.keep writes only under make record)
 viz.training.similarity_figure(collapsed[0])
 
 # %%
@@ -409,10 +417,11 @@ box.value = True
 # * The pipeline is data → frozen features → two heads trained with one loss; `fit` gives a
 #   deterministic per-epoch history (loss, R@K, rsum, positive and hardest-negative
 #   similarity, COCOS on a probe batch).
-# * On the shapes features, from the usual start, NT-Xent and the unified loss reach a higher
-#   rsum than Triplet-SH (checked on the best epoch, for two seeds); Triplet-SH keeps all
-#   similarities near zero while every probe query still has a gradient — no collapse, no
-#   vanishing gradient, just slow progress against very hard negatives.
+# * On the shapes features, from the usual start, NT-Xent and the unified loss are ahead of
+#   Triplet-SH after a short schedule (fast mode); after 20 epochs (full mode) all three reach
+#   about the same best rsum, 525–535 (checked for two seeds). Triplet-SH keeps its positives
+#   less similar than NT-Xent does, while most probe queries still have a gradient — no
+#   collapse, no vanishing gradient, just slower progress against very hard negatives.
 # * Li et al.'s collapse needs a start where positives and hardest negatives are both near 1.
 #   We can create one (a shared bias); then Triplet-SH stays stuck near 1, as in their
 #   Fig. 4a, while NT-Xent and the unified loss climb out — although at that start *all three*

@@ -194,10 +194,11 @@ assert (runs["rsum"] > chance).all(), runs.loc[runs["rsum"] <= chance, "config"]
 # %% [markdown]
 # ### The shipped record, checked in every mode
 #
-# Fast mode trains its own small sweeps, so it checks the full-size record separately: Triplet-SH
-# with the record's first seed, re-trained from scratch at the record's settings (read from its
-# manifest) on the full-size features, must match the record's validation rsum at every epoch
-# within `record.RSUM_TOLERANCE`. (Opened from the record, the cell above already did this.)
+# Fast mode trains its own small sweeps, so it checks the full-size record separately: the first 3
+# epochs of Triplet-SH with the record's first seed, re-trained from scratch at the record's
+# settings (read from its manifest; the learning rate decays at the record's epoch, so these are
+# the record's first 3 epochs) on the full-size features, must match the record's validation rsum
+# within `record.RSUM_TOLERANCE`. (Opened from the record, the cell above re-trained a whole run.)
 
 # %%
 shipped = record.read(f"11_hyperparameters-{cfg.data}-full", None)  # integrity checked, any settings
@@ -205,12 +206,14 @@ if shipped is not None and rec is None:
     made = shipped.manifest["settings"]
     full_train, full_val = training_features(dataclasses.replace(cfg, fast=False), **SIZES)
     assert (full_train[0].shape[0], full_val[0].shape[0]) == (made["n_train"], made["n_val"]), "the record's data sizes"
-    redo = fit(*full_train, loss="triplet_hardest", val=full_val, epochs=made["epochs"], batch_size=made["batch_size"],
-               lr=made["lr"], dim=made["dim"], seed=made["seeds"][0], probe_batch=0, progress=False)
+    redo = fit(*full_train, loss="triplet_hardest", val=full_val, epochs=3, lr_decay_epoch=made["epochs"] // 2,
+               batch_size=made["batch_size"], lr=made["lr"], dim=made["dim"], seed=made["seeds"][0], probe_batch=0,
+               progress=False).history
     recorded = record.cell_history(record.cells_of(shipped.tables), {"loss": "triplet_hardest"}, made["seeds"][0])
-    gap = record.check_reproduced([r["rsum"] for r in recorded], [r["rsum"] for r in redo.history],
+    gap = record.check_reproduced([r["rsum"] for r in recorded[:len(redo)]], [r["rsum"] for r in redo],
                                   "notebook 11's record")
-    print(f"the record's Triplet-SH, re-trained at full size: validation rsum within {gap:.2f} at every epoch")
+    print(f"the record's Triplet-SH, first {len(redo)} epochs re-trained at full size: validation rsum within "
+          f"{gap:.2f}")
 print("record:", shipped.line() if shipped else f"none for data={cfg.data}")
 
 # %% [markdown]

@@ -118,7 +118,7 @@ def test_a_grid_recorded_and_read_back_is_the_grid_runs_table(tmp_path):
                 epochs=2, batch_size=8, dim=8, lr=5e-3, probe_batch=0, progress=False).runs
     cells = record.grid_cells(out, runs["key"])
     record.write("g", SETTINGS, record.cell_rows(cells), command="c", title="t", wall_seconds=1,
-                 train_seconds=record.train_seconds(cells), root=tmp_path)
+                 train_seconds=record.train_seconds(record.cell_rows(cells)["epochs"]), root=tmp_path)
     back = record.cells_of(record.read("g", SETTINGS, root=tmp_path).tables)
     pd.testing.assert_frame_equal(record.cell_table(back), runs)
     assert record.cell_history(back, {"loss": "info_nce"}, 1) == cells[3]["history"]

@@ -243,10 +243,10 @@ def _recorded_now(spec: LessonsSpec, done: Lessons) -> Lessons:
     """Write `done` as a record where ``$VLR_RECORD`` asks for one (rank 0); `done` unchanged."""
     if R.destination() is None or D.rank_and_world()[0] != 0:
         return done
-    cells = R.grid_cells(done.out, done.runs["key"].unique())
+    epochs = R.cell_rows(R.grid_cells(done.out, done.runs["key"].unique()))["epochs"]
     R.write(spec.out.name, record_key(spec), {"runs": R.frame_rows(done.runs)}, command=done.meta["command"],
             title=f"when do the papers' lessons hold? ({'fast' if spec.fast else 'full'} size)",
-            wall_seconds=done.meta["wall_seconds"], train_seconds=R.train_seconds(cells), meta=done.meta)
+            wall_seconds=done.meta["wall_seconds"], train_seconds=R.train_seconds(epochs), meta=done.meta)
     return done
 
 

@@ -201,9 +201,9 @@ def cell_history(cells: Sequence[Mapping], config: Mapping, seed: int) -> list[d
     raise KeyError(f"no recorded run of {dict(config)} with seed {seed}")
 
 
-def train_seconds(cells: Sequence[Mapping]) -> float:
-    """The training time of cells: the sum of their epochs' recorded seconds."""
-    return float(sum(r.get("seconds", 0.0) for c in cells for r in c["history"]))
+def train_seconds(epochs: Iterable[Mapping]) -> float:
+    """The training time of per-epoch rows (histories, a grid's epochs table): the sum of their recorded seconds."""
+    return float(sum(r.get("seconds") or 0.0 for r in epochs))
 
 
 # --------------------------------------------------------------------------- reading
@@ -342,8 +342,8 @@ def keep_grid(name: str, settings: Mapping, runs: pd.DataFrame, out: Path, **how
     """:func:`keep` of the cells of a grid's runs table (``out/cells``), with their training time."""
     if destination() is None:
         return None
-    cells = grid_cells(out, runs["key"])
-    return write(name, settings, cell_rows(cells), train_seconds=train_seconds(cells), **how)
+    tables = cell_rows(grid_cells(out, runs["key"]))
+    return write(name, settings, tables, train_seconds=train_seconds(tables["epochs"]), **how)
 
 
 # --------------------------------------------------------------------------- checked, not trusted
