@@ -29,11 +29,13 @@
 #    and does not happen, and measure the tangent gradients behind it (eqs. 11–12);
 # 4. tell a robust difference from a lucky seed.
 #
-# **How long it takes** (Run All, measured on a shared 2-core CPU): in full mode the twelve runs
-# compared below open from the record that ships with the workbook (`vlr_lib/recorded/`, made by
-# `make record`) in about TIME_RECORD — one run is still trained here, to check the record. Fast mode
-# (`VLR_FAST=1`) trains everything, smaller, in about TIME_FAST. Re-training in full mode
-# (`VLR_RERUN=1`) takes TIME_RERUN on that CPU; it has not been timed on a GPU.
+# **How long it takes** (Run All, measured 2026-11-23 on this project's 2-core CPU while it was
+# shared with other jobs; the CPU time is what the notebook itself used): in full mode the twelve
+# runs compared below open from the record that ships with the workbook (`vlr_lib/recorded/`,
+# made by `make record`): 77 s (23 s of CPU), most of it the one 20-epoch run still trained here
+# to check the record. Fast mode (`VLR_FAST=1`) trains everything, smaller: 94 s (27 s of CPU).
+# Re-training in full mode (`VLR_RERUN=1`) took 7.7 min on that shared CPU; it has not been timed
+# on a GPU.
 
 # %%
 import dataclasses

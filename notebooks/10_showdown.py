@@ -30,12 +30,13 @@
 # (training, cached per cell), `vlr_lib.metrics`, `vlr_lib.analysis.cocos_table`,
 # `vlr_lib.report` (tables and the reading), `vlr_lib.viz.showdown` (figures).
 #
-# **How long it takes** (Run All, measured on a shared 2-core CPU): in full mode the 66 runs of
-# the race open from the record that ships with the workbook (`vlr_lib/recorded/`, made by
-# `make record`) in about TIME_RECORD; the one run re-trained to check the record adds a few
-# seconds. Fast mode (`VLR_FAST=1`) trains its small race in about TIME_FAST. Re-training the
-# full race (`VLR_RERUN=1`) takes TIME_RERUN on that CPU (heads on features; the VSE++ setting
-# TIME_RERUN_VSEPP); it has not been timed on a GPU.
+# **How long it takes** (Run All, measured 2026-11-23 on this project's 2-core CPU while it was
+# shared with other jobs; the CPU time is what the notebook itself used): in full mode the 66 runs
+# of the race open from the record that ships with the workbook (`vlr_lib/recorded/`, made by
+# `make record`): 54 s (16 s of CPU), including one run re-trained to check the record. Fast mode
+# (`VLR_FAST=1`) trains its small race and checks the full-size record: 84 s (27 s of CPU).
+# Re-training the full race (`VLR_RERUN=1`) took 6.6 min (heads on features) and 17.3 min (the
+# VSE++ setting) on that shared CPU; it has not been timed on a GPU.
 
 # %%
 import numpy as np

@@ -36,6 +36,11 @@
 # 2. design a controlled experiment over losses: one condition changed, seeds and schedule fixed;
 # 3. read a difference of two losses against its seed noise — holds, reverses, or cannot tell;
 # 4. train with a loss schedule (`"warmup:<first>:<epochs>:<then>"`) and in the three settings.
+#
+# **How long it takes** (Run All on this project's 2-core CPU, shared with other jobs, 2026-11-23):
+# fast mode (`VLR_FAST=1`) 161 s (49 s of CPU). Full mode opens the chapter's record when one
+# ships (`make record --only 12` makes it); none does yet, so full mode trains the chapter's
+# 102 runs — not timed here; it has not been timed on a GPU either.
 
 # %%
 import pandas as pd
