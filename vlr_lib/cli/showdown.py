@@ -24,6 +24,7 @@ import shlex
 from collections.abc import Sequence
 
 from . import args as A
+from . import common
 
 
 def parser(prog: str = "python -m vlr_lib showdown") -> A.Parser:
@@ -37,6 +38,7 @@ def parser(prog: str = "python -m vlr_lib showdown") -> A.Parser:
                    help="under torchrun: seconds a rank waits for the others before failing (default 600)")
     p.add_argument("--cache-root", type=A.existing_path, default=None,
                    help="flickr30k: feature caches (default $VLR_CACHE/features, else ~/.cache/vlr-workbook/features)")
+    common.add_feature_choice_options(p, hub=False)
     p.add_argument("--out", type=A.output_dir, default=None, help="results folder (default <runs>/showdown-<data>-<size>, <runs> = $VLR_RUNS or ~/.cache/vlr-workbook/runs)")
     p.add_argument("--markdown", type=A.output_file, default=None, help="also write the docs/results.md block here")
     p.add_argument("--force", action="store_true", help="ignore a stored table (cached cells are still reused)")
@@ -57,7 +59,7 @@ def canonical_command(args: argparse.Namespace) -> str:
     """The command line that reproduces this run (environment switches written out as flags)."""
     parts = ["python", "-m", "vlr_lib", "showdown", "--data", args.data]
     parts += ["--fast"] if args.fast else []
-    for name in ("seeds", "epochs", "device", "cache_root", "out"):
+    for name in ("seeds", "epochs", "device", "cache_root", "revision", "weights", "dtype", "out"):
         value = getattr(args, name)
         if value is not None:
             text = ",".join(map(str, value)) if name == "seeds" else str(value)
@@ -85,6 +87,7 @@ def _showdown(args: argparse.Namespace) -> int:
         overrides["seeds"] = tuple(args.seeds)
     if args.epochs is not None:
         overrides["epochs"] = args.epochs
+    overrides.update({k: getattr(args, k) for k in ("revision", "weights", "dtype") if getattr(args, k) is not None})
     with D.process_group(args.device, args.dist_timeout) as device:
         spec = sd.spec_for(args.data, args.fast, device=str(device),
                            cache_root=None if args.cache_root is None else str(args.cache_root), **overrides)

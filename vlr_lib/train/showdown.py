@@ -65,6 +65,7 @@ METRICS_VERSION = "showdown-metrics-v2"
 META_FILE = "showdown.json"
 SEEDS = (0, 1, 2)
 FLICKR_BACKBONE = "clip-vit-b32"
+FLICKR_CHOICE = ("revision", "weights", "dtype")
 STORED_FIX = "rerun with --force (force=True) to rebuild the table from the cached cells"
 
 # --------------------------------------------------------------------------- the experiment
@@ -92,12 +93,19 @@ class ShowdownSpec:
     metrics: str = METRICS_VERSION
     device: str | None = field(default=None, compare=False)
     cache_root: str | None = field(default=None, compare=False)
+    # flickr30k: which cached feature set (vlr_lib.features.flickr_feature_dirs; None: the only one, default weights)
+    revision: str | None = None
+    weights: str | None = None
+    dtype: str | None = None
 
     def key(self) -> dict:
         """The settings a stored table must match (device and cache location excluded)."""
         d = asdict(self)
         d.pop("device")
         d.pop("cache_root")
+        for name in FLICKR_CHOICE:  # in the key when named (None leaves the keys of earlier tables as they were)
+            if d[name] is None:
+                d.pop(name)
         return json.loads(json.dumps(d))
 
     @property
@@ -185,18 +193,20 @@ def _shapes_data(spec: ShowdownSpec) -> ShowdownData:
 
 
 def _flickr_data(spec: ShowdownSpec) -> ShowdownData:
+    """The Karpathy splits from the feature cache: epochs are selected on validation, test is reported."""
     from ..features import load_features
 
     root = spec.cache_root or str(feature_cache_root())
-    dirs = flickr_feature_dirs(root)
+    dirs = flickr_feature_dirs(root, FLICKR_BACKBONE, revision=spec.revision, weights=spec.weights, dtype=spec.dtype)
     sets = {split: load_features(dirs[split]) for split in ("train", "validation", "test")}
     triples = {s: _head((fs.img.float(), fs.txt.float(), fs.caption_to_image), n)
                for (s, fs), n in zip(sets.items(), (spec.n_train, spec.n_val, spec.n_test))}
     m = sets["train"].manifest
-    sizes = " / ".join(f"{t[0].shape[0]:,}" for t in triples.values())
-    desc = (f"Flickr30K Karpathy split ({m['dataset_id']}, revision {m.get('revision') or '-'}): {sizes} images; "
-            f"frozen {m['backbone']} ({m.get('pretrained')}) features, {sets['train'].dim}-d, "
-            f"cached by data_scripts/extract_features.py")
+    n = {s: f"{t[0].shape[0]:,}" for s, t in triples.items()}
+    desc = (f"Flickr30K Karpathy split ({m['dataset_id']}, revision {m.get('revision')[:12] or '-'}): "
+            f"{n['train']} training images, {n['validation']} validation images (selection of the epoch), "
+            f"{n['test']} test images (the reported numbers); frozen {m['backbone']} ({m.get('pretrained')}, "
+            f"{m.get('dtype', 'float32')}) features, {sets['train'].dim}-d, cached by data_scripts/extract_features.py")
     hashes = "|".join(sets[s].manifest.get("content_hash", "?")[:16] for s in sets)
     return ShowdownData(triples["train"], triples["validation"], triples["test"], desc, f"flickr30k:{hashes}")
 
