@@ -636,6 +636,55 @@ def flickr_feature_dirs(
     )
 
 
+@dataclass(frozen=True)
+class CacheRequest:
+    """The caches a Flickr30K request reads or builds: one folder per split, and the splits not cached yet."""
+
+    backbone: str
+    pretrained: str
+    dtype: str
+    dirs: dict[str, Path]
+    missing: tuple[str, ...]
+
+
+def flickr30k_cache_request(
+    source: Any,
+    cache_root: str | os.PathLike,
+    *,
+    splits: Sequence[str] = ("train", "validation"),
+    backbone: str = "clip-vit-b32",
+    weights: bool | str | None = None,
+    dtype: str | None = None,
+) -> CacheRequest:
+    """Where the caches of the Flickr30K `source` (``vlr_lib.data.flickr30k.resolve_source``) are, and which are missing.
+
+    The key: the source's dataset id and commit, the split, `backbone`, `weights` and `dtype`.
+    None for `weights` / `dtype` means the defaults (the backbone's weights, float32) -- but when
+    splits are missing and the cache holds this data complete in other variants (another dtype
+    or weights, or another commit of the Hub branch asked for), FeatureSetChoiceError lists them
+    with the flags that select them, or that build the default explicitly: nothing is encoded
+    again, or used instead, silently.
+    """
+    from .data.flickr30k import _COMMIT
+
+    tag, kind = resolve_pretrained(backbone, True if weights is None else weights), dtype or "float32"
+    dirs = {split: default_cache_dir(cache_root, source.dataset_id, source.revision, split, backbone, tag, kind)
+            for split in splits}
+    missing = tuple(split for split in splits if not (dirs[split] / MANIFEST_FILE).is_file())
+    if missing:
+        pinned = source.path is not None or bool(_COMMIT.fullmatch(source.requested or ""))
+        others = [s for s in cached_feature_sets(cache_root, backbone) if s.dataset_id == source.dataset_id
+                  and (s.revision, s.pretrained, s.dtype) != (source.revision, tag, kind)
+                  and (s.revision == source.revision or not pinned) and (s.pretrained == tag or weights is None)
+                  and (s.dtype == kind or dtype is None)]
+        if other_sets_message(others, splits):
+            raise FeatureSetChoiceError(
+                f"no cached {backbone} features of {source.describe()} with weights={tag}, dtype={kind} under "
+                f"{cache_root}{other_sets_message(others, splits)}. To build the requested set instead, give its "
+                f"flags explicitly (--revision {_rev_flag(source.revision)} --weights {tag} --dtype {kind})")
+    return CacheRequest(backbone, tag, kind, dirs, missing)
+
+
 def flickr30k_features(
     source: Any,
     cache_root: str | os.PathLike,
@@ -649,31 +698,18 @@ def flickr30k_features(
     progress: bool = True,
     dataset: datasets.DatasetDict | None = None,
 ) -> dict[str, FeatureSet]:
-    """Features of the Flickr30K `source` (``vlr_lib.data.flickr30k.resolve_source``) per split, built when missing.
+    """Features of the Flickr30K `source` per split: the caches of :func:`flickr30k_cache_request`, built when missing.
 
-    The cache of (source's dataset id and commit, split, `backbone`, `weights`, `dtype`) under
-    `cache_root` is loaded (its captions checked against the data) or, with `build`, built on
-    `device` (``load_or_build_features``). `weights` / `dtype` None mean the defaults (the
-    backbone's weights, float32) -- but when the cache holds this data only in other variants
-    (another dtype or weights, or another commit of the Hub branch asked for), nothing is
-    encoded: FeatureSetChoiceError lists them with the flags that select them, or that build
-    the default explicitly. `dataset`: the loaded DatasetDict of `source` (loaded here if None).
+    Each cache is loaded with its captions checked against the data, or, with `build`, built on
+    `device` (``load_or_build_features``). `dataset`: the loaded DatasetDict of `source`
+    (loaded here when None).
     """
-    from .data.flickr30k import _COMMIT, load_flickr30k
+    from .data.flickr30k import load_flickr30k
 
-    tag, kind = resolve_pretrained(backbone, True if weights is None else weights), dtype or "float32"
-    sets = [s for s in cached_feature_sets(cache_root, backbone) if s.dataset_id == source.dataset_id]
-    same = [s for s in sets if s.revision == source.revision and s.pretrained == tag and s.dtype == kind]
-    pinned = source.path is not None or bool(_COMMIT.fullmatch(source.requested or ""))
-    others = [s for s in sets if s not in same and (s.revision == source.revision or not pinned)
-              and (s.pretrained == tag or weights is None) and (s.dtype == kind or dtype is None)]
-    if not any(set(splits) <= set(s.dirs) for s in same) and other_sets_message(others, splits):
-        raise FeatureSetChoiceError(
-            f"no cached {backbone} features of {source.describe()} with weights={tag}, dtype={kind} under "
-            f"{cache_root}{other_sets_message(others, splits)}. To build the requested set instead, give its "
-            f"flags explicitly (--revision {_rev_flag(source.revision)} --weights {tag} --dtype {kind})")
+    request = flickr30k_cache_request(source, cache_root, splits=splits, backbone=backbone, weights=weights,
+                                      dtype=dtype)
     data = dataset if dataset is not None else load_flickr30k(source)
     return {split: load_or_build_features(
-        data[split], default_cache_dir(cache_root, source.dataset_id, source.revision, split, backbone, tag, kind),
-        dataset_id=source.dataset_id, revision=source.revision, split=split, backbone=backbone, pretrained=tag,
-        dtype=kind, device=device, progress=progress, build=build) for split in splits}
+        data[split], request.dirs[split], dataset_id=source.dataset_id, revision=source.revision, split=split,
+        backbone=backbone, pretrained=request.pretrained, dtype=request.dtype, device=device, progress=progress,
+        build=build) for split in splits}

@@ -323,10 +323,10 @@ def run(parser: Parser, argv: Sequence[str] | None, body: Callable[[argparse.Nam
 
 
 def out_of_memory(err: BaseException) -> bool:
-    """A GPU out-of-memory error (``torch.OutOfMemoryError``, alias ``torch.cuda.OutOfMemoryError``; MPS says so)."""
+    """A GPU out-of-memory error (``torch.cuda.OutOfMemoryError``, alias ``torch.OutOfMemoryError``; MPS says so)."""
     import torch
 
-    return isinstance(err, torch.OutOfMemoryError) or (isinstance(err, RuntimeError) and "out of memory" in str(err))
+    return isinstance(err, torch.cuda.OutOfMemoryError) or (isinstance(err, RuntimeError) and "out of memory" in str(err))
 
 
 def _oom_message(err: BaseException, parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:

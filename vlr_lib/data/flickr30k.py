@@ -435,3 +435,97 @@ def check_schema(dd: datasets.DatasetDict | datasets.Dataset) -> None:
             raise ValueError(f"dd split {name!r} has columns {ds.column_names}, expected {list(COLUMNS)}")
         if ds.features != FEATURES:
             raise ValueError(f"dd split {name!r} has features {ds.features}, expected {FEATURES}")
+
+
+@dataclass
+class CopyReport:
+    """What :func:`inspect_copy` found: images per split (our keys), problems (one sentence each), bytes on disk."""
+
+    sizes: dict[str, int]
+    problems: list[str]
+    nbytes: int
+
+
+def inspect_copy(path: str | os.PathLike, expected: Mapping[str, int] | None = KARPATHY_SIZES) -> CopyReport:
+    """Schema, split sizes and caption counts of a local copy, read from its text columns and file metadata only.
+
+    No image is decoded and no Arrow cache is built, so it takes seconds on the 4.4 GB copy: a
+    folder written by save_to_disk is memory-mapped; Parquet files (the Hub layout, an HF cache
+    snapshot) are opened with pyarrow, reading the `split` and caption columns alone. A
+    truncated or damaged file, a missing column or split, a wrong caption count or (with
+    `expected`) a wrong split size is a problem; the copy is usable when there is none.
+    """
+    p = Path(path)
+    files = [p] if p.is_file() else [f for f in p.rglob("*") if f.is_file()]
+    nbytes = sum(f.stat().st_size for f in files)
+    if p.is_dir() and ((p / "dataset_dict.json").exists() or (p / "dataset_info.json").exists()):
+        sizes, problems = _inspect_saved(p)
+    else:
+        sizes, problems = _inspect_parquet(p, sorted(f for f in files if f.suffix == ".parquet"))
+    sizes = {key: sizes[key] for key in SPLITS if key in sizes}
+    for key in SPLITS:
+        if key not in sizes:
+            problems.append(f"split {key!r} is missing (no rows with split {SPLITS[key]!r})")
+    if expected is not None and not problems:
+        wrong = [f"{k}: {sizes.get(k, 0):,} images (expected {n:,})" for k, n in expected.items() if sizes.get(k) != n]
+        if wrong:
+            problems.append("split sizes differ from the Karpathy split: " + ", ".join(wrong))
+    return CopyReport(sizes, problems, nbytes)
+
+
+def _inspect_saved(path: Path) -> tuple[dict[str, int], list[str]]:
+    try:
+        dd = datasets.load_from_disk(str(path))
+    except (OSError, ValueError) as err:
+        return {}, [f"{path} cannot be read as a saved dataset ({type(err).__name__}: {err})"]
+    if not isinstance(dd, datasets.DatasetDict):
+        return {}, [f"{path} holds one table, not the splits train / validation / test"]
+    sizes, problems = {}, []
+    for key in (k for k in SPLITS if k in dd):
+        try:
+            check_schema(dd[key])
+            _check_captions(dd[key])
+        except ValueError as err:
+            problems.append(str(err))
+        sizes[key] = len(dd[key])
+    return sizes, problems
+
+
+def _inspect_parquet(path: Path, files: list[Path]) -> tuple[dict[str, int], list[str]]:
+    import pyarrow.parquet as pq
+
+    if not files:
+        return {}, [f"{path} holds no Parquet files and no saved dataset"]
+    sizes: dict[str, int] = {}
+    problems: list[str] = []
+    for file in files:
+        try:
+            table = pq.ParquetFile(file)
+            names = [_ALIASES.get(n, n) for n in table.schema_arrow.names]
+            missing = [c for c in COLUMNS if c not in names and c != "split"]
+            if missing:
+                problems.append(f"{file} is missing columns {missing}")
+                continue
+            caption = table.schema_arrow.names[names.index("caption")]
+            columns = [caption] + (["split"] if "split" in names else [])
+            text = table.read(columns=columns)
+        except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError
+            problems.append(f"{file} cannot be read (a truncated or damaged download? {type(err).__name__}: {err})")
+            continue
+        counts = pc.list_value_length(text.column(caption)).fill_null(0).to_numpy()
+        if (counts != N_CAPTIONS).any():
+            problems.append(f"{file}: {(counts != N_CAPTIONS).sum()} rows do not hold {N_CAPTIONS} captions")
+        if "split" in columns:
+            values, n = np.unique(text.column("split").to_numpy(zero_copy_only=False), return_counts=True)
+            keys = {v: k for k, v in SPLITS.items()}
+            for value, count in zip(values, n):
+                if value in keys:
+                    sizes[keys[value]] = sizes.get(keys[value], 0) + int(count)
+        else:  # splits separated by file: the split name is a part of the path
+            key = next((_SPLIT_KEYS[t] for t in re.split(r"[/_.-]", str(file.relative_to(path))) if t in _SPLIT_KEYS),
+                       None)
+            if key is None:
+                problems.append(f"{file} has no split column and no split name in its path")
+            else:
+                sizes[key] = sizes.get(key, 0) + len(text)
+    return sizes, problems

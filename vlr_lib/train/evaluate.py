@@ -45,11 +45,18 @@ def autocast_dtype(device: str | torch.device, model: nn.Module | None = None) -
     so CPU runs stay exact and repeatable.
     """
     device = torch.device(device)
-    if device.type != "cuda" or not torch.cuda.is_bf16_supported(including_emulation=False):
+    if device.type != "cuda" or not _native_bf16():
         return None
     if model is not None and any(isinstance(m, nn.RNNBase) for m in model.modules()):
         return None
     return torch.bfloat16
+
+
+def _native_bf16() -> bool:
+    try:
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    except TypeError:  # torch < 2.4 has no emulation and no such argument
+        return torch.cuda.is_bf16_supported()
 
 
 def autocast(dtype: torch.dtype | None):
