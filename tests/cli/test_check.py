@@ -116,6 +116,7 @@ def test_a_hub_download_in_the_hf_cache_is_checked_offline(karpathy, tmp_path, c
     code, out, err = call(check.main, ["--device", "cpu", "--backbone", "vsepp-resnet50"], capsys)
     assert code == 0, err
     assert f"the Hub's nlphuji/flickr30k@{COMMIT[:12]} (refs/convert/parquet) (in the Hugging Face cache" in out
+    assert f"commit {COMMIT} (--revision / VLR_FLICKR_REVISION pins it)" in out
 
 
 def _cache_set(root, dataset_id, revision, dtype):

@@ -70,6 +70,15 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m vlr_lib check
     return A.run(parser(prog), argv, _check)
 
 
+def _pin(source) -> str:
+    """The full commit of a source from the Hub, to pin it (empty for a local copy of unknown origin)."""
+    from ..data.flickr30k import _COMMIT
+
+    if not _COMMIT.fullmatch(source.revision):
+        return ""
+    return f"; commit {source.revision} (--revision / VLR_FLICKR_REVISION pins it)"
+
+
 def _check(args: argparse.Namespace) -> int:
     from ..data.flickr30k import DatasetUnavailableError, resolve_source
     from ..paths import feature_cache_root
@@ -108,13 +117,14 @@ def _inspect(source) -> Finding:
     folder = source.path if source.path is not None else _hub_snapshot(source)
     if folder is None:
         return Finding("data", True, f"{source.describe()}: not downloaded yet; the run downloads it (about "
-                                     f"{DOWNLOAD_BYTES / GB:.1f} GB) and checks the Karpathy split sizes then")
+                                     f"{DOWNLOAD_BYTES / GB:.1f} GB) and checks the Karpathy split sizes then"
+                                     f"{_pin(source)}")
     report = inspect_copy(folder)
     if report.problems:
         return Finding("data", False, f"{source.describe()}: " + "; ".join(report.problems))
     sizes = ", ".join(f"{k} {n:,}" for k, n in report.sizes.items())
     where = "" if source.path is not None else f" (in the Hugging Face cache: {folder})"
-    return Finding("data", True, f"{source.describe()}{where}: {sizes} images x 5 captions, schema ok")
+    return Finding("data", True, f"{source.describe()}{where}: {sizes} images x 5 captions, schema ok{_pin(source)}")
 
 
 def _hub_snapshot(source) -> Path | None:
