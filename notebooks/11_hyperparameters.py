@@ -64,7 +64,7 @@ print(f"grid cache: {OUT}")
 # ## Features, as in notebook 09
 #
 # All configurations train two linear heads on the same frozen features (the shapes data's
-# random-CNN and hashed-bag-of-words features, or cached CLIP ViT-B/32 features of
+# pretrained-CNN and hashed-bag-of-words features, or cached CLIP ViT-B/32 features of
 # Flickr30K with `VLR_DATA=flickr30k`; see notebook 09 for why features and not end to end).
 # Every number below is on the **validation** split (1,014 images for Flickr30K): it is what a
 # hyperparameter is chosen on. The test split is not used here; notebook 10 reports it once.

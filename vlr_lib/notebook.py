@@ -129,7 +129,8 @@ def training_features(
 
     Choices (epochs, hyperparameters) are made on validation; test is for one final report.
     - shapes: the synthetic data (`cfg.pick` of the sizes; the test split has the validation
-      split's size) and its frozen features (vlr_lib.train.shapes_features);
+      split's size) and its frozen features (vlr_lib.train.shapes_features: the pretrained shapes
+      encoder's frozen image features and hashed bags of words);
     - flickr30k: cached CLIP ViT-B/32 features of the Karpathy splits -- train (29,000 images),
       validation (1,014) and test (1,000) -- found wherever data_scripts/extract_features.py
       wrote them (vlr_lib.paths.feature_cache_root; VLR_FLICKR_REVISION=<commit> chooses between

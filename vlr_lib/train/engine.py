@@ -130,12 +130,12 @@ def _diverged(plan: Plan, epoch: int, step: int, what: str, last_good: int) -> T
     )
 
 
-def _step(models, opt, split: Split, local: Tensor, global_idx: Tensor, pairs: Pairs | None, plan: Plan,
-          amp: tuple) -> tuple[Tensor, Tensor]:
+def _step(models, opt, split: Split, local: Tensor, global_idx: Tensor, pairs: Pairs | None,
+          objective: Objective, amp: tuple) -> tuple[Tensor, Tensor]:
     """One optimisation step, without a host synchronisation: (detached loss, [2] bool flags on the device).
 
     Local embeddings (each under its model's autocast dtype, `amp`), gathered over ranks with
-    gradients, S, the objective with the batch's pos_mask when an image repeats (`pairs`: its
+    gradients, S, the epoch's objective with the batch's pos_mask when an image repeats (`pairs`: its
     positives, from ``sampling.epoch_positives``), backward, gradient averaging, Adam. The flags
     say whether the embeddings (S) and the loss are finite.
     """
@@ -148,7 +148,7 @@ def _step(models, opt, split: Split, local: Tensor, global_idx: Tensor, pairs: P
     S = img_e @ txt_e.T
     mask = None if pairs is None else positive_mask(split.caption_to_image[global_idx])
     with validated(mask, pairs, pairs):  # the mask is symmetric: its transpose has the same pairs
-        loss = plan.objective(S, mask)
+        loss = objective(S, mask)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     D.average_gradients(list(models))
@@ -178,13 +178,14 @@ def _train_epoch(models, opt, split: Split, plan: Plan, epoch: int, last_good: i
     per_rank = s.batch_size // world
     local = batches[:, rank * per_rank : (rank + 1) * per_rank]
     amp = tuple(autocast_dtype(split.txt.device, m) for m in models)
+    objective = plan.objective.at_epoch(epoch)  # a loss schedule's phase of this epoch
     steps = batches.shape[0]
     total = torch.zeros((), device=split.txt.device)
     flags = torch.ones(steps, 2, dtype=torch.bool, device=split.txt.device)
     bar = tqdm(range(steps), desc=f"epoch {epoch + 1}", leave=False, disable=not s.progress or rank)
     for step in bar:
         try:
-            loss, flags[step] = _step(models, opt, split, local[step], batches[step], positives[step], plan, amp)
+            loss, flags[step] = _step(models, opt, split, local[step], batches[step], positives[step], objective, amp)
         except FloatingPointError as err:  # a custom loss's own check
             raise _diverged(plan, epoch, step, f"the loss is not finite ({err})", last_good) from None
         total += loss
