@@ -41,6 +41,7 @@ try:
 except ImportError:  # run from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_train import synthetic  # the trainer benchmark's features with a learnable signal
 from vlr_lib import losses
 from vlr_lib.models import LinearHead
 
@@ -50,15 +51,6 @@ EPOCH_TARGET_S, SHOWDOWN_TARGET_S = 5.0, 15 * 60.0
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def synthetic(n_images: int, dim: int, seed: int = 0):
-    """Features with a learnable signal: captions are a noisy linear map of their image."""
-    g = torch.Generator().manual_seed(seed)
-    img = torch.randn(n_images, dim, generator=g)
-    c2i = torch.arange(n_images).repeat_interleave(5)
-    txt = img[c2i] @ torch.randn(dim, dim, generator=g) / dim**0.5 + torch.randn(5 * n_images, dim, generator=g)
-    return img, txt, c2i
 
 
 # --------------------------------------------------------------------------- 1. extraction

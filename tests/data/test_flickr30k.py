@@ -27,20 +27,10 @@ from vlr_lib.data import (
     normalize_flickr30k,
 )
 from vlr_lib.data import flickr30k as F
+from vlr_lib.data.fixture import HUB_FEATURES  # the columns of nlphuji/flickr30k's Parquet export
 
 ROOT = Path(__file__).resolve().parents[2]
 SIZES = {"train": 9, "validation": 4, "test": 3}
-# The columns of nlphuji/flickr30k (its script's features; its Parquet export keeps them).
-HUB_FEATURES = datasets.Features(
-    {
-        "image": datasets.Image(),
-        "caption": datasets.List(datasets.Value("string")),
-        "sentids": datasets.List(datasets.Value("string")),
-        "split": datasets.Value("string"),
-        "img_id": datasets.Value("string"),
-        "filename": datasets.Value("string"),
-    }
-)
 
 
 @pytest.fixture(scope="module")
