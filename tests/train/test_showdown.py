@@ -221,6 +221,19 @@ def test_cli_and_showdown_find_the_cache_extract_features_writes(where, tmp_path
     # the showdown finds the same three folders
     assert sd.flickr_feature_dirs(root) == written
 
+    # the VSE++ setting: the same image features, and the captions of the data they were extracted from as token ids
+    args = grid_cli.parser().parse_args(["--data", "flickr30k", "--setting", "vsepp", "--cache-root", str(root),
+                                         "--no-progress", *data_args])
+    vsepp = common.load_data(args, "vsepp", "cpu")
+    assert torch.equal(vsepp["train"][0], got["train"][0]) and not vsepp["train"][1].is_floating_point()
+    assert vsepp["val"][1].shape[0] == got["validation"][1].shape[0]
+    spec = sd.spec_for("flickr30k", True, "vsepp", cache_root=str(root), min_count=1,
+                       data_path=str(local) if where == "local" else None)
+    data = sd.load_data(spec)
+    assert not data.train[1].is_floating_point() and data.test[1].shape[0] == 15  # 3 test images x 5 captions
+    same = [(x.dataset_id, x.revision, x.path) for x in (loads[0], loads[-1])]
+    assert same[0] == same[1], "the showdown reads the captions of the data the features were extracted from"
+
 
 # --------------------------------------------------------------------------- the command line
 
