@@ -15,13 +15,14 @@ NOTEBOOKS := $(NOTEBOOK_SOURCES:.py=.ipynb)
 FIRST_NOTEBOOK := $(firstword $(NOTEBOOKS))
 PYTEST_ARGS ?=
 
-.PHONY: help setup notebooks lab test test-unit test-notebooks bench bench-train clean
+.PHONY: help setup notebooks lab test test-unit test-notebooks bench bench-train bench-gpu clean
 
 help:
 	@echo "make lab          set up (first time) and open the workbook in JupyterLab"
 	@echo "make test         set up (first time) and run every test, notebooks included"
 	@echo "make bench        loss speed benchmark (ratios against the matmul that makes S)"
 	@echo "make bench-train  trainer throughput against a plain DataLoader loop"
+	@echo "make bench-gpu    the Flickr30K path on a GPU: extraction, one epoch, the showdown, against targets"
 
 setup: $(STAMP)
 
@@ -63,6 +64,9 @@ bench: setup
 
 bench-train: setup
 	$(PY) benchmarks/bench_train.py
+
+bench-gpu: setup
+	$(PY) benchmarks/bench_gpu.py
 
 clean:
 	rm -rf $(VENV) notebooks/*.ipynb .pytest_cache .hypothesis
