@@ -53,7 +53,9 @@ test-unit: setup
 
 test-notebooks: setup notebooks
 ifneq ($(NOTEBOOKS),)
-	VLR_FAST=$${VLR_FAST:-1} $(PY) -m pytest --nbval-lax --nbval-cell-timeout=300 -p no:cacheprovider $(NOTEBOOKS)
+	@# a fresh runs folder: the tests train what they check, never read runs an older version left behind
+	runs=$$(mktemp -d) && trap 'rm -rf "$$runs"' EXIT && \
+	VLR_RUNS="$$runs" VLR_FAST=$${VLR_FAST:-1} $(PY) -m pytest --nbval-lax --nbval-cell-timeout=300 -p no:cacheprovider $(NOTEBOOKS)
 else
 	@echo "no notebooks yet: nothing for nbval to run"
 endif

@@ -37,10 +37,11 @@ from IPython.display import Markdown, display
 
 from vlr_lib import goal, losses, report, viz, widgets
 from vlr_lib.notebook import setup
-from vlr_lib.train import fit, showdown  # the experiment, shared with `python -m vlr_lib showdown`
+from vlr_lib.train import showdown, trainer  # the experiment, shared with `python -m vlr_lib showdown`
 
 cfg = setup(seed=0)
-spec = showdown.spec_for(cfg.data, cfg.fast, device=str(cfg.device))
+SETTING = "features"  # what learns: "features" (heads), "vsepp" (+ a GRU from scratch) or "e2e" (shapes only)
+spec = showdown.spec_for(cfg.data, cfg.fast, SETTING, device=str(cfg.device))
 spec
 
 # %% [markdown]
@@ -69,8 +70,12 @@ assert contestants["loss"].is_unique
 #
 # What makes the comparison fair is that **only the loss changes**:
 #
-# - *Same inputs.* The image and caption features are computed once by a frozen encoder; every run
-#   trains only two small projection heads on them (the "features" mode of `vlr_lib.train.fit`).
+# - *Same inputs.* The image and caption features are computed once by frozen encoders (for the
+#   shapes data, a small CNN pretrained to read scenes on a disjoint pool of scenes and hashed bags of
+#   words: `vlr_lib.train.shapes_features`); every run trains only two small projection heads on them
+#   (the "features" setting of `vlr_lib.train.fit`). `SETTING = "vsepp"` races in the VSE++ setting
+#   instead — the same frozen image features, a GRU text encoder learned from scratch
+#   (`vlr_lib.train.fit_vsepp`) — and `"e2e"` trains everything from scratch.
 # - *Same randomness.* For seed $s$ the heads start from the same weights and see the same batches in
 #   the same order, whatever the loss (`fit` draws both from $s$ alone; the GOAL = Triplet-SH check
 #   below would fail otherwise). Three seeds, as in Xuan & Chen; Bleeker & de Rijke use five.
@@ -87,7 +92,7 @@ assert contestants["loss"].is_unique
 # In essence it calls
 #
 # ```python
-# grid(showdown.configs(), seeds=spec.seeds, train=data.train, val=data.val, out=spec.out,
+# grid(showdown.configs(), seeds=spec.seeds, train=data.train, val=data.val, setting=spec.setting, out=spec.out,
 #      settings=spec.settings().replace(callbacks=[showdown.ShowdownMetrics(data.test, probe)]), **spec.model())
 # ```
 
@@ -106,8 +111,8 @@ display(Markdown("\n".join([
     f"- **{'stored table reused' if race.reused else 'trained just now'}** from `{race.out.relative_to(race.out.parents[1])}`",
     f"- command: `{meta['command']}`",
     f"- data and features: {meta['data']}",
-    f"- training: {stored['head']} heads ({stored['dim']}-d), {stored['epochs']} epochs, batch {stored['batch_size']}, "
-    f"Adam lr {stored['lr']} (x0.1 after half), sampling by {stored['sampling']}; seeds {', '.join(map(str, stored['seeds']))}",
+    f"- setting: {meta['setting']}",
+    f"- training: {report.training_line(stored)}",
     f"- hardware: {meta['hardware']}; wall time {meta['wall_seconds']:.0f} s for {meta['n_runs']} runs; date {meta['date']}",
 ])))
 
@@ -143,8 +148,8 @@ data = showdown.load_data(spec)
 seed = spec.seeds[0]
 check = showdown.ShowdownMetrics(data.test, showdown.probe_batch(data.train, min(spec.probe, data.train[0].shape[0])))
 with showdown.cpu_threads(1):  # tiny matmuls: one thread is faster than two on a shared CPU
-    again = fit(*data.train, loss="triplet_hardest", val=data.val, **spec.model(),
-                settings=spec.settings().replace(seed=seed, callbacks=[check], device=cfg.device))
+    again = trainer(spec.setting)(*data.train, loss="triplet_hardest", val=data.val, **spec.model(),
+                                  settings=spec.settings().replace(seed=seed, callbacks=[check], device=cfg.device))
 stored_row = runs[(runs["loss"] == "triplet_hardest") & (runs["seed"] == seed)].iloc[0]
 exact = cfg.device.type == "cpu"  # CPU runs repeat bit for bit; the table went through CSV, hence rtol 1e-9
 cols = ("rsum", "sel_epoch", "sel_rsum", "sel_map5", "sel_pr_auc", "sel_cocos_triplet_sh_i2t_C_0") if exact else ("sel_rsum",)
@@ -357,8 +362,8 @@ print(f"{len(facts['claims'])} claims checked; {facts['n_separated']} of {facts[
 # | | this notebook (shapes) | this notebook (flickr30k) | the papers |
 # |---|---|---|---|
 # | data | synthetic shapes, 5 template captions per image | Flickr30K, Karpathy split | Flickr30K, MS-COCO (Bleeker; Xuan & Chen; Li et al.), Conceptual Captions (Veit & Wilber) |
-# | encoders | frozen random CNN + hashed bag of words | frozen CLIP ViT-B/32 | ResNet50/152 or ViT + GRU/BERT, VSRN, VSE∞, SGRAF, CLIP ViT-L/14 — trained or fine-tuned |
-# | trained part | two linear heads | two linear heads | whole models, often with backbone fine-tuning |
+# | encoders | frozen pretrained shapes CNN + hashed bag of words (vsepp: + a GRU from scratch) | frozen CLIP ViT-B/32 | ResNet50/152 or ViT + GRU/BERT, VSRN, VSE∞, SGRAF, CLIP ViT-L/14 — trained or fine-tuned |
+# | trained part | two linear heads (vsepp: image head + GRU) | two linear heads (vsepp: image head + GRU) | whole models; VSE++ in Bleeker & de Rijke: everything but the frozen CNN |
 # | schedule | 10 epochs (4 in fast mode) | 15 epochs | 20–30 epochs (Bleeker: 30, lr 2e-4 → 2e-5 after 15) |
 # | seeds | 3 | 3 | 5 (Bleeker, Veit & Wilber), 3 (Xuan & Chen) |
 #
@@ -366,6 +371,9 @@ print(f"{len(facts['claims'])} claims checked; {facts['n_separated']} of {facts[
 # mean ± std, and a reading that refuses to rank differences inside the noise. Heads on frozen
 # features change the question, too: the loss shapes only a linear map, so losses that differ
 # mostly in how they treat hard negatives have less room to differ than in end-to-end training.
+# Notebook 12 changes one condition at a time — random vs pretrained features, how alike the
+# scenes are, a warm-up before the hardest negative, the setting — and asks where each paper's
+# ordering holds.
 
 # %% [markdown]
 # ## Summary
@@ -429,7 +437,8 @@ print(f"{len(facts['claims'])} claims checked; {facts['n_separated']} of {facts[
 # contestant = spec.settings().replace(callbacks=[showdown.ShowdownMetrics(data.test, probe)])
 # with showdown.cpu_threads(1):
 #     extra = grid([{"loss": "unified", "gamma": 20.0}], seeds=spec.seeds, train=data.train, val=data.val,
-#                  out=spec.out, data_id=data.data_id, settings=contestant, progress=False, **spec.model())
+#                  setting=spec.setting, out=spec.out, data_id=data.data_id, settings=contestant, progress=False,
+#                  **spec.model())
 # both = pd.concat([runs, extra.runs], ignore_index=True)
 # print(report.table1(report.summarize(both, prefix="sel_")).tail(3))
 # ```

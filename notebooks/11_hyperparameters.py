@@ -64,7 +64,7 @@ print(f"grid cache: {OUT}")
 # ## Features, as in notebook 09
 #
 # All configurations train two linear heads on the same frozen features (the shapes data's
-# random-CNN and hashed-bag-of-words features, or cached CLIP ViT-B/32 features of
+# pretrained-CNN and hashed-bag-of-words features, or cached CLIP ViT-B/32 features of
 # Flickr30K with `VLR_DATA=flickr30k`; see notebook 09 for why features and not end to end).
 # A sweep multiplies the cost of one run by the number of cells, so the cheap mode matters
 # even more here.

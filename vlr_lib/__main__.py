@@ -1,19 +1,21 @@
-"""``python -m vlr_lib train|grid|showdown ...``: the command lines, also under torchrun.
+"""``python -m vlr_lib train|grid|showdown|lessons ...``: the command lines, also under torchrun.
 
     python -m vlr_lib train --loss unified --epochs 5
     python -m vlr_lib grid --losses info_nce,unified --seeds 0,1,2
     python -m vlr_lib showdown --fast
-    torchrun --standalone --nproc-per-node 2 -m vlr_lib train --mode features --batch-size 128
+    python -m vlr_lib lessons --fast
+    torchrun --standalone --nproc-per-node 2 -m vlr_lib train --setting features --batch-size 128
 
 ``train`` and ``grid`` take the options of ``vlr-train`` and ``vlr-grid``; ``showdown`` those of
-``data_scripts/run_showdown.py``. ``python -m vlr_lib <command> --help`` lists them.
+``data_scripts/run_showdown.py``; ``lessons`` runs notebook 12's experiments.
+``python -m vlr_lib <command> --help`` lists them.
 """
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
 
-COMMANDS = ("train", "grid", "showdown")
+COMMANDS = ("train", "grid", "showdown", "lessons")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -26,9 +28,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"python -m vlr_lib: error: unknown command {command!r}; choose one of {', '.join(COMMANDS)}",
               file=sys.stderr)
         return 2
-    from .cli import grid, showdown, train
+    from .cli import grid, lessons, showdown, train
 
-    module = {"train": train, "grid": grid, "showdown": showdown}[command]
+    module = {"train": train, "grid": grid, "showdown": showdown, "lessons": lessons}[command]
     return module.main(rest, prog=f"python -m vlr_lib {command}")
 
 

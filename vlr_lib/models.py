@@ -32,6 +32,7 @@ __all__ = [
     "TinyCNN",
     "TextGRU",
     "TextBag",
+    "make_text_encoder",
     "Vocabulary",
     "tokenize",
 ]
@@ -224,3 +225,14 @@ class TextBag(nn.Module):
 
 
 TEXT_ENCODERS = {"gru": TextGRU, "bag": TextBag}
+
+
+def make_text_encoder(kind: str, vocab_size: int, out_dim: int, word_dim: int | None = None,
+                      hidden: int | None = None) -> nn.Module:
+    """A text encoder by name ("gru" or "bag"); `word_dim` / `hidden` default to the class's (the bag has no hidden)."""
+    if kind not in TEXT_ENCODERS:
+        raise ValueError(f"text_encoder must be one of {tuple(TEXT_ENCODERS)}, got {kind!r}")
+    sizes = {"word_dim": word_dim, "hidden": hidden}
+    if kind == "bag" and hidden is not None:
+        raise ValueError("hidden is a size of the GRU; the 'bag' text encoder has none (leave hidden unset)")
+    return TEXT_ENCODERS[kind](vocab_size, out_dim, **{k: v for k, v in sizes.items() if v is not None})

@@ -137,7 +137,8 @@ def training_features(
     """(train, validation) frozen features (img, txt, caption_to_image) for the data mode of `cfg`.
 
     - shapes: the synthetic data (`cfg.pick` of the sizes) and its frozen features
-      (vlr_lib.train.shapes_features: an untrained CNN and hashed bags of words);
+      (vlr_lib.train.shapes_features: the pretrained shapes encoder's frozen image features and hashed
+      bags of words);
     - flickr30k: cached CLIP ViT-B/32 features of the Karpathy train split and the
       1,000-image test split (as validation), found wherever
       `data_scripts/extract_features.py` wrote them (vlr_lib.paths.feature_cache_root); on a GPU,

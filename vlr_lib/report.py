@@ -14,6 +14,8 @@ figures of ``vlr_lib.viz.showdown`` / ``vlr_lib.viz.training`` all read their nu
 - :func:`separations`, :func:`ranking`, :func:`compare`, :func:`reading` -- which differences
   exceed the seed noise, and the prose built from them;
 - :func:`cocos_summary`, :func:`cocos_own_rule` -- COCOS at the selected epoch;
+- :func:`lesson_table`, :func:`lesson_reading` -- the papers' orderings under each condition of
+  the controlled experiments (``vlr_lib.train.lessons``, notebook 12);
 - :func:`history_frame`, :func:`sweep_values`, :func:`sweep_slice` -- histories and sweeps as tables;
 - :func:`to_markdown`, :func:`markdown_block` -- Markdown for docs/results.md.
 
@@ -65,7 +67,7 @@ COCOS_STATS = ("C_q", "C_0", "W_neg", "W_pos")
 SETUP_COLUMNS = ("data_id", "settings")
 #: Columns of a grid's runs table that hold training settings (``vlr_lib.train.grid_search.FIT_KEYS``).
 SETTING_COLUMNS = ("epochs", "batch_size", "lr", "lr_decay_epoch", "sampling", "probe_batch", "head", "dim",
-                   "text_encoder", "width")
+                   "text_encoder", "width", "word_dim", "hidden", "min_count")
 #: Xuan & Chen's Table 1 names the hardest-negative triplet "Triplet"; ours is Triplet-SH.
 _TABLE1_NAMES = {"Triplet": "Triplet-SH"}
 
@@ -77,14 +79,33 @@ def loss_parameters(loss: str) -> tuple[str, ...]:
     """The keyword parameters a loss name (or "goal:T,P") takes, e.g. ('margin', 'gamma', 'reduction')."""
     if not isinstance(loss, str):
         raise TypeError(f"loss must be a loss name, got {type(loss).__name__}")
+    if loss.startswith("warmup:"):  # a loss schedule takes what either of its phases takes
+        first, _, then = _warmup_phases(loss)
+        return tuple(dict.fromkeys([*loss_parameters(first), *loss_parameters(then)]))
     if loss.startswith("goal:"):
         goal.parse_goal_name(loss)
         fn, fixed = goal.goal_objective, ("triplet", "pair")
     elif loss in losses.LOSSES:
         fn, fixed = losses.LOSSES[loss], ()
     else:
-        raise ValueError(f"loss must be one of {tuple(losses.LOSSES)} or 'goal:<triplet>,<pair>', got {loss!r}")
+        raise ValueError(f"loss must be one of {tuple(losses.LOSSES)}, 'goal:<triplet>,<pair>' or "
+                         f"'warmup:<first>:<epochs>:<then>', got {loss!r}")
     return tuple(p for p in inspect.signature(fn).parameters if p not in ("S", "pos_mask", *fixed))
+
+
+def _warmup_phases(loss: str) -> tuple[str, int, str]:
+    from .train.objective import parse_warmup_name  # lazily: the trainer imports this module
+
+    return parse_warmup_name(loss)
+
+
+def loss_name(loss: str) -> str:
+    """The display name of a trained loss: ``losses.loss_label``, or "Triplet → Triplet-SH after 1 epoch"
+    for the loss schedule "warmup:triplet_all:1:triplet_hardest"."""
+    if isinstance(loss, str) and loss.startswith("warmup:"):
+        first, epochs, then = _warmup_phases(loss)
+        return f"{loss_name(first)} → {loss_name(then)} after {epochs} epoch{'s' if epochs > 1 else ''}"
+    return losses.loss_label(loss)
 
 
 def flatten_record(record: Mapping) -> dict:
@@ -124,8 +145,13 @@ def _defaults(fn) -> dict:
 def hyperparameters(loss: str, overrides: Mapping | None = None) -> str:
     """The parameters a configuration trains with, e.g. 'margin=0.2, gamma=60.0' (library defaults + `overrides`).
 
-    For GOAL, only the parameters its two weights use (``goal.TRIPLET_PARAMS`` / ``PAIR_PARAMS``).
+    For GOAL, only the parameters its two weights use (``goal.TRIPLET_PARAMS`` / ``PAIR_PARAMS``);
+    for a loss schedule, those of its two phases.
     """
+    if loss.startswith("warmup:"):
+        first, _, then = _warmup_phases(loss)
+        parts = dict.fromkeys(", ".join(hyperparameters(p, overrides) for p in (first, then)).split(", "))
+        return ", ".join(p for p in parts if p)
     if loss.startswith("goal:"):
         triplet, pair = goal.parse_goal_name(loss)
         d = _defaults(goal.goal_objective)
@@ -182,7 +208,7 @@ def summarize(runs: pd.DataFrame, prefix: str = "", metrics: Sequence[str] | Non
     named without the prefix. Runs of other data or schedules (the :data:`SETUP_COLUMNS`)
     are never averaged together. Rows keep the order of first appearance.
 
-    Columns: config, loss, name (``losses.loss_label``), hyper (:func:`hyperparameters`),
+    Columns: config, loss, name (:func:`loss_name`), hyper (:func:`hyperparameters`),
     n_seeds, the setup columns when the table has them, ``<metric>_mean`` / ``_std``, and
     ``epoch_mean`` (mean selected epoch) when there is a ``<prefix>epoch`` column.
     """
@@ -197,7 +223,7 @@ def summarize(runs: pd.DataFrame, prefix: str = "", metrics: Sequence[str] | Non
     first = g.head(1).set_index(keys)
     out = pd.DataFrame(index=first.index)
     out["loss"] = first["loss"]
-    out["name"] = out["loss"].map(losses.loss_label)
+    out["name"] = out["loss"].map(loss_name)
     out["hyper"] = [hyperparameters(loss, _overrides(row, loss)) for loss, (_, row) in
                     zip(first["loss"], first.iterrows())]
     out["n_seeds"] = g.size()
@@ -394,7 +420,7 @@ def cocos_summary(runs: pd.DataFrame, stat: str = "C_q", prefix: str = "sel_") -
 
     `stat`: ``C_q`` (contributing candidates per query, mean over queries with a
     gradient), ``C_0`` (queries without gradient), ``W_neg`` / ``W_pos`` (NT-Xent
-    weights; NaN for the other rules). Rows are named by ``losses.loss_label``.
+    weights; NaN for the other rules). Rows are named by :func:`loss_name`.
     """
     if stat not in COCOS_STATS:
         raise ValueError(f"stat must be one of {COCOS_STATS}, got {stat!r}")
@@ -405,7 +431,7 @@ def cocos_summary(runs: pd.DataFrame, stat: str = "C_q", prefix: str = "sel_") -
         raise ValueError(f"runs lacks the COCOS columns {missing[:2]}...")
     g = runs.groupby("config", sort=False)
     out = g[list(cols)].mean().rename(columns=cols)
-    out.index = [losses.loss_label(loss) for loss in g["loss"].first()]
+    out.index = [loss_name(loss) for loss in g["loss"].first()]
     return out
 
 
@@ -532,6 +558,164 @@ def fmt(value) -> str:
     return str(value)
 
 
+# --------------------------------------------------------------------------- the lessons (notebook 12)
+
+#: The differences notebook 12 plots: (a, b, the sign the papers report for a - b, who reports it).
+LESSON_DELTAS: tuple[tuple[str, str, int, str], ...] = (
+    ("triplet_hardest", "triplet_all", +1, "VSE++ (Faghri et al.) and Bleeker & de Rijke obs. 2"),
+    ("unified", "triplet_hardest", +1, "Li et al. Tables 1, 7"),
+    ("info_nce", "triplet_hardest", -1, "Bleeker & de Rijke obs. 3"),
+)
+VERDICTS = ("holds", "reverses", "cannot tell")
+
+
+def lesson_table(runs: pd.DataFrame, metric: str = "rsum", prefix: str = "sel_") -> pd.DataFrame:
+    """Each condition's three differences of :data:`LESSON_DELTAS`, with their seed noise and verdict.
+
+    `runs`: one row per (experiment, condition, role, seed) with ``order`` (position of the
+    condition) and ``<prefix><metric>`` (``vlr_lib.train.lessons.run``). For a difference
+    a - b of two roles: ``delta`` = mean_a - mean_b over seeds, ``noise`` = std_a + std_b (the
+    module's rule), ``verdict`` "holds" when |delta| > noise with the papers' sign, "reverses"
+    when |delta| > noise against it, else "cannot tell"; ``seed_min`` / ``seed_max`` are the
+    smallest and largest per-seed difference (same seed: same initialisation and batches), so
+    ``seed_min > 0`` says a is ahead on every seed. One row per (experiment, condition, comparison).
+    """
+    metric = check_metric(metric)
+    col = f"{prefix}{metric}"
+    needed = {"experiment", "condition", "order", "role", "seed", col}
+    if not isinstance(runs, pd.DataFrame) or not needed <= set(runs.columns):
+        raise ValueError(f"runs must be the lessons table (vlr_lib.train.lessons.run) with columns {sorted(needed)}")
+    rows = []
+    for (exp, cond), part in runs.groupby(["experiment", "condition"], sort=False):
+        by_role = part.pivot_table(index="seed", columns="role", values=col, aggfunc="first")
+        extra = {"overlap": float(part["overlap"].iloc[0])} if "overlap" in part else {}
+        for a, b, sign, source in LESSON_DELTAS:
+            if a not in by_role or b not in by_role:
+                continue
+            pair = by_role[[a, b]].dropna()
+            mean_a, mean_b = pair[a].mean(), pair[b].mean()
+            std_a, std_b = (pair[x].std(ddof=1) if len(pair) > 1 else 0.0 for x in (a, b))
+            delta, noise = mean_a - mean_b, std_a + std_b
+            verdict = "cannot tell" if abs(delta) <= noise else ("holds" if delta * sign > 0 else "reverses")
+            per_seed = pair[a] - pair[b]
+            rows.append({"experiment": exp, "condition": cond, "order": int(part["order"].iloc[0]), **extra,
+                         "comparison": f"{loss_name(a)} − {loss_name(b)}", "a": a, "b": b, "expected": sign,
+                         "source": source, "mean_a": mean_a, "std_a": std_a, "mean_b": mean_b, "std_b": std_b,
+                         "delta": delta, "noise": noise, "verdict": verdict, "seed_min": per_seed.min(),
+                         "seed_max": per_seed.max(), "n_seeds": len(pair), "metric": metric})
+    if not rows:
+        raise ValueError("runs holds no condition with both roles of any comparison")
+    return pd.DataFrame(rows).sort_values(["experiment", "order"], kind="stable", ignore_index=True,
+                                          key=lambda c: c.map({e: i for i, e in enumerate(dict.fromkeys(
+                                              runs["experiment"]))}) if c.name == "experiment" else c)
+
+
+def _delta_text(row: pd.Series) -> str:
+    digits = _digits(row["metric"])
+    every = ""
+    if row["n_seeds"] > 1 and (row["seed_min"] > 0 or row["seed_max"] < 0):
+        every = f", {'ahead' if row['seed_min'] > 0 else 'behind'} on every seed"
+    return f"{row['condition']} ({row['delta']:+.{digits}f} ± {row['noise']:.{digits}f}{every})"
+
+
+def lesson_reading(table: pd.DataFrame, labels: Mapping[str, str] | None = None) -> dict:
+    """Where each paper's ordering holds, reverses, or cannot be told by the seeds, per experiment, with the numbers.
+
+    `table` is :func:`lesson_table`'s; `labels` names the experiments (e.g.
+    ``vlr_lib.train.lessons.EXPERIMENTS``). Each difference is given as "condition (delta ±
+    noise)", with "ahead/behind on every seed" when the per-seed differences share their sign
+    (a paired view the noise rule does not use). Returns {"verdicts": {(experiment, comparison):
+    {verdict: [conditions]}}, "text": Markdown, one paragraph per experiment}.
+    """
+    labels = dict(labels or {})
+    verdicts: dict = {}
+    paragraphs = []
+    for exp, part in table.groupby("experiment", sort=False):
+        sentences = []
+        for comparison, rows in part.groupby("comparison", sort=False):
+            first = rows.iloc[0]
+            claim = (f"'{loss_name(first['a'])} {'>' if first['expected'] > 0 else '<'} {loss_name(first['b'])}' "
+                     f"({first['source']})")
+            found = {v: rows[rows["verdict"] == v] for v in VERDICTS}
+            verdicts[(exp, comparison)] = {v: list(found[v]["condition"]) for v in VERDICTS}
+            cannot = f"{int(first['n_seeds'])} seeds cannot tell"
+            said = [f"{what}: {', '.join(_delta_text(r) for _, r in found[v].iterrows())}"
+                    for v, what in (("holds", "holds"), ("reverses", "reverses"), ("cannot tell", cannot))
+                    if len(found[v])]
+            sentences.append(f"{claim} {'; '.join(said)}.")
+        metric = METRIC_LABELS[part["metric"].iloc[0]]
+        paragraphs.append(f"**{labels.get(exp, exp)}** ({metric} differences, mean ± summed seed std): "
+                          + " ".join(sentences))
+    return {"verdicts": verdicts, "text": "\n\n".join(paragraphs)}
+
+
+def lesson_matrix(table: pd.DataFrame, experiment: str) -> pd.DataFrame:
+    """One experiment of a lesson table as text: rows conditions (with the scene overlap when measured), columns
+    the comparisons, cells "delta ± noise (verdict)"."""
+    part = table[table["experiment"] == experiment].sort_values("order", kind="stable")
+    if part.empty:
+        raise ValueError(f"experiment must be one of {list(dict.fromkeys(table['experiment']))}, got {experiment!r}")
+    digits = _digits(part["metric"].iloc[0])
+    cells = part.assign(cell=[f"{d:+.{digits}f} ± {n:.{digits}f} ({v})" for d, n, v in
+                              zip(part["delta"], part["noise"], part["verdict"])])
+    out = cells.pivot_table(index=["order", "condition"], columns="comparison", values="cell", aggfunc="first",
+                            sort=False).reset_index(level="order", drop=True)
+    out = out[list(dict.fromkeys(part["comparison"]))]
+    if experiment == "difficulty" and "overlap" in part:
+        out.insert(0, "scene overlap", [f"{o:.3f}" for o in part.drop_duplicates("condition")["overlap"]])
+    out.columns.name = None
+    return out
+
+
+def role_matrix(runs: pd.DataFrame, experiment: str, metric: str = "rsum", prefix: str = "sel_") -> pd.DataFrame:
+    """Mean ± std over seeds of each role's metric per condition of one experiment (rows conditions)."""
+    part = runs[runs["experiment"] == experiment]
+    col = f"{prefix}{check_metric(metric)}"
+    g = part.groupby(["order", "condition", "role"], sort=False)[col]
+    text = [mean_std(m, s, metric) for m, s in zip(g.mean(), g.std(ddof=1).fillna(0.0))]
+    frame = pd.DataFrame({"cell": text}, index=g.mean().index).reset_index()
+    out = frame.pivot_table(index=["order", "condition"], columns="role", values="cell", aggfunc="first")
+    out = out.sort_index(level="order").reset_index(level="order", drop=True)
+    roles = [r for r in ("triplet_all", "triplet_hardest", "unified", "info_nce") if r in out]
+    out = out[roles].rename(columns=lambda r: losses.loss_label(r))
+    out.columns.name = None
+    return out
+
+
+def lessons_markdown(runs: pd.DataFrame, meta: Mapping, labels: Mapping[str, str] | None = None) -> str:
+    """The docs/results.md section of notebook 12's experiments: provenance, each experiment's differences and
+    rsums, the generated reading. `runs` / `meta` come from ``vlr_lib.train.lessons.run``."""
+    labels = dict(labels or {})
+    spec = meta["spec"]
+    table = lesson_table(runs)
+    lines = [
+        f"### Notebook 12: when do the papers' lessons hold? ({'fast' if spec['fast'] else 'full'} size), "
+        f"{meta['date'][:10]}",
+        "",
+        f"- command: `{meta['command']}`",
+        f"- conditions: every experiment trains Triplet, Triplet-SH, Unified and NT-Xent (library defaults) "
+        f"through the showdown of its condition (`vlr_lib.train.showdown.spec_for('shapes', fast={spec['fast']}, "
+        f"setting)`: same data sizes, schedule, selection on validation), difficulty {spec['difficulty']} unless "
+        f"swept ({', '.join(f'{d:g}' for d in spec['difficulties'])}), warm-up epochs "
+        f"{', '.join(map(str, spec['warmup_epochs']))}, settings {', '.join(spec['settings'])}; seeds "
+        f"{', '.join(map(str, spec['seeds']))}",
+        "- reported: test rsum at the epoch of best validation rsum; a difference a − b is the difference of the "
+        "means over seeds ± the summed seed stds (the noise); 'holds' / 'reverses' = beyond the noise in / against "
+        "the papers' direction",
+        f"- hardware: {meta['hardware']}; wall time {meta['wall_seconds'] / 60:.1f} min ({meta['n_cells']} cells, "
+        f"{meta['epochs_trained_now']} epochs trained in that call)",
+        "",
+    ]
+    for exp in dict.fromkeys(table["experiment"]):
+        lines += [f"**{labels.get(exp, exp)}**: differences of test rsum", "", to_markdown(lesson_matrix(table, exp),
+                                                                                          index=True),
+                  "", "test rsum of each loss, mean ± std over seeds:", "",
+                  to_markdown(role_matrix(runs, exp), index=True), ""]
+    lines += ["Reading (generated from the table by `vlr_lib.report.lesson_reading`):", "",
+              lesson_reading(table, labels)["text"], ""]
+    return "\n".join(lines)
+
+
 # --------------------------------------------------------------------------- markdown
 
 
@@ -548,6 +732,23 @@ def to_markdown(df: pd.DataFrame, index: bool | None = None) -> str:
                      + ["| " + " | ".join(row) + " |" for row in body])
 
 
+def training_line(spec: Mapping) -> str:
+    """What a showdown trained, in words, from its stored spec (older specs without a setting were "features")."""
+    setting = spec.get("setting", "features")
+    if setting == "features":
+        model = f"heads only on frozen features ({spec['head']}, {spec['dim']}-d)"
+    elif setting == "vsepp":
+        model = (f"VSE++ setting: a {spec['head']} image head on the frozen image features and a "
+                 f"{spec.get('text_encoder', 'gru').upper()} text encoder from scratch (word embeddings "
+                 f"{spec.get('word_dim') or 'default'}-d, hidden {spec.get('hidden') or 'default'}), {spec['dim']}-d")
+    else:
+        model = (f"end to end: TinyCNN (width {spec.get('width', 32)}) and a {spec.get('text_encoder', 'gru').upper()} "
+                 f"text encoder from scratch, {spec['dim']}-d")
+    return (f"{model}, {spec['epochs']} epochs, batch {spec['batch_size']}, Adam lr {spec['lr']} x0.1 after half the "
+            f"epochs, sampling by {spec['sampling']}, seeds {', '.join(map(str, spec['seeds']))}; every loss at its "
+            "library defaults")
+
+
 def markdown_block(runs: pd.DataFrame, meta: Mapping) -> str:
     """The docs/results.md section of one showdown: provenance, the Table 1 layout, the GOAL grids, the reading.
 
@@ -556,13 +757,12 @@ def markdown_block(runs: pd.DataFrame, meta: Mapping) -> str:
     spec = meta["spec"]
     summary = summarize(runs, prefix="sel_")
     lines = [
-        f"### {spec['data']} ({'fast' if spec['fast'] else 'full'} size), {meta['date'][:10]}",
+        f"### {spec['data']}, setting {spec.get('setting', 'features')} ({'fast' if spec['fast'] else 'full'} size), "
+        f"{meta['date'][:10]}",
         "",
         f"- command: `{meta['command']}`",
         f"- data: {meta['data']}",
-        f"- training: heads only ({spec['head']}, {spec['dim']}-d), {spec['epochs']} epochs, batch "
-        f"{spec['batch_size']}, Adam lr {spec['lr']} x0.1 after half the epochs, sampling by {spec['sampling']}, "
-        f"seeds {', '.join(map(str, spec['seeds']))}; every loss at its library defaults",
+        f"- training: {training_line(spec)}",
         f"- reported: test split ({meta['n_test_images']} images) at the epoch with the best validation rsum; "
         f"mean ± std over {len(spec['seeds'])} seeds; chance rsum {meta['chance_rsum_test']:.1f}",
         f"- hardware: {meta['hardware']}; wall time {meta['wall_seconds'] / 60:.1f} min "

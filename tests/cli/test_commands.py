@@ -43,6 +43,38 @@ def test_mode_defaults_are_resolved_from_none_not_from_falsy_values():
     assert feats[0]["epochs"] == 3 and feats[0]["lr"] == 2e-4 and feats[1] == {"dim": 512, "head": "linear"}
 
 
+def test_setting_defaults_and_the_old_mode_flag():
+    p = train.parser()
+    assert common.resolve_setting(p.parse_args([])) == "e2e"  # shapes' default is unchanged
+    assert common.resolve_setting(p.parse_args(["--data", "flickr30k"])) == "features"
+    assert common.resolve_setting(p.parse_args(["--mode", "features"])) == "features"  # the old name still works
+    assert common.resolve_setting(p.parse_args(["--setting", "vsepp", "--mode", "vsepp"])) == "vsepp"
+    vsepp = common.schedule(p.parse_args(["--setting", "vsepp"]), "vsepp")
+    assert vsepp[0]["lr"] == 2e-3 and vsepp[1] == {"dim": 256, "text_encoder": "gru", "head": "linear",
+                                                   "word_dim": 32, "hidden": 64}
+    flickr = common.schedule(p.parse_args(["--data", "flickr30k", "--setting", "vsepp", "--hidden", "512"]), "vsepp")
+    assert flickr[1]["word_dim"] == 300 and flickr[1]["hidden"] == 512 and flickr[1]["dim"] == 1024
+
+
+@pytest.mark.parametrize("setting", ["features", "vsepp", "e2e"])
+def test_train_and_grid_in_every_setting(setting, here, capsys):
+    small = [*TINY[2:], "--setting", setting, "--epochs", "1"]
+    code, out, err = call(train.main, [*small, "--loss", "triplet_hardest"], capsys)
+    assert code == 0, err
+    assert f"setting: {setting}" in out
+    code, out, err = call(grid.main, [*small, "--losses", "info_nce", "--out", "g"], capsys)
+    assert code == 0, err
+    assert pd.read_csv(here / "g" / "runs.csv")["setting"].tolist() == [setting]
+
+
+def test_random_image_encoder_from_the_command_line(here, capsys):
+    args = [*TINY, "--loss", "info_nce", "--history", "h.json"]
+    assert call(train.main, args, capsys)[0] == 0
+    pretrained = json.loads((here / "h.json").read_text())
+    assert call(train.main, [*args, "--image-encoder", "random"], capsys)[0] == 0
+    assert json.loads((here / "h.json").read_text())[-1]["rsum"] != pretrained[-1]["rsum"]
+
+
 @pytest.mark.parametrize("text, value", [("1", 1), ("50", 50), ("1.0", 1.0), ("0.5", 0.5), ("5e-1", 0.5)])
 def test_topk_literal_decides_count_or_fraction(text, value):
     parsed = common.LOSS_PARAMS["topk"](text)
@@ -77,9 +109,18 @@ def test_showdown_writes_the_markdown_block(here, capsys):
     assert code == 0
     text = (here / "md" / "results.md").read_text()
     assert text.strip() == out.strip().split("\n(stored")[0].strip()
-    assert "| loss | hyper-param | i2t R@1 |" in text and "python -m vlr_lib showdown --data shapes --fast" in text
+    assert "| loss | hyper-param | i2t R@1 |" in text and "python -m vlr_lib showdown --data shapes --setting features --fast" in text
     code, out, _ = call(showdown.main, ["--fast", "--epochs", "1", "--seeds", "0", "--out", "sd"], capsys)
     assert code == 0 and "stored table reused" in out
+    assert "setting features" in text and "heads only on frozen features" in text
+
+
+def test_showdown_in_the_vsepp_setting(here, capsys):
+    code, out, err = call(showdown.main, ["--fast", "--setting", "vsepp", "--epochs", "1", "--seeds", "0", "--out",
+                                          "sd"], capsys)
+    assert code == 0, err
+    assert "setting vsepp" in out and "VSE++ setting" in out and "--setting vsepp" in out
+    assert "token ids" in out  # the data line says what the text encoder reads
 
 
 def test_make_shapes_writes_a_loadable_folder_and_replaces_it_whole(here, capsys):
@@ -91,3 +132,22 @@ def test_make_shapes_writes_a_loadable_folder_and_replaces_it_whole(here, capsys
     assert call(script.main, ["--out", "s", "--n-train", "6", "--n-val", "2", "--n-test", "2"], capsys)[0] == 0
     assert len(load_shapes(here / "s")["train"]) == 6
     assert sorted(p.name for p in here.iterdir()) == ["s"]  # no temp or old folder left behind
+
+
+def test_lessons_writes_the_markdown_block_and_reuses_the_stored_table(here, capsys, monkeypatch):
+    from vlr_lib.cli import lessons as lessons_cli
+    from vlr_lib.train import lessons
+
+    small = lessons.LessonsSpec  # the CLI's spec, made tiny: sizes are not flags (the chapter fixes them)
+    monkeypatch.setattr(lessons, "LessonsSpec", lambda **kw: small(
+        **kw, difficulties=(0.0, 1.0), warmup_epochs=(1,), settings=("features", "vsepp"),
+        showdown={"n_train": 24, "n_val": 12, "n_test": 12, "epochs": 1, "batch_size": 12, "dim": 8, "probe": 12,
+                  "word_dim": 8, "hidden": 8}))
+    code, out, err = call(lessons_cli.main, ["--fast", "--seeds", "0,1", "--out", "l", "--markdown", "l.md"], capsys)
+    assert code == 0, err
+    text = (here / "l.md").read_text()
+    assert text.strip() == out.strip() and "python -m vlr_lib lessons --fast --seeds 0,1 --out l" in text
+    for heading in ("(a) feature quality", "(b) false negatives", "(c) hardest-negative warm-up", "(d) the setting"):
+        assert f"**{heading}**" in text
+    code, out, _ = call(lessons_cli.main, ["--fast", "--seeds", "0,1", "--out", "l"], capsys)
+    assert code == 0 and "stored table reused" in out

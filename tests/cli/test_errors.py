@@ -88,6 +88,15 @@ TRAIN_CASES = [
     (["--data", "flickr30k", "--mode", "e2e"], "--mode"),
     (["--data", "flickr30k", "--n-train", "10"], "--n-train"),
     (["--data", "shapes", "--backbone", "vsepp-resnet50"], "--backbone"),
+    (["--data", "flickr30k", "--setting", "e2e"], "--setting"),
+    (["--setting", "clip"], "--setting"),
+    (["--setting", "vsepp", "--mode", "features"], "--mode"),  # the old name and the new disagree
+    (["--setting", "e2e", "--image-encoder", "random"], "--image-encoder"),
+    (["--setting", "features", "--text-encoder", "gru"], "--text-encoder"),
+    (["--setting", "e2e", "--word-dim", "8"], "--word-dim"),
+    (["--setting", "vsepp", "--hidden", "0"], "--hidden"),
+    (["--setting", "vsepp", "--min-count", "0"], "--min-count"),
+    (["--data", "flickr30k", "--image-encoder", "random"], "--image-encoder"),
     (["--no-such-flag"], "--no-such-flag"),
 ]
 
@@ -137,12 +146,34 @@ SHOWDOWN_CASES = [
     (["--out", "afile"], "--out"),
     (["--data", "flickr30k", "--cache-root", "missing"], "--cache-root"),
     (["--data", "coco"], "--data"),
+    (["--data", "flickr30k", "--setting", "e2e"], "--setting"),
+    (["--data", "flickr30k", "--image-encoder", "random"], "--image-encoder"),
+    (["--setting", "e2e", "--image-encoder", "random"], "--image-encoder"),
+    (["--data-path", "afile"], "--data-path"),
+    (["--setting", "vit"], "--setting"),
 ]
 
 
 @pytest.mark.parametrize("argv, flag", SHOWDOWN_CASES)
 def test_showdown_rejects(argv, flag, work, capsys):
     check(showdown.main, [*argv, "--out", "sd"] if "--out" not in argv else argv, flag, work, capsys)
+
+
+LESSONS_CASES = [
+    (["--seeds", "1,1"], "--seeds"),
+    (["--device", "bogus"], "--device"),
+    (["--markdown", "afile/r.md"], "--markdown"),
+    (["--out", "afile"], "--out"),
+    (["--epochs", "3"], "--epochs"),  # the chapter fixes its schedules
+]
+
+
+@pytest.mark.parametrize("argv, flag", LESSONS_CASES)
+def test_lessons_rejects(argv, flag, work, capsys):
+    from vlr_lib.cli import lessons
+
+    check(lessons.main, [*argv, "--out", "l"] if "--out" not in argv else argv, flag, work, capsys,
+          prog="python -m vlr_lib lessons")
 
 
 @pytest.mark.parametrize("var, value", [("VLR_DATA", "coco"), ("VLR_FAST", "maybe")])

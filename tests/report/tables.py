@@ -103,3 +103,28 @@ def sweep_table() -> pd.DataFrame:
                      "i2t_r1": 1.0, "epochs": 5})
     return pd.DataFrame(rows)
 
+
+
+# --------------------------------------------------------------------------- the lessons (notebook 12)
+
+#: sel_rsum of each (experiment, condition, role) at seed 0; seed s adds s * spread (per role) -- known by design.
+LESSON_MEANS = {
+    ("features", "random encoder"): {"triplet_all": 100.0, "triplet_hardest": 80.0, "unified": 90.0, "info_nce": 81.0},
+    ("features", "pretrained encoder"): {"triplet_all": 200.0, "triplet_hardest": 230.0, "unified": 228.0,
+                                        "info_nce": 200.0},
+    ("warmup", "no warm-up"): {"triplet_all": 200.0, "triplet_hardest": 230.0, "unified": 240.0, "info_nce": 200.0},
+}
+LESSON_SPREAD = {"triplet_all": 1.0, "triplet_hardest": 2.0, "unified": 10.0, "info_nce": 0.5}
+LESSON_SEEDS = (0, 1, 2)
+
+
+def lesson_runs() -> pd.DataFrame:
+    """A lessons table (the columns lessons.run writes that the report reads) with known differences."""
+    rows = []
+    for order, ((exp, cond), means) in enumerate(LESSON_MEANS.items()):
+        for role, mean in means.items():
+            for s in LESSON_SEEDS:
+                loss = "warmup:triplet_all:1:triplet_hardest" if role == "triplet_hardest" and exp == "warmup" else role
+                rows.append({"experiment": exp, "condition": cond, "order": order % 2, "overlap": 0.5, "role": role,
+                             "loss": loss, "seed": s, "sel_rsum": mean + s * LESSON_SPREAD[role]})
+    return pd.DataFrame(rows)

@@ -227,5 +227,107 @@ def test_canonical_command_writes_the_environment_out_as_flags(monkeypatch):
     monkeypatch.setenv("VLR_FAST", "1")
     monkeypatch.delenv("VLR_DATA", raising=False)
     args = command.resolve_env(command.parser().parse_args(["--seeds", "0,2", "--out", "runs/x y"]))
-    assert command.canonical_command(args) == ("python -m vlr_lib showdown --data shapes --fast "
+    assert command.canonical_command(args) == ("python -m vlr_lib showdown --data shapes --setting features --fast "
                                                "--seeds 0,2 --out 'runs/x y'")
+
+
+# --------------------------------------------------------------------------- the settings
+
+
+def test_each_setting_has_its_spec_folder_and_model(monkeypatch, tmp_path):
+    monkeypatch.setenv("VLR_RUNS", str(tmp_path))
+    feats, vsepp, e2e = (sd.spec_for("shapes", False, s) for s in ("features", "vsepp", "e2e"))
+    assert feats.out == tmp_path / "showdown-shapes-features-full" and vsepp.out.name == "showdown-shapes-vsepp-full"
+    assert feats.model() == {"dim": 256, "head": "linear"} and (feats.lr, vsepp.lr) == (2e-4, 2e-3)
+    assert vsepp.model() == {"text_encoder": "gru", "dim": 256, "head": "linear", "word_dim": 32, "hidden": 64}
+    assert e2e.model() == {"text_encoder": "gru", "dim": 64, "width": 32} and e2e.settings().sampling == "images"
+    assert feats.key() != vsepp.key() and feats.key()["setting"] == "features"
+    assert sd.spec_for("shapes", True, "vsepp").epochs == sd.spec_for("shapes", True).epochs  # one fast schedule
+    flickr = sd.spec_for("flickr30k", False, "vsepp")
+    assert (flickr.dim, flickr.word_dim, flickr.hidden, flickr.min_count) == (1024, 300, 1024, 4)  # VSE++'s sizes
+    with pytest.raises(ValueError, match="setting 'e2e' trains a CNN on the shapes images"):
+        sd.spec_for("flickr30k", False, "e2e")
+    with pytest.raises(ValueError, match="setting must be one of"):
+        sd.spec_for("shapes", False, "clip")
+
+
+@pytest.mark.parametrize("setting", ["vsepp", "e2e"])
+def test_run_in_the_settings_that_train_a_text_encoder(setting, tmp_path):
+    spec = tiny_spec(setting=setting, epochs=1)
+    if setting == "vsepp":
+        spec = sd.replace(spec, word_dim=8, hidden=8)
+    done = sd.run(spec, out=tmp_path)
+    assert len(done.runs) == 22 and set(done.runs["setting"]) == {setting}
+    assert done.meta["spec"]["setting"] == setting and done.meta["setting"].startswith(
+        {"vsepp": "VSE++", "e2e": "end to end"}[setting])
+    assert (done.runs["sel_rsum"] > 0).all() and "token ids" in done.meta["data"]
+    assert sd.run(spec, out=tmp_path).reused
+    block = report.markdown_block(done.runs, done.meta)
+    assert f"setting {setting}" in block and {"vsepp": "VSE++ setting", "e2e": "end to end"}[setting] in block
+
+
+def test_random_image_encoder_is_its_own_table(tmp_path):
+    spec = tiny_spec(epochs=1)
+    pretrained, random = sd.load_data(spec), sd.load_data(sd.replace(spec, image_encoder="random"))
+    assert pretrained.data_id != random.data_id and "random frozen" in random.description
+    assert torch.equal(pretrained.train[1], random.train[1]) and not torch.equal(pretrained.train[0], random.train[0])
+
+
+@pytest.fixture
+def flickr_cache(tmp_path, monkeypatch):
+    """Flickr30K feature caches written by the real extract_features.py (FakeClip) from a local copy."""
+    import vlr_lib.data
+    import vlr_lib.data.flickr30k as F30
+    from vlr_lib import features as feats
+    from vlr_lib.data import make_shapes
+
+    data = {"dd": make_shapes(8, 4, 4, seed=2)}
+    monkeypatch.setattr(vlr_lib.data, "load_flickr30k", lambda path=None, **kw: data["dd"])
+    monkeypatch.setattr(F30, "load_flickr30k", lambda path=None, **kw: data["dd"])
+    monkeypatch.setattr(feats, "build_encoder", lambda *a, **k: FakeClip())
+    root, local = tmp_path / "features", tmp_path / "flickr30k"
+    local.mkdir()
+    assert load_script("extract_features").main(["--data", "flickr30k", "--cache-root", str(root),
+                                                  "--data-path", str(local)]) == 0
+    return root, local, data
+
+
+def test_flickr_vsepp_reads_the_captions_the_features_were_extracted_from(flickr_cache):
+    root, local, data = flickr_cache
+    spec = sd.spec_for("flickr30k", True, "vsepp", cache_root=str(root), data_path=str(local), n_train=6,
+                       batch_size=6, dim=8, word_dim=8, hidden=8, epochs=1, probe=4, min_count=1, seeds=(0,))
+    loaded = sd.load_data(spec)
+    texts = [c for five in data["dd"]["train"]["caption"][:6] for c in five]
+    from vlr_lib.train import caption_ids
+
+    ids, vocab = caption_ids({"train": texts})
+    assert torch.equal(loaded.train[1], ids["train"]) and loaded.train[0].shape == (6, 12)
+    assert "token ids" in loaded.description and loaded.data_id.endswith("min_count=1|probe=4")
+    done = sd.run(spec, out=root.parent / "out")
+    assert len(done.runs) == 22 and set(done.runs["setting"]) == {"vsepp"}
+    with pytest.raises(FileNotFoundError, match="pass --data-path"):
+        sd.load_data(sd.replace(spec, data_path=None))
+    data["dd"] = make_other_captions(data["dd"])
+    with pytest.raises(ValueError, match="are not those its cached features were extracted from"):
+        sd.load_data(spec)
+
+
+def make_other_captions(dd):
+    """The same images with the captions of another seed: what a different copy of the data looks like."""
+    from vlr_lib.data import make_shapes
+
+    other = make_shapes(8, 4, 4, seed=9)
+    return type(dd)({s: dd[s].remove_columns("caption").add_column("caption", other[s]["caption"]) for s in dd})
+
+
+def test_the_cli_trains_flickr_in_the_vsepp_setting(flickr_cache, capsys):
+    from tests.cli.helpers import call
+    from vlr_lib.cli import train as train_cli
+
+    root, local, _ = flickr_cache
+    argv = ["--data", "flickr30k", "--setting", "vsepp", "--cache-root", str(root), "--data-path", str(local),
+            "--batch-size", "4", "--dim", "8", "--word-dim", "8", "--hidden", "8", "--epochs", "1", "--min-count", "1",
+            "--no-progress", "--device", "cpu"]
+    code, out, err = call(train_cli.main, argv, capsys)
+    assert code == 0, err
+    assert "setting: vsepp" in out

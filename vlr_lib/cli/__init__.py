@@ -1,6 +1,6 @@
-"""Command lines: ``vlr-train``, ``vlr-grid`` and ``python -m vlr_lib train|grid|showdown``.
+"""Command lines: ``vlr-train``, ``vlr-grid`` and ``python -m vlr_lib train|grid|showdown|lessons``.
 
-One implementation per command (``cli.train``, ``cli.grid``, ``cli.showdown``), one parser
+One implementation per command (``cli.train``, ``cli.grid``, ``cli.showdown``, ``cli.lessons``), one parser
 module (``cli.args``: argument types, one-line errors, Ctrl-C, ``--debug``) also used by the
 scripts of ``data_scripts/``, and the flags train and grid share (``cli.common``).
 """

@@ -1,20 +1,27 @@
-"""What ``train`` and ``grid`` share: the data, schedule and loss flags, their mode defaults, the data loading.
+"""What ``train`` and ``grid`` share: the data, setting, schedule and loss flags, their defaults, the data loading.
 
 Data modes (``--data``):
 
 - ``shapes`` (default): the synthetic dataset is generated in memory
   (``vlr_lib.data.shapes.make_shapes``; sizes ``--n-train`` / ``--n-val``,
-  ``--difficulty``). ``--mode e2e`` (default) trains a tiny CNN and a GRU text
-  encoder from scratch with the chosen loss -- a few seconds per epoch on a
-  laptop CPU, and the losses then shape the encoders themselves. ``--mode
-  features`` instead trains heads on frozen features of a *randomly
-  initialised* TinyCNN and hashed bags of words (``train.shapes_features``),
-  the cheapest setting for wide grids.
+  ``--difficulty``).
 - ``flickr30k``: cached frozen-backbone features (``vlr_lib.features.
   load_or_build_features``, built on first use on the chosen device; ``--backbone``,
-  ``--cache-root``, ``--data-path`` for a local copy), heads trained on them (GPU when
-  present). The caches are those ``data_scripts/extract_features.py`` writes for the same
-  data (id and revision from ``vlr_lib.features.flickr_cache_id``).
+  ``--cache-root``, ``--data-path`` for a local copy), GPU when present. The caches are
+  those ``data_scripts/extract_features.py`` writes for the same data (id and revision
+  from ``vlr_lib.features.flickr_cache_id``).
+
+Settings (``--setting``; ``--mode`` is its old name), what learns:
+
+- ``features``: two heads on frozen features -- for shapes the pretrained shapes encoder's
+  image features (``--image-encoder random``: the same network untrained) and hashed bags of
+  words (``train.shapes_features``); the cheapest setting, for wide grids; flickr30k's default.
+- ``vsepp``: the VSE++ setting -- a head on the same frozen image features and a GRU text
+  encoder trained from scratch on the training captions' words (``train.fit_vsepp``;
+  ``--word-dim``, ``--hidden``, ``--min-count``); on flickr30k the captions come from the
+  dataset the cached features were extracted from.
+- ``e2e`` (shapes' default): a tiny CNN and a GRU text encoder from scratch, a few seconds per
+  epoch on a laptop CPU; the losses then shape the encoders themselves.
 
 Loss parameters (``--margin``, ``--gamma``, ...) are passed only when given, so
 every loss keeps its paper default otherwise; one that the loss does not take
@@ -40,19 +47,25 @@ LOSS_PARAMS = {
     "lam": A.finite_float,
     "eps": A.finite_float,
 }
-#: Mode defaults, resolved from None (never from a falsy value): (shapes e2e, features).
-DEFAULTS = {"epochs": (20, 10), "batch_size": (32, 128), "lr": (2e-3, 2e-4), "dim": (64, 512),
-            "sampling": ("images", "captions")}
-SHAPES_ONLY = ("n_train", "n_val", "difficulty", "data_seed", "text_encoder")
+#: Setting defaults, resolved from None (never from a falsy value); vsepp's are its showdown's (spec_for).
+DEFAULTS = {"e2e": {"epochs": 20, "batch_size": 32, "lr": 2e-3, "dim": 64, "sampling": "images"},
+            "features": {"epochs": 10, "batch_size": 128, "lr": 2e-4, "dim": 512, "sampling": "captions"}}
+SHAPES_ONLY = ("n_train", "n_val", "difficulty", "data_seed", "image_encoder")
 FLICKR_ONLY = ("data_path", "backbone")
+#: Flags of the settings that train a text encoder, and of the VSE++ setting alone.
+TEXT_ONLY = ("text_encoder",)
+VSEPP_ONLY = ("word_dim", "hidden", "min_count")
 
 
 def add_data_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("data")
     g.add_argument("--data", choices=("shapes", "flickr30k"), default="shapes")
-    g.add_argument("--mode", choices=("e2e", "features"), default=None,
-                   help="shapes: train encoders end to end (default) or heads on random-encoder features; "
-                        "flickr30k is always features")
+    g.add_argument("--setting", choices=("features", "vsepp", "e2e"), default=None,
+                   help="what learns: heads on frozen features, the VSE++ setting (head on frozen image features + "
+                        "GRU from scratch) or end to end (shapes only); default e2e for shapes, features for flickr30k")
+    g.add_argument("--mode", choices=("e2e", "features", "vsepp"), default=None, help="the old name of --setting")
+    g.add_argument("--image-encoder", choices=("pretrained", "random"), default=None,
+                   help="shapes, features / vsepp: the frozen image encoder (default pretrained)")
     g.add_argument("--n-train", type=A.int_at_least(2), default=None, help="shapes: training images (default 1000)")
     g.add_argument("--n-val", type=A.int_at_least(2), default=None, help="shapes: validation images (default 200)")
     g.add_argument("--difficulty", type=A.probability, default=None,
@@ -75,7 +88,11 @@ def add_schedule_options(p: argparse.ArgumentParser) -> None:
                    help="lr x 0.1 from this epoch (default: halfway)")
     g.add_argument("--dim", type=A.positive_int, default=None, help="joint space size (default 64 / 512)")
     g.add_argument("--head", choices=("linear", "mlp"), default="linear", help="features modes")
-    g.add_argument("--text-encoder", choices=("gru", "bag"), default=None, help="shapes e2e (default gru)")
+    g.add_argument("--text-encoder", choices=("gru", "bag"), default=None, help="vsepp and e2e (default gru)")
+    g.add_argument("--word-dim", type=A.positive_int, default=None, help="vsepp: word embedding size")
+    g.add_argument("--hidden", type=A.positive_int, default=None, help="vsepp: the GRU's size")
+    g.add_argument("--min-count", type=A.positive_int, default=None,
+                   help="vsepp: keep the training words seen at least this often (VSE++: 4 on Flickr30K)")
     g.add_argument("--sampling", choices=("captions", "images"), default=None,
                    help="an epoch = every caption (VSE++, features default) or one caption per image (e2e default)")
     g.add_argument("--device", type=A.device, default=None, help="cpu, cuda, cuda:N or mps (default: cuda if available)")
@@ -96,33 +113,56 @@ def _no_reduction(text: str):
                                      "(each loss's mean over its pairs)")
 
 
-def resolve_mode(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
-    """"e2e" or "features"; flags of the other data mode are errors, not silently ignored."""
+def resolve_setting(args: argparse.Namespace) -> str:
+    """"features", "vsepp" or "e2e"; flags of another data mode or setting are errors, not silently ignored."""
     given = lambda names: [n for n in names if getattr(args, n, None) is not None]  # noqa: E731
-    if args.data == "flickr30k":
-        if args.mode == "e2e":
-            raise A.UsageError("--mode", "e2e trains encoders on the shapes images; flickr30k is features only")
-        wrong = given(SHAPES_ONLY)
-    else:
-        wrong = given(FLICKR_ONLY)
+    if args.setting is not None and args.mode is not None and args.setting != args.mode:
+        raise A.UsageError("--mode", f"is the old name of --setting; give one of them (got --setting {args.setting} "
+                                     f"and --mode {args.mode})")
+    flag = "--setting" if args.setting is not None else "--mode"
+    setting = args.setting or args.mode or ("features" if args.data == "flickr30k" else "e2e")
+    if args.data == "flickr30k" and setting == "e2e":
+        raise A.UsageError(flag, "e2e trains encoders on the shapes images; flickr30k has cached image features: "
+                                 "use features or vsepp")
+    wrong = given(SHAPES_ONLY if args.data == "flickr30k" else FLICKR_ONLY)
     if wrong:
         raise A.UsageError(f"--{wrong[0].replace('_', '-')}", f"is for --data "
                            f"{'shapes' if args.data == 'flickr30k' else 'flickr30k'}, not --data {args.data}")
-    return "features" if args.data == "flickr30k" else (args.mode or "e2e")
+    if setting == "e2e" and args.image_encoder is not None:
+        raise A.UsageError("--image-encoder", "is for the settings on frozen image features (features, vsepp), "
+                                              "not e2e, which trains its CNN from scratch")
+    for names, allowed in ((TEXT_ONLY, ("vsepp", "e2e")), (VSEPP_ONLY, ("vsepp",))):
+        wrong = given(names)
+        if wrong and setting not in allowed:
+            raise A.UsageError(f"--{wrong[0].replace('_', '-')}", f"is for --setting {' or '.join(allowed)}, "
+                                                                  f"not {setting}")
+    return setting
 
 
-def schedule(args: argparse.Namespace, mode: str) -> tuple[dict, dict]:
-    """(TrainSettings fields, model arguments) of the command line, mode defaults filled in from None."""
-    pick = 0 if mode == "e2e" else 1
-    value = lambda name: getattr(args, name) if getattr(args, name) is not None else DEFAULTS[name][pick]  # noqa: E731
+def _defaults(args: argparse.Namespace, setting: str) -> dict:
+    if setting != "vsepp":
+        return DEFAULTS[setting]
+    from ..train.showdown import spec_for
+
+    spec = spec_for(args.data, False, "vsepp")
+    return {k: getattr(spec, k) for k in ("epochs", "batch_size", "lr", "dim", "sampling", "word_dim", "hidden",
+                                          "min_count")}
+
+
+def schedule(args: argparse.Namespace, setting: str) -> tuple[dict, dict]:
+    """(TrainSettings fields, model arguments) of the command line, the setting's defaults filled in from None."""
+    defaults = _defaults(args, setting)
+    value = lambda name: getattr(args, name) if getattr(args, name) is not None else defaults[name]  # noqa: E731
     settings = {"epochs": value("epochs"), "batch_size": value("batch_size"), "lr": value("lr"),
                 "lr_decay_epoch": args.lr_decay_epoch, "sampling": value("sampling"), "device": args.device,
                 "progress": not args.no_progress}
     model = {"dim": value("dim")}
-    if mode == "e2e":
+    if setting != "features":
         model["text_encoder"] = args.text_encoder or "gru"
-    else:
+    if setting != "e2e":
         model["head"] = args.head
+    if setting == "vsepp":
+        model.update(word_dim=value("word_dim"), hidden=value("hidden"))
     return settings, model
 
 
@@ -157,21 +197,48 @@ def check_loss(loss: str, kwargs: dict, batch_size: int, flag: str = "--loss", p
 # --------------------------------------------------------------------------- data
 
 
-def load_data(args: argparse.Namespace, mode: str, device) -> dict:
-    """{"dataset": dd} (e2e) or {"train": triple, "val": triple} (features), as ``grid`` takes them."""
+def load_data(args: argparse.Namespace, setting: str, device) -> dict:
+    """{"dataset": dd} (shapes e2e) or {"train": triple, "val": triple} (features, vsepp), as ``grid`` takes them."""
     if args.data == "shapes":
         from ..data.shapes import make_shapes
 
         dd = make_shapes(n_train=args.n_train or 1000, n_val=args.n_val or 200, n_test=1,
                          difficulty=0.5 if args.difficulty is None else args.difficulty, seed=args.data_seed or 0)
-        if mode == "e2e":
+        if setting == "e2e":
             return {"dataset": dd}
-        from ..train import shapes_features
+        from ..train import shapes_inputs
 
-        feats = shapes_features(dd, seed=args.data_seed or 0)
-        return {"train": feats["train"], "val": feats["validation"]}
+        inputs, _ = shapes_inputs(dd, setting, image_encoder=args.image_encoder or "pretrained",
+                                  splits=("train", "validation"), min_count=_min_count(args))
+        return {"train": inputs["train"], "val": inputs["validation"]}
     feats = flickr_features(args, device)
+    if setting == "vsepp":
+        feats = flickr_caption_ids(args, feats)
     return {"train": feats["train"], "val": feats["validation"]}
+
+
+def _min_count(args: argparse.Namespace) -> int:
+    return args.min_count if args.min_count is not None else _defaults(args, "vsepp")["min_count"]
+
+
+def flickr_caption_ids(args: argparse.Namespace, feats: dict) -> dict:
+    """The VSE++ setting on Flickr30K: the cached features' triples with the dataset's captions as token ids
+    (``train.inputs.with_caption_ids``: the captions must be those the features were extracted from)."""
+    from ..data.flickr30k import load_flickr30k
+    from ..features import default_cache_dir, flickr_cache_id, read_manifest
+    from ..paths import feature_cache_root
+    from ..train.inputs import with_caption_ids
+
+    dataset_id, revision = flickr_cache_id(args.data_path)
+    root = args.cache_root or feature_cache_root()
+    backbone = args.backbone or "clip-vit-b32"
+    manifests = {split: read_manifest(default_cache_dir(root, dataset_id, revision, split, backbone))
+                 for split in feats}
+    dd = load_flickr30k(args.data_path) if args.data_path else load_flickr30k(repo_id=dataset_id, revision=revision)
+    try:
+        return with_caption_ids(dd, feats, manifests, str(args.data_path or dataset_id), _min_count(args))[0]
+    except ValueError as err:
+        raise A.UsageError("--data-path", str(err)) from None
 
 
 def flickr_features(args: argparse.Namespace, device) -> dict:

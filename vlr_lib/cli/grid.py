@@ -17,7 +17,7 @@ def parser(prog: str = "vlr-grid") -> A.Parser:
                    help="a loss parameter grid, repeatable; applied to the losses that take it "
                         "(topk=50 is a count, topk=0.5 a fraction)")
     p.add_argument("--out", type=A.output_dir, default=None,
-                   help="results folder (default <runs>/grid-<data>-<mode>, <runs> = $VLR_RUNS or ~/.cache/vlr-workbook/runs); its tables hold "
+                   help="results folder (default <runs>/grid-<data>-<setting>, <runs> = $VLR_RUNS or ~/.cache/vlr-workbook/runs); its tables hold "
                         "every cell ever trained there")
     common.add_data_options(p)
     common.add_schedule_options(p)
@@ -26,7 +26,7 @@ def parser(prog: str = "vlr-grid") -> A.Parser:
 
 def main(argv: Sequence[str] | None = None, prog: str = "vlr-grid") -> int:
     p = parser(prog)
-    return A.run(p, argv, lambda args: _grid(args, p), _interrupted)
+    return A.run(p, argv, _grid, _interrupted)
 
 
 def _interrupted(args: argparse.Namespace) -> str:
@@ -71,14 +71,14 @@ def param_grid(items: Sequence[str]) -> dict:
     return grid
 
 
-def _grid(args: argparse.Namespace, p: A.Parser) -> int:
+def _grid(args: argparse.Namespace) -> int:
     from ..paths import runs_dir
     from ..train import TrainSettings, chance_rsum, expand_configs, grid
     from ..train import distributed as D
     from ..train.grid_search import FIT_KEYS
 
-    mode = common.resolve_mode(args, p)
-    fields, model = common.schedule(args, mode)
+    setting = common.resolve_setting(args)
+    fields, model = common.schedule(args, setting)
     settings = TrainSettings(**fields)
     names, params = losses(args.losses), param_grid(args.param)
     try:
@@ -88,10 +88,10 @@ def _grid(args: argparse.Namespace, p: A.Parser) -> int:
     for config in configs:
         loss_kw = {k: v for k, v in config.items() if k != "loss" and k not in FIT_KEYS}
         common.check_loss(config["loss"], loss_kw, settings.batch_size, flag="--losses", param_flag="--param")
-    out = args.out or runs_dir() / f"grid-{args.data}-{mode}"
+    out = args.out or runs_dir() / f"grid-{args.data}-{setting}"
     with D.process_group(args.device, args.dist_timeout) as device:
-        data = common.load_data(args, mode, device)
-        result = grid(configs, seeds=args.seeds, out=out, progress=not args.no_progress,
+        data = common.load_data(args, setting, device)
+        result = grid(configs, seeds=args.seeds, out=out, progress=not args.no_progress, setting=setting,
                       settings=settings.replace(device=device), **data, **model)
         if D.rank_and_world()[0] == 0:
             print(result.table())

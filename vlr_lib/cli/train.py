@@ -28,7 +28,7 @@ def parser(prog: str = "vlr-train") -> A.Parser:
 
 def main(argv: Sequence[str] | None = None, prog: str = "vlr-train") -> int:
     p = parser(prog)
-    return A.run(p, argv, lambda args: _train(args, p), _interrupted)
+    return A.run(p, argv, _train, _interrupted)
 
 
 def _interrupted(args: argparse.Namespace) -> str:
@@ -37,29 +37,30 @@ def _interrupted(args: argparse.Namespace) -> str:
     return f"the last finished epoch is saved in {args.checkpoint_dir}; run the same command again to resume"
 
 
-def _train(args: argparse.Namespace, p: A.Parser) -> int:
-    from ..train import TrainSettings, chance_rsum, fit, fit_end_to_end
+def _train(args: argparse.Namespace) -> int:
+    from ..train import TrainSettings, chance_rsum, fit_end_to_end, trainer
     from ..train import distributed as D
 
-    mode = common.resolve_mode(args, p)
-    fields, model = common.schedule(args, mode)
+    setting = common.resolve_setting(args)
+    fields, model = common.schedule(args, setting)
     settings = TrainSettings(**fields, seed=args.seed, checkpoint_dir=args.checkpoint_dir, resume=not args.no_resume)
     loss_kwargs = common.given_loss_params(args)
     common.check_loss(args.loss, loss_kwargs, settings.batch_size)
     with D.process_group(args.device, args.dist_timeout) as device:
         settings = settings.replace(device=device)
-        data = common.load_data(args, mode, device)
-        if mode == "e2e":
+        data = common.load_data(args, setting, device)
+        if "dataset" in data:
             result = fit_end_to_end(data["dataset"], args.loss, loss_kwargs, settings=settings, **model)
             chance = result.extras["chance_rsum"]
         else:
-            result = fit(*data["train"], args.loss, loss_kwargs, val=data["val"], settings=settings, **model)
+            result = trainer(setting)(*data["train"], args.loss, loss_kwargs, val=data["val"], settings=settings,
+                                      **model)
             chance = chance_rsum(data["val"][2])
         if D.rank_and_world()[0] == 0:
             frame = result.frame()
             print(frame[[c for c in HISTORY_COLUMNS if c in frame]].to_string(index=False,
                                                                               float_format=lambda v: f"{v:.3f}"))
-            print(f"chance rsum on the validation split: {chance:.2f}")
+            print(f"chance rsum on the validation split: {chance:.2f}; setting: {setting}")
             if args.history is not None:
                 write_history(result, args.history)
     return 0

@@ -360,22 +360,35 @@ def make_shapes(
     With `return_scenes`, also returns {split: Scenes} (the attributes behind
     every image, e.g. for `attribute_matrix` or `scene_overlap`).
     """
+    check_int("image_size", image_size, 16)
+    out, all_scenes, first_id = {}, {}, 0
+    for key, (scenes, rng) in _split_scenes(n_train, n_val, n_test, difficulty, seed, group_size).items():
+        out[key] = _to_dataset(scenes, captions(scenes, rng), render(scenes, image_size), SPLITS[key], first_id)
+        all_scenes[key] = scenes
+        first_id += len(scenes)
+    dd = datasets.DatasetDict(out)
+    return (dd, all_scenes) if return_scenes else dd
+
+
+def split_scenes(n_train: int = 2000, n_val: int = 200, n_test: int = 200, difficulty: float = 0.5, seed: int = 0,
+                 group_size: int = 4) -> dict[str, Scenes]:
+    """The scenes `make_shapes` draws for each split with these arguments, without rendering or captions
+    (cheap: e.g. to measure `scene_overlap` at several difficulties)."""
+    return {key: scenes for key, (scenes, _) in
+            _split_scenes(n_train, n_val, n_test, difficulty, seed, group_size).items()}
+
+
+def _split_scenes(n_train: int, n_val: int, n_test: int, difficulty: float, seed: int,
+                  group_size: int) -> dict[str, tuple[Scenes, np.random.Generator]]:
+    """Each split's scenes and its random generator after drawing them (the captions are drawn next)."""
     sizes = {"train": n_train, "validation": n_val, "test": n_test}
     for name, n in zip(("n_train", "n_val", "n_test"), sizes.values()):
         check_int(name, n, 1)
-    check_int("image_size", image_size, 16)
     _check_unit("difficulty", difficulty)
     check_int("seed", seed, 0)
     check_int("group_size", group_size, 1)
     rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(len(sizes))]
-    out, all_scenes, first_id = {}, {}, 0
-    for (key, n), rng in zip(sizes.items(), rngs):
-        scenes = sample_scenes(n, difficulty, rng, group_size)
-        out[key] = _to_dataset(scenes, captions(scenes, rng), render(scenes, image_size), SPLITS[key], first_id)
-        all_scenes[key] = scenes
-        first_id += n
-    dd = datasets.DatasetDict(out)
-    return (dd, all_scenes) if return_scenes else dd
+    return {key: (sample_scenes(n, difficulty, rng, group_size), rng) for (key, n), rng in zip(sizes.items(), rngs)}
 
 
 def _to_dataset(scenes: Scenes, caps: list[list[str]], images: np.ndarray, split: str, first_id: int) -> datasets.Dataset:

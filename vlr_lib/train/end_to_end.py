@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from ..models import TEXT_ENCODERS, TinyCNN, Vocabulary
-from . import distributed as D
-from .engine import FitResult, Plan, Split, data_fingerprint, train_models
 from .._checks import check_int
-from .device import default_device
-from .objective import LossFn, make_objective
-from .settings import TrainSettings, settings_for
+from ..models import TEXT_ENCODERS, TinyCNN, Vocabulary, make_text_encoder
+from .engine import FitResult, data_fingerprint
+from .inputs import flat_captions, shapes_images
+from .launch import prepare
+from .vsepp import caption_triple, launch_with_text, token_inputs
+from .objective import LossFn
+from .settings import TrainSettings
 
 
 def shapes_tensors(split, vocab: Vocabulary | None = None) -> tuple[Tensor, Tensor, Tensor, Vocabulary]:
@@ -32,12 +32,9 @@ def shapes_tensors(split, vocab: Vocabulary | None = None) -> tuple[Tensor, Tens
     [n_captions], vocab); the vocabulary is built from this split's captions when
     not given (pass the training vocabulary for validation / test).
     """
-    images = np.stack([np.asarray(im.convert("RGB")) for im in split["image"]])
-    caps = split["caption"]
-    flat = [c for five in caps for c in five]
+    flat, c2i = flat_captions(split)
     vocab = vocab or Vocabulary.build(flat)
-    c2i = torch.repeat_interleave(torch.arange(len(caps)), torch.tensor([len(c) for c in caps]))
-    return torch.from_numpy(images).permute(0, 3, 1, 2).contiguous(), vocab.encode(flat), c2i, vocab
+    return shapes_images(split), vocab.encode(flat), c2i, vocab
 
 
 def chance_rsum(caption_to_image: Tensor | Sequence[int], ks: tuple[int, ...] = (1, 5, 10)) -> float:
@@ -81,9 +78,8 @@ def fit_end_to_end(
     per image per epoch: 5x cheaper epochs, which matters when the image encoder is
     trained), small batches (32; from scratch, the number of steps matters more than
     the batch) and lr 2e-3. ``result.extras`` holds the vocabulary and the validation
-    chance rsum.
+    chance rsum. :func:`fit_encoders` is the same on tensors.
     """
-    settings = settings_for(settings, overrides, end_to_end=True)
     for name in (train_split, val_split):
         if name is not None and name not in dataset_dict:
             raise ValueError(f"{'train_split' if name == train_split else 'val_split'} {name!r} is not in the dataset")
@@ -91,14 +87,37 @@ def fit_end_to_end(
         raise ValueError(f"text_encoder must be one of {tuple(TEXT_ENCODERS)}, got {text_encoder!r}")
     img, txt, c2i, vocab = shapes_tensors(dataset_dict[train_split])
     val = shapes_tensors(dataset_dict[val_split], vocab)[:3] if val_split else None
-    rank, world = D.rank_and_world()
-    settings = settings.resolve(img.shape[0], world)
+    result = fit_encoders(img, txt, c2i, loss, loss_kwargs, val=val, text_encoder=text_encoder, dim=dim, width=width,
+                          settings=settings, **overrides)
+    result.extras["vocab"] = vocab
+    return result
+
+
+def fit_encoders(
+    images: Tensor,
+    captions: Sequence[str] | Tensor,
+    caption_to_image: Tensor,
+    loss: str | LossFn = "unified",
+    loss_kwargs: Mapping | None = None,
+    *,
+    val: tuple | None = None,
+    text_encoder: str = "gru",
+    dim: int = 64,
+    width: int = 32,
+    min_count: int = 1,
+    settings: TrainSettings | None = None,
+    **overrides,
+) -> FitResult:
+    """:func:`fit_end_to_end` on tensors: images uint8 [N, 3, H, W] (or float in [0, 1]), the captions' texts
+    or token ids [n_captions, L] (as :func:`vlr_lib.train.fit_vsepp` takes them), caption_to_image."""
+    train = caption_triple("", (images, captions, caption_to_image), image_dims=4)
+    val_t = caption_triple("val", val, image_dims=4) if val is not None else None
+    train, val_t, vocab, vocab_size = token_inputs(train, val_t, min_count)
+    settings, objective = prepare(settings, overrides, train[0].shape[0], loss, loss_kwargs, end_to_end=True)
     dim, width = check_int("dim", dim, 1), check_int("width", width, 2)
-    objective = make_objective(loss, loss_kwargs)
-    objective.check(settings.batch_size)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(settings.seed)
-        models = (TinyCNN(dim, width), TEXT_ENCODERS[text_encoder](len(vocab), dim))
+        models = (TinyCNN(dim, width), make_text_encoder(text_encoder, vocab_size, dim))
     config = {
         "mode": "end_to_end",
         "loss": objective.name,
@@ -106,45 +125,7 @@ def fit_end_to_end(
         "text_encoder": text_encoder,
         "dim": dim,
         "width": width,
-        "vocab_size": len(vocab),
-        **{k: v for k, v in settings.experiment().items() if k != "epochs"},
-        "data": data_fingerprint(img, txt, c2i),
-        "world_size": world,
+        "vocab_size": vocab_size,
+        "data": data_fingerprint(*train),
     }
-    plan = Plan(objective, replace(settings, progress=settings.progress and rank == 0), config)
-    dev = default_device(settings.device)
-    models = (models[0].to(dev), models[1].to(dev))
-    split = Split(img.to(dev), txt.to(dev), c2i.to(dev), img.shape[0])
-    val_split_t = Split(val[0].to(dev), val[1].to(dev), val[2].to(dev), val[0].shape[0]) if val else None
-    result = train_models(models, split, val_split_t, plan)
-    result.extras.update(vocab=vocab, chance_rsum=chance_rsum(val[2]) if val else None)
-    return result
-
-
-@torch.no_grad()
-def shapes_features(dataset_dict, seed: int = 0, width: int = 32, splits: Sequence[str] = ("train", "validation")):
-    """Frozen *random* features of a shapes DatasetDict: {split: (img_feats, txt_feats, caption_to_image)}.
-
-    Images: the pooled maps of a randomly initialised ``TinyCNN`` (seeded, never
-    trained; random convolutions still respond to colour and position), standardised
-    per dimension with the statistics of the first split in `splits`. Captions:
-    ``vlr_lib.features.hashed_bow`` (unigrams + bigrams, 2048 buckets). The
-    heads-on-features mode for the shapes data when no pretrained backbone is wanted.
-    """
-    from ..features import hashed_bow
-
-    n_first = len(dataset_dict[splits[0]])
-    if n_first < 2:  # one image has no spread to standardise with (std would be NaN)
-        raise ValueError(f"shapes_features needs at least 2 images in split {splits[0]!r}, got {n_first}")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        cnn = TinyCNN(8, width).eval()
-    out, stats = {}, None
-    for name in splits:
-        images, _, c2i, _ = shapes_tensors(dataset_dict[name], Vocabulary([]))
-        feats = torch.cat([cnn.pooled(images[a : a + 512]) for a in range(0, images.shape[0], 512)])
-        # Random conv maps are tiny and offset (std ~1e-3): standardise with the first split's statistics.
-        stats = stats or (feats.mean(dim=0), feats.std(dim=0).clamp_min(1e-8))
-        texts = [c for five in dataset_dict[name]["caption"] for c in five]
-        out[name] = ((feats - stats[0]) / stats[1], hashed_bow(texts), c2i)
-    return out
+    return launch_with_text(models, train, val_t, objective, settings, config, vocab)

@@ -130,7 +130,7 @@ def _step_loss(models, split: Split, local: Tensor, global_idx: Tensor, plan: Pl
     if not bool(torch.isfinite(S).all()):
         raise _diverged(plan, epoch, step, "the embeddings contain NaN or inf", last_good)
     try:
-        loss = plan.objective(S, batch_mask(split.caption_to_image[global_idx]))
+        loss = plan.objective.at_epoch(epoch)(S, batch_mask(split.caption_to_image[global_idx]))
     except FloatingPointError as err:
         raise _diverged(plan, epoch, step, f"the loss is not finite ({err})", last_good) from None
     if not bool(torch.isfinite(loss)):

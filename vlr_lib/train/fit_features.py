@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 
 import numpy as np
 import torch
@@ -10,11 +9,10 @@ from torch import Tensor, nn
 
 from .._checks import check_int, check_tensor
 from ..models import HEADS, make_head
-from . import distributed as D
-from .device import default_device
-from .engine import FitResult, Plan, Split, data_fingerprint, train_models
-from .objective import LossFn, make_objective
-from .settings import TrainSettings, settings_for
+from .engine import FitResult, data_fingerprint
+from .launch import launch, prepare
+from .objective import LossFn
+from .settings import TrainSettings
 
 #: One split's features: (img_feats [n_images, D], txt_feats [n_captions, D], caption_to_image [n_captions]).
 Triple = tuple[Tensor, Tensor, Tensor]
@@ -79,11 +77,6 @@ def build_heads(head: str | tuple, img_dim: int, txt_dim: int, dim: int, seed: i
         return make_head(head, img_dim, dim), make_head(head, txt_dim, dim)
 
 
-def _split(triple: Triple, device: torch.device) -> Split:
-    img, txt, c2i = (t.to(device) for t in triple)
-    return Split(img.float(), txt.float(), c2i, img.shape[0])
-
-
 # --------------------------------------------------------------------------- fit
 
 
@@ -142,15 +135,11 @@ def fit(
     are kept in the history and in that epoch's checkpoint (written after the
     callbacks, also when one raises); see ``vlr_lib.train.engine``.
     """
-    rank, world = D.rank_and_world()
-    settings = settings_for(settings, overrides)
     train = _features("", (img_feats, txt_feats, caption_to_image))
     val_t = _features("val", val) if val is not None else None
     if val_t is not None:
         _check_val_dims(train, val_t)
-    settings = settings.resolve(train[0].shape[0], world)
-    objective = make_objective(loss, loss_kwargs)
-    objective.check(settings.batch_size)
+    settings, objective = prepare(settings, overrides, train[0].shape[0], loss, loss_kwargs)
     dim = check_int("dim", dim, 1)
     models = build_heads(head, train[0].shape[1], train[1].shape[1], dim, settings.seed)
     _head_in_dim("img_feats", models[0], train[0])
@@ -161,12 +150,7 @@ def fit(
         "loss_kwargs": objective.kwargs,
         "head": head if isinstance(head, str) else "custom",
         "dim": dim,
-        **{k: v for k, v in settings.experiment().items() if k != "epochs"},
         "data": data_fingerprint(*train),
         "val": data_fingerprint(*val_t) if val_t is not None else None,
-        "world_size": world,
     }
-    dev = default_device(settings.device)
-    plan = Plan(objective, replace(settings, progress=settings.progress and rank == 0), config)
-    models = (models[0].to(dev), models[1].to(dev))
-    return train_models(models, _split(train, dev), _split(val_t, dev) if val_t else None, plan)
+    return launch(models, train, val_t, objective, settings, config)

@@ -34,13 +34,15 @@ from torch import Tensor
 from .. import report
 from .._io import UnreadableFileError, atomic_write, atomic_write_json, read_json
 from . import distributed as D
-from .end_to_end import fit_end_to_end
+from .end_to_end import fit_encoders, fit_end_to_end
 from .fit_features import fit
+from .inputs import check_setting
+from .vsepp import fit_vsepp
 from .objective import loss_parameters, make_objective
 from .settings import TrainSettings, settings_for
 
-#: Model arguments of fit / fit_end_to_end a config or the grid may set.
-MODEL_KEYS = ("head", "dim", "text_encoder", "width")
+#: Model arguments of fit / fit_vsepp / fit_end_to_end a config or the grid may set.
+MODEL_KEYS = ("head", "dim", "text_encoder", "width", "word_dim", "hidden", "min_count")
 #: Config keys that are training settings (TrainSettings' experiment fields but the seed, and MODEL_KEYS),
 #: not loss parameters; they are the settings columns of a runs table.
 FIT_KEYS = report.SETTING_COLUMNS
@@ -180,7 +182,10 @@ def cell_key(config: Mapping, seed: int, data_id: str, settings: Mapping) -> str
 
 def row(config: Mapping, seed: int, key: str, history: list[dict], data_id: str | None = None,
         settings: Mapping | None = None) -> dict:
-    """One runs-table row: configuration, seed, data id, settings (columns and JSON), last epoch, best epoch."""
+    """One runs-table row: configuration, seed, setting, data id, settings (columns and JSON), last epoch, best epoch.
+
+    Cells written before the three settings record a "mode" ("features", "end_to_end"): their setting is read from it.
+    """
     final = report.flatten_record(history[-1])
     final["train_loss"] = final.pop("loss")
     final["last_lr"] = final.pop("lr", None)  # the decayed lr of the last epoch, not the setting
@@ -188,7 +193,9 @@ def row(config: Mapping, seed: int, key: str, history: list[dict], data_id: str 
     best = {"best_rsum": max(rsums), "best_epoch": 1 + rsums.index(max(rsums))} if rsums else {}
     settings = dict(settings or {})
     effective = {k: config.get(k, settings.get(k)) for k in FIT_KEYS if k in config or k in settings}
-    return {"config": report.config_label(config), **config, "seed": seed, **effective, "data_id": data_id,
+    setting = settings.get("setting") or {"end_to_end": "e2e"}.get(settings.get("mode"), settings.get("mode"))
+    return {"config": report.config_label(config), **config, "seed": seed, "setting": setting, **effective,
+            "data_id": data_id,
             "settings": report.settings_json(settings) if settings else None, **final, **best, "key": key}
 
 
@@ -217,7 +224,46 @@ def _run_cell(config: Mapping, seed: int, data: Mapping, base: TrainSettings, mo
                                                                    if k not in MODEL_KEYS})
     if "dataset" in data:
         return fit_end_to_end(data["dataset"], name, loss_kw, settings=settings, **model_kw)
-    return fit(*data["train"], name, loss_kw, val=data.get("val"), settings=settings, **model_kw)
+    return trainer(data["setting"])(*data["train"], name, loss_kw, val=data.get("val"), settings=settings,
+                                    **model_kw)
+
+
+def trainer(setting: str):
+    """The training function of a setting on (train triple, loss, loss_kwargs, val=, settings=, model arguments):
+    ``fit`` (features), ``fit_vsepp`` (vsepp) or ``fit_encoders`` (e2e)."""
+    return {"features": fit, "vsepp": fit_vsepp, "e2e": fit_encoders}[check_setting(setting)]
+
+
+def resolve_setting(setting: str | None, train, dataset) -> str:
+    """The setting of a grid: `setting`, checked against the data, or the one the data implies.
+
+    A DatasetDict (`dataset`) is trained end to end; triples (`train`) with caption *features*
+    (a float tensor) are "features", with caption texts or token ids "vsepp" (or "e2e" when the
+    image inputs are images [N, 3, H, W]). A setting the data cannot serve is a ValueError that
+    names the argument.
+    """
+    if setting is not None:
+        check_setting(setting)
+    if dataset is not None:
+        if setting not in (None, "e2e"):
+            raise ValueError(f"setting {setting!r} trains on triples (train=, val=); dataset= (a DatasetDict) is "
+                             f"for setting 'e2e'. Build the inputs with vlr_lib.train.shapes_inputs(dd, {setting!r})")
+        return "e2e"
+    if not isinstance(train, (tuple, list)) or len(train) != 3:
+        raise TypeError("train must be a tuple (image inputs, caption inputs, caption_to_image)")
+    has_words = not (isinstance(train[1], Tensor) and train[1].is_floating_point())
+    images = isinstance(train[0], Tensor) and train[0].dim() == 4
+    implied = ("e2e" if images else "vsepp") if has_words else "features"
+    if setting is None:
+        return implied
+    if setting in ("vsepp", "e2e") and not has_words:
+        raise ValueError(f"setting {setting!r} trains a text encoder on the captions' words, but train holds "
+                         f"caption features (a float tensor of shape {tuple(train[1].shape)}): pass the captions' "
+                         f"texts or token ids (vlr_lib.train.shapes_inputs, caption_ids), or use setting 'features'")
+    if setting == "features" and has_words:
+        raise ValueError("setting 'features' trains heads on caption features, but train holds the captions' texts "
+                         "or token ids: use setting 'vsepp' (or pass caption features)")
+    return setting
 
 
 # --------------------------------------------------------------------------- the grid
@@ -231,6 +277,7 @@ def grid(
     train: tuple[Tensor, Tensor, Tensor] | None = None,
     val: tuple[Tensor, Tensor, Tensor] | None = None,
     dataset=None,
+    setting: str | None = None,
     out: str | os.PathLike | None = None,
     data_id: str | None = None,
     progress: bool = True,
@@ -239,11 +286,15 @@ def grid(
 ) -> GridResult:
     """Train every configuration (``expand_configs(losses, param_grid)``) with every seed.
 
-    Data: ``train`` / ``val`` feature triples for :func:`fit`, or ``dataset`` (a
-    shapes DatasetDict) for :func:`fit_end_to_end`. Shared training arguments: ``settings``
-    (a ``TrainSettings``; default the mode's) and keyword arguments, which are TrainSettings
-    fields (epochs, batch_size, lr, callbacks, device, ...) or model arguments (head, dim,
-    text_encoder, width); a config may override the settings and model arguments.
+    Data and setting (:data:`~vlr_lib.train.inputs.SETTINGS`, :func:`resolve_setting`):
+    ``train`` / ``val`` triples -- caption features for :func:`fit` ("features"), caption texts
+    or token ids with image features for :func:`fit_vsepp` ("vsepp") or with images for
+    :func:`fit_encoders` ("e2e"); ``vlr_lib.train.shapes_inputs`` builds all three -- or
+    ``dataset`` (a shapes DatasetDict) for :func:`fit_end_to_end`. ``setting`` (default: the
+    one the data implies) is recorded in every cell and row. Shared training arguments:
+    ``settings`` (a ``TrainSettings``; default the setting's) and keyword arguments, which are
+    TrainSettings fields (epochs, batch_size, lr, callbacks, device, ...) or model arguments
+    (:data:`MODEL_KEYS`); a config may override the settings and model arguments.
     ``progress`` is the bar over cells (the runs themselves are quiet).
 
     With ``out``, cells are cached in ``out/cells`` and the folder's tables rebuilt from all
@@ -251,22 +302,23 @@ def grid(
     content hash). Example, the GOAL table: ``grid(goal_grid(), seeds=[0, 1, 2], ...)``.
     """
     if (train is None) == (dataset is None):
-        raise ValueError("train or dataset must be given (exactly one): features for fit, or a DatasetDict")
-    data = {"dataset": dataset} if dataset is not None else {"train": train, "val": val}
+        raise ValueError("train or dataset must be given (exactly one): triples for fit / fit_vsepp / fit_encoders, "
+                         "or a DatasetDict for fit_end_to_end")
+    setting = resolve_setting(setting, train, dataset)
+    data = {"dataset": dataset} if dataset is not None else {"train": train, "val": val, "setting": setting}
     configs = expand_configs(losses, param_grid)
     seeds = check_seeds(seeds)
     model = {k: kwargs.pop(k) for k in MODEL_KEYS if k in kwargs}
     if "seed" in kwargs or "checkpoint_dir" in kwargs:
         raise TypeError("grid takes seeds=[...] and keeps one checkpoint per cell under out; "
                         "do not pass seed or checkpoint_dir")
-    base = settings_for(settings, {"progress": False, **kwargs}, end_to_end=dataset is not None)
+    base = settings_for(settings, {"progress": False, **kwargs}, end_to_end=setting == "e2e")
     for config in configs:  # every setting override and parameter value is checked before any training
         name, loss_kw, fit_kw = _split_config(config)
         cell = base.replace(**{k: v for k, v in fit_kw.items() if k not in MODEL_KEYS})
         make_objective(name, loss_kw).check(cell.batch_size)
     data_id = data_id or _data_id(data)
-    hashed = {"mode": "end_to_end" if dataset is not None else "features",
-              **{k: v for k, v in base.experiment().items() if k != "seed"}, **model}
+    hashed = {"setting": setting, **{k: v for k, v in base.experiment().items() if k != "seed"}, **model}
     cells = Path(out) / "cells" if out is not None else None
     todo = list(itertools.product(configs, seeds))
     rows = [_cell(c, s, data, data_id, base, model, hashed, cells) for c, s in _progress(todo, progress)]
@@ -286,7 +338,14 @@ def _data_id(data: Mapping) -> str:
     if "dataset" in data:
         return "shapes:" + "|".join(getattr(ds, "_fingerprint", "?") for ds in data["dataset"].values())
     parts = [t for triple in (data["train"], data.get("val")) if triple is not None for t in triple]
-    return tensor_id(*[torch.as_tensor(t) for t in parts])
+    return tensor_id(*[t if isinstance(t, Tensor) else _text_tensor(t) for t in parts])
+
+
+def _text_tensor(texts) -> Tensor:
+    """Caption texts as bytes (for the data id), one string after the other, each ended by a NUL."""
+    if isinstance(texts, (list, tuple)) and all(isinstance(t, str) for t in texts):
+        return torch.frombuffer(bytearray("".join(f"{t}\0" for t in texts).encode()), dtype=torch.uint8)
+    return torch.as_tensor(texts)
 
 
 def _cell(config, seed, data, data_id, base, model, hashed, cells: Path | None) -> dict:

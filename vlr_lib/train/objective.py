@@ -9,6 +9,16 @@ Retrieval runs both ways, so the trainer applies them in both directions,
 caption queries over images, exactly as the symmetric losses (triplet, InfoNCE,
 unified, GOAL) already do internally. Bleeker & de Rijke train SmoothAP this
 way (i2t + t2i); Veit & Wilber's eq. 5 is written for one direction.
+
+Loss schedules. "warmup:<first>:<epochs>:<then>" trains with the loss `first` for the first
+`epochs` epochs and with `then` afterwards, e.g. "warmup:triplet_all:1:triplet_hardest": the sum
+over all negatives while the embeddings are still random, then the hardest negative, as VSE∞
+(Chen et al., "Learning the Best Pooling Strategy for Visual Semantic Embedding", whose code
+uses the mean over negatives for a first warm-up epoch) trains. Bleeker & de Rijke (sec. 5)
+explain why: at the start every negative violates the margin, so the all-negatives gradient is
+dominated by uninformative negatives, while the hardest negative alone is noisy on random
+embeddings. The engine asks the objective for the epoch's loss (:meth:`Objective.at_epoch`);
+the name and its loss_kwargs (each phase takes the ones it accepts) key grid cells like any loss.
 """
 from __future__ import annotations
 
@@ -24,6 +34,7 @@ from ..report import loss_parameters
 
 ROW_WISE = ("sampled_softmax", "cross_example_softmax", "smooth_ap")
 GOAL_PREFIX = "goal:"
+WARMUP_PREFIX = "warmup:"
 LossFn = Callable[..., Tensor]
 
 
@@ -36,8 +47,19 @@ class Objective:
     fn: LossFn | None = None
     both_directions: bool = False
     fixed: dict = field(default_factory=dict)  # arguments implied by the name (GOAL's triplet and pair)
+    #: A loss schedule: ((first epoch, objective), ...) in order, the first from epoch 0; empty for one loss.
+    phases: tuple[tuple[int, "Objective"], ...] = ()
+
+    def at_epoch(self, epoch: int) -> "Objective":
+        """The objective that trains epoch `epoch` (0-based): itself, or the schedule's phase of that epoch."""
+        if not self.phases:
+            return self
+        return [obj for start, obj in self.phases if start <= epoch][-1]
 
     def __call__(self, S: Tensor, pos_mask: Tensor | None = None) -> Tensor:
+        if self.phases:
+            raise TypeError(f"{self.name} is a loss schedule: its loss depends on the epoch; "
+                            "call objective.at_epoch(epoch)(S, pos_mask)")
         kw = {**self.fixed, **self.kwargs}
         if self.both_directions:
             t_mask = None if pos_mask is None else pos_mask.T
@@ -53,6 +75,10 @@ class Objective:
         A custom callable is not called here (it may count its calls); its first step checks it.
         """
         if self.name.startswith("custom:"):
+            return
+        for _, phase in self.phases:
+            phase.check(batch_size)
+        if self.phases:
             return
         g = torch.Generator().manual_seed(0)
         img = torch.randn(batch_size, 8, generator=g)
@@ -73,7 +99,8 @@ def loss_names() -> tuple[str, ...]:
 
 def _loss_fn(name: str) -> LossFn:
     if name not in _losses.LOSSES:
-        raise ValueError(f"loss must be one of {loss_names()} or 'goal:<triplet>,<pair>', got {name!r}")
+        raise ValueError(f"loss must be one of {loss_names()}, 'goal:<triplet>,<pair>' or "
+                         f"'warmup:<first>:<epochs>:<then>', got {name!r}")
     return _losses.LOSSES[name]
 
 
@@ -85,6 +112,30 @@ def _goal_fn(name: str) -> tuple[LossFn, dict]:
     except (ValueError, TypeError) as err:
         raise ValueError(f"loss {name!r} is not a GOAL combination: {err}") from None
     return goal.goal_objective, {"triplet": triplet, "pair": pair}
+
+
+def parse_warmup_name(name: str) -> tuple[str, int, str]:
+    """Split "warmup:<first>:<epochs>:<then>" into (first, epochs, then); the two phases are loss names
+    of ``vlr_lib.losses.LOSSES`` or GOAL combinations, `epochs` an integer >= 1."""
+    parts = name[len(WARMUP_PREFIX):].split(":") if name.startswith(WARMUP_PREFIX) else []
+    if len(parts) != 3 or not parts[1].isdigit() or int(parts[1]) < 1:
+        raise ValueError(f"a loss schedule must look like 'warmup:<first>:<epochs>:<then>' with epochs >= 1, "
+                         f"e.g. 'warmup:triplet_all:1:triplet_hardest', got {name!r}")
+    first, epochs, then = parts[0].strip(), int(parts[1]), parts[2].strip()
+    for phase in (first, then):
+        if phase.startswith(WARMUP_PREFIX) or not (phase in _losses.LOSSES or phase.startswith(GOAL_PREFIX)):
+            raise ValueError(f"the phases of {name!r} must be loss names of {loss_names()} or "
+                             f"'goal:<triplet>,<pair>', got {phase!r}")
+    return first, epochs, then
+
+
+def _warmup(name: str, kwargs: dict) -> Objective:
+    """A loss schedule: each phase gets the loss_kwargs it takes (the name's parameters are their union)."""
+    first, epochs, then = parse_warmup_name(name)
+    kwargs = _check_kwargs(name, kwargs)
+    phase = lambda loss: make_objective(loss, {k: v for k, v in kwargs.items()  # noqa: E731
+                                               if k in loss_parameters(loss)})
+    return Objective(name=name, kwargs=kwargs, phases=((0, phase(first)), (epochs, phase(then))))
 
 
 def _check_kwargs(name: str, kwargs: Mapping) -> dict:
@@ -105,7 +156,8 @@ def _check_kwargs(name: str, kwargs: Mapping) -> dict:
 
 
 def make_objective(loss: str | LossFn, loss_kwargs: Mapping | None = None) -> Objective:
-    """Resolve `loss` -- a name of ``vlr_lib.losses.LOSSES``, "goal:T,P", or a callable (S, pos_mask=...) -> scalar.
+    """Resolve `loss` -- a name of ``vlr_lib.losses.LOSSES``, "goal:T,P", a loss schedule
+    "warmup:<first>:<epochs>:<then>" (module docstring), or a callable (S, pos_mask=...) -> scalar.
 
     A callable is used as given (one direction as written; it is the hook for
     students' own losses and for tests).
@@ -116,6 +168,8 @@ def make_objective(loss: str | LossFn, loss_kwargs: Mapping | None = None) -> Ob
         return Objective(name=f"custom:{name}", kwargs=kwargs, fn=loss)
     if not isinstance(loss, str):
         raise TypeError(f"loss must be a loss name or a callable, got {type(loss).__name__}")
+    if loss.startswith(WARMUP_PREFIX):
+        return _warmup(loss, kwargs)
     if loss.startswith(GOAL_PREFIX):
         fn, fixed = _goal_fn(loss)
         return Objective(name=loss, kwargs=_check_kwargs(loss, kwargs), fn=fn, fixed=fixed)

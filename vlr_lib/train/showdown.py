@@ -8,9 +8,11 @@ import showdown``) and the command line ``python -m vlr_lib showdown`` (also
 Contestants (:func:`configs`): every loss of ``vlr_lib.losses.LOSSES`` at its
 paper defaults plus the 15 GOAL combinations (``vlr_lib.train.goal_grid``), 22
 configurations, each trained with seeds 0, 1, 2 through ``vlr_lib.train.grid``
-on one set of frozen features (heads only), with identical settings: same head
-initialisation and batch order per seed, same epochs, batch size, learning rate
-and decay.
+in one *setting* (``vlr_lib.train.inputs``): "features" (heads on frozen features,
+the default), "vsepp" (a head on the frozen image features + a GRU text encoder from
+scratch, the VSE++ setting) or "e2e" (shapes only: CNN + GRU from scratch), with
+identical settings: same initialisation and batch order per seed, same epochs,
+batch size, learning rate and decay.
 
 Protocol (VSE++ / Bleeker & de Rijke): after every epoch the trainer records
 the validation metrics (rsum, mAP@5, PR-AUC, ...; ``vlr_lib.train.evaluate``);
@@ -20,17 +22,18 @@ batch of training pairs. The reported epoch of a run is the one with the best
 validation rsum ("sel_*" columns: its test metrics and its COCOS).
 
 Caching: ``grid`` stores every (configuration, seed) cell under
-``<runs>/showdown-<data>-<fast|full>/cells`` (``vlr_lib.paths.runs_dir``: $VLR_RUNS, else the cache folder); the
+``<runs>/showdown-<data>-<setting>-<fast|full>/cells`` (``vlr_lib.paths.runs_dir``: $VLR_RUNS, else the cache folder); the
 finished showdown is ``showdown.json`` (the settings, command, data, hardware, date,
 wall time and the keys of its cells) next to the folder's ``runs.csv`` (every cell of the
 folder). A stored showdown whose settings match is reused as it is (notebook 10 opens
 instantly); an interrupted run resumes cell by cell.
 
-Data: ``shapes`` -- the synthetic set (``vlr_lib.data.shapes``) with frozen
-random-CNN image features and hashed bag-of-words caption features
-(``vlr_lib.train.shapes_features``); ``flickr30k`` -- CLIP ViT-B/32 features of
-the Karpathy split cached by ``data_scripts/extract_features.py`` (never
-downloaded or encoded here; the error says what to run when they are missing).
+Data: ``shapes`` -- the synthetic set (``vlr_lib.data.shapes``) with the setting's inputs
+(``vlr_lib.train.shapes_inputs``: frozen pretrained image features -- or the random encoder's,
+``image_encoder="random"`` -- with hashed bag-of-words caption features or token ids, or the
+images themselves); ``flickr30k`` -- CLIP ViT-B/32 features of the Karpathy split cached by
+``data_scripts/extract_features.py`` (never downloaded or encoded here; the error says what to
+run when they are missing), in the VSE++ setting with the dataset's captions as token ids.
 """
 from __future__ import annotations
 
@@ -54,10 +57,11 @@ from ..features import flickr_feature_dirs
 from ..paths import feature_cache_root, runs_dir
 from . import distributed as D
 from .device import default_device
-from .end_to_end import chance_rsum, shapes_features
+from .end_to_end import chance_rsum
 from .evaluate import probe_indices, split_metrics
 from .fit_features import Triple
-from .grid_search import goal_grid, grid, tensor_id
+from .grid_search import GridResult, goal_grid, grid, tensor_id
+from .inputs import SETTING_LABELS, check_setting, shapes_inputs, with_caption_ids
 from .settings import TrainSettings
 
 #: Bump when the recorded metrics change (the trainer's or the callback's): it is part of every cell's cache key.
@@ -76,6 +80,7 @@ class ShowdownSpec:
 
     data: str = "shapes"
     fast: bool = False
+    setting: str = "features"  # features | vsepp | e2e (vlr_lib.train.inputs)
     seeds: tuple[int, ...] = SEEDS
     epochs: int = 10
     batch_size: int = 128
@@ -89,20 +94,27 @@ class ShowdownSpec:
     difficulty: float = 0.5
     data_seed: int = 0
     probe: int = 128  # COCOS probe batch (distinct training images, one caption each)
+    image_encoder: str = "pretrained"  # shapes, features / vsepp: the frozen image encoder (or "random")
+    text_encoder: str = "gru"  # vsepp / e2e: the text encoder trained from scratch ...
+    word_dim: int | None = None  # ... its word embedding size (None: the model's default)
+    hidden: int | None = None  # ... and the GRU's
+    width: int = 32  # e2e: the TinyCNN's width
+    min_count: int = 1  # vsepp / e2e: a word joins the vocabulary when the training captions use it this often
     metrics: str = METRICS_VERSION
     device: str | None = field(default=None, compare=False)
     cache_root: str | None = field(default=None, compare=False)
+    data_path: str | None = field(default=None, compare=False)  # flickr30k vsepp: a local copy of the captions
 
     def key(self) -> dict:
         """The settings a stored table must match (device and cache location excluded)."""
         d = asdict(self)
-        d.pop("device")
-        d.pop("cache_root")
+        for name in ("device", "cache_root", "data_path"):
+            d.pop(name)
         return json.loads(json.dumps(d))
 
     @property
     def out(self) -> Path:
-        return runs_dir() / f"showdown-{self.data}-{'fast' if self.fast else 'full'}"
+        return runs_dir() / f"showdown-{self.data}-{self.setting}-{'fast' if self.fast else 'full'}"
 
     def settings(self) -> TrainSettings:
         """The training settings every cell shares (the COCOS probe is the callback's, so the trainer's is off)."""
@@ -110,31 +122,50 @@ class ShowdownSpec:
                              probe_batch=0, device=self.device, progress=False)
 
     def model(self) -> dict:
-        """The model arguments every cell shares (``fit(..., **spec.model())``)."""
-        return {"dim": self.dim, "head": self.head}
+        """The model arguments every cell shares (``trainer(spec.setting)(..., **spec.model())``)."""
+        if self.setting == "features":
+            return {"dim": self.dim, "head": self.head}
+        text = {"text_encoder": self.text_encoder, "dim": self.dim}
+        if self.setting == "e2e":
+            return {**text, "width": self.width}
+        return {**text, "head": self.head, "word_dim": self.word_dim, "hidden": self.hidden}
 
 
-def spec_for(data: str = "shapes", fast: bool = False, **overrides) -> ShowdownSpec:
-    """The showdown of a data mode at full or fast (CI) size.
+def spec_for(data: str = "shapes", fast: bool = False, setting: str = "features", **overrides) -> ShowdownSpec:
+    """The showdown of a data mode and setting at full or fast (CI) size.
 
-    shapes, full: 1000 / 200 / 200 images, 10 epochs, batch 128, lr 2e-4 decayed x0.1
-    after 5 epochs (Bleeker & de Rijke's recipe, epochs cut to 10), 256-d linear
-    heads: ~6 min for 66 runs on a 2-core CPU. shapes, fast: 200 / 100 / 100
-    images, 4 epochs of one caption per image, batch 50, lr 3e-3, 64-d heads:
-    ~10 s. flickr30k: the
-    Karpathy split (29,000 / 1,014 / 1,000 images) on CLIP features, 15 epochs,
-    512-d heads; fast keeps 2,900 training images and 2 epochs.
+    shapes, features, full: 1000 / 200 / 200 images, 10 epochs, batch 128, lr 2e-4 decayed
+    x0.1 after 5 epochs (Bleeker & de Rijke's recipe, epochs cut to 10), 256-d linear heads:
+    ~7 min for 66 runs on a 2-core CPU. vsepp: the same, with a GRU text encoder from scratch
+    (32-d words, 64-d GRU: ``models.TextGRU``'s defaults, as end to end) at lr 2e-3, the lr the
+    project trains its from-scratch encoders with (VSE++ uses 2e-4, for ~90x more steps). e2e:
+    ``TrainSettings.end_to_end()`` (20 epochs of one caption per image, batch 32, lr 2e-3), 64-d.
+    Fast (every setting): 200 / 100 / 100 images, 4 epochs of one caption per image, batch 50,
+    lr 3e-3, 64-d: seconds. flickr30k: the Karpathy split (29,000 / 1,014 / 1,000 images) on
+    CLIP features, 15 epochs, 512-d heads; vsepp: VSE++'s sizes (1024-d joint space, 300-d
+    words, a 1024-d GRU, words seen at least 4 times); fast keeps 2,900 training images and
+    2 epochs. e2e needs the shapes images: flickr30k has cached features only.
     """
     if data not in DATA_MODES:
         raise ValueError(f"data must be one of {DATA_MODES}, got {data!r}")
+    check_setting(setting)
     if data == "shapes":
-        base = ShowdownSpec(data=data, fast=fast)
+        base = ShowdownSpec(data=data, fast=fast, setting=setting)
+        if setting == "vsepp":
+            base = replace(base, lr=2e-3, word_dim=32, hidden=64)
+        elif setting == "e2e":
+            base = replace(base, epochs=20, batch_size=32, lr=2e-3, sampling="images", dim=64)
         if fast:
             base = replace(base, n_train=200, n_val=100, n_test=100, epochs=4, batch_size=50, lr=3e-3, dim=64,
                            sampling="images", probe=50)
     else:
-        base = ShowdownSpec(data=data, fast=fast, n_train=None, n_val=None, n_test=None, epochs=15, dim=512,
-                            difficulty=0.0)
+        if setting == "e2e":
+            raise ValueError("setting 'e2e' trains a CNN on the shapes images; flickr30k has cached image features "
+                             "only: use setting 'features' or 'vsepp'")
+        base = ShowdownSpec(data=data, fast=fast, setting=setting, n_train=None, n_val=None, n_test=None, epochs=15,
+                            dim=512, difficulty=0.0)
+        if setting == "vsepp":
+            base = replace(base, dim=1024, word_dim=300, hidden=1024, min_count=4)
         if fast:
             base = replace(base, n_train=2900, epochs=2)
     return replace(base, **overrides)
@@ -175,13 +206,16 @@ def _shapes_data(spec: ShowdownSpec) -> ShowdownData:
 
     dd = make_shapes(n_train=spec.n_train, n_val=spec.n_val, n_test=spec.n_test, difficulty=spec.difficulty,
                      seed=spec.data_seed)
-    feats = shapes_features(dd, seed=spec.data_seed, splits=("train", "validation", "test"))
-    d_img, d_txt = feats["train"][0].shape[1], feats["train"][1].shape[1]
+    inputs, vocab = shapes_inputs(dd, spec.setting, image_encoder=spec.image_encoder, min_count=spec.min_count)
+    img, txt = inputs["train"][0], inputs["train"][1]
+    images = (f"{spec.image_encoder} frozen shapes-encoder image features ({img.shape[1]}-d, "
+              "vlr_lib.shapes_encoder)") if spec.setting != "e2e" else f"the {tuple(img.shape[2:])} images"
+    captions = (f"hashed uni+bigram bags of words ({txt.shape[1]}-d)" if vocab is None else
+                f"token ids ({len(vocab)} words of the training captions)")
     desc = (f"shapes (synthetic, seed {spec.data_seed}, difficulty {spec.difficulty}): "
-            f"{spec.n_train} / {spec.n_val} / {spec.n_test} images x 5 captions; frozen features: "
-            f"random (untrained) TinyCNN image features ({d_img}-d) and hashed uni+bigram bags of words "
-            f"({d_txt}-d), vlr_lib.train.shapes_features")
-    return ShowdownData(feats["train"], feats["validation"], feats["test"], desc, "")
+            f"{spec.n_train} / {spec.n_val} / {spec.n_test} images x 5 captions; {images} and {captions}, "
+            f"vlr_lib.train.shapes_inputs")
+    return ShowdownData(inputs["train"], inputs["validation"], inputs["test"], desc, "")
 
 
 def _flickr_data(spec: ShowdownSpec) -> ShowdownData:
@@ -201,9 +235,35 @@ def _flickr_data(spec: ShowdownSpec) -> ShowdownData:
     return ShowdownData(triples["train"], triples["validation"], triples["test"], desc, f"flickr30k:{hashes}")
 
 
+def _flickr_captions(spec: ShowdownSpec, data: ShowdownData) -> ShowdownData:
+    """The VSE++ setting on Flickr30K: the cached image features with the dataset's captions as token ids, from
+    the dataset the features were extracted from (the manifests' id and revision, or ``spec.data_path``)."""
+    from ..data.flickr30k import load_flickr30k
+    from ..features import read_manifest
+
+    dirs = flickr_feature_dirs(spec.cache_root or str(feature_cache_root()))
+    manifests = {split: read_manifest(dirs[split]) for split in ("train", "validation", "test")}
+    m = manifests["train"]
+    if spec.data_path is not None:
+        dd = load_flickr30k(spec.data_path)
+    elif str(m["dataset_id"]).startswith("flickr30k:"):
+        raise FileNotFoundError(f"the Flickr30K features were extracted from a local copy ({m['dataset_id']}); "
+                                "the VSE++ setting needs its captions: pass --data-path (data_path) to that copy")
+    else:
+        dd = load_flickr30k(repo_id=m["dataset_id"], revision=m.get("revision") or None)
+    triples = dict(zip(manifests, (data.train, data.val, data.test)))
+    inputs, vocab = with_caption_ids(dd, triples, manifests, spec.data_path or m["dataset_id"], spec.min_count)
+    desc = (f"{data.description}; captions as token ids ({len(vocab)} words seen at least {spec.min_count} times "
+            "in the training captions)")
+    data_id = f"{data.data_id}|captions:min_count={spec.min_count}"
+    return ShowdownData(inputs["train"], inputs["validation"], inputs["test"], desc, data_id)
+
+
 def load_data(spec: ShowdownSpec) -> ShowdownData:
-    """Train / validation / test features of the spec's data mode, and a data id for the cell cache."""
+    """Train / validation / test inputs of the spec's data mode and setting, and a data id for the cell cache."""
     data = _shapes_data(spec) if spec.data == "shapes" else _flickr_data(spec)
+    if spec.data == "flickr30k" and spec.setting == "vsepp":
+        data = _flickr_captions(spec, data)
     tensors = [t for triple in (data.train, data.val, data.test) for t in triple]
     data.data_id = f"{METRICS_VERSION}|{spec.data}|{data.data_id or tensor_id(*tensors)}|probe={spec.probe}"
     return data
@@ -309,30 +369,42 @@ def cpu_threads(n: int):
         torch.set_num_threads(before)
 
 
-def run(spec: ShowdownSpec, command: str = "", out: Path | None = None, force: bool = False,
-        progress: bool = False) -> Showdown:
-    """The showdown table of `spec`: the stored one when it matches (unless `force`), else trained now.
+def train_cells(spec: ShowdownSpec, contestants: list[dict], out: Path,
+                progress: bool = False) -> tuple[GridResult, ShowdownData, ShowdownMetrics, float]:
+    """Train (or read from the cache under `out`) every contestant x seed of `spec` through ``grid``.
 
-    Training goes through ``vlr_lib.train.grid`` (cells cached individually, so a
-    re-run trains only missing cells). On a CPU torch runs single-threaded here:
-    the heads' matmuls are tiny and thread synchronisation dominated (measured
-    10-50x slower with 2 threads on a shared 2-core machine).
+    Returns the grid's result, the data, the callback (``trained``: epochs trained now) and the
+    wall time in seconds. On a CPU torch runs single-threaded here: the heads' matmuls are tiny
+    and thread synchronisation dominated (measured 10-50x slower with 2 threads on a shared 2-core
+    machine).
     """
-    out = Path(out or spec.out)
-    if not force and (found := stored(spec, out)) is not None:
-        return found
     data = load_data(spec)
     device = default_device(spec.device)
     callback = ShowdownMetrics(data.test, probe_batch(data.train, min(spec.probe, data.train[0].shape[0])))
     t0 = time.perf_counter()
     settings = spec.settings().replace(device=device, callbacks=[callback])
     with cpu_threads(1 if device.type == "cpu" else torch.get_num_threads()):
-        result = grid(configs(), seeds=spec.seeds, train=data.train, val=data.val, out=out, data_id=data.data_id,
-                      progress=progress, settings=settings, **spec.model())
-    wall = time.perf_counter() - t0
+        result = grid(contestants, seeds=spec.seeds, train=data.train, val=data.val, setting=spec.setting, out=out,
+                      data_id=data.data_id, progress=progress, settings=settings, **spec.model())
+    return result, data, callback, time.perf_counter() - t0
+
+
+def run(spec: ShowdownSpec, command: str = "", out: Path | None = None, force: bool = False,
+        progress: bool = False) -> Showdown:
+    """The showdown table of `spec`: the stored one when it matches (unless `force`), else trained now.
+
+    Training goes through ``vlr_lib.train.grid`` (:func:`train_cells`: cells cached individually,
+    so a re-run trains only missing cells).
+    """
+    out = Path(out or spec.out)
+    if not force and (found := stored(spec, out)) is not None:
+        return found
+    result, data, callback, wall = train_cells(spec, configs(), out, progress)
+    device = default_device(spec.device)
     meta = {
         "spec": spec.key(),
         "command": command or "vlr_lib.train.showdown.run(spec_for(...))",
+        "setting": SETTING_LABELS[spec.setting],
         "data": data.description,
         "data_id": data.data_id,
         "n_runs": len(result.runs),

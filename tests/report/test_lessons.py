@@ -1,0 +1,64 @@
+"""report.lesson_table / lesson_reading on a synthetic lessons table whose differences are known by construction."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from tests.report.tables import LESSON_MEANS, LESSON_SEEDS, LESSON_SPREAD, lesson_runs
+from vlr_lib import report
+
+
+@pytest.fixture(scope="module")
+def table() -> pd.DataFrame:
+    return report.lesson_table(lesson_runs())
+
+
+def hand(exp: str, cond: str, a: str, b: str) -> tuple[float, float]:
+    """(delta, noise) by hand: means over seeds and the sample std of seed * spread."""
+    mean = lambda r: LESSON_MEANS[(exp, cond)][r] + LESSON_SPREAD[r] * sum(LESSON_SEEDS) / 3  # noqa: E731
+    return mean(a) - mean(b), LESSON_SPREAD[a] + LESSON_SPREAD[b]  # std of (0, 1, 2) is 1
+
+
+def test_differences_noise_and_verdicts(table):
+    assert len(table) == 3 * len(LESSON_MEANS)
+    for _, row in table.iterrows():
+        delta, noise = hand(row["experiment"], row["condition"], row["a"], row["b"])
+        assert row["delta"] == pytest.approx(delta) and row["noise"] == pytest.approx(noise)
+        expected = "cannot tell" if abs(delta) <= noise else ("holds" if delta * row["expected"] > 0 else "reverses")
+        assert row["verdict"] == expected
+    by = table.set_index(["condition", "a", "b"])["verdict"]
+    assert by[("random encoder", "triplet_hardest", "triplet_all")] == "reverses"  # 82 - 101, noise 2 + 1
+    assert by[("pretrained encoder", "triplet_hardest", "triplet_all")] == "holds"  # 232 - 201, noise 3
+    assert by[("pretrained encoder", "unified", "triplet_hardest")] == "cannot tell"  # 238 - 232, noise 10 + 2
+    assert by[("pretrained encoder", "info_nce", "triplet_hardest")] == "holds"  # 200.5 - 232 < 0, as the paper
+
+
+def test_per_seed_range_is_paired(table):
+    row = table.set_index(["condition", "a", "b"]).loc[("random encoder", "info_nce", "triplet_hardest")]
+    # per seed: (81 + 0.5 s) - (80 + 2 s) = 1 - 1.5 s
+    assert (row["seed_min"], row["seed_max"]) == (pytest.approx(-2.0), pytest.approx(1.0))
+
+
+def test_the_reading_states_each_verdict_with_its_numbers(table):
+    out = report.lesson_reading(table, {"features": "(a) feature quality"})
+    text = out["text"]
+    assert text.startswith("**(a) feature quality**") and "**warmup**" in text
+    assert out["verdicts"][("features", "Triplet-SH − Triplet")] == {
+        "holds": ["pretrained encoder"], "reverses": ["random encoder"], "cannot tell": []}
+    assert "reverses: random encoder (-19.0 ± 3.0, behind on every seed)" in text
+    assert "holds: pretrained encoder (+31.0 ± 3.0, ahead on every seed)" in text
+    assert "'NT-Xent < Triplet-SH' (Bleeker & de Rijke obs. 3)" in text
+    for (exp, comparison), found in out["verdicts"].items():
+        rows = table[(table["experiment"] == exp) & (table["comparison"] == comparison)]
+        assert sorted(c for v in found.values() for c in v) == sorted(rows["condition"])
+
+
+def test_warm_up_names_and_errors():
+    runs = lesson_runs()
+    assert "Triplet-SH" in report.lesson_table(runs[runs["experiment"] == "warmup"])["comparison"].iloc[0]
+    with pytest.raises(ValueError, match="lessons table"):
+        report.lesson_table(runs.drop(columns="role"))
+    with pytest.raises(ValueError, match="metric must be one of"):
+        report.lesson_table(runs, metric="loss")
+    with pytest.raises(ValueError, match="no condition with both roles"):
+        report.lesson_table(runs[runs["role"] == "triplet_all"])

@@ -1,0 +1,90 @@
+"""vlr_lib.train.lessons: the conditions of notebook 12's experiments, their cells, the stored table."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from vlr_lib import report
+from vlr_lib.data.shapes import scene_overlap, split_scenes
+from vlr_lib.data import make_shapes
+from vlr_lib.train import lessons
+
+TINY = {"n_train": 24, "n_val": 12, "n_test": 12, "epochs": 2, "batch_size": 12, "dim": 8, "probe": 12,
+        "word_dim": 8, "hidden": 8}
+
+
+def tiny(**kw) -> lessons.LessonsSpec:
+    return lessons.LessonsSpec(fast=True, seeds=(0, 1), difficulties=(0.0, 1.0), warmup_epochs=(1,), showdown=TINY,
+                               **kw)
+
+
+def test_conditions_change_one_thing_each():
+    spec = lessons.LessonsSpec(fast=True)
+    conds = lessons.conditions(spec)
+    by = {c.experiment: [x for x in conds if x.experiment == c.experiment] for c in conds}
+    assert list(by) == list(lessons.EXPERIMENTS)
+    assert [c.spec.image_encoder for c in by["features"]] == ["random", "pretrained"]
+    assert [c.spec.difficulty for c in by["difficulty"]] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert [c.losses()["triplet_hardest"] for c in by["warmup"]] == [
+        "triplet_hardest", "warmup:triplet_all:1:triplet_hardest", "warmup:triplet_all:2:triplet_hardest"]
+    assert [c.spec.setting for c in by["setting"]] == ["features", "vsepp", "e2e"]
+    base = by["features"][1].spec  # pretrained, difficulty 0.5, heads on features: the showdown's spec
+    assert base == by["difficulty"][2].spec == by["warmup"][0].spec == by["setting"][0].spec
+    assert base.key() == __import__("vlr_lib.train.showdown", fromlist=["x"]).spec_for("shapes", True).key()
+    assert all(c.losses()["triplet_all"] == "triplet_all" for c in conds)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(seeds=(0, 0)), "seeds must be distinct"),
+    (dict(difficulties=(0.5, 2.0)), "difficulties must be numbers in"),
+    (dict(warmup_epochs=(0,)), "warmup_epochs"),
+    (dict(settings=("clip",)), "settings must be one of"),
+    (dict(showdown={"n_trian": 3}), "not fields of ShowdownSpec"),
+    (dict(showdown={"setting": "vsepp"}), "which the experiments set themselves"),
+])
+def test_bad_specs_name_the_field(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        lessons.LessonsSpec(**kwargs)
+
+
+def test_overlap_is_the_test_scenes_mean_scene_overlap_and_grows_with_difficulty():
+    conds = [c for c in lessons.conditions(lessons.LessonsSpec(fast=True)) if c.experiment == "difficulty"]
+    measured = [lessons.overlap(c.spec) for c in conds]
+    assert measured[2:] == sorted(measured[2:]) and measured[-1] > measured[0] + 0.1  # 100 scenes: noisy near 0
+    dd, scenes = make_shapes(200, 100, 100, difficulty=1.0, return_scenes=True)
+    assert measured[-1] == pytest.approx(float(scene_overlap(scenes["test"]).mean()))
+    assert split_scenes(200, 100, 100, 1.0)["test"].attrs.tolist() == scenes["test"].attrs.tolist()
+
+
+def test_run_trains_each_cell_once_and_stores_the_table(tmp_path):
+    spec = tiny()
+    done = lessons.run(spec, out=tmp_path)
+    runs = done.runs
+    n_conditions = len(lessons.conditions(spec))
+    assert len(runs) == n_conditions * 4 * 2 and not done.reused
+    assert runs.groupby(["experiment", "condition"])["role"].apply(lambda r: sorted(set(r))).map(len).eq(4).all()
+    # shared conditions are the same cells: trained once
+    base = runs[(runs["experiment"] == "features") & (runs["condition"] == "pretrained encoder")]
+    same = runs[(runs["experiment"] == "setting") & (runs["condition"] == "heads on features")]
+    assert base["key"].tolist() == same["key"].tolist() and base["sel_rsum"].tolist() == same["sel_rsum"].tolist()
+    assert done.meta["n_cells"] == runs["key"].nunique() < len(runs)
+    assert done.meta["epochs_trained_now"] == runs["key"].nunique() * TINY["epochs"]
+    warm = runs[(runs["experiment"] == "warmup") & (runs["role"] == "triplet_hardest")]
+    assert sorted(set(warm["loss"])) == ["triplet_hardest", "warmup:triplet_all:1:triplet_hardest"]
+    assert set(runs[runs["experiment"] == "setting"]["setting"]) == {"features", "vsepp", "e2e"}
+    again = lessons.run(spec, out=tmp_path)
+    assert again.reused
+    pd.testing.assert_frame_equal(again.runs[["experiment", "condition", "role", "seed", "sel_rsum"]],
+                                  runs[["experiment", "condition", "role", "seed", "sel_rsum"]])
+    table = report.lesson_table(again.runs)
+    assert set(table["experiment"]) == set(lessons.EXPERIMENTS) and len(table) == n_conditions * 3
+    rebuilt = lessons.run(spec, out=tmp_path, force=True)  # from the cached cells: nothing trained
+    assert rebuilt.meta["epochs_trained_now"] == 0
+
+
+def test_a_damaged_stored_table_names_the_file_and_the_fix(tmp_path):
+    spec = tiny(settings=("features",))
+    lessons.run(spec, out=tmp_path)
+    (tmp_path / lessons.META_FILE).write_text("{not json")
+    with pytest.raises(Exception, match="lessons.json.*force=True"):
+        lessons.run(spec, out=tmp_path)

@@ -1,0 +1,74 @@
+"""``python -m vlr_lib lessons``: notebook 12's controlled experiments -- when do the papers' lessons hold?
+
+    python -m vlr_lib lessons                 # full size (CPU, about half an hour alone on 2 cores)
+    python -m vlr_lib lessons --fast          # the CI size of VLR_FAST=1 (under a minute)
+    python -m vlr_lib lessons --markdown lessons.md
+
+Four experiments, each changing one condition of the shapes showdown and training Triplet,
+Triplet-SH, Unified and NT-Xent with seeds 0, 1, 2 (vlr_lib.train.lessons): (a) random vs
+pretrained image features, (b) the data's difficulty (false negatives), (c) Triplet (all) for
+the first epoch(s) before Triplet-SH, (d) heads on features vs the VSE++ setting vs end to end.
+Cells are cached under <runs>/lessons-shapes-<fast|full>/ ($VLR_RUNS, else
+~/.cache/vlr-workbook/runs); a stored table with the same settings is reused, an interrupted
+run resumes cell by cell. Prints the docs/results.md block (vlr_lib.report.lessons_markdown).
+--fast defaults to VLR_FAST.
+"""
+from __future__ import annotations
+
+import argparse
+import shlex
+from collections.abc import Sequence
+
+from . import args as A
+
+
+def parser(prog: str = "python -m vlr_lib lessons") -> A.Parser:
+    p = A.Parser(prog=prog, description=__doc__)
+    p.add_argument("--fast", action="store_true", default=None, help="the CI size (default: VLR_FAST)")
+    p.add_argument("--seeds", type=A.seeds, default=None, help="comma-separated distinct seeds (default 0,1,2)")
+    p.add_argument("--device", type=A.device, default=None, help="cpu, cuda, cuda:N or mps (default: cuda if available)")
+    p.add_argument("--out", type=A.output_dir, default=None,
+                   help="results folder (default <runs>/lessons-shapes-<size>, <runs> = $VLR_RUNS or "
+                        "~/.cache/vlr-workbook/runs)")
+    p.add_argument("--markdown", type=A.output_file, default=None, help="also write the docs/results.md block here")
+    p.add_argument("--force", action="store_true", help="ignore a stored table (cached cells are still reused)")
+    p.add_argument("--progress", action="store_true", help="progress bar over cells")
+    return p
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "python -m vlr_lib lessons") -> int:
+    p = parser(prog)
+    return A.run(p, argv, _lessons, _interrupted)
+
+
+def _interrupted(args: argparse.Namespace) -> str:
+    return "finished cells are kept; run the same command again to continue where it stopped"
+
+
+def canonical_command(args: argparse.Namespace) -> str:
+    """The command line that reproduces this run (VLR_FAST written out as --fast)."""
+    parts = ["python", "-m", "vlr_lib", "lessons", *(["--fast"] if args.fast else [])]
+    for name in ("seeds", "device", "out"):
+        value = getattr(args, name)
+        if value is not None:
+            parts += [f"--{name}", ",".join(map(str, value)) if name == "seeds" else str(value)]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def _lessons(args: argparse.Namespace) -> int:
+    from .. import report
+    from .._io import atomic_write_text
+    from ..train import lessons
+
+    if args.fast is None:
+        args.fast = A.from_env("VLR_FAST", A.flag, False)
+    spec = lessons.LessonsSpec(fast=args.fast, device=args.device,
+                               **({"seeds": tuple(args.seeds)} if args.seeds is not None else {}))
+    done = lessons.run(spec, out=args.out, force=args.force, progress=args.progress, command=canonical_command(args))
+    block = report.lessons_markdown(done.runs, done.meta, lessons.EXPERIMENTS)
+    print(block)
+    if done.reused:
+        print(f"(stored table reused from {done.out}; --force to rebuild it from the cached cells)")
+    if args.markdown is not None:
+        atomic_write_text(args.markdown, block)
+    return 0

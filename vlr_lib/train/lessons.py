@@ -1,0 +1,207 @@
+"""When do the papers' lessons hold? The controlled experiments of notebook 12.
+
+The papers report orderings of losses measured in one setting: VSE++ (Faghri et al.) and
+Bleeker & de Rijke (Table 1) find the hardest-negative triplet (Triplet-SH) far ahead of the
+triplet over all negatives and ahead of NT-Xent; Li et al. (Tables 1, 7) find their unified
+loss ahead of Triplet-SH. All of them train on *pretrained* image features with real captions.
+Each experiment here changes one condition and re-measures the three orderings, with the four
+losses of those claims (:data:`ROLES`) trained through ``vlr_lib.train.grid`` exactly as the
+showdown trains them (``vlr_lib.train.showdown``: same seeds, schedule, selection on validation,
+report on test, cells cached under ``paths.runs_dir()``):
+
+- ``features`` (a): image features from the random vs the pretrained shapes encoder;
+- ``difficulty`` (b): how much the scenes of a group share (``make_shapes(difficulty=...)``),
+  i.e. how many near-duplicates -- false negatives for a caption -- a batch holds; measured by
+  ``data.shapes.scene_overlap``;
+- ``warmup`` (c): Triplet-SH without and with a warm-up on Triplet (all) for the first epoch(s)
+  (the loss schedule "warmup:triplet_all:<k>:triplet_hardest", ``vlr_lib.train.objective``), as
+  VSE∞ trains; the warmed-up run takes Triplet-SH's place in the three orderings;
+- ``setting`` (d): heads on frozen features vs the VSE++ setting vs end to end
+  (``vlr_lib.train.inputs``), each at its showdown schedule (``showdown.spec_for``).
+
+:func:`run` returns one row per (experiment, condition, loss, seed) with the showdown's columns
+(``sel_rsum``: test rsum at the best validation epoch, ...) plus ``experiment``, ``condition``,
+``order``, ``role`` and ``overlap``; ``vlr_lib.report.lesson_table`` and ``lesson_reading`` turn it
+into the differences, their seed noise and the reading.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from .._checks import check_int
+from .._io import atomic_write, atomic_write_json, read_back, read_json
+from ..paths import runs_dir
+from . import distributed as D
+from .device import default_device
+from .grid_search import check_seeds
+from .inputs import check_setting
+from .showdown import SEEDS, ShowdownSpec, hardware, spec_for, train_cells
+
+#: The four losses of the papers' orderings, by the role they play (the warm-up experiment swaps Triplet-SH's loss).
+ROLES = ("triplet_all", "triplet_hardest", "unified", "info_nce")
+EXPERIMENTS = {
+    "features": "(a) feature quality",
+    "difficulty": "(b) false negatives",
+    "warmup": "(c) hardest-negative warm-up",
+    "setting": "(d) the setting",
+}
+#: Short names of the settings for the conditions of experiment (d).
+SETTING_NAMES = {"features": "heads on features", "vsepp": "VSE++ setting", "e2e": "end to end"}
+META_FILE, TABLE_FILE = "lessons.json", "lessons.csv"
+STORED_FIX = "rerun with force=True to rebuild the table from the cached cells"
+
+
+@dataclass(frozen=True)
+class LessonsSpec:
+    """Everything that defines the chapter's experiments (all of it is compared before a stored table is reused)."""
+
+    fast: bool = False
+    seeds: tuple[int, ...] = SEEDS
+    difficulty: float = 0.5  # of every condition but the difficulty sweep's
+    difficulties: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
+    warmup_epochs: tuple[int, ...] = (1, 2)
+    settings: tuple[str, ...] = ("features", "vsepp", "e2e")
+    #: Showdown spec fields every condition overrides, e.g. {"epochs": 2} (sorted pairs once made).
+    showdown: tuple[tuple[str, object], ...] = ()
+    device: str | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        pairs = dict(self.showdown)
+        unknown = sorted(set(pairs) - set(ShowdownSpec.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"showdown has {unknown}, which are not fields of ShowdownSpec")
+        owned = sorted(set(pairs) & {"data", "fast", "setting", "seeds", "difficulty", "image_encoder", "device"})
+        if owned:
+            raise ValueError(f"showdown sets {owned}, which the experiments set themselves (use the LessonsSpec fields)")
+        object.__setattr__(self, "showdown", tuple(sorted(pairs.items())))
+        for name in ("seeds", "difficulties", "warmup_epochs", "settings"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        check_seeds(self.seeds)
+        for d in (self.difficulty, *self.difficulties):
+            if isinstance(d, bool) or not isinstance(d, (int, float)) or not 0.0 <= d <= 1.0:
+                raise ValueError(f"difficulty and difficulties must be numbers in [0, 1], got {d!r}")
+        for k in self.warmup_epochs:
+            check_int("warmup_epochs", k, 1)
+        for s in self.settings:
+            check_setting(s, "settings")
+
+    def key(self) -> dict:
+        d = asdict(self)
+        d.pop("device")
+        return json.loads(json.dumps(d))
+
+    @property
+    def out(self) -> Path:
+        return runs_dir() / f"lessons-shapes-{'fast' if self.fast else 'full'}"
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One condition of one experiment: the showdown spec that trains it and the loss in Triplet-SH's role."""
+
+    experiment: str
+    label: str
+    order: int
+    spec: ShowdownSpec
+    hardest: str = "triplet_hardest"
+
+    def losses(self) -> dict[str, str]:
+        """{role: trained loss}."""
+        return {role: self.hardest if role == "triplet_hardest" else role for role in ROLES}
+
+
+def conditions(spec: LessonsSpec) -> list[Condition]:
+    """Every condition of the four experiments, in order; conditions that share a spec share their cells."""
+    def showdown(setting: str = "features", **kw) -> ShowdownSpec:
+        return spec_for("shapes", spec.fast, setting, seeds=spec.seeds, device=spec.device,
+                        **{"difficulty": spec.difficulty, **dict(spec.showdown), **kw})
+
+    out = [Condition("features", f"{encoder} encoder", i, showdown(image_encoder=encoder))
+           for i, encoder in enumerate(("random", "pretrained"))]
+    out += [Condition("difficulty", f"difficulty {d:g}", i, showdown(difficulty=float(d)))
+            for i, d in enumerate(spec.difficulties)]
+    out.append(Condition("warmup", "no warm-up", 0, showdown()))
+    out += [Condition("warmup", f"{k} epoch{'s' if k > 1 else ''} of Triplet first", i + 1, showdown(),
+                      hardest=f"warmup:triplet_all:{k}:triplet_hardest") for i, k in enumerate(spec.warmup_epochs)]
+    out += [Condition("setting", SETTING_NAMES[s], i, showdown(s)) for i, s in enumerate(spec.settings)]
+    return out
+
+
+def overlap(spec: ShowdownSpec) -> float:
+    """Mean over the test scenes of ``scene_overlap`` (what a scene shares with its most similar other scene)."""
+    from ..data.shapes import scene_overlap, split_scenes
+
+    scenes = split_scenes(spec.n_train, spec.n_val, spec.n_test, spec.difficulty, spec.data_seed)["test"]
+    return float(scene_overlap(scenes).mean())
+
+
+@dataclass
+class Lessons:
+    """The chapter's runs (one row per experiment, condition, loss and seed) and how they were made."""
+
+    runs: pd.DataFrame
+    meta: dict
+    out: Path
+    reused: bool
+
+
+def stored(spec: LessonsSpec, out: Path | None = None) -> Lessons | None:
+    """The stored table of `spec` when its settings match, else None (an unreadable file names itself and the fix)."""
+    out = Path(out or spec.out)
+    meta_path, table_path = out / META_FILE, out / TABLE_FILE
+    if not (meta_path.exists() and table_path.exists()):
+        return None
+    meta = read_json(meta_path, "lessons metadata", STORED_FIX)
+    if meta.get("spec") != spec.key():
+        return None
+    return Lessons(read_back(table_path, pd.read_csv, "lessons table", STORED_FIX), meta, out, reused=True)
+
+
+def run(spec: LessonsSpec, out: Path | None = None, force: bool = False, progress: bool = False,
+        command: str = "") -> Lessons:
+    """Train (or read from the cell cache) every condition of `spec`; the stored table when it matches."""
+    out = Path(out or spec.out)
+    if not force and (found := stored(spec, out)) is not None:
+        return found
+    every = conditions(spec)
+    by_spec: dict[ShowdownSpec, list[Condition]] = {}
+    for cond in every:
+        by_spec.setdefault(cond.spec, []).append(cond)
+    t0, trained, parts = time.perf_counter(), 0, []
+    for showdown_spec, conds in by_spec.items():
+        losses = list(dict.fromkeys(loss for c in conds for loss in c.losses().values()))
+        result, _, callback, _ = train_cells(showdown_spec, [{"loss": loss} for loss in losses], out, progress)
+        trained += callback.trained
+        measured = overlap(showdown_spec)
+        for cond in conds:
+            role_of = {loss: role for role, loss in cond.losses().items()}
+            rows = result.runs[result.runs["loss"].isin(role_of)].copy()
+            rows.insert(0, "role", rows["loss"].map(role_of))
+            for name, value in (("overlap", measured), ("order", cond.order), ("condition", cond.label),
+                                ("experiment", cond.experiment)):
+                rows.insert(0, name, value)
+            parts.append(rows)
+    order = {name: i for i, name in enumerate(EXPERIMENTS)}
+    runs = pd.concat(parts, ignore_index=True)
+    runs = runs.sort_values(["experiment", "order", "role", "seed"], key=lambda c: c.map(order) if c.name ==
+                            "experiment" else c, kind="stable", ignore_index=True)
+    device = default_device(spec.device)
+    meta = {"spec": spec.key(), "command": command or "vlr_lib.train.lessons.run(LessonsSpec(...))",
+            "n_runs": int(runs[["experiment", "condition", "role", "seed"]].drop_duplicates().shape[0]),
+            "n_cells": int(runs["key"].nunique()), "epochs_trained_now": trained, "hardware": hardware(device),
+            "wall_seconds": round(time.perf_counter() - t0, 1),
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "torch": torch.__version__}
+    if D.rank_and_world()[0] == 0:
+        atomic_write(out / TABLE_FILE, lambda f: f.write(runs.to_csv(index=False).encode()))
+        atomic_write_json(out / META_FILE, meta)
+    return Lessons(runs, meta, out, reused=False)
+
+
+__all__ = ["ROLES", "EXPERIMENTS", "SETTING_NAMES", "LessonsSpec", "Condition", "conditions", "overlap", "Lessons", "stored", "run"]

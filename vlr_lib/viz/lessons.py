@@ -1,0 +1,93 @@
+"""Figures of notebook 12, "when do the papers' lessons hold?": pure functions from a lesson table to a ``go.Figure``.
+
+The numbers come from ``vlr_lib.report.lesson_table`` (differences of rsum between two losses per
+condition, their seed noise and verdict); these builders only draw them:
+
+- :func:`deltas_figure` -- one experiment: each of the three differences per condition, with its
+  noise as the error bar (a bar that crosses 0 is a difference 3 seeds cannot tell);
+- :func:`overview_figure` -- the four experiments side by side.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from .. import report
+from ._style import BELOW, NEUTRAL, PALETTE, grid, layout
+
+__all__ = ["deltas_figure", "overview_figure"]
+
+#: Marker of each verdict: filled where the papers' ordering holds, a cross where it reverses, open where 3 seeds cannot tell.
+SYMBOLS = {"holds": "circle", "reverses": "x", "cannot tell": "circle-open"}
+
+
+def _experiment(table: pd.DataFrame, experiment: str) -> pd.DataFrame:
+    if not isinstance(table, pd.DataFrame) or not {"experiment", "comparison", "delta", "noise"} <= set(table):
+        raise TypeError("table must be a lesson table (vlr_lib.report.lesson_table)")
+    part = table[table["experiment"] == experiment]
+    if part.empty:
+        raise ValueError(f"experiment must be one of {list(dict.fromkeys(table['experiment']))}, got {experiment!r}")
+    return part.sort_values("order", kind="stable")
+
+
+def _ticks(part: pd.DataFrame) -> list[str]:
+    """Condition labels in order; with the measured scene overlap under each when the table has it."""
+    first = part.drop_duplicates("condition")
+    if "overlap" in first and first["experiment"].iloc[0] == "difficulty":
+        return [f"{c}<br>overlap {o:.2f}" for c, o in zip(first["condition"], first["overlap"])]
+    return list(first["condition"])
+
+
+def _traces(part: pd.DataFrame, show_legend: bool = True) -> list[go.Scatter]:
+    ticks = dict(zip(part.drop_duplicates("condition")["condition"], _ticks(part)))
+    traces = []
+    for k, (comparison, rows) in enumerate(part.groupby("comparison", sort=False)):
+        colour = PALETTE[k % len(PALETTE)]
+        expected = "> 0" if rows["expected"].iloc[0] > 0 else "< 0"
+        traces.append(go.Scatter(
+            x=[ticks[c] for c in rows["condition"]], y=rows["delta"], mode="lines+markers",
+            name=f"{comparison} (papers: {expected})", legendgroup=comparison, showlegend=show_legend,
+            line=dict(color=colour, dash="dot"),
+            marker=dict(color=colour, size=11, symbol=[SYMBOLS[v] for v in rows["verdict"]], line=dict(width=2)),
+            error_y=dict(type="data", array=rows["noise"], visible=True, color=colour),
+            customdata=rows[["noise", "verdict", "seed_min", "seed_max", "source"]].to_numpy(),
+            hovertemplate="%{x}<br>" + comparison + ": %{y:.1f} ± %{customdata[0]:.1f}<br>the papers' ordering: "
+                          "%{customdata[1]} (%{customdata[4]})<br>per seed %{customdata[2]:.1f} to %{customdata[3]:.1f}"
+                          "<extra></extra>",
+        ))
+    return traces
+
+
+def deltas_figure(table: pd.DataFrame, experiment: str, title: str | None = None) -> go.Figure:
+    """One experiment of a lesson table: rsum differences per condition, mean ± summed seed std.
+
+    Three lines: Triplet-SH − Triplet (the papers: > 0), Unified − Triplet-SH (> 0) and
+    NT-Xent − Triplet-SH (Bleeker & de Rijke: < 0). Markers: filled where the papers' ordering
+    holds beyond the noise, a cross where it reverses, open where the seeds cannot tell.
+    """
+    part = _experiment(table, experiment)
+    fig = go.Figure(_traces(part))
+    fig.add_hline(y=0.0, line_color=NEUTRAL, line_dash="dash")
+    label = report.METRIC_LABELS[part["metric"].iloc[0]]
+    fig.update_layout(**layout(title or f"{experiment}: differences of test {label} between losses",
+                               "condition", f"Δ {label} (a − b)"), legend=BELOW, height=460)
+    return fig
+
+
+def overview_figure(table: pd.DataFrame, labels: Mapping[str, str] | None = None) -> go.Figure:
+    """Every experiment of a lesson table in one grid (two per row), drawn as :func:`deltas_figure` draws one."""
+    experiments = list(dict.fromkeys(table["experiment"]))
+    labels = dict(labels or {})
+    cols = min(2, len(experiments))
+    rows = -(-len(experiments) // cols)
+    fig = grid(rows, cols, [labels.get(e, e) for e in experiments])
+    for i, exp in enumerate(experiments):
+        for trace in _traces(_experiment(table, exp), show_legend=i == 0):
+            fig.add_trace(trace, row=i // cols + 1, col=i % cols + 1)
+        fig.add_hline(y=0.0, line_color=NEUTRAL, line_dash="dash", row=i // cols + 1, col=i % cols + 1)
+    label = report.METRIC_LABELS[table["metric"].iloc[0]]
+    fig.update_layout(**layout(f"When do the papers' orderings hold? Δ test {label}, mean ± summed seed std"),
+                      legend=BELOW, height=380 * rows + 120)
+    return fig
