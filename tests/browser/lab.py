@@ -139,9 +139,11 @@ def shutdown_kernels(base: str) -> None:
 
 # --------------------------------------------------------------------------- in the page
 
-# The data of every plotly graph inside `root` (traces and images alike), as the browser holds it.
+# What every plotly graph inside `root` shows (traces and images alike), as the browser holds it.
+# The traces' data, the layout's shapes (e.g. a threshold line) and the title count as what a reader sees.
 FIGURE_STATE = """(root) => Array.from(root.querySelectorAll('.js-plotly-plot')).map(gd =>
-    JSON.stringify((gd.data || []).map(t => [t.x, t.y, t.z, t.source, t.visible, t.text]))).join('|')"""
+    JSON.stringify([(gd.data || []).map(t => [t.x, t.y, t.z, t.source, t.visible, t.text]),
+                    (gd.layout || {}).shapes, ((gd.layout || {}).title || {}).text])).join('|')"""
 
 PROMPTS = """() => Array.from(document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt'))
     .map(e => e.innerText.trim())"""
@@ -176,7 +178,8 @@ FIT = """() => {
 # frame in which the explorer's figures hold different data.
 WATCH = """([root, before]) => new Promise(resolve => {
     const state = () => Array.from(root.querySelectorAll('.js-plotly-plot')).map(gd =>
-        JSON.stringify((gd.data || []).map(t => [t.x, t.y, t.z, t.source, t.visible, t.text]))).join('|');
+        JSON.stringify([(gd.data || []).map(t => [t.x, t.y, t.z, t.source, t.visible, t.text]),
+                        (gd.layout || {}).shapes, ((gd.layout || {}).title || {}).text])).join('|');
     const tick = () => {
         if (window.__vlrRelease !== undefined && state() !== before) {
             resolve(performance.now() - window.__vlrRelease);

@@ -89,7 +89,7 @@ def cases() -> tuple[Case, ...]:
         Case("goal", "07", lambda: widgets.goal.goal_composer(batch_S(8, 1.2), config=GoalConfig("cir", "sig-ms")),
              "tau", 20.0),
         Case("cocos", "08", lambda: widgets.cocos.cocos_explorer(settings=CocosSettings(), n=12, dim=16, noise=1.5),
-             "eps", 0.01),
+             "eps", 0.1),
         Case("training", "09", lambda: widgets.training.training_explorer(
             stored_histories(), metrics=METRICS, shown=("loss", "rsum"), chance=30.0), "run:Triplet-SH (seed 0)", False),
         Case("showdown", "10", lambda: widgets.showdown.showdown_explorer(synthetic_runs(), chance=30.0),
