@@ -38,7 +38,7 @@ def runs(tmp_path_factory) -> dict[str, lab.NotebookRun]:
     shots = os.environ.get("VLR_BROWSER_SHOTS")
     if shots:
         Path(shots).mkdir(parents=True, exist_ok=True)
-    env = {"VLR_RUNS": str(root / "runs"), "VLR_CACHE": os.environ.get("VLR_CACHE", str(root / "cache"))}
+    env = {"VLR_RUNS": str(root / "runs")}  # fresh results, as nbval's; the feature caches are the user's
     with lab.lab_server(root, env) as base:
         results = asyncio.run(lab.run_notebooks(base, NAMES, WORKERS, Path(shots) if shots else None))
     for run in results:
