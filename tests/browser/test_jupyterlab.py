@@ -8,7 +8,8 @@ explorer the notebook builds is on the page and redraws, every plotly figure end
 notebook's visible width, and no request left the machine (no CDN: plotly.js is JupyterLab's own).
 The release-to-redraw latency of each explorer is printed (docs/benchmarks.md records it).
 
-VLR_BROWSER_SHOTS=<folder> also saves a screenshot of every figure and explorer there.
+VLR_BROWSER_SHOTS=<folder> also saves a screenshot of every figure and explorer there;
+VLR_BROWSER_NOTEBOOKS=05,09 runs only those notebooks.
 Skips, saying why, only where Chromium or Playwright is missing.
 """
 from __future__ import annotations
@@ -23,7 +24,9 @@ from tests.browser import lab
 
 pytestmark = pytest.mark.browser
 
-NAMES = sorted(p.stem for p in lab.NOTEBOOKS.glob("[0-9][0-9]_*.py"))
+# VLR_BROWSER_NOTEBOOKS=05,09 runs only the notebooks whose names start so (default: all).
+ONLY = [p.strip() for p in os.environ.get("VLR_BROWSER_NOTEBOOKS", "").split(",") if p.strip()]
+NAMES = sorted(p.stem for p in lab.NOTEBOOKS.glob("[0-9][0-9]_*.py") if not ONLY or p.stem.startswith(tuple(ONLY)))
 WORKERS = 2  # pages at a time: the kernels share this machine's cores
 
 

@@ -69,3 +69,16 @@ def test_a_log_slider_trims_zeros_like_the_titles():
     s = W.slider(ipw.FloatLogSlider, "γ", value=60.0, base=10, min=0, max=4, step=0.05)
     assert isinstance(s, ipw.FloatLogSlider) and s.readout_format == ".3~g"
     assert shown(s.value, s.readout_format) == "60"
+
+
+def test_an_explorer_keeps_its_builder_and_main_control():
+    """What a static (kernel-free) version needs: the pure builder, the control to sweep, the current values."""
+    box, _ = explorer()
+    assert box.main == "a" and box.values() == {"a": 1, "b": "x"}  # the first slider, by default
+    assert box.draw(**{**box.values(), "a": 5}).data[0].y == (5,)
+    assert box.controls["a"].value == 1  # building a figure for other values leaves the explorer as it was
+    named = W.explorer({"a": ipw.IntSlider(value=1), "b": ipw.Text(value="x")},
+                       lambda a, b: go.Figure(go.Bar(y=[a])), name="t", main="b")
+    assert named.main == "b"
+    with pytest.raises(ValueError, match="main"):
+        W.explorer({"a": ipw.IntSlider(value=1)}, lambda a: go.Figure(), name="t", main="z")

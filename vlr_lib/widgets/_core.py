@@ -10,9 +10,14 @@ show for a ``go.Figure``), so:
   on), so a reopened notebook still shows the last figure -- a picture until the cell runs again,
   which the hint under every explorer says.
 
-`.controls` (name -> widget) and `.figure` (the `go.Figure` drawn last; `.figures` when the
-builder draws several) are exposed, so tests and readers can drive an explorer without a browser:
-set ``box.controls["margin"].value = 0.3`` and the figure follows.
+One call declares an explorer: ``explorer(controls, draw, rows, name, main)`` -- the controls
+(name -> widget), the pure `vlr_lib.viz` builder `draw(**values)` they feed, and `main`, the
+control a reader moves first (default: the first slider). The box keeps all three:
+`.controls`, `.draw` (the builder itself, so the same figures can be built for any values without
+widgets, e.g. over a grid of `.main`'s range) and `.main`; `.values()` are the controls' current
+values, `.figure` the `go.Figure` drawn last (`.figures` when the builder draws several). Tests
+and readers drive an explorer without a browser: ``box.controls["margin"].value = 0.3`` and the
+figure follows.
 """
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ HINT = ("If the controls do nothing, run this cell again: a reopened notebook sh
         "saved, not live.")
 
 Figures = go.Figure | tuple[go.Figure, ...]
+SLIDERS = (W.FloatSlider, W.FloatLogSlider, W.IntSlider, W.SelectionSlider)
 
 
 def display_data(fig: go.Figure) -> dict:
@@ -56,10 +62,11 @@ class Explorer(W.VBox):
     find explorers by them).
     """
 
-    def __init__(self, controls: dict[str, W.Widget], build: Callable[[], Figures], header: Sequence[W.Widget],
-                 name: str) -> None:
-        self.controls = controls
-        self._build = build
+    def __init__(self, controls: dict[str, W.Widget], draw: Callable[..., Figures], header: Sequence[W.Widget],
+                 name: str, main: str) -> None:
+        if main not in controls:
+            raise ValueError(f"main must name one of the controls {list(controls)}, got {main!r}")
+        self.controls, self.draw, self.main, self.name = controls, draw, main, name
         self.figures = self._figures()
         self._outputs = tuple(W.Output(layout=W.Layout(width="100%")) for _ in self.figures)
         for out, fig in zip(self._outputs, self.figures):
@@ -73,8 +80,12 @@ class Explorer(W.VBox):
     def figure(self) -> go.Figure:
         return self.figures[0]
 
+    def values(self) -> dict[str, object]:
+        """The controls' current values: ``draw(**values())`` is what the explorer shows."""
+        return {k: c.value for k, c in self.controls.items()}
+
     def _figures(self) -> tuple[go.Figure, ...]:
-        out = self._build()
+        out = self.draw(**self.values())
         return out if isinstance(out, tuple) else (out,)
 
     def redraw(self, _change=None) -> None:
@@ -88,15 +99,20 @@ def explorer(
     draw: Callable[..., Figures],
     rows: list[list[str]] | None = None,
     name: str | None = None,
+    main: str | None = None,
 ) -> Explorer:
     """Wire `controls` to `draw(**values)` -- one figure, or a tuple of figures shown one under the
     other: any change redraws them all. `rows` lays the controls out (default: one row); `name` (default:
-    the function that defines `draw`) becomes the CSS class ``vlr-explorer-<name>``."""
+    the function that defines `draw`) becomes the CSS class ``vlr-explorer-<name>``; `main` names the
+    control a reader moves first (default: the first slider, else the first control)."""
     if name is None:  # the function that defines `draw` (or `draw` itself, when it is a module's function)
         scopes = draw.__qualname__.split(".<locals>.")
         name = scopes[-2 if len(scopes) > 1 else -1].split(".")[-1].replace("_", "-")
-    box = Explorer(controls, lambda: draw(**{k: c.value for k, c in controls.items()}),
-                   [W.HBox([controls[k] for k in row]) for row in rows or [list(controls)]], name)
+    if main is None:
+        main = next((k for k, c in controls.items() if isinstance(c, SLIDERS)
+                     and not c.disabled), next(iter(controls)))
+    box = Explorer(controls, draw, [W.HBox([controls[k] for k in row]) for row in rows or [list(controls)]], name,
+                   main)
     for c in controls.values():
         c.observe(box.redraw, names="value")
     return box

@@ -42,11 +42,11 @@ def training_explorer(
                             description="metrics", rows=min(len(metrics), 6))
     controls: dict[str, W.Widget] = {"metrics": pick, **boxes}
 
-    def draw() -> go.Figure:
-        runs = [n for n in names if boxes[f"run:{n}"].value]
-        return training.curves_figure(histories, list(pick.value), runs, relative_loss=relative_loss, chance=chance)
+    def draw(metrics: Sequence[str], **switches: bool) -> go.Figure:
+        runs = [n for n in names if switches[f"run:{n}"]]
+        return training.curves_figure(histories, list(metrics), runs, relative_loss=relative_loss, chance=chance)
 
-    box = Explorer(controls, draw, [W.HBox([pick, W.VBox(list(boxes.values()))])], "training")
+    box = Explorer(controls, draw, [W.HBox([pick, W.VBox(list(boxes.values()))])], "training", main="metrics")
     for c in controls.values():
         c.observe(box.redraw, names="value")
     return box
@@ -106,15 +106,15 @@ def sweep_explorer(
             at.options, at.disabled = options, False
             at.value = options[len(options) // 2][1]
 
-    def draw() -> go.Figure:
-        name, x = controls["loss"].value, controls["x"].value
-        other = _other(report.sweep_values(runs, name), x)
-        fixed = {other: controls["at"].value} if other is not None else {}
-        return training.sweep_figure(runs, name, x, fixed, controls["metric"].value, refs, chance)
+    def draw(loss: str, x: str, at: float, metric: str) -> go.Figure:
+        other = _other(report.sweep_values(runs, loss), x)
+        fixed = {other: at} if other is not None else {}
+        return training.sweep_figure(runs, loss, x, fixed, metric, refs, chance)
 
     sync(reset_x=True)
     box = Explorer(controls, draw, [W.HBox([controls["loss"], controls["x"]]),
-                                    W.HBox([controls["at"], controls["metric"]])], "sweep")
+                                    W.HBox([controls["at"], controls["metric"]])], "sweep",
+                   main="metric" if controls["at"].disabled else "at")
 
     def on_change(change=None) -> None:
         if busy[0]:
