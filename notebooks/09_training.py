@@ -30,6 +30,12 @@
 # 4. tell a robust difference from a lucky seed.
 
 # %%
+try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
+    import vlr_lib  # noqa: F401
+except ModuleNotFoundError:
+    raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
+                              "(the folder holding pyproject.toml), then restart the kernel") from None
+
 import torch
 
 from vlr_lib import analysis, losses, report, similarity, viz, widgets
@@ -166,10 +172,11 @@ print(final[["rsum", "i2t_r1", "t2i_r1", "pos_sim", "hardneg_sim"]].round(3).to_
 # value, because the three losses live on different scales — sums, means and a $1/\gamma$):
 
 # %%
-viz.training.curves_figure(histories[0], metrics=("loss", "rsum"), chance=chance)
+viz.training.curves_figure(histories[0], metrics=("loss", "rsum"), chance=chance,
+                           subtitle="the usual start, seed 0")
 
 # %%
-viz.training.similarity_figure(histories[0])
+viz.training.similarity_figure(histories[0], subtitle="the usual start, seed 0")
 
 # %% [markdown]
 # What we check, for **each** seed (facts that held for every seed we tried, in fast and in
@@ -284,10 +291,11 @@ if SHAPES:
 # %%
 collapsed = {seed: {name: train(loss, kw, seed, offset=OFFSET) for name, (loss, kw) in LOSSES.items()}
              for seed in SEEDS}
-viz.training.similarity_figure(collapsed[0])
+viz.training.similarity_figure(collapsed[0], subtitle="the collapsed start, seed 0")
 
 # %%
-viz.training.curves_figure(collapsed[0], metrics=("rsum", "sim_gap"), chance=chance)
+viz.training.curves_figure(collapsed[0], metrics=("rsum", "sim_gap"), chance=chance,
+                           subtitle="the collapsed start, seed 0")
 
 # %% [markdown]
 # This is Li et al.'s Fig. 4a on our data. From the collapsed start, **Triplet-SH stays
@@ -395,3 +403,13 @@ box.value = True
 #    may fail then: they were measured with linear heads, and a failing check is a finding.
 #
 # </details>
+
+# %% [markdown]
+# ## References
+#
+# - Faghri, Fleet, Kiros, Fidler. *VSE++: Improving Visual-Semantic Embeddings with Hard Negatives.* BMVC 2018. [arXiv:1707.05612](https://arxiv.org/abs/1707.05612)
+# - Radford et al. *Learning Transferable Visual Models From Natural Language Supervision* (CLIP). ICML 2021. [arXiv:2103.00020](https://arxiv.org/abs/2103.00020)
+# - Veit, Wilber. *Improving Calibration in Deep Metric Learning With Cross-Example Softmax.* 2020. [arXiv:2011.08824](https://arxiv.org/abs/2011.08824)
+# - Bleeker, de Rijke. *Do Lessons from Metric Learning Generalize to Image-Caption Retrieval?* ECIR 2022. [arXiv:2202.07474](https://arxiv.org/abs/2202.07474)
+# - Li, Guo, Wang, Feng, Hwang, Du. *Unified Loss of Pair Similarity Optimization for Vision-Language Retrieval.* 2022. [arXiv:2209.13869](https://arxiv.org/abs/2209.13869)
+# - Xuan, Chen. *Dissecting Deep Metric Learning Losses for Image-Text Retrieval* (GOAL). 2022. [arXiv:2210.13188](https://arxiv.org/abs/2210.13188)
