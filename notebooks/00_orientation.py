@@ -25,6 +25,12 @@
 # device), seeds every random generator and sets the plotly renderer.
 
 # %%
+try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
+    import vlr_lib  # noqa: F401
+except ModuleNotFoundError:
+    raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
+                              "(the folder holding pyproject.toml), then restart the kernel") from None
+
 import ipywidgets
 import numpy as np
 import plotly
@@ -87,8 +93,8 @@ assert S.abs().max() <= 1.0 + 1e-6, "cosine similarities lie in [-1, 1]"
 # | Bleeker & de Rijke, *Do Lessons from Metric Learning Generalize to Image-Caption Retrieval?* | COCOS | Triplet vs Triplet-SH vs NT-Xent vs SmoothAP; counting the samples that contribute to a gradient |
 # | Faghri et al., *VSE++* (through the papers above) | VSE++ | the hardest-negative triplet loss that the others start from |
 #
-# Which notebook treats which equations (equation numbers are those of the papers'
-# text in `shared/papers/`):
+# Which notebook treats which equations (equation numbers are those of the papers' arXiv
+# versions, linked in the References at the end of every notebook):
 #
 # | notebook | topic | paper, equations |
 # |---|---|---|
@@ -160,12 +166,13 @@ assert torch.ones(2, device=cfg.device).sum().item() == 2.0, "the chosen device 
 # - **`flickr30k`** (a GPU machine with network on first use): Flickr30K with the Karpathy
 #   split (29,000 / 1,014 / 1,000 images × 5 captions), read through Hugging Face `datasets`
 #   from a Parquet copy on the Hub (`vlr_lib.data.load_flickr30k`, about 4.4 GB, cached under
-#   `HF_HOME`). Run `python data_scripts/prepare_flickr30k.py --out data/flickr30k` once to
-#   download and save it, then `python data_scripts/extract_features.py --data flickr30k
-#   --data-path data/flickr30k --backbone clip-vit-b32 --device cuda` to encode every image and
-#   caption once with a frozen backbone (pretrained weights download on first use); the
-#   training notebooks then fit small heads on the cached features in minutes. Set
-#   `VLR_DATA=flickr30k` before starting Jupyter.
+#   `HF_HOME`). Run `python -m vlr_lib check --data flickr30k` to see what is missing, then
+#   `python data_scripts/prepare_flickr30k.py` once to download and save it (to
+#   `~/.cache/vlr-workbook/data/flickr30k`, where every command and notebook looks; set
+#   `VLR_DATA_PATH` for a copy elsewhere), then `python data_scripts/extract_features.py --data
+#   flickr30k` on a GPU to encode every image and caption once with a frozen backbone (pretrained
+#   weights download on first use); the training notebooks then fit small heads on the cached
+#   features in minutes. Set `VLR_DATA=flickr30k` before starting Jupyter.
 #
 # Below are a few images of the current mode with their five captions.
 
@@ -173,7 +180,7 @@ assert torch.ones(2, device=cfg.device).sum().item() == 2.0, "the chosen device 
 if cfg.data == "shapes":
     data = make_shapes(n_train=cfg.pick(16, 64), n_val=8, n_test=8, seed=cfg.seed)
 else:
-    data = load_flickr30k()  # Hub download or HF cache; raises DatasetUnavailableError with what to do
+    data = load_flickr30k()  # VLR_DATA_PATH, the prepared copy, else the Hub (the error says how to work offline)
 print(data)
 
 
@@ -274,3 +281,13 @@ assert overlap[0.0] < overlap[0.5] < overlap[1.0], "harder data: more shared att
 # Exactly one colour, shape or size of one object (the members pick different ones), so
 # their captions differ in one word, e.g. "a small red circle" vs "a small blue circle".
 # </details>
+
+# %% [markdown]
+# ## References
+#
+# - Faghri, Fleet, Kiros, Fidler. *VSE++: Improving Visual-Semantic Embeddings with Hard Negatives.* BMVC 2018. [arXiv:1707.05612](https://arxiv.org/abs/1707.05612)
+# - Brown, Xie, Kalogeiton, Zisserman. *Smooth-AP: Smoothing the Path Towards Large-Scale Image Retrieval.* ECCV 2020. [arXiv:2007.12163](https://arxiv.org/abs/2007.12163)
+# - Veit, Wilber. *Improving Calibration in Deep Metric Learning With Cross-Example Softmax.* 2020. [arXiv:2011.08824](https://arxiv.org/abs/2011.08824)
+# - Bleeker, de Rijke. *Do Lessons from Metric Learning Generalize to Image-Caption Retrieval?* ECIR 2022. [arXiv:2202.07474](https://arxiv.org/abs/2202.07474)
+# - Li, Guo, Wang, Feng, Hwang, Du. *Unified Loss of Pair Similarity Optimization for Vision-Language Retrieval.* 2022. [arXiv:2209.13869](https://arxiv.org/abs/2209.13869)
+# - Xuan, Chen. *Dissecting Deep Metric Learning Losses for Image-Text Retrieval* (GOAL). 2022. [arXiv:2210.13188](https://arxiv.org/abs/2210.13188)

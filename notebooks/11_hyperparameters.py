@@ -37,6 +37,12 @@
 # second process helping for the last half hour); it has not been timed on a GPU.
 
 # %%
+try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
+    import vlr_lib  # noqa: F401
+except ModuleNotFoundError:
+    raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
+                              "(the folder holding pyproject.toml), then restart the kernel") from None
+
 import dataclasses
 import time
 from pathlib import Path
@@ -81,11 +87,13 @@ NAME = OUT.name
 # All configurations train two linear heads on the same frozen features (the shapes data's
 # pretrained-CNN and hashed-bag-of-words features, or cached CLIP ViT-B/32 features of
 # Flickr30K with `VLR_DATA=flickr30k`; see notebook 09 for why features and not end to end).
+# Every number below is on the **validation** split (1,014 images for Flickr30K): it is what a
+# hyperparameter is chosen on. The test split is not used here; notebook 10 reports it once.
 # A sweep multiplies the cost of one run by the number of cells, so the cheap mode matters
 # even more here.
 
 # %%
-train_set, val_set = training_features(cfg, **SIZES)  # shapes, or cached CLIP features of Flickr30K
+train_set, val_set = training_features(cfg, **SIZES)  # train and validation: shapes, or cached CLIP features of Flickr30K
 chance = chance_rsum(val_set[2])
 print(f"{train_set[0].shape[0]} training images, {val_set[0].shape[0]} validation images; chance rsum {chance:.1f}")
 
@@ -343,3 +351,15 @@ c["loss"].value = "unified"
 # ```
 #
 # </details>
+
+# %% [markdown]
+# ## References
+#
+# - Faghri, Fleet, Kiros, Fidler. *VSE++: Improving Visual-Semantic Embeddings with Hard Negatives.* BMVC 2018. [arXiv:1707.05612](https://arxiv.org/abs/1707.05612)
+# - Radford et al. *Learning Transferable Visual Models From Natural Language Supervision* (CLIP). ICML 2021. [arXiv:2103.00020](https://arxiv.org/abs/2103.00020)
+# - Wang, Han, Huang, Dong, Scott. *Multi-Similarity Loss with General Pair Weighting for Deep Metric Learning.* CVPR 2019. [arXiv:1904.06627](https://arxiv.org/abs/1904.06627)
+# - Brown, Xie, Kalogeiton, Zisserman. *Smooth-AP: Smoothing the Path Towards Large-Scale Image Retrieval.* ECCV 2020. [arXiv:2007.12163](https://arxiv.org/abs/2007.12163)
+# - Veit, Wilber. *Improving Calibration in Deep Metric Learning With Cross-Example Softmax.* 2020. [arXiv:2011.08824](https://arxiv.org/abs/2011.08824)
+# - Bleeker, de Rijke. *Do Lessons from Metric Learning Generalize to Image-Caption Retrieval?* ECIR 2022. [arXiv:2202.07474](https://arxiv.org/abs/2202.07474)
+# - Li, Guo, Wang, Feng, Hwang, Du. *Unified Loss of Pair Similarity Optimization for Vision-Language Retrieval.* 2022. [arXiv:2209.13869](https://arxiv.org/abs/2209.13869)
+# - Xuan, Chen. *Dissecting Deep Metric Learning Losses for Image-Text Retrieval* (GOAL). 2022. [arXiv:2210.13188](https://arxiv.org/abs/2210.13188)
