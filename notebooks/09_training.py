@@ -32,8 +32,9 @@
 # **How long it takes** (Run All, measured 2026-11-23 on this project's 2-core CPU while it was
 # shared with other jobs; the CPU time is what the notebook itself used): in full mode the twelve
 # runs compared below open from the record that ships with the workbook (`vlr_lib/recorded/`,
-# made by `make record`): 77 s (23 s of CPU), most of it the one 20-epoch run still trained here
-# to check the record. Fast mode (`VLR_FAST=1`) trains everything, smaller: 94 s (27 s of CPU).
+# made by `make record`): 22 s of CPU time (69–77 s wall on the shared CPU), most of it the one
+# 20-epoch run still trained here to check the record. Fast mode (`VLR_FAST=1`) trains everything,
+# smaller: 23 s of CPU time (77–94 s wall).
 # Re-training in full mode (`VLR_RERUN=1`) took 7.7 min on that shared CPU; it has not been timed
 # on a GPU.
 

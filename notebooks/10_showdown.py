@@ -33,8 +33,9 @@
 # **How long it takes** (Run All, measured 2026-11-23 on this project's 2-core CPU while it was
 # shared with other jobs; the CPU time is what the notebook itself used): in full mode the 66 runs
 # of the race open from the record that ships with the workbook (`vlr_lib/recorded/`, made by
-# `make record`): 54 s (16 s of CPU), including one run re-trained to check the record. Fast mode
-# (`VLR_FAST=1`) trains its small race and checks the full-size record: 84 s (27 s of CPU).
+# `make record`): 15 s of CPU time (53–54 s wall on the shared CPU), including one run re-trained
+# to check the record. Fast mode (`VLR_FAST=1`) trains its small race and checks the full-size
+# record: 28 s of CPU time (84–95 s wall).
 # Re-training the full race (`VLR_RERUN=1`) took 6.6 min (heads on features) and 17.3 min (the
 # VSE++ setting) on that shared CPU; it has not been timed on a GPU.
 

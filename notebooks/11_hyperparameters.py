@@ -31,8 +31,9 @@
 # **How long it takes** (Run All, measured 2026-11-23 on this project's 2-core CPU while it was
 # shared with other jobs; the CPU time is what the notebook itself used): in full mode the 132
 # runs of the sweeps open from the record that ships with the workbook (`vlr_lib/recorded/`, made
-# by `make record`): 71 s (23 s of CPU), including one run re-trained to check the record. Fast mode
-# (`VLR_FAST=1`) trains its small sweeps and checks the full-size record: 68 s (20 s of CPU).
+# by `make record`): 24 s of CPU time (71–86 s wall on the shared CPU), including one run
+# re-trained to check the record. Fast mode (`VLR_FAST=1`) trains its small sweeps and checks the
+# full-size record: 23 s of CPU time (68–86 s wall).
 # Re-training the full sweeps (`VLR_RERUN=1`) took 64 min on that shared CPU (87 min of epochs, a
 # second process helping for the last half hour); it has not been timed on a GPU.
 
