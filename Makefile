@@ -15,11 +15,12 @@ NOTEBOOKS := $(NOTEBOOK_SOURCES:.py=.ipynb)
 FIRST_NOTEBOOK := $(firstword $(NOTEBOOKS))
 PYTEST_ARGS ?=
 
-.PHONY: help setup notebooks lab test test-unit test-notebooks bench bench-train bench-gpu bench-widgets clean
+.PHONY: help setup notebooks lab test test-unit test-notebooks record bench bench-train bench-gpu bench-widgets clean
 
 help:
 	@echo "make lab          set up (first time) and open the workbook in JupyterLab"
 	@echo "make test         set up (first time) and run every test, notebooks included"
+	@echo "make record       regenerate the recorded runs notebooks 09-12 open in full mode (CPU: about an hour)"
 	@echo "make bench        loss speed benchmark (ratios against the matmul that makes S)"
 	@echo "make bench-train  trainer throughput against a plain DataLoader loop"
 	@echo "make bench-gpu    the Flickr30K path on a GPU: extraction, one epoch, the showdown, against targets"
@@ -62,6 +63,10 @@ else
 endif
 
 test: test-unit test-notebooks
+
+# The full-size runs that ship in vlr_lib/recorded/ (vlr_lib.train.record); cells are reused from $$VLR_RUNS.
+record: setup
+	OMP_NUM_THREADS=1 $(PY) -m vlr_lib record
 
 bench: setup
 	$(PY) benchmarks/bench_losses.py

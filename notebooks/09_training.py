@@ -28,6 +28,15 @@
 # 3. explain the early-training collapse of Triplet-SH (sec. 3.3, Fig. 4a), see when it does
 #    and does not happen, and measure the tangent gradients behind it (eqs. 11–12);
 # 4. tell a robust difference from a lucky seed.
+#
+# **How long it takes** (Run All, measured 2026-11-23 on this project's 2-core CPU while it was
+# shared with other jobs; the CPU time is what the notebook itself used): in full mode the twelve
+# runs compared below open from the record that ships with the workbook (`vlr_lib/recorded/`,
+# made by `make record`): 22 s of CPU time (69–77 s wall on the shared CPU), most of it the one
+# 20-epoch run still trained here to check the record. Fast mode (`VLR_FAST=1`) trains everything,
+# smaller: 23 s of CPU time (77–94 s wall).
+# Re-training in full mode (`VLR_RERUN=1`) took 7.7 min on that shared CPU; it has not been timed
+# on a GPU.
 
 # %%
 try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
@@ -36,11 +45,15 @@ except ModuleNotFoundError:
     raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
                               "(the folder holding pyproject.toml), then restart the kernel") from None
 
+import dataclasses
+import time
+
 import torch
+from tqdm.auto import tqdm
 
 from vlr_lib import analysis, losses, report, similarity, viz, widgets
 from vlr_lib.notebook import setup, training_features
-from vlr_lib.train import build_heads, chance_rsum, evaluate, fit, make_objective
+from vlr_lib.train import build_heads, chance_rsum, evaluate, fit, make_objective, record
 
 cfg = setup(seed=0)
 SHAPES = cfg.data == "shapes"
@@ -56,6 +69,13 @@ LOSSES = {  # display name (losses.loss_label) -> (vlr_lib.losses name, paramete
                      ("unified", {"margin": 0.2, "gamma": 60.0}))
 }
 assert list(LOSSES) == ["Triplet-SH", "NT-Xent", "Unified"]
+OFFSET = 20.0  # the shared bias of the collapse experiment (below)
+SIZES = {"n_train": (400, 2000), "n_val": (100, 200)}  # images (fast, full) of the two splits
+# Every setting of the runs: a record of them (vlr_lib.train.record) is opened only when these hash alike.
+KEY = {"notebook": "09_training", "data": cfg.data, "seed": cfg.seed, **{k: cfg.pick(*v) for k, v in SIZES.items()},
+       "epochs": EPOCHS, "batch_size": BATCH, "lr": LR, "dim": DIM, "head": HEAD, "seeds": SEEDS, "losses": LOSSES,
+       "offset": OFFSET}
+NAME = f"09_training-{cfg.data}-{'fast' if cfg.fast else 'full'}"
 
 # %% [markdown]
 # ## From data to features
@@ -80,7 +100,7 @@ assert list(LOSSES) == ["Triplet-SH", "NT-Xent", "Unified"]
 #   in both modes; the test split is kept for the one final report (notebook 10).
 
 # %%
-train_set, val_set = training_features(cfg)  # shapes, or cached CLIP features of Flickr30K
+train_set, val_set = training_features(cfg, **SIZES)  # shapes, or cached CLIP features of Flickr30K
 chance = chance_rsum(val_set[2])
 for name, (img, txt, c2i) in (("train", train_set), ("validation", val_set)):
     print(f"{name:>10}: {img.shape[0]} images x {img.shape[1]} features, {txt.shape[0]} captions x {txt.shape[1]}")
@@ -130,6 +150,7 @@ def train(loss: str, loss_kwargs: dict, seed: int, offset: float = 0.0) -> list[
 
 
 # The first run the plain way: fit builds its own heads (we only evaluate the same start as epoch 0).
+# It is trained in every mode: the check of the record below needs one run trained here.
 fitted = fit(*train_set, loss="unified", loss_kwargs=LOSSES["Unified"][1], head=HEAD, dim=DIM, epochs=EPOCHS,
              batch_size=BATCH, lr=LR, seed=0, val=val_set, progress=False)
 first = [{"epoch": 0, **evaluate(*start_heads(seed=0), *val_set)}, *fitted.history]
@@ -152,13 +173,60 @@ assert table["rsum"].iloc[-1] > chance
 #   (notebook 11 separates them);
 # * **Unified** (eq. 5), $m = 0.2$, $\gamma = 60$ (Li et al.'s setting for VSE++).
 
+# In full mode on the shapes data these runs — and the collapsed-start runs further down — open
+# from their **record** (`vlr_lib.train.record`): their per-epoch histories, used only when the
+# sha256 of `KEY` (every setting above) equals the record's and its tables match their stored
+# hashes. Otherwise (`VLR_RERUN=1`, another setting, fast mode) `runs_from` trains them, with a
+# progress bar and an estimate of the time left; `runs_from("usual", 0.0, None)` is the one-line
+# re-training call.
+
 # %%
-histories = {seed: {name: train(loss, kw, seed) for name, (loss, kw) in LOSSES.items()} for seed in SEEDS}
-# Same seed, same history: seed 0's unified run (heads from start_heads) repeats `first` (heads built by fit):
-# bit for bit on a CPU; on a GPU (bf16 autocast, atomic adds in some backward passes) within 1%.
-same_seed = [torch.tensor([(r["loss"], r["rsum"]) for r in h[1:]], dtype=torch.float64)
-             for h in (histories[0]["Unified"], first)]
-torch.testing.assert_close(*same_seed, rtol=0.0 if cfg.device.type == "cpu" else 1e-2, atol=0.0)
+rec = record.read(NAME, KEY) if cfg.use_record else None
+if rec is not None:
+    print(rec.line())
+t0 = time.perf_counter()
+
+
+def runs_from(start: str, offset: float, rec) -> dict[int, dict[str, list[dict]]]:
+    """{seed: {loss: history}} of every loss and seed from `start`: from the record `rec`, else trained now."""
+    if rec is not None:
+        opened = record.histories_of(rec.tables["runs"])
+        return {seed: {name: opened[f"{start}/{seed}/{name}"] for name in LOSSES} for seed in SEEDS}
+    runs: dict[int, dict[str, list[dict]]] = {seed: {} for seed in SEEDS}
+    for seed, name in tqdm([(s, n) for s in SEEDS for n in LOSSES], desc=f"{start} start", disable=cfg.fast):
+        runs[seed][name] = train(*LOSSES[name], seed, offset)
+    return runs
+
+
+histories = runs_from("usual", 0.0, rec)
+# Same seed, same history: seed 0's unified run (heads from start_heads) repeats `first` (heads built by fit),
+# exactly when both were trained here; the record (made on another machine) within record.RSUM_TOLERANCE.
+if rec is None:  # bit for bit on a CPU; on a GPU (bf16 autocast, atomic adds in some backward passes) within 1%
+    same_seed = [torch.tensor([(r["loss"], r["rsum"]) for r in h[1:]], dtype=torch.float64)
+                 for h in (histories[0]["Unified"], first)]
+    torch.testing.assert_close(*same_seed, rtol=0.0 if cfg.device.type == "cpu" else 1e-2, atol=0.0)
+else:
+    gap = record.check_reproduced([r["rsum"] for r in histories[0]["Unified"]], [r["rsum"] for r in first],
+                                  "notebook 09's record, Unified seed 0")
+    print(f"Unified, seed 0, trained here: validation rsum within {gap:.2f} of the record at every epoch")
+
+# The shipped record, checked in every mode: with other settings (fast mode) the first 3 epochs of its Unified run,
+# seed 0, are re-trained at the record's settings (from its manifest; the lr still decays at the record's epoch, so
+# they are the record's first 3 epochs) on full-size features; with the record's settings, the runs trained above.
+shipped = record.read(f"09_training-{cfg.data}-full", None)  # integrity checked, any settings
+if shipped is not None and rec is None:
+    made = shipped.manifest["settings"]
+    if record.settings_hash(KEY) == shipped.manifest["settings_sha256"]:
+        again = histories[0]["Unified"][1:]
+    else:
+        full_train, full_val = training_features(dataclasses.replace(cfg, fast=False), **SIZES)
+        loss, kw = made["losses"]["Unified"]
+        again = fit(*full_train, loss=loss, loss_kwargs=kw, head=made["head"], dim=made["dim"], epochs=3,
+                    lr_decay_epoch=made["epochs"] // 2, batch_size=made["batch_size"], lr=made["lr"],
+                    seed=made["seeds"][0], val=full_val, progress=False).history
+    recorded = record.histories_of(shipped.tables["runs"])[f"usual/{made['seeds'][0]}/Unified"][1:len(again) + 1]
+    gap = record.check_reproduced([r["rsum"] for r in recorded], [r["rsum"] for r in again], "notebook 09's record")
+    print(f"the record's Unified run re-trained ({len(again)} epochs): validation rsum within {gap:.2f} of the record")
 
 summary = report.history_frame({f"{name} / seed {s}": h for s, runs in histories.items() for name, h in runs.items()})
 final = summary[summary["epoch"] == EPOCHS].set_index("run")
@@ -188,9 +256,11 @@ viz.training.similarity_figure(histories[0], subtitle="the usual start, seed 0")
 # and, on the shapes data (with Flickr30K features the cell prints the numbers; whether the
 # same holds there is for you to find out):
 #
-# 3. Triplet-SH's *best* rsum over the epochs is below both NT-Xent's and the unified loss's
-#    (on the final epoch the gap can be small in full mode: Triplet-SH catches up late);
-# 4. Triplet-SH keeps every similarity small: its final mean positive similarity is below
+# 3. in fast mode (6 epochs), Triplet-SH's *best* rsum over the epochs is below both NT-Xent's
+#    and the unified loss's; given 20 epochs (full mode) Triplet-SH catches up: the three best
+#    rsums lie within 15 points (of 600) of each other — in the record Triplet-SH's is even the
+#    highest, by 1–7 points on both seeds, too little to call a win at two seeds;
+# 4. Triplet-SH keeps its positives less similar: its final mean positive similarity is below
 #    NT-Xent's.
 #
 # Note that `hardneg_sim` sits *above* `pos_sim` for every loss: a mean over an image's five
@@ -204,8 +274,11 @@ for seed, runs in histories.items():
         assert list(f["epoch"]) == list(range(EPOCHS + 1)), (seed, name)
         assert f["rsum"].iloc[-1] > chance + 20, (seed, name, f["rsum"].iloc[-1])
     best = {name: f["rsum"].max() for name, f in frames.items()}
-    if SHAPES:
+    if SHAPES and cfg.fast:
         assert best["Triplet-SH"] < min(best["NT-Xent"], best["Unified"]), (seed, best)
+    if SHAPES and not cfg.fast:  # measured in the record: 534.3 / 527.1 / 531.0 and 529.7 / 524.6 / 528.4
+        assert max(best.values()) - min(best.values()) < 15, (seed, best)
+    if SHAPES:
         assert frames["Triplet-SH"]["pos_sim"].iloc[-1] < frames["NT-Xent"]["pos_sim"].iloc[-1], seed
     print(f"seed {seed}: best rsum " + ", ".join(f"{k} {v:.1f}" for k, v in best.items()))
 
@@ -226,10 +299,11 @@ for seed, runs in histories.items():
 # and random projections of them are nearly orthogonal. So the precondition of the collapse
 # is simply absent, and Triplet-SH does not collapse. Nor does its gradient vanish: the
 # trainer counts, on a fixed probe batch, how many queries still violate the margin against
-# their hardest negative (COCOS, Bleeker & de Rijke eqs. 9–10). For Triplet-SH that is
-# (nearly) every query at every epoch — its gradient is alive; it just cannot push the
-# hardest negatives of the shapes data (scenes of a group share many attributes, and some
-# captions fit several scenes) below the positives.
+# their hardest negative (COCOS, Bleeker & de Rijke eqs. 9–10). For Triplet-SH that is every
+# query at first and still about three quarters of them after 20 epochs (at least 70 % at every
+# epoch, for both seeds) — its gradient is alive; the hardest negatives of the shapes data
+# (scenes of a group share many attributes, and some captions fit several scenes) keep most
+# queries inside the margin.
 
 # %%
 for seed, runs in histories.items():
@@ -240,7 +314,7 @@ for seed, runs in histories.items():
           f"share of probe queries with a Triplet-SH gradient per epoch: {active.round(2).tolist()}")
     if SHAPES:
         assert start["pos_sim"] < 0.5 and start["hardneg_sim"] < 0.5, start  # far from Li et al.'s epoch 0
-        assert (active >= 0.9).all()
+        assert (active >= 0.7).all()  # measured: >= 0.9 in fast mode, down to 0.73 after 20 epochs
 
 # %% [markdown]
 # ### Forcing the collapse
@@ -255,7 +329,6 @@ for seed, runs in histories.items():
 # batch of one caption for each of 128 training images:
 
 # %%
-OFFSET = 20.0
 c2i = train_set[2]
 assert bool((c2i[1:] >= c2i[:-1]).all())  # captions are grouped by image
 probe_caps = torch.searchsorted(c2i, torch.arange(128))  # the first caption of images 0..127
@@ -289,8 +362,12 @@ if SHAPES:
 # the collapsed start, for each seed:
 
 # %%
-collapsed = {seed: {name: train(loss, kw, seed, offset=OFFSET) for name, (loss, kw) in LOSSES.items()}
-             for seed in SEEDS}
+collapsed = runs_from("collapsed", OFFSET, rec)
+rows = record.history_rows({f"{start}/{seed}/{name}": h for start, runs in (("usual", histories), ("collapsed", collapsed))
+                            for seed, by_loss in runs.items() for name, h in by_loss.items()})
+record.keep(NAME, KEY, {"runs": rows}, title="notebook 09's runs", wall_seconds=time.perf_counter() - t0,
+            train_seconds=record.train_seconds(rows), command=f"notebook 09 (VLR_FAST={int(cfg.fast)}, VLR_DATA={cfg.data})")
+# (record.keep writes only under make record)
 viz.training.similarity_figure(collapsed[0], subtitle="the collapsed start, seed 0")
 
 # %%
@@ -355,10 +432,11 @@ box.value = True
 # * The pipeline is data → frozen features → two heads trained with one loss; `fit` gives a
 #   deterministic per-epoch history (loss, R@K, rsum, positive and hardest-negative
 #   similarity, COCOS on a probe batch).
-# * On the shapes features, from the usual start, NT-Xent and the unified loss reach a higher
-#   rsum than Triplet-SH (checked on the best epoch, for two seeds); Triplet-SH keeps all
-#   similarities near zero while every probe query still has a gradient — no collapse, no
-#   vanishing gradient, just slow progress against very hard negatives.
+# * On the shapes features, from the usual start, NT-Xent and the unified loss are ahead of
+#   Triplet-SH after a short schedule (fast mode); after 20 epochs (full mode) all three reach
+#   about the same best rsum, 525–535 (checked for two seeds). Triplet-SH keeps its positives
+#   less similar than NT-Xent does, while most probe queries still have a gradient — no
+#   collapse, no vanishing gradient, just slower progress against very hard negatives.
 # * Li et al.'s collapse needs a start where positives and hardest negatives are both near 1.
 #   We can create one (a shared bias); then Triplet-SH stays stuck near 1, as in their
 #   Fig. 4a, while NT-Xent and the unified loss climb out — although at that start *all three*

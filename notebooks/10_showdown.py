@@ -29,6 +29,15 @@
 # Veit & Wilber (PR-AUC, Table 1), Li et al. (the unified loss, eq. 5). Library: `vlr_lib.train.grid`
 # (training, cached per cell), `vlr_lib.metrics`, `vlr_lib.analysis.cocos_table`,
 # `vlr_lib.report` (tables and the reading), `vlr_lib.viz.showdown` (figures).
+#
+# **How long it takes** (Run All, measured 2026-11-23 on this project's 2-core CPU while it was
+# shared with other jobs; the CPU time is what the notebook itself used): in full mode the 66 runs
+# of the race open from the record that ships with the workbook (`vlr_lib/recorded/`, made by
+# `make record`): 15 s of CPU time (53–54 s wall on the shared CPU), including one run re-trained
+# to check the record. Fast mode (`VLR_FAST=1`) trains its small race and checks the full-size
+# record: 28 s of CPU time (84–95 s wall).
+# Re-training the full race (`VLR_RERUN=1`) took 6.6 min (heads on features) and 17.3 min (the
+# VSE++ setting) on that shared CPU; it has not been timed on a GPU.
 
 # %%
 try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
@@ -43,7 +52,7 @@ from IPython.display import Markdown, display
 
 from vlr_lib import goal, losses, report, viz, widgets
 from vlr_lib.notebook import setup
-from vlr_lib.train import showdown, trainer  # the experiment, shared with `python -m vlr_lib showdown`
+from vlr_lib.train import record, showdown  # the experiment, shared with `python -m vlr_lib showdown`
 
 cfg = setup(seed=0)
 SETTING = "features"  # what learns: "features" (heads), "vsepp" (+ a GRU from scratch) or "e2e" (shapes only)
@@ -92,7 +101,14 @@ assert contestants["loss"].is_unique
 #   Each run is reported at its epoch of best validation rsum — the checkpoint a practitioner would
 #   keep — so the test numbers never influence the choice.
 #
-# The runs go through `vlr_lib.train.grid`, which stores every (configuration, seed) cell on disk under
+# In full mode on the shapes data the race opens from its **record**: the per-run, per-epoch
+# histories of all 66 runs, stored with the settings that produced them, the hardware and the date
+# (`vlr_lib.train.record`). `showdown.run(spec, record=True)` uses a record only when the sha256 of
+# its settings equals that of `spec` and every table matches its stored hash; otherwise — another
+# `SETTING`, another schedule, `VLR_RERUN=1` or the one-line `showdown.run(spec)` — it trains, with a
+# progress bar and an estimate of the time left.
+#
+# Training goes through `vlr_lib.train.grid`, which stores every (configuration, seed) cell on disk under
 # the runs folder (`$VLR_RUNS`, else `~/.cache/vlr-workbook/runs`; `vlr_lib.paths.runs_dir`). `showdown.run` returns the stored table when its settings match, so
 # re-opening this notebook does not retrain; in fast mode (CI) the small grid trains in seconds.
 # In essence it calls
@@ -104,9 +120,10 @@ assert contestants["loss"].is_unique
 
 # %%
 command = f"notebook 10 (VLR_FAST={int(cfg.fast)}, VLR_DATA={cfg.data})"
-race = showdown.run(spec, command=command)  # FileNotFoundError with the commands to run if flickr30k features are missing
-runs, meta = race.runs, race.meta
+race = showdown.run(spec, command=command, record=cfg.use_record, progress=True)  # flickr30k: FileNotFoundError
+runs, meta = race.runs, race.meta  # with the commands to run if its features are missing
 chance = meta["chance_rsum_test"]
+print(race.record.line() if race.record else f"Trained now or read from {race.out} (no record used).")
 
 # %% [markdown]
 # Where the table came from, read from its stored metadata:
@@ -114,7 +131,8 @@ chance = meta["chance_rsum_test"]
 # %%
 stored = meta["spec"]  # the settings the table was trained with (showdown.run reuses it only when they match spec)
 display(Markdown("\n".join([
-    f"- **{'stored table reused' if race.reused else 'trained just now'}** from `{race.out.relative_to(race.out.parents[1])}`",
+    f"- **{'opened from the record' if race.record else 'stored table reused' if race.reused else 'trained just now'}**"
+    f" from `{race.out.relative_to(race.out.parents[1])}`",
     f"- command: `{meta['command']}`",
     f"- data and features: {meta['data']}",
     f"- setting: {meta['setting']}",
@@ -141,28 +159,33 @@ print(f"{len(runs)} runs; selected epochs range {runs['sel_epoch'].min()}-{runs[
 # ### Can we trust a stored table? Retrain one cell
 #
 # A cached number is only as good as its recipe. We retrain one cell from scratch — Triplet-SH,
-# the first seed — with the same settings and callback, and compare it with the stored row. On a CPU
-# the run is deterministic, so the numbers must agree exactly (on a GPU, bf16 arithmetic allows a
-# small tolerance).
+# the first seed — with the same settings and callback, and compare it with the stored row. When the
+# table was trained on this machine the CPU run is deterministic, so the numbers must agree exactly
+# (on a GPU, bf16 arithmetic allows a small tolerance). The **record** was made on another machine:
+# in every mode (fast mode included) the same cell of the full-size record is re-trained and must
+# match the record's validation rsum at every epoch within `record.RSUM_TOLERANCE` rsum points
+# (another CPU rounds differently; the gap is 0 on the machine that made the record).
 #
 # The same cell lets us check a claim of Xuan & Chen (sec. 4.2, Table 2): the GOAL combination
 # $(T^{con}, P^{con})$ *is* the hardest-negative triplet loss of VSE++, so with identical seeds the two
 # runs should coincide.
 
 # %%
-data = showdown.load_data(spec)
 seed = spec.seeds[0]
-check = showdown.ShowdownMetrics(data.test, showdown.probe_batch(data.train, min(spec.probe, data.train[0].shape[0])))
-with showdown.cpu_threads(1):  # tiny matmuls: one thread is faster than two on a shared CPU
-    again = trainer(spec.setting)(*data.train, loss="triplet_hardest", val=data.val, **spec.model(),
-                                  settings=spec.settings().replace(seed=seed, callbacks=[check], device=cfg.device))
-stored_row = runs[(runs["loss"] == "triplet_hardest") & (runs["seed"] == seed)].iloc[0]
-exact = cfg.device.type == "cpu"  # CPU runs repeat bit for bit; the table went through CSV, hence rtol 1e-9
-cols = ("rsum", "sel_epoch", "sel_rsum", "sel_map5", "sel_pr_auc", "sel_cocos_triplet_sh_i2t_C_0") if exact else ("sel_rsum",)
-for col in cols:
-    assert np.isclose(again.final[col], stored_row[col], rtol=1e-9 if exact else 0.05, atol=0.0), col
-print(f"retrained Triplet-SH, seed {seed}: test rsum {again.final['sel_rsum']:.2f} at epoch "
-      f"{again.final['sel_epoch']} = stored {stored_row['sel_rsum']:.2f}")
+exact = meta["device"] == "cpu"  # CPU runs repeat bit for bit; the table went through CSV, hence rtol 1e-9
+if race.record is None:  # trained here (or read from this machine's runs folder): it must repeat exactly
+    again = showdown.retrain(spec, "triplet_hardest", seed)  # Triplet-SH from scratch, with the callback
+    stored_row = runs[(runs["loss"] == "triplet_hardest") & (runs["seed"] == seed)].iloc[0]
+    cols = ("rsum", "sel_epoch", "sel_rsum", "sel_map5", "sel_pr_auc", "sel_cocos_triplet_sh_i2t_C_0") if exact else ("sel_rsum",)
+    for col in cols:
+        assert np.isclose(again.final[col], stored_row[col], rtol=1e-9 if exact else 0.05, atol=0.0), col
+    print(f"retrained Triplet-SH, seed {seed}: test rsum {again.final['sel_rsum']:.2f} at epoch "
+          f"{again.final['sel_epoch']} = stored {stored_row['sel_rsum']:.2f}")
+full = showdown.spec_for(cfg.data, False, SETTING, device=str(cfg.device))
+gap = showdown.check_record(full, "triplet_hardest", seed)  # None: no record of this data and setting
+print("no record of this data and setting to check" if gap is None else
+      f"the record's Triplet-SH, seed {seed}, re-trained at full size: validation rsum within {gap:.2f} of the "
+      f"record at every epoch (tolerance {record.RSUM_TOLERANCE})")
 
 metrics_cols = [f"sel_{m}" for m in report.TABLE1_COLUMNS]
 con_con = runs[runs["loss"] == "goal:con,con"].set_index("seed")[metrics_cols]
@@ -295,7 +318,7 @@ display(Markdown(f"Spearman's ρ = **{rho:.2f}** over {len(rsum)} models: a {str
 # the test split (the quantities of Li et al. Fig. 4, recorded by the callback):
 
 # %%
-n_neg = min(spec.probe, data.train[0].shape[0]) - 1  # probe batch minus the positive
+n_neg = min(spec.probe, spec.n_train or spec.probe) - 1  # probe batch minus the positive
 cq = report.cocos_summary(runs, "C_q")
 sims = runs.groupby("loss", sort=False)[["sel_pos_sim", "sel_hardneg_sim"]].mean().set_axis(cq.index)
 saturated = [n for n in cq.index if (cq.loc[n, ["Triplet i2t", "Triplet t2i"]] == n_neg).all()]

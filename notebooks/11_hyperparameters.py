@@ -27,6 +27,15 @@
 #    (eq. 7) and $k$ of cross-example negative mining (Veit & Wilber eq. 6);
 # 4. explore the stored results slice by slice, and say which differences you measured
 #    are larger than the seed-to-seed noise.
+#
+# **How long it takes** (Run All, measured 2026-11-23 on this project's 2-core CPU while it was
+# shared with other jobs; the CPU time is what the notebook itself used): in full mode the 132
+# runs of the sweeps open from the record that ships with the workbook (`vlr_lib/recorded/`, made
+# by `make record`): 24 s of CPU time (71–86 s wall on the shared CPU), including one run
+# re-trained to check the record. Fast mode (`VLR_FAST=1`) trains its small sweeps and checks the
+# full-size record: 23 s of CPU time (68–86 s wall).
+# Re-training the full sweeps (`VLR_RERUN=1`) took 64 min on that shared CPU (87 min of epochs, a
+# second process helping for the last half hour); it has not been timed on a GPU.
 
 # %%
 try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
@@ -35,6 +44,7 @@ except ModuleNotFoundError:
     raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
                               "(the folder holding pyproject.toml), then restart the kernel") from None
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -42,7 +52,7 @@ import pandas as pd
 
 from vlr_lib import paths, report, viz, widgets
 from vlr_lib.notebook import setup, training_features
-from vlr_lib.train import chance_rsum, grid
+from vlr_lib.train import chance_rsum, fit, grid, record
 
 cfg = setup(seed=0)
 SHAPES = cfg.data == "shapes"
@@ -65,6 +75,12 @@ RUNS = paths.runs_dir()  # $VLR_RUNS, else the workbook's cache folder (never th
 OUT = RUNS / f"11_hyperparameters-{cfg.data}-{'fast' if cfg.fast else 'full'}"
 OUT.mkdir(parents=True, exist_ok=True)
 print(f"grid cache: {OUT}")
+SIZES = {"n_train": (400, 2000), "n_val": (100, 200)}  # images (fast, full) of the two splits
+# Every setting of the sweeps: a record of them (vlr_lib.train.record) is opened only when these hash alike.
+KEY = {"notebook": "11_hyperparameters", "data": cfg.data, "seed": cfg.seed,
+       **{k: cfg.pick(*v) for k, v in SIZES.items()}, "sweeps": SWEEPS, "seeds": SEEDS, "epochs": EPOCHS,
+       "batch_size": BATCH, "lr": LR, "dim": DIM}
+NAME = OUT.name
 
 # %% [markdown]
 # ## Features, as in notebook 09
@@ -78,7 +94,7 @@ print(f"grid cache: {OUT}")
 # even more here.
 
 # %%
-train_set, val_set = training_features(cfg)  # train and validation: shapes, or cached CLIP features of Flickr30K
+train_set, val_set = training_features(cfg, **SIZES)  # train and validation: shapes, or cached CLIP features of Flickr30K
 chance = chance_rsum(val_set[2])
 print(f"{train_set[0].shape[0]} training images, {val_set[0].shape[0]} validation images; chance rsum {chance:.1f}")
 
@@ -95,6 +111,13 @@ print(f"{train_set[0].shape[0]} training images, {val_set[0].shape[0]} validatio
 #
 # To see what is trained we pass a callback; `grid` hands it to `fit`, which calls it after
 # every epoch it trains. Callbacks are not part of the cell key.
+#
+# In full mode on the shapes data nothing needs training: the sweeps' per-run, per-epoch histories
+# ship with the workbook as a **record** (`vlr_lib.train.record`), used only when the sha256 of
+# `KEY` — every setting below — equals the record's and its tables match their stored hashes.
+# Change a sweep, the seeds or the schedule, or set `VLR_RERUN=1`, and the cell trains instead,
+# with a progress bar and an estimate of the time left (the one-line re-training call is the
+# `grid(...)` below).
 
 # %%
 class EpochCounter:
@@ -108,35 +131,50 @@ class EpochCounter:
 
 
 SETTINGS = dict(train=train_set, val=val_set, out=OUT, epochs=EPOCHS, batch_size=BATCH, lr=LR, dim=DIM,
-                probe_batch=0, progress=False)  # probe_batch=0: no COCOS probe, sweeps only need the metrics
-
+                probe_batch=0, progress=not cfg.fast)  # probe_batch=0: no COCOS probe, sweeps only need the metrics
+rec = record.read(NAME, KEY) if cfg.use_record else None
 counter = EpochCounter()
 t0 = time.perf_counter()
-result = grid(list(SWEEPS), SWEEPS, seeds=SEEDS, callbacks=counter, **SETTINGS)
+if rec is None:  # train every cell not in the cache (make record keeps them as the record)
+    runs = grid(list(SWEEPS), SWEEPS, seeds=SEEDS, callbacks=counter, **SETTINGS).runs
+    record.keep_grid(NAME, KEY, runs, OUT, title="notebook 11's sweeps", wall_seconds=time.perf_counter() - t0,
+                     command=f"notebook 11 (VLR_FAST={int(cfg.fast)}, VLR_DATA={cfg.data})")
+else:
+    runs = record.cell_table(record.cells_of(rec.tables))
+    print(rec.line())
 first_seconds = time.perf_counter() - t0
-runs = result.runs
 new_cells = counter.epochs // EPOCHS
-origin = {0: "all from the cache (an earlier run)", len(runs): "all trained now"}.get(
+origin = "opened from the record" if rec else {0: "all from the cache (an earlier run)", len(runs): "all trained now"}.get(
     new_cells, f"{new_cells} trained now, the rest from the cache")
 print(f"{len(runs)} cells ({runs['config'].nunique()} configurations x {len(SEEDS)} seed(s)): {origin}; "
       f"{counter.epochs} epochs trained in {first_seconds:.1f} s")
-print(result.table(("rsum", "i2t_r1", "t2i_r1")))
+print(report.summary_table(report.summarize(runs), ("rsum", "i2t_r1", "t2i_r1")))
 
 # %% [markdown]
 # The same call again: every cell is found in the cache, so nothing is trained, no file is
-# rewritten, and the table is identical.
+# rewritten, and the table is identical. (Opened from the record, nothing is in the cache yet:
+# the call is then made for Triplet-SH with the first seed alone, which trains that one cell
+# first — and that cell, trained here from scratch, must match the record within
+# `record.RSUM_TOLERANCE` rsum points at every epoch.)
 
 # %%
+call = dict(losses=list(SWEEPS), param_grid=SWEEPS, seeds=SEEDS) if rec is None else \
+    dict(losses=["triplet_hardest"], seeds=SEEDS[:1])
+expected = grid(**call, **SETTINGS).runs if rec is not None else runs  # the record: trains the one cell
 cells = {p.name: p.stat().st_mtime_ns for p in (OUT / "cells").glob("*.json")}
 again = EpochCounter()
 t0 = time.perf_counter()
-result_again = grid(list(SWEEPS), SWEEPS, seeds=SEEDS, callbacks=again, **SETTINGS)
+runs_again = grid(**call, callbacks=again, **SETTINGS).runs
 print(f"second call: {again.epochs} epochs trained, {time.perf_counter() - t0:.2f} s")
 assert again.epochs == 0
 assert {p.name: p.stat().st_mtime_ns for p in (OUT / "cells").glob("*.json")} == cells
-assert result_again.table() == result.table()
-pd.testing.assert_frame_equal(result_again.runs, runs)
+pd.testing.assert_frame_equal(runs_again, expected)
 assert (OUT / "runs.csv").exists() and (OUT / "summary.csv").exists()  # the tables are saved next to the cells
+if rec is not None:
+    trained = record.grid_cells(OUT, runs_again["key"])[0]["history"]
+    recorded = record.cell_history(record.cells_of(rec.tables), {"loss": "triplet_hardest"}, SEEDS[0])
+    gap = record.check_reproduced([r["rsum"] for r in recorded], [r["rsum"] for r in trained], "notebook 11's record")
+    print(f"Triplet-SH, seed {SEEDS[0]}, trained here: validation rsum within {gap:.2f} of the record at every epoch")
 
 # %% [markdown]
 # Two checks on the results:
@@ -163,6 +201,31 @@ vlc = cell("info_nce", temperature=0.1)["rsum"].to_numpy()
 print(f"unified(m=0, gamma=10): {vlc_as_unified}, info_nce(tau=0.1): {vlc}")
 assert (abs(vlc_as_unified - vlc) <= 0.03 * vlc).all()
 assert (runs["rsum"] > chance).all(), runs.loc[runs["rsum"] <= chance, "config"].tolist()
+
+# %% [markdown]
+# ### The shipped record, checked in every mode
+#
+# Fast mode trains its own small sweeps, so it checks the full-size record separately: the first 3
+# epochs of Triplet-SH with the record's first seed, re-trained from scratch at the record's
+# settings (read from its manifest; the learning rate decays at the record's epoch, so these are
+# the record's first 3 epochs) on the full-size features, must match the record's validation rsum
+# within `record.RSUM_TOLERANCE`. (Opened from the record, the cell above re-trained a whole run.)
+
+# %%
+shipped = record.read(f"11_hyperparameters-{cfg.data}-full", None)  # integrity checked, any settings
+if shipped is not None and rec is None:
+    made = shipped.manifest["settings"]
+    full_train, full_val = training_features(dataclasses.replace(cfg, fast=False), **SIZES)
+    assert (full_train[0].shape[0], full_val[0].shape[0]) == (made["n_train"], made["n_val"]), "the record's data sizes"
+    redo = fit(*full_train, loss="triplet_hardest", val=full_val, epochs=3, lr_decay_epoch=made["epochs"] // 2,
+               batch_size=made["batch_size"], lr=made["lr"], dim=made["dim"], seed=made["seeds"][0], probe_batch=0,
+               progress=False).history
+    recorded = record.cell_history(record.cells_of(shipped.tables), {"loss": "triplet_hardest"}, made["seeds"][0])
+    gap = record.check_reproduced([r["rsum"] for r in recorded[:len(redo)]], [r["rsum"] for r in redo],
+                                  "notebook 11's record")
+    print(f"the record's Triplet-SH, first {len(redo)} epochs re-trained at full size: validation rsum within "
+          f"{gap:.2f}")
+print("record:", shipped.line() if shipped else f"none for data={cfg.data}")
 
 # %% [markdown]
 # ## The unified loss: margin and scale (Li et al., Fig. 5)

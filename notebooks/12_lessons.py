@@ -36,6 +36,11 @@
 # 2. design a controlled experiment over losses: one condition changed, seeds and schedule fixed;
 # 3. read a difference of two losses against its seed noise — holds, reverses, or cannot tell;
 # 4. train with a loss schedule (`"warmup:<first>:<epochs>:<then>"`) and in the three settings.
+#
+# **How long it takes** (Run All on this project's 2-core CPU, shared with other jobs, 2026-11-23):
+# fast mode (`VLR_FAST=1`) 161 s (49 s of CPU). Full mode opens the chapter's record when one
+# ships (`make record --only 12` makes it); none does yet, so full mode trains the chapter's
+# 102 runs — not timed here; it has not been timed on a GPU either.
 
 # %%
 try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
@@ -50,7 +55,7 @@ from IPython.display import Markdown, display
 from vlr_lib import feature_quality, report, shapes_encoder, viz
 from vlr_lib.data import make_shapes
 from vlr_lib.notebook import setup
-from vlr_lib.train import chance_rsum, lessons, shapes_features
+from vlr_lib.train import chance_rsum, lessons, record, shapes_features
 
 cfg = setup(seed=0)
 
@@ -116,6 +121,13 @@ assert quality.loc["pretrained", "caption-overlap Spearman"] >= 0.35  # the issu
 #
 # ## 2. The experiments
 #
+# In full mode the chapter's table opens from its **record** (`vlr_lib.train.record`: the runs
+# with the settings that produced them, the hardware and the date), used only when the sha256 of
+# the spec equals the record's and its table matches its stored hash; `VLR_RERUN=1` or the one-line
+# `lessons.run(spec)` trains instead, with a progress bar and an estimate of the time left. In
+# every mode one recorded run is re-trained from scratch and must match the record within
+# `record.RSUM_TOLERANCE` rsum points (the check after the table).
+#
 # `lessons.conditions` lists every condition. Each runs through a showdown spec
 # (`vlr_lib.train.showdown.spec_for`) — the same data sizes, schedule, seeds and selection on validation
 # as notebook 10 — and differs from the base condition (pretrained features, difficulty 0.5, heads on
@@ -131,9 +143,12 @@ plan = pd.DataFrame([{"experiment": lessons.EXPERIMENTS[c.experiment], "conditio
 plan
 
 # %%
-done = lessons.run(spec, command=f"notebook 12 (VLR_FAST={int(cfg.fast)})")
+done = lessons.run(spec, command=f"notebook 12 (VLR_FAST={int(cfg.fast)})", record=cfg.use_record, progress=not cfg.fast)
 runs, meta = done.runs, done.meta
-display(Markdown(f"- **{'stored table reused' if done.reused else 'trained just now'}**; {meta['n_cells']} cells "
+if done.record is not None:
+    print(done.record.line())
+origin = "opened from the record" if done.record else "stored table reused" if done.reused else "trained just now"
+display(Markdown(f"- **{origin}**; {meta['n_cells']} cells "
                  f"({meta['epochs_trained_now']} epochs trained in this call), {meta['wall_seconds']:.0f} s on "
                  f"{meta['hardware']}; {meta['date']}"))
 
@@ -158,6 +173,12 @@ judged = runs if not cfg.fast else runs[runs["condition"] != lessons.SETTING_NAM
 assert (judged["sel_rsum"] > chance + 10).all(), judged.loc[judged["sel_rsum"] <= chance + 10, ["condition", "loss"]]
 table = report.lesson_table(runs)
 print(f"{len(runs)} rows, {meta['n_cells']} distinct runs; chance rsum on the test split {chance:.1f}")
+
+# The shipped record, checked in every mode: one of its runs re-trained from scratch at full size.
+gap = lessons.check_record(lessons.LessonsSpec(fast=False, device=str(cfg.device)))
+print("no record of the chapter to check" if gap is None else
+      f"a recorded run (pretrained encoder, Triplet-SH, seed 0) re-trained: last and best validation rsum within "
+      f"{gap:.2f} of the record (tolerance {record.RSUM_TOLERANCE})")
 
 # %% [markdown]
 # Each experiment below shows three differences of test rsum per condition, as the papers order the

@@ -8,6 +8,8 @@ Environment variables (read once, here):
                   saved, else the Hub; read by ``vlr_lib.data.flickr30k.resolve_source``);
 - VLR_FLICKR_REVISION  flickr30k: a commit hash (or its first 7+ characters) that chooses between
                   feature caches of several commits.
+- VLR_RERUN=1     full mode re-trains instead of opening the recorded runs that ship with the
+                  workbook (``vlr_lib.train.record``); fast mode always trains.
 """
 from __future__ import annotations
 
@@ -49,13 +51,19 @@ class Settings:
     data: str
     device: torch.device
     seed: int
+    rerun: bool = False
+
+    @property
+    def use_record(self) -> bool:
+        """Open the shipped records (full mode, unless VLR_RERUN=1); fast mode trains its small runs."""
+        return not (self.fast or self.rerun)
 
     def pick(self, fast: T, full: T) -> T:
         """`fast` in fast mode, `full` otherwise: one place decides every size."""
         return fast if self.fast else full
 
     def __str__(self) -> str:
-        mode = "fast" if self.fast else "full"
+        mode = "fast" if self.fast else ("full, re-training" if self.rerun else "full")
         return f"vlr-workbook settings: {mode} mode, data={self.data}, device={self.device}, seed={self.seed}"
 
 
@@ -87,7 +95,7 @@ def setup(seed: int = 0, renderer: str | None = PLOTLY_RENDERER) -> Settings:
 
     device_name = os.environ.get("VLR_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
     device = parse_device(device_name, "VLR_DEVICE")  # a bad name or a missing GPU fails here, not in training
-    settings = Settings(fast=_flag("VLR_FAST"), data=data, device=device, seed=seed)
+    settings = Settings(fast=_flag("VLR_FAST"), data=data, device=device, seed=seed, rerun=_flag("VLR_RERUN"))
     seed_everything(seed)
     if settings.fast and settings.device.type == "cpu":
         # Fast mode's matrices are tiny: threads gain nothing, and on a shared 2-core CI

@@ -39,10 +39,11 @@ from .._checks import check_int
 from .._io import atomic_write, atomic_write_json, read_back, read_json
 from ..paths import runs_dir
 from . import distributed as D
+from . import record as R
 from .device import default_device
 from .grid_search import check_seeds
 from .inputs import check_setting
-from .showdown import SEEDS, ShowdownSpec, hardware, spec_for, train_cells
+from .showdown import SEEDS, ShowdownSpec, hardware, retrain, spec_for, train_cells
 
 #: The four losses of the papers' orderings, by the role they play (the warm-up experiment swaps Triplet-SH's loss).
 ROLES = ("triplet_all", "triplet_hardest", "unified", "info_nce")
@@ -150,6 +151,7 @@ class Lessons:
     meta: dict
     out: Path
     reused: bool
+    record: R.Record | None = None  # the shipped record it was read from (vlr_lib.train.record)
 
 
 def stored(spec: LessonsSpec, out: Path | None = None) -> Lessons | None:
@@ -164,12 +166,45 @@ def stored(spec: LessonsSpec, out: Path | None = None) -> Lessons | None:
     return Lessons(read_back(table_path, pd.read_csv, "lessons table", STORED_FIX), meta, out, reused=True)
 
 
+def record_key(spec: LessonsSpec) -> dict:
+    """The settings a record of the chapter is found by: the spec and every condition's showdown spec and losses."""
+    return {"experiment": "lessons", "spec": spec.key(),
+            "conditions": [[c.experiment, c.label, c.spec.key(), c.losses()] for c in conditions(spec)]}
+
+
+def recorded(spec: LessonsSpec) -> Lessons | None:
+    """The chapter's table from the records that ship with the workbook (``vlr_lib.train.record``), else None."""
+    rec = R.read(spec.out.name, record_key(spec))
+    if rec is None:
+        return None
+    return Lessons(pd.DataFrame(rec.tables["runs"]), rec.manifest["meta"], rec.path, reused=True, record=rec)
+
+
+def check_record(spec: LessonsSpec, experiment: str = "features", condition: str = "pretrained encoder",
+                 role: str = "triplet_hardest", seed: int = 0) -> float | None:
+    """Re-train one recorded run of the chapter from scratch and assert its last and best validation rsum match
+    the record's within ``record.RSUM_TOLERANCE``; the largest gap, or None when no record matches `spec`."""
+    done = recorded(spec)
+    if done is None:
+        return None
+    cond = next(c for c in conditions(spec) if (c.experiment, c.label) == (experiment, condition))
+    row = done.runs[(done.runs["experiment"] == experiment) & (done.runs["condition"] == cond.label)
+                    & (done.runs["role"] == role) & (done.runs["seed"] == seed)].iloc[0]
+    again = retrain(cond.spec, cond.losses()[role], seed)
+    return R.check_reproduced([row["rsum"], row["best_rsum"]], [again.final["rsum"], again.final["best_rsum"]],
+                              f"the recorded lessons {done.record.name}, {cond.label}, {role} seed {seed}")
+
+
 def run(spec: LessonsSpec, out: Path | None = None, force: bool = False, progress: bool = False,
-        command: str = "") -> Lessons:
-    """Train (or read from the cell cache) every condition of `spec`; the stored table when it matches."""
+        command: str = "", record: bool = False) -> Lessons:
+    """Train (or read from the cell cache) every condition of `spec`; the stored table when it matches; with
+    `record`, the shipped record when one matches. Where ``$VLR_RECORD`` is set (``make record``) the table is
+    also written as a record."""
     out = Path(out or spec.out)
-    if not force and (found := stored(spec, out)) is not None:
+    if record and not force and (found := recorded(spec)) is not None:
         return found
+    if not force and (found := stored(spec, out)) is not None:
+        return _recorded_now(spec, found)
     every = conditions(spec)
     by_spec: dict[ShowdownSpec, list[Condition]] = {}
     for cond in every:
@@ -201,7 +236,19 @@ def run(spec: LessonsSpec, out: Path | None = None, force: bool = False, progres
     if D.rank_and_world()[0] == 0:
         atomic_write(out / TABLE_FILE, lambda f: f.write(runs.to_csv(index=False).encode()))
         atomic_write_json(out / META_FILE, meta)
-    return Lessons(runs, meta, out, reused=False)
+    return _recorded_now(spec, Lessons(runs, meta, out, reused=False))
 
 
-__all__ = ["ROLES", "EXPERIMENTS", "SETTING_NAMES", "LessonsSpec", "Condition", "conditions", "overlap", "Lessons", "stored", "run"]
+def _recorded_now(spec: LessonsSpec, done: Lessons) -> Lessons:
+    """Write `done` as a record where ``$VLR_RECORD`` asks for one (rank 0); `done` unchanged."""
+    if R.destination() is None or D.rank_and_world()[0] != 0:
+        return done
+    epochs = R.cell_rows(R.grid_cells(done.out, done.runs["key"].unique()))["epochs"]
+    R.write(spec.out.name, record_key(spec), {"runs": R.frame_rows(done.runs)}, command=done.meta["command"],
+            title=f"when do the papers' lessons hold? ({'fast' if spec.fast else 'full'} size)",
+            wall_seconds=done.meta["wall_seconds"], train_seconds=R.train_seconds(epochs), meta=done.meta)
+    return done
+
+
+__all__ = ["ROLES", "EXPERIMENTS", "SETTING_NAMES", "LessonsSpec", "Condition", "conditions", "overlap", "Lessons", "stored", "run",
+           "recorded", "check_record"]

@@ -25,8 +25,10 @@ Caching: ``grid`` stores every (configuration, seed) cell under
 ``<runs>/showdown-<data>-<setting>-<fast|full>/cells`` (``vlr_lib.paths.runs_dir``: $VLR_RUNS, else the cache folder); the
 finished showdown is ``showdown.json`` (the settings, command, data, hardware, date,
 wall time and the keys of its cells) next to the folder's ``runs.csv`` (every cell of the
-folder). A stored showdown whose settings match is reused as it is (notebook 10 opens
-instantly); an interrupted run resumes cell by cell.
+folder). A stored showdown whose settings match is reused as it is; an interrupted run
+resumes cell by cell. The full-size showdowns of the shapes data also ship with the workbook
+as records (``vlr_lib.train.record``, ``vlr_lib/recorded/showdown-shapes-<setting>-full``):
+``run(spec, record=True)`` (notebook 10 in full mode) opens them in seconds.
 
 Data: ``shapes`` -- the synthetic set (``vlr_lib.data.shapes``) with the setting's inputs
 (``vlr_lib.train.shapes_inputs``: frozen pretrained image features -- or the random encoder's,
@@ -56,6 +58,7 @@ from ..data import DATA_MODES
 from ..features import flickr_feature_dirs
 from ..paths import feature_cache_root, flickr30k_path, runs_dir
 from . import distributed as D
+from . import record as R
 from .device import default_device
 from .end_to_end import chance_rsum
 from .evaluate import probe_indices, split_metrics
@@ -347,6 +350,7 @@ class Showdown:
     meta: dict
     out: Path
     reused: bool
+    record: R.Record | None = None  # the shipped record it was read from (vlr_lib.train.record)
 
 
 def stored(spec: ShowdownSpec, out: Path | None = None) -> Showdown | None:
@@ -408,16 +412,57 @@ def train_cells(spec: ShowdownSpec, contestants: list[dict], out: Path,
     return result, data, callback, time.perf_counter() - t0
 
 
+def record_key(spec: ShowdownSpec) -> dict:
+    """The settings a record of the showdown is found by: the spec and the contestants."""
+    return {"experiment": "showdown", "spec": spec.key(), "configs": configs()}
+
+
+def recorded(spec: ShowdownSpec) -> Showdown | None:
+    """The showdown of `spec` from the records that ship with the workbook (``vlr_lib.train.record``), else None."""
+    rec = R.read(spec.out.name, record_key(spec))
+    if rec is None:
+        return None
+    return Showdown(R.cell_table(R.cells_of(rec.tables)), rec.manifest["meta"], rec.path, reused=True, record=rec)
+
+
+def retrain(spec: ShowdownSpec, loss: str = "triplet_hardest", seed: int = 0, data: ShowdownData | None = None):
+    """One cell of `spec` trained from scratch, with the showdown's callback (a ``FitResult``)."""
+    from .grid_search import trainer
+
+    data = data or load_data(spec)
+    device = default_device(spec.device)
+    callback = ShowdownMetrics(data.test, probe_batch(data.train, min(spec.probe, data.train[0].shape[0])))
+    with cpu_threads(1 if device.type == "cpu" else torch.get_num_threads()):
+        return trainer(spec.setting)(*data.train, loss=loss, val=data.val, **spec.model(),
+                                     settings=spec.settings().replace(seed=seed, callbacks=[callback], device=device))
+
+
+def check_record(spec: ShowdownSpec, loss: str = "triplet_hardest", seed: int = 0) -> float | None:
+    """Re-train one recorded cell of `spec` from scratch and assert its validation rsum matches the record's at
+    every epoch within ``record.RSUM_TOLERANCE``; the largest gap, or None when no record matches `spec`."""
+    race = recorded(spec)
+    if race is None:
+        return None
+    history = R.cell_history(R.cells_of(race.record.tables), {"loss": loss}, seed)
+    again = retrain(spec, loss, seed)
+    return R.check_reproduced([r["rsum"] for r in history], [r["rsum"] for r in again.history],
+                              f"the recorded showdown {race.record.name}, {loss} seed {seed}")
+
+
 def run(spec: ShowdownSpec, command: str = "", out: Path | None = None, force: bool = False,
-        progress: bool = False) -> Showdown:
-    """The showdown table of `spec`: the stored one when it matches (unless `force`), else trained now.
+        progress: bool = False, record: bool = False) -> Showdown:
+    """The showdown table of `spec`: with `record`, the shipped record when one matches; else the stored
+    one when it matches (unless `force`), else trained now.
 
     Training goes through ``vlr_lib.train.grid`` (:func:`train_cells`: cells cached individually,
-    so a re-run trains only missing cells).
+    so a re-run trains only missing cells). Where ``$VLR_RECORD`` is set (``make record``) the
+    result is also written as a record.
     """
     out = Path(out or spec.out)
-    if not force and (found := stored(spec, out)) is not None:
+    if record and not force and (found := recorded(spec)) is not None:
         return found
+    if not force and (found := stored(spec, out)) is not None:
+        return _recorded_now(spec, found)
     result, data, callback, wall = train_cells(spec, configs(), out, progress)
     device = default_device(spec.device)
     meta = {
@@ -439,4 +484,13 @@ def run(spec: ShowdownSpec, command: str = "", out: Path | None = None, force: b
     }
     if D.rank_and_world()[0] == 0:
         atomic_write_json(out / META_FILE, meta)
-    return Showdown(result.runs, meta, out, reused=False)
+    return _recorded_now(spec, Showdown(result.runs, meta, out, reused=False))
+
+
+def _recorded_now(spec: ShowdownSpec, race: Showdown) -> Showdown:
+    """Write `race` as a record where ``$VLR_RECORD`` asks for one (rank 0); `race` unchanged."""
+    if D.rank_and_world()[0] == 0:
+        R.keep_grid(spec.out.name, record_key(spec), race.runs, race.out, command=race.meta["command"],
+                    title=f"the loss showdown ({race.meta['setting']}, {spec.data}, {'fast' if spec.fast else 'full'} size)",
+                    wall_seconds=race.meta["wall_seconds"], meta=race.meta)
+    return race

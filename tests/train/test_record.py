@@ -1,0 +1,185 @@
+"""vlr_lib.train.record: recorded runs are exact, checked by hash, never drawn when damaged, and not stale."""
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from vlr_lib.train import grid, lessons, record, showdown
+
+ROOT = Path(__file__).resolve().parents[2]
+SETTINGS = {"experiment": "test", "epochs": 2, "losses": {"Triplet-SH": ["triplet_hardest", {"margin": 0.2}]}}
+ROWS = [{"run": 0, "epoch": 1, "rsum": 101.30000000000001, "test": {"rsum": 99.5, "C": {"W": float("nan")}},
+         "steps": 3, "name": "a/b", "flag": True, "none": None, "empty": {}},
+        {"run": 0, "epoch": 2, "rsum": 1e-300, "steps": 3}]  # the second row lacks keys: they stay absent
+
+
+def same(a, b) -> bool:
+    """Equal, NaN equal to NaN, and of the same types."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, float) and math.isnan(a):
+        return isinstance(b, float) and math.isnan(b)
+    return type(a) is type(b) and a == b
+
+
+def test_tables_round_trip_every_value_exactly_and_bytes_are_deterministic():
+    data = record.encode_table(ROWS)
+    assert all(same(a, b) for a, b in zip(ROWS, record.decode_table(data)))
+    assert data == record.encode_table(ROWS)  # gzip without a timestamp: the same rows, the same sha256
+    with pytest.raises(ValueError, match="cannot contain"):
+        record.encode_table([{"a/b": 1}])
+
+
+def test_write_then_read_only_for_the_same_settings(tmp_path):
+    path = record.write("exp", SETTINGS, {"epochs": ROWS}, command="cmd", title="a test", wall_seconds=1.25,
+                       train_seconds=1.0, root=tmp_path)
+    found = record.read("exp", json.loads(json.dumps(SETTINGS)), root=tmp_path)  # tuples or lists: the same JSON
+    assert found is not None and found.path == path and all(same(a, b) for a, b in zip(ROWS, found.tables["epochs"]))
+    m = found.manifest
+    assert m["settings_sha256"] == record.settings_hash(SETTINGS) and m["command"] == "cmd"
+    assert m["hardware"]["cores"] == os.cpu_count() and m["library"]["torch"] == torch.__version__
+    assert "Opened from the record exp" in found.line() and "VLR_RERUN=1" in found.line()
+    assert record.read("exp", {**SETTINGS, "epochs": 3}, root=tmp_path) is None  # other settings: quietly None
+    assert record.read("exp", None, root=tmp_path) is not None  # no settings: integrity only
+    assert record.read("missing", SETTINGS, root=tmp_path) is None
+    assert record.problems(path, SETTINGS) == []
+    assert "stale" in record.problems(path, {"other": 1})[0]
+
+
+def test_write_replaces_the_old_record_and_leaves_no_temp_folder(tmp_path):
+    record.write("exp", SETTINGS, {"epochs": ROWS}, command="old", title="t", wall_seconds=1, root=tmp_path)
+    record.write("exp", SETTINGS, {"epochs": ROWS[:1]}, command="new", title="t", wall_seconds=1, root=tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["exp"]
+    assert record.read("exp", SETTINGS, root=tmp_path).manifest["command"] == "new"
+
+
+def _damage(path: Path, how: str) -> None:
+    table, manifest = path / "epochs.csv.gz", path / record.MANIFEST
+    if how == "truncated":
+        table.write_bytes(table.read_bytes()[:-20])
+    elif how == "edited number":
+        text = gzip.decompress(table.read_bytes()).decode().replace("99.5", "99.6")
+        table.write_bytes(gzip.compress(text.encode(), mtime=0))
+    elif how == "missing table":
+        table.unlink()
+    elif how == "edited settings":
+        m = json.loads(manifest.read_text())
+        m["settings"]["epochs"] = 3
+        manifest.write_text(json.dumps(m))
+    elif how == "garbage manifest":
+        manifest.write_text("{not json")
+
+
+@pytest.mark.parametrize("how", ["truncated", "edited number", "missing table", "edited settings", "garbage manifest"])
+def test_a_damaged_or_hand_edited_record_warns_and_is_not_used(tmp_path, how):
+    path = record.write("exp", SETTINGS, {"epochs": ROWS}, command="c", title="t", wall_seconds=1, root=tmp_path)
+    _damage(path, how)
+    with pytest.warns(record.RecordWarning, match="make record"):
+        assert record.read("exp", SETTINGS, root=tmp_path) is None
+    assert record.problems(path)
+
+
+def test_keep_writes_only_where_vlr_record_asks(tmp_path, monkeypatch):
+    monkeypatch.delenv(record.RECORD_ENV, raising=False)
+    assert record.keep("exp", SETTINGS, {"epochs": ROWS}, command="c", title="t", wall_seconds=1) is None
+    monkeypatch.setenv(record.RECORD_ENV, str(tmp_path))
+    assert record.keep("exp", SETTINGS, {"epochs": ROWS}, command="c", title="t", wall_seconds=1) == tmp_path / "exp"
+    monkeypatch.setenv(record.RECORD_ENV, "relative/path")
+    with pytest.raises(ValueError, match=record.RECORD_ENV):
+        record.destination()
+
+
+def test_check_reproduced_states_the_gap_and_names_the_fix():
+    assert record.check_reproduced([100.0, 200.0], [101.0, 199.5], "x") == 1.0
+    with pytest.raises(AssertionError, match=rf"x: .* > {record.RSUM_TOLERANCE} rsum points.*make record"):
+        record.check_reproduced([100.0, 200.0], [100.0, 200.0 + 2 * record.RSUM_TOLERANCE], "x")
+    with pytest.raises(AssertionError, match="2 epochs"):
+        record.check_reproduced([100.0, 200.0], [100.0], "x")
+    with pytest.raises(AssertionError):
+        record.check_reproduced([100.0], [float("nan")], "x")
+
+
+def test_a_grid_recorded_and_read_back_is_the_grid_runs_table(tmp_path):
+    g = torch.Generator().manual_seed(0)
+    img = torch.randn(16, 12, generator=g)
+    c2i = torch.arange(16).repeat_interleave(2)
+    txt = img[c2i] + 0.5 * torch.randn(32, 12, generator=g)
+    out = tmp_path / "grid"
+    runs = grid(["triplet_hardest", "info_nce"], seeds=[0, 1], train=(img, txt, c2i), val=(img, txt, c2i), out=out,
+                epochs=2, batch_size=8, dim=8, lr=5e-3, probe_batch=0, progress=False).runs
+    cells = record.grid_cells(out, runs["key"])
+    record.write("g", SETTINGS, record.cell_rows(cells), command="c", title="t", wall_seconds=1,
+                 train_seconds=record.train_seconds(record.cell_rows(cells)["epochs"]), root=tmp_path)
+    back = record.cells_of(record.read("g", SETTINGS, root=tmp_path).tables)
+    pd.testing.assert_frame_equal(record.cell_table(back), runs)
+    assert record.cell_history(back, {"loss": "info_nce"}, 1) == cells[3]["history"]
+    with pytest.raises(KeyError, match="seed 7"):
+        record.cell_history(back, {"loss": "info_nce"}, 7)
+
+
+# --------------------------------------------------------------------------- the records that ship
+
+SHIPPED = sorted(p for p in record.RECORDED.glob("*") if (p / record.MANIFEST).exists())
+
+
+def test_records_ship_as_package_data_within_the_size_budget():
+    assert SHIPPED, "no recorded runs in vlr_lib/recorded (make record writes them)"
+    size = sum(f.stat().st_size for p in SHIPPED for f in p.iterdir())
+    assert size < 5_000_000, f"the records take {size / 1e6:.1f} MB"
+    assert '"recorded/*/*.csv.gz"' in (ROOT / "pyproject.toml").read_text()
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_every_recorded_table_matches_its_manifest_hash(path):
+    assert record.problems(path) == [], f"{path}: {record.problems(path)}; regenerate with {record.REGENERATE}"
+    m = json.loads((path / record.MANIFEST).read_text())
+    assert {"command", "date", "hardware", "library", "wall_seconds", "train_seconds"} <= m.keys()
+    assert record.read(path.name, None) is not None
+
+
+def _notebook_key(stem: str, tmp_path: Path) -> tuple[str, dict]:
+    """NAME and KEY of a notebook's first code cell in full mode (its settings; nothing is trained there)."""
+    source = next((ROOT / "notebooks").glob(f"{stem}_*.py")).read_text()
+    first = source.split("# %%\n")[1].split("\n# %%")[0]
+    code = first + "\nimport json\nprint(json.dumps({'name': NAME, 'key': KEY}))"
+    env = {**os.environ, "VLR_FAST": "0", "VLR_RERUN": "0", "VLR_DATA": "shapes", "VLR_DEVICE": "cpu",
+           "VLR_RUNS": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
+                          cwd=ROOT / "notebooks")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    return out["name"], out["key"]
+
+
+def _current(name: str, tmp_path: Path) -> dict:
+    """What the code would record now under `name` (the settings a notebook in full mode looks the record up by)."""
+    for setting in ("features", "vsepp"):
+        spec = showdown.spec_for("shapes", False, setting)
+        if name == spec.out.name:
+            return showdown.record_key(spec)
+    if name == lessons.LessonsSpec().out.name:
+        return lessons.record_key(lessons.LessonsSpec())
+    for stem in ("09", "11"):
+        nb_name, key = _notebook_key(stem, tmp_path)
+        if nb_name == name:
+            return key
+    raise AssertionError(f"the record {name} belongs to no experiment of the code: delete it")
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_no_record_is_stale(path, tmp_path):
+    """The code's current settings of each experiment hash to its record's: a change needs `make record`."""
+    manifest = json.loads((path / record.MANIFEST).read_text())
+    current = _current(path.name, tmp_path)
+    assert record.settings_hash(current) == manifest["settings_sha256"], (
+        f"the record {path.name} is stale: the settings in the code changed since it was made "
+        f"({manifest['date']}); regenerate it with {record.REGENERATE} --only <step>")

@@ -1,0 +1,368 @@
+"""Recorded runs: the full-size results that ship with the workbook, so notebooks 09-12 open in seconds.
+
+A record is one folder under ``vlr_lib/recorded/`` (package data, read-only once installed):
+``manifest.json`` and one gzip'd CSV per table. The manifest holds the command that made it,
+the experiment's canonical settings and their sha256, the library and torch versions, the
+hardware (CPU model, cores, torch threads), the date, the wall time of the generation and the
+training time of the runs (the sum of their epochs' seconds, measured when they were trained),
+and the sha256 and row count of every table file.
+
+Tables are lists of JSON objects, one per row: nested keys are joined with "/" into columns
+(``probe_cocos/triplet_i2t/C_q``), every cell holds a JSON value (so ints stay ints, NaN stays
+NaN, floats round-trip bit for bit) and an empty cell is a key the row did not have. A grid's
+cells (configuration, seed, per-epoch history; ``vlr_lib.train.grid``) become two tables:
+``runs`` (one row per cell) and ``epochs`` (one row per cell and epoch).
+
+Reading (:func:`read`) is checked, never trusted: a record is used only when the sha256 of the
+caller's settings equals the manifest's, and every table's bytes hash to the manifest's sha256;
+a damaged, truncated or hand-edited record is skipped with a :class:`RecordWarning` (the caller
+re-trains), never drawn. The notebooks also re-train one recorded run from scratch in every
+mode and assert it matches within :data:`RSUM_TOLERANCE` (:func:`check_reproduced`).
+
+Writing (:func:`write`) happens only where ``$VLR_RECORD`` names a folder (``make record``,
+``data_scripts/record_runs.py``, sets it to ``vlr_lib/recorded``): each record is built in a
+new folder that then takes the old one's place (``_io.atomic_dir``).
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import math
+import os
+import platform
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from .. import __version__
+from .._io import atomic_dir, atomic_write_json
+from ..paths import _absolute_env
+
+RECORDED = Path(__file__).resolve().parents[1] / "recorded"
+MANIFEST = "manifest.json"
+FORMAT = "vlr-record-1"
+RECORD_ENV = "VLR_RECORD"
+REGENERATE = "make record (python data_scripts/record_runs.py)"
+SEP = "/"
+#: How far a run re-trained from scratch may land from its record, in validation rsum points (of 600), at
+#: every epoch compared. On the CPU that made the record the gap is 0 (bit for bit; also with 4 threads).
+#: Another CPU rounds differently; rounding-level noise on the frozen features (relative 1e-6 to 1e-3) moved
+#: the recorded showdown runs by up to 6.1 points at some epoch and 4.7 at the last or best one (measured,
+#: docs/results.md "Recorded runs"), so 10 points allows that and still catches a changed loss or schedule.
+RSUM_TOLERANCE = 10.0
+
+
+class RecordWarning(UserWarning):
+    """A record exists but cannot be used (damaged or hand-edited): the notebook re-trains instead."""
+
+
+# --------------------------------------------------------------------------- settings and hashes
+
+
+def canonical(settings: Mapping) -> str:
+    """The settings as canonical JSON (sorted keys, no spaces; tuples become lists)."""
+    return json.dumps(settings, sort_keys=True, separators=(",", ":"))
+
+
+def settings_hash(settings: Mapping) -> str:
+    """sha256 of :func:`canonical`: the key a record is found by."""
+    return hashlib.sha256(canonical(settings).encode()).hexdigest()
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux, else platform.processor())."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def hardware() -> dict:
+    """What the runs were trained on (a GPU only when torch sees one)."""
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(), "gpu": gpu,
+            "machine": platform.machine()}
+
+
+# --------------------------------------------------------------------------- tables of JSON objects
+
+
+def flatten(row: Mapping, prefix: str = "") -> dict:
+    """{"test": {"rsum": 1}} -> {"test/rsum": 1} (empty dicts are kept as {})."""
+    out: dict = {}
+    for key, value in row.items():
+        if SEP in str(key):
+            raise ValueError(f"record keys cannot contain {SEP!r}, got {key!r}")
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            out.update(flatten(value, f"{name}{SEP}"))
+        else:
+            out[name] = value
+    return out
+
+
+def unflatten(flat: Mapping) -> dict:
+    """The inverse of :func:`flatten`."""
+    out: dict = {}
+    for name, value in flat.items():
+        *parents, leaf = name.split(SEP)
+        node = out
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return out
+
+
+def _json_value(value) -> str:
+    if hasattr(value, "item") and not isinstance(value, (list, dict)):
+        value = value.item()  # numpy scalars
+    return json.dumps(value)
+
+
+def encode_table(rows: Iterable[Mapping]) -> bytes:
+    """Rows (nested dicts) as a gzip'd CSV of JSON cells; deterministic bytes (gzip mtime 0)."""
+    flat = [flatten(r) for r in rows]
+    columns = list(dict.fromkeys(c for r in flat for c in r))
+    frame = pd.DataFrame([[_json_value(r[c]) if c in r else "" for c in columns] for r in flat], columns=columns)
+    return gzip.compress(frame.to_csv(index=False).encode(), compresslevel=9, mtime=0)
+
+
+def decode_table(data: bytes) -> list[dict]:
+    """The rows of :func:`encode_table` (nested dicts, keys the row did not have left out)."""
+    frame = pd.read_csv(io.BytesIO(gzip.decompress(data)), dtype=str, keep_default_na=False)
+    return [unflatten({c: json.loads(v) for c, v in zip(frame.columns, values) if v != ""})
+            for values in frame.itertuples(index=False)]
+
+
+def frame_rows(frame: pd.DataFrame) -> list[dict]:
+    """A flat DataFrame's rows as dicts, NaN kept as NaN (columns named without "/")."""
+    return [{k: v for k, v in row.items()} for row in frame.to_dict("records")]
+
+
+def history_rows(histories: Mapping[str, Sequence[Mapping]]) -> list[dict]:
+    """Named per-epoch histories as one table: a row per run and epoch, the run's name in column "run"."""
+    return [{"run": name, **r} for name, history in histories.items() for r in history]
+
+
+def histories_of(rows: Iterable[Mapping]) -> dict[str, list[dict]]:
+    """The inverse of :func:`history_rows`."""
+    out: dict[str, list[dict]] = {}
+    for row in rows:
+        out.setdefault(row["run"], []).append({k: v for k, v in row.items() if k != "run"})
+    return out
+
+
+# --------------------------------------------------------------------------- grid cells
+
+
+def cell_rows(cells: Sequence[Mapping]) -> dict[str, list[dict]]:
+    """Grid cells ({"key", "config", "seed", "data_id", "settings", "history"}) as the tables runs and epochs."""
+    runs = [{"run": i, **{k: v for k, v in c.items() if k != "history"}} for i, c in enumerate(cells)]
+    epochs = [{"run": i, **record} for i, c in enumerate(cells) for record in c["history"]]
+    return {"runs": runs, "epochs": epochs}
+
+
+def cells_of(tables: Mapping[str, list[dict]]) -> list[dict]:
+    """The inverse of :func:`cell_rows`, in the recorded order."""
+    history = histories_of(tables["epochs"])
+    return [{**{k: v for k, v in r.items() if k != "run"}, "history": history[r["run"]]} for r in tables["runs"]]
+
+
+def grid_cells(out: Path, keys: Iterable[str]) -> list[dict]:
+    """The stored cells of a grid folder, by key (what a record of a grid holds)."""
+    from .grid_search import read_cell
+
+    return [{"key": k, **read_cell(Path(out) / "cells" / f"{k}.json")} for k in keys]
+
+
+def cell_table(cells: Sequence[Mapping]) -> pd.DataFrame:
+    """The runs table ``grid`` returns, rebuilt from cells (one row per cell, in their order)."""
+    from .grid_search import row
+
+    return pd.DataFrame([row(c["config"], c["seed"], c["key"], c["history"], c.get("data_id"), c.get("settings"))
+                         for c in cells])
+
+
+def cell_history(cells: Sequence[Mapping], config: Mapping, seed: int) -> list[dict]:
+    """The history of the cell with this configuration and seed (a KeyError names them when there is none)."""
+    for c in cells:
+        if c["config"] == dict(config) and c["seed"] == seed:
+            return c["history"]
+    raise KeyError(f"no recorded run of {dict(config)} with seed {seed}")
+
+
+def train_seconds(epochs: Iterable[Mapping]) -> float:
+    """The training time of per-epoch rows (histories, a grid's epochs table): the sum of their recorded seconds."""
+    return float(sum(r.get("seconds") or 0.0 for r in epochs))
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True)
+class Record:
+    """A checked record: its folder, manifest and tables (lists of row dicts)."""
+
+    name: str
+    path: Path
+    manifest: dict
+    tables: dict[str, list[dict]]
+
+    def line(self) -> str:
+        """One line for the notebook: where the numbers come from."""
+        m, hw = self.manifest, self.manifest["hardware"]
+        trained = m.get("train_seconds")
+        spent = f"{trained / 60:.1f} min of training" if trained else f"{m['wall_seconds'] / 60:.1f} min"
+        where = f"{hw['cores']}-core {hw['cpu']}" + (f" + {hw['gpu']}" if hw.get("gpu") else "")
+        return (f"Opened from the record {self.name} of {m['date'][:10]} ({where}, torch {m['library']['torch']}, "
+                f"{hw['torch_threads']} thread(s); {spent}); VLR_RERUN=1 re-trains.")
+
+
+def record_root() -> Path:
+    """$VLR_RECORD (while records are being made), else the records that ship with the package."""
+    return destination() or RECORDED
+
+
+def _damaged(path: Path, why: str) -> None:
+    warnings.warn(RecordWarning(f"the record {path} is not used: {why}; the runs are re-trained instead "
+                                f"(regenerate the record with {REGENERATE})"), stacklevel=3)
+
+
+def problems(path: Path, settings: Mapping | None = None) -> list[str]:
+    """What is wrong with the record in `path` (empty when it is sound and, given `settings`, matches them)."""
+    try:
+        manifest = json.loads((path / MANIFEST).read_text())
+        tables = manifest["tables"]
+        declared = manifest["settings_sha256"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        return [f"{MANIFEST} unreadable ({type(err).__name__}: {err})"]
+    found = []
+    if manifest.get("format") != FORMAT:
+        found.append(f"format {manifest.get('format')!r}, expected {FORMAT!r}")
+    if settings_hash(manifest.get("settings", {})) != declared:
+        found.append("the manifest's settings do not hash to its settings_sha256 (edited by hand?)")
+    if settings is not None and settings_hash(settings) != declared:
+        found.append(f"stale: recorded for other settings (regenerate with {REGENERATE})")
+    for name, entry in tables.items():
+        try:
+            data = (path / entry["file"]).read_bytes()
+        except (OSError, KeyError, TypeError) as err:
+            found.append(f"table {name}: {type(err).__name__}: {err}")
+            continue
+        if hashlib.sha256(data).hexdigest() != entry.get("sha256"):
+            found.append(f"table {name} ({entry['file']}): sha256 differs from the manifest (truncated or edited)")
+    return found
+
+
+def read(name: str, settings: Mapping | None, root: Path | None = None) -> Record | None:
+    """The record `name` when it exists, matches `settings` and is intact; else None.
+
+    No record, or a record of other settings (a changed notebook): None, quietly -- the caller
+    trains. A damaged or hand-edited record: None with a :class:`RecordWarning`. ``settings=None``
+    skips the match (to re-train a record's run from the settings in its manifest).
+    """
+    path = Path(root or record_root()) / name
+    if not (path / MANIFEST).exists():
+        return None
+    found = problems(path)
+    if found:
+        _damaged(path, "; ".join(found))
+        return None
+    manifest = json.loads((path / MANIFEST).read_text())
+    if settings is not None and manifest["settings_sha256"] != settings_hash(settings):
+        return None
+    try:
+        tables = {t: decode_table((path / e["file"]).read_bytes()) for t, e in manifest["tables"].items()}
+    except (OSError, ValueError, EOFError) as err:
+        _damaged(path, f"a table cannot be decoded ({type(err).__name__}: {err})")
+        return None
+    if any(len(tables[t]) != e["rows"] for t, e in manifest["tables"].items()):
+        _damaged(path, "a table has another number of rows than its manifest says")
+        return None
+    return Record(name, path, manifest, tables)
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def destination() -> Path | None:
+    """Where records are written now: ``$VLR_RECORD`` (absolute), or None (the usual case: nothing is written)."""
+    return _absolute_env(RECORD_ENV)
+
+
+def write(name: str, settings: Mapping, tables: Mapping[str, Iterable[Mapping]], *, command: str, title: str,
+          wall_seconds: float, train_seconds: float | None = None, meta: Mapping | None = None,
+          root: Path | None = None) -> Path:
+    """Write the record `name` (a new folder that replaces the old one) and return its path."""
+    path = Path(root or destination() or RECORDED) / name
+    settings = json.loads(canonical(settings))
+    encoded = {t: (list(rows), None) for t, rows in tables.items()}
+    encoded = {t: (rows, encode_table(rows)) for t, (rows, _) in encoded.items()}
+    manifest = {
+        "format": FORMAT,
+        "name": name,
+        "title": title,
+        "command": command,
+        "regenerate": REGENERATE,
+        "settings": settings,
+        "settings_sha256": settings_hash(settings),
+        "library": {"vlr_lib": __version__, "torch": torch.__version__, "python": platform.python_version()},
+        "hardware": hardware(),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "wall_seconds": round(float(wall_seconds), 1),
+        "train_seconds": None if train_seconds is None else round(float(train_seconds), 1),
+        "tables": {t: {"file": f"{t}.csv.gz", "rows": len(rows), "sha256": hashlib.sha256(data).hexdigest()}
+                   for t, (rows, data) in encoded.items()},
+        "meta": dict(meta or {}),
+    }
+    with atomic_dir(path) as tmp:
+        for t, (_, data) in encoded.items():
+            (tmp / f"{t}.csv.gz").write_bytes(data)
+        atomic_write_json(tmp / MANIFEST, manifest)
+    return path
+
+
+def keep(name: str, settings: Mapping, tables: Mapping[str, Iterable[Mapping]], **how) -> Path | None:
+    """:func:`write` where ``$VLR_RECORD`` asks for records (``make record``); None otherwise (the usual case:
+    nothing is written)."""
+    return None if destination() is None else write(name, settings, tables, **how)
+
+
+def keep_grid(name: str, settings: Mapping, runs: pd.DataFrame, out: Path, **how) -> Path | None:
+    """:func:`keep` of the cells of a grid's runs table (``out/cells``), with their training time."""
+    if destination() is None:
+        return None
+    tables = cell_rows(grid_cells(out, runs["key"]))
+    return write(name, settings, tables, train_seconds=train_seconds(tables["epochs"]), **how)
+
+
+# --------------------------------------------------------------------------- checked, not trusted
+
+
+def check_reproduced(recorded: Sequence[float], again: Sequence[float], what: str,
+                     tolerance: float = RSUM_TOLERANCE) -> float:
+    """Assert that a re-trained run's per-epoch rsums match the record's within `tolerance`; return the largest gap."""
+    recorded, again = [float(x) for x in recorded], [float(x) for x in again]
+    if len(recorded) != len(again):
+        raise AssertionError(f"{what}: the record has {len(recorded)} epochs, the re-trained run {len(again)}")
+    gap = max((abs(a - b) for a, b in zip(recorded, again)), default=0.0)
+    if not math.isfinite(gap) or gap > tolerance:
+        raise AssertionError(f"{what}: re-trained rsums {again} differ from the record's {recorded} by up to "
+                             f"{gap:.2f} > {tolerance} rsum points: the code or the data changed since the record "
+                             f"was made; regenerate it with {REGENERATE}")
+    return gap
+
+
+__all__ = ["RECORDED", "RSUM_TOLERANCE", "REGENERATE", "RecordWarning", "Record", "settings_hash", "read", "write",
+           "problems", "destination", "keep", "keep_grid", "history_rows", "histories_of", "cell_rows", "cells_of", "grid_cells", "cell_table", "cell_history", "train_seconds",
+           "check_reproduced", "hardware"]
