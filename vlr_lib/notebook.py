@@ -3,7 +3,8 @@
 Environment variables (read once, here):
 - VLR_FAST=1      fast mode (what CI runs): small sizes, few epochs, one CPU thread, same code path;
 - VLR_DATA        "shapes" (default, embedded, CPU) or "flickr30k" (cached features, GPU);
-- VLR_DEVICE      "cpu", "cuda", ... (default: cuda when available, else cpu).
+- VLR_DEVICE      "cpu", "cuda", ... (default: cuda when available, else cpu);
+- VLR_BOOK=1      set by `make book` only: figures and explorers for the static book (vlr_lib.book).
 """
 from __future__ import annotations
 
@@ -72,7 +73,11 @@ def setup(seed: int = 0, renderer: str | None = PLOTLY_RENDERER) -> Settings:
         # Fast mode's matrices are tiny: threads gain nothing, and on a shared 2-core CI
         # machine two spinning threads stall each other (measured 10-50x slower).
         torch.set_num_threads(1)
-    if renderer is not None:
+    from . import book  # plotly is imported only by notebooks, not by the core
+
+    if book.active():  # `make book`: figures as HTML for the book's one local plotly.js
+        book.use_renderer()
+    elif renderer is not None:
         import plotly.io as pio
 
         pio.renderers.default = renderer
