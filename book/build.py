@@ -98,10 +98,11 @@ def assemble(src: Path, notebooks: list[Path]) -> None:
         (shutil.copytree if (mathjax / part).is_dir() else shutil.copy)(mathjax / part, target)
 
 
-def run_notebooks(notebooks: list[Path], dest: Path, jobs: int) -> None:
-    """Execute every notebook into dest, `jobs` at a time; raise NotebookFailed listing every failure."""
+def run_notebooks(notebooks: list[Path], dest: Path, jobs: int, env: dict[str, str]) -> None:
+    """Execute every notebook into dest, `jobs` at a time, their kernels with `env` added to the environment;
+    raise NotebookFailed listing every failure."""
     failures = []
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    with ProcessPoolExecutor(max_workers=jobs, initializer=os.environ.update, initargs=(env,)) as pool:
         futures = {py: pool.submit(execute, py, dest / py.with_suffix(".ipynb").name) for py in notebooks}
         for py, future in futures.items():
             try:
@@ -158,10 +159,10 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(work)
         src, html = work / "src", work / "html"
         assemble(src, args.sources)
-        os.environ.update(VLR_FAST="1", VLR_BOOK="1", VLR_RUNS=str(work / "runs"))
+        env = dict(VLR_FAST="1", VLR_BOOK="1", VLR_RUNS=str(work / "runs"))  # fast mode, fresh runs
         print(f"make book: executing {len(args.sources)} notebooks in fast mode, {args.jobs} at a time", flush=True)
         try:
-            run_notebooks(args.sources, src / "notebooks", args.jobs)
+            run_notebooks(args.sources, src / "notebooks", args.jobs, env)
             print("make book: rendering", flush=True)
             sphinx(src, html)
         except NotebookFailed as exc:

@@ -262,8 +262,7 @@ assert S2.argmax(dim=1).tolist() == [0, 1, 2] and S2.argmax(dim=0).tolist() == [
 # m >= 0: row 0 and column 1 have a negative *above* their positive. At m = 0 it is 0.3.
 tiny = [losses.triplet_hardest(S_tiny, margin=m).item() for m in (0.0, 0.1, 0.2)]
 print(tiny)
-assert np.allclose(tiny, [0.3, 0.5, 0.7])
-assert abs(losses.triplet_hardest(S_tiny, margin=-0.2).item()) < 1e-12
+assert np.allclose(tiny, [0.3, 0.5, 0.7])  # > 0 from m = 0 on: no margin the library accepts makes it vanish
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 3.
