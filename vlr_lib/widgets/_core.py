@@ -13,6 +13,8 @@ import ipywidgets as W
 import numpy as np
 import plotly.graph_objects as go
 
+from .. import book
+
 
 def refresh(fig: go.FigureWidget, new: go.Figure) -> None:
     """Copy a freshly built figure into a live widget, in one batched message to the browser.
@@ -60,6 +62,8 @@ def explorer(
     rows = rows or [list(controls)]
     box = W.VBox([W.HBox([controls[k] for k in row]) for row in rows] + list(figs))
     box.controls, box.figure, box.figures, box.redraw = controls, figs[0], figs, on_change
+    if book.active():  # the static book shows the explorer's figures over its main control instead
+        box._repr_mimebundle_ = lambda **_: book_bundle(controls, draw)
     return box
 
 
@@ -165,3 +169,12 @@ def book_figures(controls: dict[str, W.Widget], draw: Callable[..., go.Figure | 
             "values; the other controls stay as shown in the notebook (run it to change them).")
     return note, [frames_figure([figs[j] for figs in per_value], labels, active, description)
                   for j in range(len(per_value[0]))]
+
+
+def book_bundle(controls: dict[str, W.Widget], draw: Callable[..., go.Figure | tuple[go.Figure, ...]]) -> dict:
+    """The explorer as the book shows it (a display bundle): the note and its frames figures, as HTML that
+    draws them with the page's plotly.js (vlr_lib.book)."""
+    note, figures = book_figures(controls, draw)
+    html = "".join(book.BookRenderer().to_mimebundle(f.to_dict())["text/html"] for f in figures)
+    return {"text/html": f'<div class="vlr-book-explorer"><p class="vlr-book-note">{note}</p>{html}</div>',
+            "text/plain": f"<explorer: {len(figures)} figure(s) over {main_control(controls)}>"}
