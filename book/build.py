@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -122,6 +123,31 @@ def sphinx(src: Path, html: Path) -> None:
         raise NotebookFailed("Sphinx failed (its warnings are above)")
 
 
+PAGE_BUDGET = 5_000_000  # bytes of HTML per page (the shared scripts, plotly.js among them, load once)
+
+
+def page_sizes(html: Path) -> list[tuple[str, int, int]]:
+    """(page, its HTML bytes, the bytes of the local files it loads) for every chapter and top page."""
+    sizes = []
+    for page in sorted(html.glob("*.html")) + sorted(html.glob("[!_]*/*.html")):
+        text = page.read_text(encoding="utf-8")
+        refs = {m.split("?")[0] for m in re.findall(r'(?:src|href)="([^"#:]+\.(?:js|css))', text)}
+        assets = sum((page.parent / r).stat().st_size for r in refs if (page.parent / r).is_file())
+        sizes.append((str(page.relative_to(html)), len(text.encode()), assets))
+    return sizes
+
+
+def report_sizes(html: Path) -> None:
+    """Print the pages' sizes, largest first; a page over the budget fails the build."""
+    sizes = sorted(page_sizes(html), key=lambda s: -s[1])
+    print("make book: page sizes (HTML + the scripts and styles it loads, shared between pages):")
+    for page, n_html, n_assets in sizes[:16]:
+        print(f"  {page:48s} {n_html / 1e6:6.2f} MB + {n_assets / 1e6:5.2f} MB")
+    over = [page for page, n_html, _ in sizes if n_html > PAGE_BUDGET]
+    if over:
+        raise NotebookFailed(f"pages over the {PAGE_BUDGET / 1e6:.0f} MB budget: {', '.join(over)}")
+
+
 def replace(old: Path, new: Path) -> None:
     """Put the finished book `new` at `old`, removing the previous one only once the new one is in place."""
     trash = old.with_name(f".{old.name}-old")
@@ -165,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             run_notebooks(args.sources, src / "notebooks", args.jobs, env)
             print("make book: rendering", flush=True)
             sphinx(src, html)
+            report_sizes(html)
         except NotebookFailed as exc:
             print(f"make book: failed, {args.out} left as it was\n{exc}", file=sys.stderr)
             return 1
