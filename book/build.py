@@ -31,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = Path(__file__).resolve().parent
 CELL_TIMEOUT_S = 600
+KERNEL_START_S = 180  # a loaded CI machine can take a while to start a kernel
 MATHJAX_PARTS = ("MathJax.js", "config", "extensions", "jax", "fonts")
 
 
@@ -65,12 +66,14 @@ def execute(py: Path, out: Path) -> float:
     nb = jupytext.read(py)
     start = time.perf_counter()
     # No widget state: it would carry plotly's widget bundle (5 MB) per explorer into the page.
-    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", store_widget_state=False,
-                            resources={"metadata": {"path": str(py.parent)}})
+    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, startup_timeout=KERNEL_START_S, kernel_name="python3",
+                            store_widget_state=False, resources={"metadata": {"path": str(py.parent)}})
     try:
         client.execute()
     except (CellExecutionError, CellTimeoutError, DeadKernelError) as exc:
         raise NotebookFailed(failure(py, nb, exc)) from None
+    except Exception as exc:  # e.g. the kernel did not start: still one line naming the notebook
+        raise NotebookFailed(f"{py.name}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
     import nbformat
 
     nbformat.write(nb, out)
