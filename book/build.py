@@ -57,8 +57,18 @@ def failure(py: Path, nb, exc: Exception) -> str:
     return f"{py.name}: {type(exc).__name__}: {exc}".splitlines()[0]
 
 
-def execute(py: Path, out: Path) -> float:
-    """Run notebook `py` top to bottom into `out` (an .ipynb with outputs); returns the seconds it took."""
+def cell_seconds(cell) -> float:
+    """How long an executed cell ran, from the timestamps nbclient records."""
+    from datetime import datetime
+
+    t = cell.metadata.get("execution", {})
+    start, end = t.get("iopub.execute_input"), t.get("shell.execute_reply")
+    return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds() if start and end else 0.0
+
+
+def execute(py: Path, out: Path) -> tuple[float, float]:
+    """Run notebook `py` top to bottom into `out` (an .ipynb with outputs); returns the seconds it took, and
+    the seconds its exercises' solutions took."""
     import jupytext
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
@@ -76,8 +86,13 @@ def execute(py: Path, out: Path) -> float:
         raise NotebookFailed(f"{py.name}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
     import nbformat
 
+    solutions = [c for c in nb.cells if "solution" in c.metadata.get("tags", [])]
+    for cell in solutions:  # "Show solution 2" rather than the same words on every toggle
+        number = re.match(r"# Solution (\d+)", cell.source)
+        if number:
+            cell.metadata["mystnb"] = {"code_prompt_show": f"Show solution {number.group(1)}"}
     nbformat.write(nb, out)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, sum(cell_seconds(c) for c in solutions)
 
 
 def assemble(src: Path, notebooks: list[Path]) -> None:
@@ -110,7 +125,8 @@ def run_notebooks(notebooks: list[Path], dest: Path, jobs: int, env: dict[str, s
         futures = {py: pool.submit(execute, py, dest / py.with_suffix(".ipynb").name) for py in notebooks}
         for py, future in futures.items():
             try:
-                print(f"  executed {py.name} in {future.result():.0f} s", flush=True)
+                seconds, solutions = future.result()
+                print(f"  executed {py.name} in {seconds:.0f} s (its solutions {solutions:.1f} s)", flush=True)
             except NotebookFailed as exc:
                 failures.append(str(exc))
                 print(f"  FAILED {py.name}", flush=True)
