@@ -15,7 +15,7 @@ NOTEBOOKS := $(NOTEBOOK_SOURCES:.py=.ipynb)
 FIRST_NOTEBOOK := $(firstword $(NOTEBOOKS))
 PYTEST_ARGS ?=
 
-.PHONY: help setup notebooks lab test test-unit test-notebooks test-book book bench bench-train clean
+.PHONY: help setup notebooks lab test test-unit test-notebooks test-book book bench bench-train bench-gpu clean
 
 help:
 	@echo "make lab          set up (first time) and open the workbook in JupyterLab"
@@ -23,6 +23,7 @@ help:
 	@echo "make book         the static HTML book (notebooks executed in fast mode) in build/book"
 	@echo "make bench        loss speed benchmark (ratios against the matmul that makes S)"
 	@echo "make bench-train  trainer throughput against a plain DataLoader loop"
+	@echo "make bench-gpu    the Flickr30K path on a GPU: extraction, one epoch, the showdown, against targets"
 
 setup: $(STAMP)
 
@@ -74,6 +75,9 @@ bench: setup
 
 bench-train: setup
 	$(PY) benchmarks/bench_train.py
+
+bench-gpu: setup
+	$(PY) benchmarks/bench_gpu.py
 
 clean:
 	rm -rf $(VENV) notebooks/*.ipynb .pytest_cache .hypothesis build/book

@@ -160,12 +160,13 @@ assert torch.ones(2, device=cfg.device).sum().item() == 2.0, "the chosen device 
 # - **`flickr30k`** (a GPU machine with network on first use): Flickr30K with the Karpathy
 #   split (29,000 / 1,014 / 1,000 images × 5 captions), read through Hugging Face `datasets`
 #   from a Parquet copy on the Hub (`vlr_lib.data.load_flickr30k`, about 4.4 GB, cached under
-#   `HF_HOME`). Run `python data_scripts/prepare_flickr30k.py --out data/flickr30k` once to
-#   download and save it, then `python data_scripts/extract_features.py --data flickr30k
-#   --data-path data/flickr30k --backbone clip-vit-b32 --device cuda` to encode every image and
-#   caption once with a frozen backbone (pretrained weights download on first use); the
-#   training notebooks then fit small heads on the cached features in minutes. Set
-#   `VLR_DATA=flickr30k` before starting Jupyter.
+#   `HF_HOME`). Run `python -m vlr_lib check --data flickr30k` to see what is missing, then
+#   `python data_scripts/prepare_flickr30k.py` once to download and save it (to
+#   `~/.cache/vlr-workbook/data/flickr30k`, where every command and notebook looks; set
+#   `VLR_DATA_PATH` for a copy elsewhere), then `python data_scripts/extract_features.py --data
+#   flickr30k` on a GPU to encode every image and caption once with a frozen backbone (pretrained
+#   weights download on first use); the training notebooks then fit small heads on the cached
+#   features in minutes. Set `VLR_DATA=flickr30k` before starting Jupyter.
 #
 # Below are a few images of the current mode with their five captions.
 
@@ -173,7 +174,7 @@ assert torch.ones(2, device=cfg.device).sum().item() == 2.0, "the chosen device 
 if cfg.data == "shapes":
     data = make_shapes(n_train=cfg.pick(16, 64), n_val=8, n_test=8, seed=cfg.seed)
 else:
-    data = load_flickr30k()  # Hub download or HF cache; raises DatasetUnavailableError with what to do
+    data = load_flickr30k()  # VLR_DATA_PATH, the prepared copy, else the Hub (the error says how to work offline)
 print(data)
 
 

@@ -68,9 +68,10 @@ assert list(LOSSES) == ["Triplet-SH", "NT-Xent", "Unified"]
 #   slower per run on a CPU, and it mixes the loss's effect with the encoders' own learning
 #   (notebook 12 compares the settings).
 # * `VLR_DATA=flickr30k` (GPU): frozen CLIP ViT-B/32 features of the Karpathy train split
-#   (29,000 images) and of the 1,000-image test split, encoded once and cached
-#   (`vlr_lib.features.load_or_build_features`; `data_scripts/extract_features.py` builds the
-#   same cache from the command line). The test split plays the role of the validation split.
+#   (29,000 images) and validation split (1,014 images), encoded once and cached
+#   (`vlr_lib.features.flickr30k_features`; `data_scripts/extract_features.py` builds the
+#   same cache from the command line). Every number in this notebook is on the validation split,
+#   in both modes; the test split is kept for the one final report (notebook 10).
 
 # %%
 train_set, val_set = training_features(cfg)  # shapes, or cached CLIP features of Flickr30K
@@ -147,8 +148,11 @@ assert table["rsum"].iloc[-1] > chance
 
 # %%
 histories = {seed: {name: train(loss, kw, seed) for name, (loss, kw) in LOSSES.items()} for seed in SEEDS}
-# Same seed, same history: seed 0's unified run (heads from start_heads) repeats `first` (heads built by fit).
-assert [(r["loss"], r["rsum"]) for r in histories[0]["Unified"][1:]] == [(r["loss"], r["rsum"]) for r in first[1:]]
+# Same seed, same history: seed 0's unified run (heads from start_heads) repeats `first` (heads built by fit):
+# bit for bit on a CPU; on a GPU (bf16 autocast, atomic adds in some backward passes) within 1%.
+same_seed = [torch.tensor([(r["loss"], r["rsum"]) for r in h[1:]], dtype=torch.float64)
+             for h in (histories[0]["Unified"], first)]
+torch.testing.assert_close(*same_seed, rtol=0.0 if cfg.device.type == "cpu" else 1e-2, atol=0.0)
 
 summary = report.history_frame({f"{name} / seed {s}": h for s, runs in histories.items() for name, h in runs.items()})
 final = summary[summary["epoch"] == EPOCHS].set_index("run")
@@ -156,8 +160,9 @@ print(final[["rsum", "i2t_r1", "t2i_r1", "pos_sim", "hardneg_sim"]].round(3).to_
 
 # %% [markdown]
 # The same seed gives the same history (the trainer is deterministic on the CPU, and our
-# heads are the ones `fit` would build), which is what lets us compare losses run against
-# run. Curves of seed 0, as in Li et al.'s Fig. 3 (the training loss is divided by its first
+# heads are the ones `fit` would build; on a GPU the check allows 1%), which is what lets us
+# compare losses run against run.
+# Curves of seed 0, as in Li et al.'s Fig. 3 (the training loss is divided by its first
 # value, because the three losses live on different scales — sums, means and a $1/\gamma$):
 
 # %%

@@ -66,11 +66,13 @@ print(f"grid cache: {OUT}")
 # All configurations train two linear heads on the same frozen features (the shapes data's
 # pretrained-CNN and hashed-bag-of-words features, or cached CLIP ViT-B/32 features of
 # Flickr30K with `VLR_DATA=flickr30k`; see notebook 09 for why features and not end to end).
+# Every number below is on the **validation** split (1,014 images for Flickr30K): it is what a
+# hyperparameter is chosen on. The test split is not used here; notebook 10 reports it once.
 # A sweep multiplies the cost of one run by the number of cells, so the cheap mode matters
 # even more here.
 
 # %%
-train_set, val_set = training_features(cfg)  # shapes, or cached CLIP features of Flickr30K
+train_set, val_set = training_features(cfg)  # train and validation: shapes, or cached CLIP features of Flickr30K
 chance = chance_rsum(val_set[2])
 print(f"{train_set[0].shape[0]} training images, {val_set[0].shape[0]} validation images; chance rsum {chance:.1f}")
 

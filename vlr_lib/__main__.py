@@ -1,5 +1,6 @@
-"""``python -m vlr_lib train|grid|showdown|lessons ...``: the command lines, also under torchrun.
+"""``python -m vlr_lib train|grid|showdown|lessons|check ...``: the command lines, also under torchrun.
 
+    python -m vlr_lib check --data flickr30k      # a dry run: data, cache, device, disk, memory, time
     python -m vlr_lib train --loss unified --epochs 5
     python -m vlr_lib grid --losses info_nce,unified --seeds 0,1,2
     python -m vlr_lib showdown --fast
@@ -7,7 +8,8 @@
     torchrun --standalone --nproc-per-node 2 -m vlr_lib train --setting features --batch-size 128
 
 ``train`` and ``grid`` take the options of ``vlr-train`` and ``vlr-grid``; ``showdown`` those of
-``data_scripts/run_showdown.py``; ``lessons`` runs notebook 12's experiments.
+``data_scripts/run_showdown.py``; ``lessons`` runs notebook 12's experiments; ``check`` verifies a Flickr30K run
+before it starts (``vlr_lib.cli.check``).
 ``python -m vlr_lib <command> --help`` lists them.
 """
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-COMMANDS = ("train", "grid", "showdown", "lessons")
+COMMANDS = ("train", "grid", "showdown", "lessons", "check")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -28,9 +30,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"python -m vlr_lib: error: unknown command {command!r}; choose one of {', '.join(COMMANDS)}",
               file=sys.stderr)
         return 2
-    from .cli import grid, lessons, showdown, train
+    from .cli import check, grid, lessons, showdown, train
 
-    module = {"train": train, "grid": grid, "showdown": showdown, "lessons": lessons}[command]
+    module = {"train": train, "grid": grid, "showdown": showdown, "lessons": lessons, "check": check}[command]
     return module.main(rest, prog=f"python -m vlr_lib {command}")
 
 

@@ -2,11 +2,21 @@
 
 Every check raises a ValueError (or TypeError for a wrong type) whose message
 starts with the argument's name, so a student sees at once which knob is wrong.
+
+Checks of tensor *values* (finite entries, a positive and a negative for every query,
+the positions of a mask's positives) read the tensor on the host: on a GPU each one
+waits for every queued kernel. A caller that validated its inputs once and watches for
+NaN itself -- the trainer, whose step loop must not synchronise -- runs inside
+:func:`validated`, where those checks are skipped (type, shape and parameter checks stay)
+and the positives of a mask it describes are taken from it. Direct callers keep every check.
 """
 from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import torch
@@ -23,9 +33,58 @@ def check_tensor(name: str, x: object, ndim: int | None = None) -> Tensor:
         raise ValueError(f"{name} must be {ndim}-D, got shape {tuple(x.shape)}")
     if not torch.is_floating_point(x):
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
-    if x.numel() and not bool(torch.isfinite(x).all()):
+    if x.numel() and values_checked() and not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name} contains NaN or inf")
     return x
+
+
+@dataclass(frozen=True)
+class _Validated:
+    pos_mask: Tensor | None
+    pairs: tuple[Tensor, Tensor] | None
+    pairs_t: tuple[Tensor, Tensor] | None
+
+
+_VALIDATED: ContextVar[_Validated | None] = ContextVar("vlr_lib_validated", default=None)
+
+
+@contextmanager
+def validated(
+    pos_mask: Tensor | None = None,
+    pairs: tuple[Tensor, Tensor] | None = None,
+    pairs_t: tuple[Tensor, Tensor] | None = None,
+) -> Iterator[None]:
+    """Inside the block, skip the checks of tensor values: the caller validated its inputs and watches for NaN.
+
+    For the trainer's step loop, which must never wait for the device: finiteness (of S and of
+    the losses' results), every query having a positive and a negative, and -- for `pos_mask`
+    -- the ``nonzero`` that locates its positives. `pairs` are the (rows, cols) of
+    ``pos_mask.nonzero()`` (row-major) and `pairs_t` those of ``pos_mask.T``, worked out by the
+    caller without a synchronisation; check_similarity takes them for that mask (or a view of
+    it with the same storage) and calls nonzero for any other mask.
+    """
+    token = _VALIDATED.set(_Validated(pos_mask, pairs, pairs_t))
+    try:
+        yield
+    finally:
+        _VALIDATED.reset(token)
+
+
+def values_checked() -> bool:
+    """False inside :func:`validated`: the per-call checks of tensor values are the caller's job."""
+    return _VALIDATED.get() is None
+
+
+def _known_pairs(mask: Tensor) -> tuple[Tensor, Tensor] | None:
+    """The positives of `mask` given to :func:`validated` (for the mask or its transpose), else None."""
+    given = _VALIDATED.get()
+    if given is None or given.pos_mask is None or mask.data_ptr() != given.pos_mask.data_ptr():
+        return None
+    if mask.shape == given.pos_mask.shape and mask.stride() == given.pos_mask.stride():
+        return given.pairs
+    if mask.shape == given.pos_mask.T.shape and mask.stride() == given.pos_mask.T.stride():
+        return given.pairs_t
+    return None
 
 
 def check_int(name: str, value: object, low: int = 1, high: int | None = None) -> int:
@@ -125,10 +184,11 @@ def check_similarity(S: object, pos_mask: object = None, both_directions: bool =
     if pos_mask.shape != S.shape:
         raise ValueError(f"pos_mask must have the shape of S {tuple(S.shape)}, got {tuple(pos_mask.shape)}")
     pos_mask = pos_mask.to(S.device)
-    _check_queries(pos_mask, "row")
-    if both_directions:
-        _check_queries(pos_mask.T, "column")
-    rows, cols = pos_mask.nonzero(as_tuple=True)
+    if values_checked():
+        _check_queries(pos_mask, "row")
+        if both_directions:
+            _check_queries(pos_mask.T, "column")
+    rows, cols = _known_pairs(pos_mask) or pos_mask.nonzero(as_tuple=True)
     return S, Positives(rows, cols, ~pos_mask, diagonal=False)
 
 

@@ -18,7 +18,10 @@ is compared on identical inputs (the data modes of docs/architecture.md). Two ba
 
 Features are stored raw (not normalised); `vlr_lib.similarity` normalises.
 
-Cache layout (one directory per backbone x dataset x split)::
+Cache layout (one directory per dataset x revision x split x backbone x weights x dtype,
+``default_cache_dir``; Flickr30K's dataset id and revision -- a commit hash -- come from
+``vlr_lib.data.flickr30k.resolve_source``, so a Hub download and a copy saved from the same
+commit share one cache)::
 
     features.pt     torch.save({"img": [n_images, D], "txt": [n_captions, D],
                                 "caption_to_image": int64 [n_captions]})
@@ -31,7 +34,13 @@ os.replace), the manifest last; the manifest's SHA-256 of the tensors is
 checked on every load, so a crash between the two replaces, or a damaged file,
 shows up as a corrupt cache. `load_or_build_features` rebuilds a cache that does
 not match the request or is corrupt, never reuses it silently; with
-``build=False`` it raises instead.
+``build=False`` it raises instead. `cached_feature_sets` / `choose_feature_set` find the
+Flickr30K caches under a root and choose between several by revision, weights and dtype
+(the ``--revision`` / ``--weights`` / ``--dtype`` flags), naming the flag when it is needed.
+
+Extraction defaults follow the device (`loader_settings`): batches of 256 with
+``min(8, CPUs)`` DataLoader workers and pinned memory on CUDA, batches of 64 in the main
+process elsewhere (the CPU results are those of the earlier fixed defaults).
 """
 from __future__ import annotations
 
@@ -163,7 +172,7 @@ class ClipEncoder(Encoder):
 
     @torch.no_grad()
     def encode_images(self, pixels: Tensor) -> Tensor:
-        return self.model.encode_image(pixels.to(self.device))
+        return self.model.encode_image(pixels.to(self.device, non_blocking=True))
 
     @torch.no_grad()
     def encode_texts(self, texts: Sequence[str]) -> Tensor:
@@ -191,7 +200,7 @@ class ResNetBowEncoder(Encoder):
 
     @torch.no_grad()
     def encode_images(self, pixels: Tensor) -> Tensor:
-        return self.model(pixels.to(self.device))
+        return self.model(pixels.to(self.device, non_blocking=True))
 
     @torch.no_grad()
     def encode_texts(self, texts: Sequence[str]) -> Tensor:
@@ -257,28 +266,53 @@ def captions_of(ds: datasets.Dataset) -> tuple[list[str], Tensor]:
 
 
 def data_signature(ds: datasets.Dataset) -> str:
-    """SHA-256 of the image ids and captions: two datasets with the same signature hold the same text."""
-    table = ds.with_format("arrow")[:]
+    """SHA-256 of the image ids and captions: two datasets with the same signature hold the same text.
+
+    Reads those two columns alone (column access gathers only the named column, also through
+    a ``select``'s index mapping): never the image bytes (~4 GB for Flickr30K).
+    """
+    arrow = ds.with_format("arrow")
     h = hashlib.sha256()
     for name in ("img_id", "caption"):
-        h.update(json.dumps(table.column(name).to_pylist()).encode())
+        h.update(json.dumps(arrow[name].to_pylist()).encode())
     return h.hexdigest()
+
+
+def loader_settings(device: str | torch.device, batch_size: int | None = None,
+                    num_workers: int | None = None) -> dict[str, Any]:
+    """DataLoader settings of an extraction on `device`; None picks the device's default.
+
+    CUDA: batches of 256 images, ``min(8, CPUs)`` workers decoding JPEGs in parallel and
+    pinned memory (asynchronous copies to the GPU). Elsewhere: batches of 64, decoding in
+    the main process (workers only compete with the encoder for the same cores).
+    """
+    cuda = torch.device(device).type == "cuda"
+    batch_size = (256 if cuda else 64) if batch_size is None else batch_size
+    num_workers = (min(8, os.cpu_count() or 1) if cuda else 0) if num_workers is None else num_workers
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
+        raise ValueError(f"num_workers must be an int >= 0, got {num_workers!r}")
+    return {"batch_size": batch_size, "num_workers": num_workers, "pin_memory": cuda}
 
 
 def extract_features(
     ds: datasets.Dataset,
     encoder: Encoder,
-    batch_size: int = 64,
+    batch_size: int | None = None,
     dtype: torch.dtype = torch.float32,
-    num_workers: int = 0,
+    num_workers: int | None = None,
     progress: bool = True,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """Encode every image and caption of `ds` once: (img [n, D], txt [n_captions, D], caption_to_image)."""
+    """Encode every image and caption of `ds` once: (img [n, D], txt [n_captions, D], caption_to_image).
+
+    `batch_size` / `num_workers` None: the defaults of the encoder's device (:func:`loader_settings`).
+    """
     from tqdm.auto import tqdm
 
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
-    loader = torch.utils.data.DataLoader(_Images(ds, encoder.transform), batch_size=batch_size, num_workers=num_workers)
+    loading = loader_settings(encoder.device, batch_size, num_workers)
+    batch_size = loading["batch_size"]
+    loader = torch.utils.data.DataLoader(_Images(ds, encoder.transform), **loading)
     img = [encoder.encode_images(x).to("cpu", dtype) for x in tqdm(loader, desc="images", disable=not progress)]
     texts, caption_to_image = captions_of(ds)
     starts = range(0, len(texts), batch_size)
@@ -399,11 +433,11 @@ def load_or_build_features(
     backbone: str = "clip-vit-b32",
     pretrained: bool | str | None = True,
     device: str | torch.device = "cpu",
-    batch_size: int = 64,
+    batch_size: int | None = None,
     dtype: str = "float32",
     image_size: int = _NATIVE_SIZE,
     seed: int = 0,
-    num_workers: int = 0,
+    num_workers: int | None = None,
     build: bool = True,
     rebuild: bool = False,
     encoder: Encoder | None = None,
@@ -416,6 +450,7 @@ def load_or_build_features(
     with build=False it raises FeatureCacheMissingError / FeatureCacheStaleError /
     FeatureCacheCorruptError instead. `encoder` reuses an encoder built by
     `build_encoder` (it must match backbone, pretrained, image_size and seed).
+    `batch_size` / `num_workers` None: the device's defaults (:func:`loader_settings`).
     """
     request = make_request(ds, backbone=backbone, pretrained=pretrained, dataset_id=dataset_id, revision=revision,
                            split=split, dtype=dtype, image_size=image_size, seed=seed)
@@ -440,9 +475,14 @@ def load_or_build_features(
 
 
 def default_cache_dir(root: str | os.PathLike, dataset_id: str, revision: str, split: str, backbone: str,
-                      pretrained: bool | str | None = True) -> Path:
-    """root/<dataset>-<revision>-<split>-<backbone>-<weights>, with unsafe characters replaced."""
-    parts = [dataset_id, revision or "norev", split, backbone, resolve_pretrained(backbone, pretrained)]
+                      pretrained: bool | str | None = True, dtype: str = "float32") -> Path:
+    """root/<dataset>-<revision>-<split>-<backbone>-<weights>-<dtype>, with unsafe characters replaced.
+
+    Every field of the cache key is in the name, so caches of two revisions, weights or dtypes
+    live side by side and none is taken for a stale version of another.
+    """
+    check_choice("dtype", dtype, tuple(DTYPES))
+    parts = [dataset_id, revision or "norev", split, backbone, resolve_pretrained(backbone, pretrained), dtype]
     return Path(root) / "-".join(re.sub(r"[^A-Za-z0-9_.=]+", "_", p) for p in parts)
 
 
@@ -451,57 +491,225 @@ def flickr_cache_id(
 ) -> tuple[str, str]:
     """(dataset_id, revision) that Flickr30K feature caches are recorded and found under.
 
-    The one convention of ``data_scripts/extract_features.py --data flickr30k``
-    (which writes the caches), ``vlr-train`` / ``vlr-grid --data flickr30k`` and
-    the showdown (which read them); the pair goes into the manifest and, through
-    ``default_cache_dir``, into the folder name. A local copy at `data_path` is
-    ``("flickr30k:<its folder name>", revision or "")``; the Hub is ``(repo id,
-    revision)`` with the defaults of ``vlr_lib.data.flickr30k.load_flickr30k``
-    (env VLR_FLICKR_REPO / VLR_FLICKR_REVISION, then DEFAULT_REPO_ID /
-    DEFAULT_REVISION), so the id names exactly what was downloaded.
+    The one convention of ``data_scripts/extract_features.py --data flickr30k`` (which writes
+    the caches), ``python -m vlr_lib train|grid|check --data flickr30k``, the showdown and the
+    notebooks (which read them): the identity of ``vlr_lib.data.flickr30k.resolve_source`` --
+    the Hub repo id and the *commit* its revision resolves to, also for a copy saved by
+    prepare_flickr30k from the Hub (it records both), else ``("flickr30k:<folder name>",
+    revision or "")`` for a local copy of unknown origin. The pair goes into the manifest
+    and, through ``default_cache_dir``, into the folder name.
     """
-    if data_path is not None:
-        return f"flickr30k:{Path(data_path).resolve().name}", revision or ""
-    from .data.flickr30k import DEFAULT_REPO_ID, DEFAULT_REVISION, ENV_REPO, ENV_REVISION
+    from .data.flickr30k import resolve_source
 
-    repo = repo_id or os.environ.get(ENV_REPO) or DEFAULT_REPO_ID
-    return repo, revision or os.environ.get(ENV_REVISION) or DEFAULT_REVISION
+    source = resolve_source(data_path, repo_id=repo_id, revision=revision)
+    return source.dataset_id, source.revision
+
+
+FLICKR_SPLITS = ("train", "validation", "test")
+#: The flag (and notebook variable) that chooses between cached feature sets differing in a field.
+CHOICE_FLAGS = {"dataset_id": "--data-path (VLR_DATA_PATH in notebooks)",
+                "revision": "--revision (VLR_FLICKR_REVISION in notebooks)",
+                "pretrained": "--weights", "dtype": "--dtype"}
+
+
+class FeatureSetChoiceError(FeatureCacheError, ValueError):
+    """Several cached feature sets match a request; the message lists them and names the flag that chooses."""
+
+
+@dataclass(frozen=True)
+class CachedSet:
+    """One Flickr30K feature set under a cache root: its identity and the cache folder of each split it has."""
+
+    dataset_id: str
+    revision: str
+    backbone: str
+    pretrained: str
+    dtype: str
+    dirs: dict[str, Path]
+
+    def describe(self) -> str:
+        at = self.revision[:12] or "-"
+        return (f"{self.dataset_id}@{at} {self.backbone} weights={self.pretrained} dtype={self.dtype} "
+                f"({', '.join(s for s in FLICKR_SPLITS if s in self.dirs)})")
 
 
 def _is_flickr_id(dataset_id: str) -> bool:
     """A dataset id of :func:`flickr_cache_id`: a local copy ("flickr30k:<folder>") or the Hub repo."""
-    return "flickr30k" in dataset_id.lower() or dataset_id == flickr_cache_id()[0]
+    from .data.flickr30k import DEFAULT_REPO_ID, ENV_REPO
+
+    return "flickr30k" in dataset_id.lower() or dataset_id == (os.environ.get(ENV_REPO) or DEFAULT_REPO_ID)
 
 
-def flickr_feature_dirs(cache_root: str | os.PathLike, backbone: str = "clip-vit-b32") -> dict[str, Path]:
-    """The cached feature folders of one Flickr30K feature set with train, validation and test for `backbone`.
+def cached_feature_sets(cache_root: str | os.PathLike, backbone: str | None = None) -> list[CachedSet]:
+    """Every Flickr30K feature set under `cache_root` (of `backbone`, or all), read from the manifests.
 
-    Looks at every ``*/manifest.json`` under `cache_root` (the layout of
-    ``vlr_lib.features.default_cache_dir``, written by
-    ``data_scripts/extract_features.py``) whose dataset id follows
-    ``vlr_lib.features.flickr_cache_id``; a feature set is one (dataset id,
-    revision, weights). Raises FileNotFoundError, saying what to run, when no set
-    has all three splits cached, and ValueError when several have.
+    The layout of :func:`default_cache_dir` (written by ``data_scripts/extract_features.py``
+    and the command lines); a set is one (dataset id, revision, backbone, weights, dtype).
     """
     root = Path(cache_root)
     found: dict[tuple, dict[str, Path]] = {}
     for manifest in sorted(root.glob("*/manifest.json")) if root.is_dir() else []:
         m = read_manifest(manifest.parent)
-        if m.get("backbone") == backbone and _is_flickr_id(str(m.get("dataset_id", ""))):
-            which = (m["dataset_id"], m.get("revision", ""), m.get("pretrained"))
-            found.setdefault(which, {})[m["split"]] = manifest.parent
-    complete = {k: v for k, v in found.items() if {"train", "validation", "test"} <= set(v)}
-    if not complete:
-        raise FileNotFoundError(
-            f"Flickr30K mode (VLR_DATA=flickr30k, --data flickr30k) needs cached {backbone} features of the Flickr30K Karpathy split "
-            f"(train, validation and test) under {root}, found {sorted(found) or 'none'}. This needs network "
-            "once and preferably a GPU. Run from the repository root:\n"
-            "  python data_scripts/prepare_flickr30k.py --out data/flickr30k\n"
-            f"  python data_scripts/extract_features.py --data flickr30k --data-path data/flickr30k "
-            f"--backbone {backbone} --device cuda\n"
-            "then re-run the notebook, or `python -m vlr_lib showdown --data flickr30k --device cuda`."
-        )
-    if len(complete) > 1:
-        raise ValueError(f"cache_root {root} holds several Flickr30K feature sets {sorted(complete)} "
-                         "(dataset id, revision, weights); point cache_root at a folder with one of them")
-    return next(iter(complete.values()))
+        if (backbone is None or m.get("backbone") == backbone) and _is_flickr_id(str(m.get("dataset_id", ""))):
+            key = (m["dataset_id"], m.get("revision", ""), m.get("backbone"), m.get("pretrained"), m.get("dtype"))
+            found.setdefault(key, {})[m["split"]] = manifest.parent
+    return [CachedSet(*key, dirs) for key, dirs in found.items()]
+
+
+def choose_feature_set(
+    sets: Sequence[CachedSet],
+    *,
+    splits: Sequence[str] = FLICKR_SPLITS,
+    dataset_id: str | None = None,
+    revision: str | None = None,
+    weights: bool | str | None = None,
+    dtype: str | None = None,
+) -> CachedSet | None:
+    """The one set of `sets` that has `splits` and matches every criterion given; None when none does.
+
+    `revision` matches a commit hash by prefix (a short hash works); `weights` None means the
+    backbone's default weights ("openai", "IMAGENET1K_V1"): random-weight caches are used only
+    when asked for. Several matches raise :class:`FeatureSetChoiceError`, which lists them and
+    names the flag that tells them apart.
+    """
+    def fits(s: CachedSet) -> bool:
+        tag = resolve_pretrained(s.backbone, True if weights is None else weights)
+        return (set(splits) <= set(s.dirs) and (dataset_id is None or s.dataset_id == dataset_id)
+                and (revision is None or s.revision.startswith(revision)) and s.pretrained == tag
+                and (dtype is None or s.dtype == dtype))
+
+    matches = [s for s in sets if fits(s)]
+    if len(matches) > 1:
+        flags = [CHOICE_FLAGS[f] for f in CHOICE_FLAGS if len({getattr(s, f) for s in matches}) > 1]
+        raise FeatureSetChoiceError(
+            f"the cache holds several Flickr30K feature sets that fit: {'; '.join(s.describe() for s in matches)}. "
+            f"Choose one with {' and '.join(flags)}")
+    return matches[0] if matches else None
+
+
+def _rev_flag(revision: str) -> str:
+    """The value of --revision that selects `revision` (12 characters of a commit hash identify it)."""
+    return revision[:12] or "''"
+
+
+def other_sets_message(sets: Sequence[CachedSet], splits: Sequence[str] = FLICKR_SPLITS) -> str:
+    """For a request that no set fits: the sets that have `splits` but differ, each with the flags that select it."""
+    usable = [s for s in sets if set(splits) <= set(s.dirs)]
+    if not usable:
+        return ""
+    hints = [f"{s.describe()} [--revision {_rev_flag(s.revision)} --weights {s.pretrained} --dtype {s.dtype}]"
+             for s in usable]
+    return "; found other feature sets (a flag chooses one, nothing is reused silently): " + "; ".join(hints)
+
+
+def flickr_feature_dirs(
+    cache_root: str | os.PathLike,
+    backbone: str = "clip-vit-b32",
+    *,
+    revision: str | None = None,
+    weights: bool | str | None = None,
+    dtype: str | None = None,
+    splits: Sequence[str] = FLICKR_SPLITS,
+) -> dict[str, Path]:
+    """The cache folders of the one Flickr30K feature set under `cache_root` with every split of `splits`.
+
+    Chosen by :func:`choose_feature_set` (default weights unless `weights` says otherwise; any
+    revision and dtype unless given). Raises FileNotFoundError, saying what to run and which
+    other sets exist with the flags that select them, when no set fits, and
+    FeatureSetChoiceError (a ValueError) naming the flag when several do.
+    """
+    root = Path(cache_root)
+    sets = cached_feature_sets(root, backbone)
+    chosen = choose_feature_set(sets, splits=splits, revision=revision, weights=weights, dtype=dtype)
+    if chosen is not None:
+        return {split: chosen.dirs[split] for split in splits}
+    asked = ", ".join(f"{k} {v}" for k, v in (("revision", revision), ("weights", weights), ("dtype", dtype)) if v)
+    raise FileNotFoundError(
+        f"Flickr30K mode (VLR_DATA=flickr30k, --data flickr30k) needs cached {backbone} features of the Flickr30K "
+        f"Karpathy split ({', '.join(splits)}{'; ' + asked if asked else ''}) under {root}"
+        f"{other_sets_message(sets, splits) or ', found none'}. Building them needs the data (network once) and "
+        "preferably a GPU. Run from the repository root:\n"
+        "  python data_scripts/prepare_flickr30k.py\n"
+        f"  python data_scripts/extract_features.py --data flickr30k --backbone {backbone}\n"
+        "then re-run the notebook, or `python -m vlr_lib showdown --data flickr30k` "
+        "(`python -m vlr_lib check --data flickr30k` checks everything first)."
+    )
+
+
+@dataclass(frozen=True)
+class CacheRequest:
+    """The caches a Flickr30K request reads or builds: one folder per split, and the splits not cached yet."""
+
+    backbone: str
+    pretrained: str
+    dtype: str
+    dirs: dict[str, Path]
+    missing: tuple[str, ...]
+
+
+def flickr30k_cache_request(
+    source: Any,
+    cache_root: str | os.PathLike,
+    *,
+    splits: Sequence[str] = ("train", "validation"),
+    backbone: str = "clip-vit-b32",
+    weights: bool | str | None = None,
+    dtype: str | None = None,
+) -> CacheRequest:
+    """Where the caches of the Flickr30K `source` (``vlr_lib.data.flickr30k.resolve_source``) are, and which are missing.
+
+    The key: the source's dataset id and commit, the split, `backbone`, `weights` and `dtype`.
+    None for `weights` / `dtype` means the defaults (the backbone's weights, float32) -- but when
+    splits are missing and the cache holds this data complete in other variants (another dtype
+    or weights, or another commit of the Hub branch asked for), FeatureSetChoiceError lists them
+    with the flags that select them, or that build the default explicitly: nothing is encoded
+    again, or used instead, silently.
+    """
+    from .data.flickr30k import _COMMIT
+
+    tag, kind = resolve_pretrained(backbone, True if weights is None else weights), dtype or "float32"
+    dirs = {split: default_cache_dir(cache_root, source.dataset_id, source.revision, split, backbone, tag, kind)
+            for split in splits}
+    missing = tuple(split for split in splits if not (dirs[split] / MANIFEST_FILE).is_file())
+    if missing:
+        pinned = source.path is not None or bool(_COMMIT.fullmatch(source.requested or ""))
+        others = [s for s in cached_feature_sets(cache_root, backbone) if s.dataset_id == source.dataset_id
+                  and (s.revision, s.pretrained, s.dtype) != (source.revision, tag, kind)
+                  and (s.revision == source.revision or not pinned) and (s.pretrained == tag or weights is None)
+                  and (s.dtype == kind or dtype is None)]
+        if other_sets_message(others, splits):
+            raise FeatureSetChoiceError(
+                f"no cached {backbone} features of {source.describe()} with weights={tag}, dtype={kind} under "
+                f"{cache_root}{other_sets_message(others, splits)}. To build the requested set instead, give its "
+                f"flags explicitly (--revision {_rev_flag(source.revision)} --weights {tag} --dtype {kind})")
+    return CacheRequest(backbone, tag, kind, dirs, missing)
+
+
+def flickr30k_features(
+    source: Any,
+    cache_root: str | os.PathLike,
+    *,
+    splits: Sequence[str] = ("train", "validation"),
+    backbone: str = "clip-vit-b32",
+    weights: bool | str | None = None,
+    dtype: str | None = None,
+    device: str | torch.device = "cpu",
+    build: bool = True,
+    progress: bool = True,
+    dataset: datasets.DatasetDict | None = None,
+) -> dict[str, FeatureSet]:
+    """Features of the Flickr30K `source` per split: the caches of :func:`flickr30k_cache_request`, built when missing.
+
+    Each cache is loaded with its captions checked against the data, or, with `build`, built on
+    `device` (``load_or_build_features``). `dataset`: the loaded DatasetDict of `source`
+    (loaded here when None).
+    """
+    from .data.flickr30k import load_flickr30k
+
+    request = flickr30k_cache_request(source, cache_root, splits=splits, backbone=backbone, weights=weights,
+                                      dtype=dtype)
+    data = dataset if dataset is not None else load_flickr30k(source)
+    return {split: load_or_build_features(
+        data[split], request.dirs[split], dataset_id=source.dataset_id, revision=source.revision, split=split,
+        backbone=backbone, pretrained=request.pretrained, dtype=request.dtype, device=device, progress=progress,
+        build=build) for split in splits}

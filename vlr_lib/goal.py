@@ -58,6 +58,7 @@ from ._checks import (
     check_positive,
     check_similarity,
     check_tensor,
+    values_checked,
 )
 from .similarity import hardest_negatives
 
@@ -454,7 +455,11 @@ def _ms_sets(S: Tensor, pos: Positives, s_pos: Tensor, s_neg: Tensor, neg_col: T
 
 
 def _check_weights(w_pos: Tensor, w_neg: Tensor, cfg: GoalConfig, S: Tensor) -> None:
-    """The gradient is built from these 2P weights alone: checking them checks it, and says which knob overflowed."""
+    """The gradient is built from these 2P weights alone: checking them checks it, and says which knob overflowed.
+
+    Skipped inside ``_checks.validated`` (the trainer watches its loss on the device instead)."""
+    if not values_checked():
+        return
     for w, param, value in ((w_pos, "alpha", cfg.alpha), (w_neg, "beta", cfg.beta)):
         if bool(torch.isfinite(w).all()):
             continue

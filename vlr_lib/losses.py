@@ -32,6 +32,7 @@ from ._checks import (
     check_similarity,
     check_tensor,
     reduce,
+    values_checked,
 )
 from .similarity import hardest_negatives
 
@@ -60,7 +61,7 @@ def _margin(margin: float | Tensor, pos: Positives, like: Tensor) -> Tensor | fl
                 f"margin must be a number or a 1-D tensor with one value per positive pair ({pos.count}), "
                 f"got {margin.numel()} values"
             )
-        if bool((margin < 0).any()):
+        if values_checked() and bool((margin < 0).any()):
             raise ValueError("margin must be >= 0 everywhere")
         return margin.to(like)
     return check_nonnegative("margin", margin)
@@ -89,8 +90,9 @@ def _both_directions(S: Tensor, pos: Positives, term) -> Tensor:
 
 def _finite(loss: Tensor, name: str, param: str, value: object, too: str) -> Tensor:
     """Never return NaN silently. S is validated finite, so a non-finite loss means that `param`
-    scaled the scores out of the dtype's range: the error names it and which way to move it."""
-    if not bool(torch.isfinite(loss).all()):
+    scaled the scores out of the dtype's range: the error names it and which way to move it. (Inside
+    ``_checks.validated`` the caller -- the trainer -- watches for non-finite losses itself.)"""
+    if values_checked() and not bool(torch.isfinite(loss).all()):
         shown = f"{value:g}" if isinstance(value, float) else "the given values"
         way = "larger" if too == "small" else "smaller"
         also = "" if loss.dtype == torch.float64 else " or compute in float64"
@@ -390,7 +392,9 @@ def smooth_ap(S: Tensor, tau: float = 0.01, pos_mask: Tensor | None = None, redu
     ratio = rank_pos / rank_all  # [P]
     n_rows = S.shape[0]
     ap_sum = torch.zeros(n_rows, dtype=S.dtype, device=S.device).index_add(0, pos.rows, ratio)
-    n_pos = torch.bincount(pos.rows, minlength=n_rows).to(S.dtype)
+    # Positives per query, counted with index_add (exact for counts < 2^24): bincount would size its output
+    # from the largest index, a synchronisation on a GPU.
+    n_pos = torch.zeros(n_rows, dtype=S.dtype, device=S.device).index_add(0, pos.rows, torch.ones_like(ratio))
     per_query = 1.0 - ap_sum / n_pos
     return _finite(reduce(per_query, reduction), "smooth_ap", "tau", t, "small")
 

@@ -4,6 +4,10 @@ Environment variables (read once, here):
 - VLR_FAST=1      fast mode (what CI runs): small sizes, few epochs, one CPU thread, same code path;
 - VLR_DATA        "shapes" (default, embedded, CPU) or "flickr30k" (cached features, GPU);
 - VLR_DEVICE      "cpu", "cuda", ... (default: cuda when available, else cpu);
+- VLR_DATA_PATH   flickr30k: a local copy of the data (default: the copy data_scripts/prepare_flickr30k.py
+                  saved, else the Hub; read by ``vlr_lib.data.flickr30k.resolve_source``);
+- VLR_FLICKR_REVISION  flickr30k: a commit hash (or its first 7+ characters) that chooses between
+                  feature caches of several commits.
 - VLR_BOOK=1      set by `make book` only: figures and explorers for the static book (vlr_lib.book).
 """
 from __future__ import annotations
@@ -123,52 +127,63 @@ def demo_retrieval_batch(
 
 
 def training_features(
-    cfg: Settings, n_train: tuple[int, int] = (400, 2000), n_val: tuple[int, int] = (100, 200)
-) -> tuple[Triple, Triple]:
-    """(train, validation) frozen features (img, txt, caption_to_image) for the data mode of `cfg`.
+    cfg: Settings, n_train: tuple[int, int] = (400, 2000), n_val: tuple[int, int] = (100, 200), test: bool = False
+) -> tuple[Triple, ...]:
+    """(train, validation) frozen features (img, txt, caption_to_image) for the data mode of `cfg`;
+    with `test`, (train, validation, test).
 
-    - shapes: the synthetic data (`cfg.pick` of the sizes) and its frozen features
-      (vlr_lib.train.shapes_features: the pretrained shapes encoder's frozen image features and hashed
-      bags of words);
-    - flickr30k: cached CLIP ViT-B/32 features of the Karpathy train split and the
-      1,000-image test split (as validation), found wherever
-      `data_scripts/extract_features.py` wrote them (vlr_lib.paths.feature_cache_root); on a GPU,
-      missing caches are built from the Hub. Elsewhere the error says what to run.
+    Choices (epochs, hyperparameters) are made on validation; test is for one final report.
+    - shapes: the synthetic data (`cfg.pick` of the sizes; the test split has the validation
+      split's size) and its frozen features (vlr_lib.train.shapes_features: the pretrained shapes
+      encoder's frozen image features and hashed bags of words);
+    - flickr30k: cached CLIP ViT-B/32 features of the Karpathy splits -- train (29,000 images),
+      validation (1,014) and test (1,000) -- found wherever data_scripts/extract_features.py
+      wrote them (vlr_lib.paths.feature_cache_root; VLR_FLICKR_REVISION=<commit> chooses between
+      cached commits). On a GPU, missing caches are built from VLR_DATA_PATH, the prepared copy
+      or the Hub; elsewhere the error says what to run.
     """
+    splits = ("train", "validation", "test") if test else ("train", "validation")
     if cfg.data == "shapes":
         from .data import make_shapes
         from .train import shapes_features
 
-        data = make_shapes(n_train=cfg.pick(*n_train), n_val=cfg.pick(*n_val), n_test=1, seed=cfg.seed)
-        feats = shapes_features(data, seed=cfg.seed)
-        return feats["train"], feats["validation"]
-    return _flickr30k_features(cfg.device)
+        n_test = cfg.pick(*n_val) if test else 1  # each split has its own random stream: train, validation unchanged
+        data = make_shapes(n_train=cfg.pick(*n_train), n_val=cfg.pick(*n_val), n_test=n_test, seed=cfg.seed)
+        feats = shapes_features(data, seed=cfg.seed, splits=splits)
+        return tuple(feats[split] for split in splits)
+    return _flickr30k_features(cfg.device, splits)
 
 
-def _flickr30k_features(device: torch.device, backbone: str = "clip-vit-b32") -> tuple[Triple, Triple]:
+def _flickr30k_features(device: torch.device, splits: tuple[str, ...],
+                        backbone: str = "clip-vit-b32") -> tuple[Triple, ...]:
     from .features import flickr_feature_dirs, load_features
 
     root = feature_cache_root()
     try:
-        dirs = flickr_feature_dirs(root, backbone)
+        dirs = flickr_feature_dirs(root, backbone, revision=_flickr30k_revision(), splits=splits)
+        sets = [load_features(dirs[split]) for split in splits]
     except FileNotFoundError:
         if device.type != "cuda":
             raise  # its message names the commands that build the cache
-        dirs = _build_flickr30k_features(root, device, backbone)
-    sets = [load_features(dirs[split]) for split in ("train", "test")]
-    return tuple((fs.img.float(), fs.txt.float(), fs.caption_to_image) for fs in sets)  # type: ignore[return-value]
+        built = _build_flickr30k_features(root, device, backbone)
+        sets = [built[split] for split in splits]
+    return tuple((fs.img.float(), fs.txt.float(), fs.caption_to_image) for fs in sets)
 
 
-def _build_flickr30k_features(root: Path, device: torch.device, backbone: str) -> dict[str, Path]:
-    """Encode the Karpathy splits once (a GPU job) into the layout extract_features.py writes."""
-    from .data import load_flickr30k
-    from .features import default_cache_dir, flickr_cache_id, load_or_build_features
+def _flickr30k_revision() -> str | None:
+    """VLR_FLICKR_REVISION when it is a commit hash or a prefix of one (a branch name cannot choose a cache)."""
+    import re
 
-    repo, revision = flickr_cache_id()
-    data = load_flickr30k()  # Hub or HF cache; DatasetUnavailableError says how to work offline
-    dirs = {}
-    for split in ("train", "validation", "test"):
-        dirs[split] = default_cache_dir(root, repo, revision, split, backbone)
-        load_or_build_features(data[split], dirs[split], dataset_id=repo, revision=revision, split=split,
-                               backbone=backbone, device=device)
-    return dirs
+    from .data.flickr30k import ENV_REVISION
+
+    value = os.environ.get(ENV_REVISION, "").strip().lower()
+    return value if re.fullmatch(r"[0-9a-f]{7,40}", value) else None
+
+
+def _build_flickr30k_features(root: Path, device: torch.device, backbone: str) -> dict:
+    """Encode the three Karpathy splits once (a GPU job) into the caches extract_features.py writes."""
+    from .data.flickr30k import resolve_source
+    from .features import FLICKR_SPLITS, flickr30k_features
+
+    source = resolve_source()  # VLR_DATA_PATH, the prepared copy, else the Hub (the error says how to work offline)
+    return flickr30k_features(source, root, splits=FLICKR_SPLITS, backbone=backbone, device=device)

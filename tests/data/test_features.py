@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -320,9 +321,44 @@ def test_float16_cache(tmp_path, data, resnet):
 
 
 def test_default_cache_dir_is_safe_and_distinct(tmp_path):
-    a = V.default_cache_dir(tmp_path, "nlphuji/flickr30k", "refs/convert/parquet", "train", "clip-vit-b32")
-    b = V.default_cache_dir(tmp_path, "nlphuji/flickr30k", "refs/convert/parquet", "test", "clip-vit-b32")
-    assert a.parent == tmp_path and "/" not in a.name and a != b and "openai" in a.name
+    """Every field of the cache key is in the folder name: no variant is taken for a stale copy of another."""
+    key = (tmp_path, "nlphuji/flickr30k", "0123abc", "train", "clip-vit-b32")
+    a = V.default_cache_dir(*key)
+    assert a.parent == tmp_path and "/" not in a.name and "openai" in a.name and a.name.endswith("float32")
+    variants = [V.default_cache_dir(*key[:3], "test", "clip-vit-b32"), V.default_cache_dir(*key, dtype="float16"),
+                V.default_cache_dir(*key, pretrained="none"), V.default_cache_dir(key[0], key[1], "4567def", *key[3:])]
+    assert len({a, *variants}) == 5
+    with pytest.raises(ValueError, match="^dtype"):
+        V.default_cache_dir(*key, dtype="int8")
+
+
+def test_data_signature_reads_the_text_columns_only(data, monkeypatch):
+    """It asks the dataset for img_id and caption, never for rows (which carry the image bytes), and equals an
+    independent computation over those two columns; other images with the same text give the same signature."""
+    import datasets
+
+    keys, real = [], datasets.Dataset.__getitem__
+    monkeypatch.setattr(datasets.Dataset, "__getitem__", lambda self, key: keys.append(key) or real(self, key))
+    ds = data["train"].select([3, 0, 4])  # scattered: an index mapping, as after the Karpathy split
+    signature = V.data_signature(ds)
+    assert keys == ["img_id", "caption"]
+    monkeypatch.undo()
+    text = ds.select_columns(["img_id", "caption"]).to_dict()
+    expected = hashlib.sha256(json.dumps(text["img_id"]).encode() + json.dumps(text["caption"]).encode()).hexdigest()
+    assert signature == expected
+    other_images = ds.cast_column("image", datasets.Image(decode=False)).map(
+        lambda r: {"image": {"bytes": b"not the same picture", "path": None}})
+    assert V.data_signature(other_images) == signature
+    assert V.data_signature(data["train"].select([0, 3, 4])) != signature  # order is part of the content
+
+
+def test_loader_settings_follow_the_device():
+    assert V.loader_settings("cpu") == {"batch_size": 64, "num_workers": 0, "pin_memory": False}
+    cuda = V.loader_settings(torch.device("cuda", 0))  # a device object needs no GPU
+    assert cuda == {"batch_size": 256, "num_workers": min(8, os.cpu_count() or 1), "pin_memory": True}
+    assert V.loader_settings("cuda", 32, 2)["batch_size"] == 32
+    with pytest.raises(ValueError, match="^num_workers"):
+        V.loader_settings("cpu", num_workers=-1)
 
 
 def test_extract_script_help():
@@ -334,17 +370,25 @@ def test_extract_script_help():
 
 
 def test_flickr_cache_id_convention(tmp_path, monkeypatch):
-    """Local copy: flickr30k:<folder>; Hub: repo id and revision as load_flickr30k resolves them (args, env)."""
+    """Local copy: flickr30k:<folder>; Hub: repo id and the commit its revision resolves to (args, env, defaults)."""
+    from types import SimpleNamespace
+
     from vlr_lib.data import flickr30k as F30
 
-    monkeypatch.delenv(F30.ENV_REPO, raising=False)
-    monkeypatch.delenv(F30.ENV_REVISION, raising=False)
+    commits = {("nlphuji/flickr30k", "refs/convert/parquet"): "a" * 40, ("me/mirror", "abc"): "b" * 40,
+               ("o/r", "r2"): "c" * 40}
+    hub = SimpleNamespace(dataset_info=lambda repo, revision: SimpleNamespace(sha=commits[repo, revision]))
+    monkeypatch.setattr(F30, "_hub_api", lambda: hub)
+    for name in (F30.ENV_REPO, F30.ENV_REVISION, "VLR_DATA_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("VLR_CACHE", str(tmp_path / "cache"))
     (tmp_path / "f30k").mkdir()
     monkeypatch.chdir(tmp_path)
     assert V.flickr_cache_id("f30k/") == ("flickr30k:f30k", "")
     assert V.flickr_cache_id(Path("f30k"), revision="v1") == ("flickr30k:f30k", "v1")
-    assert V.flickr_cache_id() == ("nlphuji/flickr30k", "refs/convert/parquet")
+    assert V.flickr_cache_id() == ("nlphuji/flickr30k", "a" * 40)
     monkeypatch.setenv(F30.ENV_REPO, "me/mirror")
     monkeypatch.setenv(F30.ENV_REVISION, "abc")
-    assert V.flickr_cache_id() == ("me/mirror", "abc")
-    assert V.flickr_cache_id(repo_id="o/r", revision="r2") == ("o/r", "r2")
+    assert V.flickr_cache_id() == ("me/mirror", "b" * 40)
+    assert V.flickr_cache_id(repo_id="o/r", revision="r2") == ("o/r", "c" * 40)
+    assert V.flickr_cache_id(repo_id="o/r", revision="d" * 40) == ("o/r", "d" * 40)  # a commit is taken as it is

@@ -12,6 +12,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -119,18 +120,27 @@ def test_flickr_mode_reads_a_cache_in_the_extract_features_layout(tmp_path):
 
 
 def test_several_flickr_feature_sets_are_an_error_not_a_silent_mix(tmp_path):
-    """Two weights of the same dataset id are two feature sets: the lookup must not pick splits from both."""
+    """Two commits of the same dataset are two feature sets: the lookup never picks splits from both; the error names
+    the flag that chooses, and the spec's revision chooses (weights default to the backbone's: "none" is asked for)."""
     from vlr_lib.features import FeatureSet, default_cache_dir, save_features
 
-    for pretrained in ("openai", "none"):
+    for revision, pretrained in (("a" * 40, "openai"), ("b" * 40, "openai"), ("a" * 40, "none")):
         for split in ("train", "validation", "test"):
             c2i = torch.arange(3).repeat_interleave(5)
             manifest = {"backbone": "clip-vit-b32", "pretrained": pretrained, "dataset_id": "flickr30k:f",
-                        "revision": "", "split": split}
-            save_features(default_cache_dir(tmp_path, "flickr30k:f", "", split, "clip-vit-b32", pretrained),
+                        "revision": revision, "split": split, "dtype": "float32"}
+            save_features(default_cache_dir(tmp_path, "flickr30k:f", revision, split, "clip-vit-b32", pretrained),
                           FeatureSet(torch.randn(3, 4), torch.randn(15, 4), c2i, manifest))
-    with pytest.raises(ValueError, match="several Flickr30K feature sets"):
+    with pytest.raises(ValueError, match="several Flickr30K feature sets.*--revision") as err:
         sd.flickr_feature_dirs(tmp_path)
+    assert "--weights" not in str(err.value).split("Choose")[1]
+    chosen = sd.flickr_feature_dirs(tmp_path, revision="bbbbbbb")
+    assert all("b" * 40 in p.name and "openai" in p.name for p in chosen.values())
+    random = sd.flickr_feature_dirs(tmp_path, weights="none")
+    assert all("a" * 40 in p.name and "none" in p.name for p in random.values())
+    spec = sd.spec_for("flickr30k", True, cache_root=str(tmp_path), revision="aaaaaaa", n_train=3, batch_size=2,
+                       dim=2, epochs=1, probe=2)
+    assert "revision aaaaaaaaaaaa" in sd.load_data(spec).description
 
 
 # --------------------------------------------------------------------------- one Flickr30K cache id
@@ -168,14 +178,18 @@ def test_cli_and_showdown_find_the_cache_extract_features_writes(where, tmp_path
     dd = make_shapes(6, 3, 3, seed=2)  # the Flickr30K schema
     loads = []
 
-    def fake_load(path=None, **kw):
-        loads.append((None if path is None else Path(path).resolve(), kw.get("repo_id"), kw.get("revision")))
+    def fake_load(source, **kw):
+        loads.append(source)  # the resolved source (vlr_lib.data.flickr30k.Source)
         return dd
 
+    commit = "c0ffee" * 6 + "c0ff"
+    hub = types.SimpleNamespace(dataset_info=lambda repo, revision: types.SimpleNamespace(sha=commit))
+    monkeypatch.setattr(F30, "_hub_api", lambda: hub)  # no network: the branch resolves to this commit
     monkeypatch.setattr(vlr_lib.data, "load_flickr30k", fake_load)  # what the script imports
     monkeypatch.setattr(F30, "load_flickr30k", fake_load)  # what the CLI imports
-    monkeypatch.delenv(F30.ENV_REPO, raising=False)
-    monkeypatch.delenv(F30.ENV_REVISION, raising=False)
+    for name in (F30.ENV_REPO, F30.ENV_REVISION, "VLR_DATA_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("VLR_CACHE", str(tmp_path / "cache"))
     if where == "hub-mirror":  # a mirror whose id does not say flickr30k
         monkeypatch.setenv(F30.ENV_REPO, "someone/f30k-mirror")
     root, local = tmp_path / "features", tmp_path / "flickr30k"
@@ -189,8 +203,8 @@ def test_cli_and_showdown_find_the_cache_extract_features_writes(where, tmp_path
     assert set(written) == {"train", "validation", "test"}
     manifest = feats.read_manifest(written["train"])
     expected = {"local": ("flickr30k:flickr30k", ""),
-                "hub": (F30.DEFAULT_REPO_ID, F30.DEFAULT_REVISION),
-                "hub-mirror": ("someone/f30k-mirror", F30.DEFAULT_REVISION)}[where]
+                "hub": (F30.DEFAULT_REPO_ID, commit),
+                "hub-mirror": ("someone/f30k-mirror", commit)}[where]
     assert (manifest["dataset_id"], manifest["revision"]) == expected
 
     # vlr-grid --data flickr30k: must load those caches, never encode again.
@@ -206,6 +220,19 @@ def test_cli_and_showdown_find_the_cache_extract_features_writes(where, tmp_path
 
     # the showdown finds the same three folders
     assert sd.flickr_feature_dirs(root) == written
+
+    # the VSE++ setting: the same image features, and the captions of the data they were extracted from as token ids
+    args = grid_cli.parser().parse_args(["--data", "flickr30k", "--setting", "vsepp", "--cache-root", str(root),
+                                         "--no-progress", *data_args])
+    vsepp = common.load_data(args, "vsepp", "cpu")
+    assert torch.equal(vsepp["train"][0], got["train"][0]) and not vsepp["train"][1].is_floating_point()
+    assert vsepp["val"][1].shape[0] == got["validation"][1].shape[0]
+    spec = sd.spec_for("flickr30k", True, "vsepp", cache_root=str(root), min_count=1,
+                       data_path=str(local) if where == "local" else None)
+    data = sd.load_data(spec)
+    assert not data.train[1].is_floating_point() and data.test[1].shape[0] == 15  # 3 test images x 5 captions
+    same = [(x.dataset_id, x.revision, x.path) for x in (loads[0], loads[-1])]
+    assert same[0] == same[1], "the showdown reads the captions of the data the features were extracted from"
 
 
 # --------------------------------------------------------------------------- the command line

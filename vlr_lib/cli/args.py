@@ -11,6 +11,8 @@ Used by ``vlr-train`` / ``vlr-grid`` / ``python -m vlr_lib ...`` and by the scri
   split, a missing cache, an unreadable checkpoint);
 - Ctrl-C exits 130 with one line saying how to resume; nothing is half-written (every file
   goes through ``vlr_lib._io.atomic_write``);
+- a GPU that runs out of memory (training or feature extraction) is one line naming
+  ``--batch-size`` and its value, exit code 1;
 - ``--debug`` shows the traceback instead of the one line.
 """
 from __future__ import annotations
@@ -311,10 +313,34 @@ def run(parser: Parser, argv: Sequence[str] | None, body: Callable[[argparse.Nam
         print(f"{prog}: error: " + (f"argument {where}: " if where else "") + text, file=sys.stderr)
         return EXIT_USAGE
     except Exception as err:  # noqa: BLE001 - a failure of the run itself: one line, the traceback on --debug
+        if out_of_memory(err):
+            print(f"{prog}: error: {_oom_message(err, parser, args)}", file=sys.stderr)
+            return EXIT_FAILED
         print(f"{prog}: error: {_failure(err)} (rerun with --debug for the traceback)", file=sys.stderr)
         return EXIT_FAILED
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def out_of_memory(err: BaseException) -> bool:
+    """A GPU out-of-memory error (``torch.cuda.OutOfMemoryError``, alias ``torch.OutOfMemoryError``; MPS says so)."""
+    import torch
+
+    return isinstance(err, torch.cuda.OutOfMemoryError) or (isinstance(err, RuntimeError) and "out of memory" in str(err))
+
+
+def _oom_message(err: BaseException, parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    """One line: what ran out, the allocation that failed, and the flag that fixes it."""
+    found = re.search(r"Tried to allocate \d+(\.\d+)? \w+", str(err))
+    detail = f" ({found.group(0).strip()})" if found else ""
+    flag = next((a for a in parser._actions if "--batch-size" in a.option_strings), None)
+    if flag is None:
+        return (f"the device ran out of memory{detail}; free it (other processes on the GPU) or use a smaller batch "
+                "size (rerun with --debug for the traceback)")
+    value = getattr(args, flag.dest, None)
+    now = f" (now {value})" if value is not None else " (the default)"
+    return (f"argument --batch-size: the device ran out of memory{detail}; lower --batch-size{now}, e.g. halve it, "
+            "or free the GPU from other processes")
 
 
 def _failure(err: Exception) -> str:

@@ -5,11 +5,14 @@ Data modes (``--data``):
 - ``shapes`` (default): the synthetic dataset is generated in memory
   (``vlr_lib.data.shapes.make_shapes``; sizes ``--n-train`` / ``--n-val``,
   ``--difficulty``).
-- ``flickr30k``: cached frozen-backbone features (``vlr_lib.features.
-  load_or_build_features``, built on first use on the chosen device; ``--backbone``,
-  ``--cache-root``, ``--data-path`` for a local copy), GPU when present. The caches are
-  those ``data_scripts/extract_features.py`` writes for the same data (id and revision
-  from ``vlr_lib.features.flickr_cache_id``).
+- ``flickr30k``: cached frozen-backbone features (``vlr_lib.features.flickr30k_features``,
+  built on first use on the chosen device, cuda when available), heads trained on them. The
+  data: ``--data-path``, else $VLR_DATA_PATH, else the copy ``data_scripts/prepare_flickr30k.py``
+  saved by default, else the Hub at ``--revision`` (resolved to a commit hash and recorded). The
+  caches (``--cache-root``, default $VLR_CACHE/features) are those ``data_scripts/extract_features.py``
+  writes, keyed by data, commit, split, ``--backbone``, ``--weights`` and ``--dtype``; when the cache
+  holds the data only in another variant, the run stops and names the flag that selects it.
+  ``python -m vlr_lib check --data flickr30k`` checks all of this before a long run.
 
 Settings (``--setting``; ``--mode`` is its old name), what learns:
 
@@ -51,7 +54,7 @@ LOSS_PARAMS = {
 DEFAULTS = {"e2e": {"epochs": 20, "batch_size": 32, "lr": 2e-3, "dim": 64, "sampling": "images"},
             "features": {"epochs": 10, "batch_size": 128, "lr": 2e-4, "dim": 512, "sampling": "captions"}}
 SHAPES_ONLY = ("n_train", "n_val", "difficulty", "data_seed", "image_encoder")
-FLICKR_ONLY = ("data_path", "backbone")
+FLICKR_ONLY = ("data_path", "backbone", "revision", "weights", "dtype")
 #: Flags of the settings that train a text encoder, and of the VSE++ setting alone.
 TEXT_ONLY = ("text_encoder",)
 VSEPP_ONLY = ("word_dim", "hidden", "min_count")
@@ -71,11 +74,33 @@ def add_data_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--difficulty", type=A.probability, default=None,
                    help="shapes: how alike the negatives are, 0..1 (default 0.5)")
     g.add_argument("--data-seed", type=A.nonnegative_int, default=None, help="shapes: seed of the generated data")
-    g.add_argument("--data-path", type=A.existing_path, default=None, help="flickr30k: local copy (default: the Hub)")
+    add_flickr_options(g)
+
+
+def add_flickr_options(g, data_path: bool = True, cache_root=A.output_dir) -> None:
+    """The Flickr30K source and feature-cache flags (train, grid, check)."""
+    if data_path:
+        g.add_argument("--data-path", type=A.existing_path, default=None,
+                       help="flickr30k: local copy (default: VLR_DATA_PATH, else the copy prepare_flickr30k.py saved, "
+                            "else the Hub)")
     g.add_argument("--backbone", choices=("clip-vit-b32", "vsepp-resnet50"), default=None,
                    help="flickr30k: feature backbone (default clip-vit-b32)")
-    g.add_argument("--cache-root", type=A.output_dir, default=None,
+    g.add_argument("--cache-root", type=cache_root, default=None,
                    help="flickr30k: feature caches (default $VLR_CACHE/features, else ~/.cache/vlr-workbook/features)")
+    add_feature_choice_options(g, hub=data_path)
+
+
+def add_feature_choice_options(g, hub: bool = True) -> None:
+    """--revision, --weights, --dtype: which Flickr30K data and cached feature set (all that the showdown needs)."""
+    g.add_argument("--revision", default=None,
+                   help="flickr30k: Hub branch, tag or commit (default VLR_FLICKR_REVISION, else refs/convert/parquet), "
+                        "resolved to a commit; chooses between cached commits" if hub
+                   else "flickr30k: the commit (or a prefix of it) of the cached features to use")
+    g.add_argument("--weights", default=None,
+                   help="flickr30k: backbone weights tag (default the backbone's: openai, IMAGENET1K_V1; none = random)")
+    g.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default=None,
+                   help="flickr30k: dtype of the cached features (default: float32 when building, "
+                        "the one cached when only reading)")
 
 
 def add_schedule_options(p: argparse.ArgumentParser) -> None:
@@ -211,9 +236,9 @@ def load_data(args: argparse.Namespace, setting: str, device) -> dict:
         inputs, _ = shapes_inputs(dd, setting, image_encoder=args.image_encoder or "pretrained",
                                   splits=("train", "validation"), min_count=_min_count(args))
         return {"train": inputs["train"], "val": inputs["validation"]}
-    feats = flickr_features(args, device)
     if setting == "vsepp":
-        feats = flickr_caption_ids(args, feats)
+        return flickr_caption_ids(args, device)
+    feats = flickr_features(args, device)
     return {"train": feats["train"], "val": feats["validation"]}
 
 
@@ -221,61 +246,59 @@ def _min_count(args: argparse.Namespace) -> int:
     return args.min_count if args.min_count is not None else _defaults(args, "vsepp")["min_count"]
 
 
-def flickr_caption_ids(args: argparse.Namespace, feats: dict) -> dict:
+def flickr_caption_ids(args: argparse.Namespace, device) -> dict:
     """The VSE++ setting on Flickr30K: the cached features' triples with the dataset's captions as token ids
-    (``train.inputs.with_caption_ids``: the captions must be those the features were extracted from)."""
-    from ..data.flickr30k import load_flickr30k
-    from ..features import default_cache_dir, flickr_cache_id, read_manifest
-    from ..paths import feature_cache_root
+    (``train.inputs.with_caption_ids``: the captions are those of the data the features were extracted from)."""
     from ..train.inputs import with_caption_ids
 
-    dataset_id, revision = flickr_cache_id(args.data_path)
-    root = args.cache_root or feature_cache_root()
-    backbone = args.backbone or "clip-vit-b32"
-    manifests = {split: read_manifest(default_cache_dir(root, dataset_id, revision, split, backbone))
-                 for split in feats}
-    dd = load_flickr30k(args.data_path) if args.data_path else load_flickr30k(repo_id=dataset_id, revision=revision)
+    sets, dd, source = _flickr_sets(args, device)
+    triples = {split: (fs.img, fs.txt, fs.caption_to_image) for split, fs in sets.items()}
+    manifests = {split: fs.manifest for split, fs in sets.items()}
     try:
-        return with_caption_ids(dd, feats, manifests, str(args.data_path or dataset_id), _min_count(args))[0]
+        inputs = with_caption_ids(dd, triples, manifests, source.describe(), _min_count(args))[0]
     except ValueError as err:
         raise A.UsageError("--data-path", str(err)) from None
+    return {"train": inputs["train"], "val": inputs["validation"]}
 
 
 def flickr_features(args: argparse.Namespace, device) -> dict:
-    """Train and validation features of Flickr30K from the cache ``extract_features.py`` writes (built if missing).
+    """Train and validation features of Flickr30K (``vlr_lib.features.flickr30k_features``), built on `device` if missing.
 
     Under torchrun, rank 0 builds a missing cache while the others wait, then every rank reads it.
     """
-    from ..data.flickr30k import load_flickr30k
-    from ..features import default_cache_dir, flickr_cache_id, load_or_build_features
+    sets = _flickr_sets(args, device)[0]
+    return {split: (fs.img, fs.txt, fs.caption_to_image) for split, fs in sets.items()}
+
+
+def _flickr_sets(args: argparse.Namespace, device) -> tuple[dict, object, object]:
+    """(FeatureSet per split, the loaded DatasetDict, its ``resolve_source`` Source) of the Flickr30K flags."""
+    from ..data.flickr30k import load_flickr30k, resolve_source
+    from ..features import FeatureSetChoiceError, flickr30k_features
     from ..paths import feature_cache_root
     from ..train import distributed as D
 
-    dataset_id, revision = flickr_cache_id(args.data_path)
-    if args.data_path is None:
-        dd = load_flickr30k(repo_id=dataset_id, revision=revision)
-    else:
-        with A.quiet_datasets():  # `datasets` logs the error it raises: one line is ours
-            try:
-                dd = load_flickr30k(args.data_path)
-            except ValueError as err:
-                raise A.UsageError("--data-path", str(err)) from None
-    backbone = args.backbone or "clip-vit-b32"
+    with A.quiet_datasets():  # `datasets` logs the error it raises: one line is ours
+        try:
+            source = resolve_source(args.data_path, revision=args.revision)
+            dd = load_flickr30k(source)
+        except ValueError as err:
+            flag = "--revision" if str(err).startswith("revision") else "--data-path" if args.data_path else None
+            raise A.UsageError(flag, str(err)) from None
+    kwargs = dict(backbone=args.backbone or "clip-vit-b32", weights=args.weights, dtype=args.dtype, device=device,
+                  progress=not args.no_progress, dataset=dd)
     root = args.cache_root or feature_cache_root()
 
     def load(build: bool) -> dict:
-        out = {}
-        for split in ("train", "validation"):
-            cache = default_cache_dir(root, dataset_id, revision, split, backbone)
-            fs = load_or_build_features(dd[split], cache, dataset_id=dataset_id, revision=revision, split=split,
-                                        backbone=backbone, device=device, progress=not args.no_progress,
-                                        build=build)
-            out[split] = (fs.img, fs.txt, fs.caption_to_image)
-        return out
+        try:
+            return flickr30k_features(source, root, build=build, **kwargs)
+        except FeatureSetChoiceError as err:
+            flag = next((f for f, v in (("--revision", args.revision), ("--dtype", args.dtype),
+                                        ("--weights", args.weights)) if v is None and f in str(err)), None)
+            raise A.UsageError(flag, str(err)) from None
 
     if D.rank_and_world()[0] != 0:
         D.barrier()  # rank 0 builds what is missing
-        return load(build=False)
+        return load(build=False), dd, source
     out = load(build=True)
     D.barrier()
-    return out
+    return out, dd, source

@@ -29,6 +29,7 @@ import shlex
 from collections.abc import Sequence
 
 from . import args as A
+from . import common
 
 
 def parser(prog: str = "python -m vlr_lib showdown") -> A.Parser:
@@ -46,6 +47,7 @@ def parser(prog: str = "python -m vlr_lib showdown") -> A.Parser:
                    help="under torchrun: seconds a rank waits for the others before failing (default 600)")
     p.add_argument("--cache-root", type=A.existing_path, default=None,
                    help="flickr30k: feature caches (default $VLR_CACHE/features, else ~/.cache/vlr-workbook/features)")
+    common.add_feature_choice_options(p, hub=False)
     p.add_argument("--data-path", type=A.existing_path, default=None,
                    help="flickr30k vsepp: the local copy the cached features were extracted from (its captions)")
     p.add_argument("--out", type=A.output_dir, default=None, help="results folder (default <runs>/showdown-<data>-<size>, <runs> = $VLR_RUNS or ~/.cache/vlr-workbook/runs)")
@@ -68,7 +70,8 @@ def canonical_command(args: argparse.Namespace) -> str:
     """The command line that reproduces this run (environment switches written out as flags)."""
     parts = ["python", "-m", "vlr_lib", "showdown", "--data", args.data, "--setting", args.setting]
     parts += ["--fast"] if args.fast else []
-    for name in ("image_encoder", "seeds", "epochs", "device", "cache_root", "data_path", "out"):
+    for name in ("image_encoder", "seeds", "epochs", "device", "cache_root", "data_path", "revision", "weights",
+                 "dtype", "out"):
         value = getattr(args, name)
         if value is not None:
             text = ",".join(map(str, value)) if name == "seeds" else str(value)
@@ -93,8 +96,9 @@ def _overrides(args: argparse.Namespace) -> dict:
                                         "only: use features or vsepp")
     if args.data == "flickr30k" and args.image_encoder is not None:
         raise A.UsageError("--image-encoder", "is for --data shapes (flickr30k's image features are cached)")
-    if args.data == "shapes" and args.data_path is not None:
-        raise A.UsageError("--data-path", "is for --data flickr30k, not --data shapes")
+    for name in ("data_path", "revision", "weights", "dtype"):
+        if args.data == "shapes" and getattr(args, name) is not None:
+            raise A.UsageError(f"--{name.replace('_', '-')}", "is for --data flickr30k, not --data shapes")
     if args.image_encoder is not None:
         if args.setting == "e2e":
             raise A.UsageError("--image-encoder", "is for the settings on frozen image features (features, vsepp)")
@@ -103,6 +107,7 @@ def _overrides(args: argparse.Namespace) -> dict:
         overrides["seeds"] = tuple(args.seeds)
     if args.epochs is not None:
         overrides["epochs"] = args.epochs
+    overrides.update({k: getattr(args, k) for k in ("revision", "weights", "dtype") if getattr(args, k) is not None})
     return overrides
 
 

@@ -7,6 +7,17 @@ learning rate is multiplied by 0.1 from epoch ``lr_decay_epoch`` on (the
 papers decay once, halfway). Everything the loop needs lives on the device;
 batches are index tensors drawn on the device (``sampling.epoch_batches``).
 
+No step waits for the device (no host synchronisation; tests/train/test_sync.py counts them):
+the inputs are validated once per fit (``fit`` / ``fit_end_to_end``), the positives of the
+batches that repeat an image are worked out on the host once per epoch
+(``sampling.epoch_positives``), the losses run inside ``vlr_lib._checks.validated`` (no
+per-call checks of tensor values), and each step records on the device whether its
+embeddings and loss are finite. Every :data:`CHECK_EVERY` steps and at the end of the epoch
+the loop reads those flags once (and the running loss for the progress bar): a NaN or inf
+raises :class:`TrainingDivergedError` naming the first bad step, before the epoch's
+checkpoint, so the last good checkpoint is kept. Mixed precision: bf16 autocast where
+``evaluate.autocast_dtype`` allows it (CUDA with native bf16, no recurrent layer).
+
 Callbacks (``fit(..., callbacks=...)``): after every epoch each callback is
 called as ``cb(record, result)``, in order, with the epoch's history record (a
 dict, already appended to ``result.history``) and the :class:`FitResult` (its
@@ -33,15 +44,19 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
+from .._checks import validated
 from ..report import flatten_record
+from ..similarity import positive_mask
 from . import distributed as D
 from .checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
-from .evaluate import autocast_for, evaluate, probe_cocos, probe_indices
+from .evaluate import autocast, autocast_dtype, evaluate, probe_cocos, probe_indices
 from .objective import Objective
-from .sampling import batch_mask, epoch_batches
+from .sampling import Pairs, epoch_batches, epoch_positives
 from .settings import TrainSettings
 
 CHECKPOINT_FORMAT = 1
+#: Steps between two reads of the device-side divergence flags (one host synchronisation each).
+CHECK_EVERY = 50
 
 
 class TrainingDivergedError(RuntimeError):
@@ -115,27 +130,41 @@ def _diverged(plan: Plan, epoch: int, step: int, what: str, last_good: int) -> T
     )
 
 
-def _step_loss(models, split: Split, local: Tensor, global_idx: Tensor, plan: Plan, where: tuple) -> Tensor:
-    """Loss of one batch: local embeddings, gathered over ranks with gradients, S, masked objective.
+def _step(models, opt, split: Split, local: Tensor, global_idx: Tensor, pairs: Pairs | None,
+          objective: Objective, amp: tuple) -> tuple[Tensor, Tensor]:
+    """One optimisation step, without a host synchronisation: (detached loss, [2] bool flags on the device).
 
-    `where` is (epoch, step, epochs already checkpointed), for the divergence message.
+    Local embeddings (each under its model's autocast dtype, `amp`), gathered over ranks with
+    gradients, S, the epoch's objective with the batch's pos_mask when an image repeats (`pairs`: its
+    positives, from ``sampling.epoch_positives``), backward, gradient averaging, Adam. The flags
+    say whether the embeddings (S) and the loss are finite.
     """
     img_model, txt_model = models
-    epoch, step, last_good = where
-    with autocast_for(split.txt.device):
+    with autocast(amp[0]):
         img_e = img_model(split.img[split.caption_to_image[local]])
+    with autocast(amp[1]):
         txt_e = txt_model(split.txt[local])
     img_e, txt_e = D.gather_with_grad(img_e.float()), D.gather_with_grad(txt_e.float())
     S = img_e @ txt_e.T
-    if not bool(torch.isfinite(S).all()):
-        raise _diverged(plan, epoch, step, "the embeddings contain NaN or inf", last_good)
-    try:
-        loss = plan.objective.at_epoch(epoch)(S, batch_mask(split.caption_to_image[global_idx]))
-    except FloatingPointError as err:
-        raise _diverged(plan, epoch, step, f"the loss is not finite ({err})", last_good) from None
-    if not bool(torch.isfinite(loss)):
-        raise _diverged(plan, epoch, step, f"the loss is {float(loss.detach())}", last_good)
-    return loss
+    mask = None if pairs is None else positive_mask(split.caption_to_image[global_idx])
+    with validated(mask, pairs, pairs):  # the mask is symmetric: its transpose has the same pairs
+        loss = objective(S, mask)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    D.average_gradients(list(models))
+    opt.step()
+    loss = loss.detach()
+    return loss, torch.stack([torch.isfinite(S.detach()).all(), torch.isfinite(loss)])
+
+
+def _check_finite(flags: Tensor, plan: Plan, epoch: int, last_good: int) -> None:
+    """Read the flags of the steps so far (one synchronisation); raise at the first step that was not finite."""
+    if bool(flags.all()):
+        return
+    bad = flags.cpu()
+    step = int((~bad.all(dim=1)).nonzero()[0])
+    what = "the embeddings contain NaN or inf" if not bad[step, 0] else "the loss is NaN or inf"
+    raise _diverged(plan, epoch, step, what, last_good)
 
 
 def _train_epoch(models, opt, split: Split, plan: Plan, epoch: int, last_good: int) -> tuple[float, int]:
@@ -145,19 +174,26 @@ def _train_epoch(models, opt, split: Split, plan: Plan, epoch: int, last_good: i
     rank, world = D.rank_and_world()
     s = plan.settings
     batches = epoch_batches(split.caption_to_image, split.n_images, s.batch_size, s.seed, epoch, s.sampling)
+    positives = epoch_positives(split.caption_to_image, batches)
     per_rank = s.batch_size // world
     local = batches[:, rank * per_rank : (rank + 1) * per_rank]
-    total = torch.zeros((), device=split.txt.device)
-    bar = tqdm(range(batches.shape[0]), desc=f"epoch {epoch + 1}", leave=False, disable=not s.progress or rank)
-    for step in bar:
-        loss = _step_loss(models, split, local[step], batches[step], plan, (epoch, step, last_good))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        D.average_gradients(list(models))
-        opt.step()
-        total += loss.detach()
-    bar.close()
+    amp = tuple(autocast_dtype(split.txt.device, m) for m in models)
+    objective = plan.objective.at_epoch(epoch)  # a loss schedule's phase of this epoch
     steps = batches.shape[0]
+    total = torch.zeros((), device=split.txt.device)
+    flags = torch.ones(steps, 2, dtype=torch.bool, device=split.txt.device)
+    bar = tqdm(range(steps), desc=f"epoch {epoch + 1}", leave=False, disable=not s.progress or rank)
+    for step in bar:
+        try:
+            loss, flags[step] = _step(models, opt, split, local[step], batches[step], positives[step], objective, amp)
+        except FloatingPointError as err:  # a custom loss's own check
+            raise _diverged(plan, epoch, step, f"the loss is not finite ({err})", last_good) from None
+        total += loss
+        if (step + 1) % CHECK_EVERY == 0 or step + 1 == steps:
+            _check_finite(flags[: step + 1], plan, epoch, last_good)
+            if not bar.disable:
+                bar.set_postfix(loss=f"{float(total) / (step + 1):.4f}")
+    bar.close()
     return (float(total) / steps if steps else math.nan), steps
 
 
@@ -201,11 +237,10 @@ def _restore(models, opt, plan: Plan) -> tuple[int, list]:
 
 
 def _check_params(models, plan: Plan, epoch: int, last_good: int) -> None:
-    """After an epoch: parameters still finite (the last step may have broken them)."""
-    for m in models:
-        for p in m.parameters():
-            if not bool(torch.isfinite(p).all()):
-                raise _diverged(plan, epoch, -1, "a parameter became NaN or inf", last_good)
+    """After an epoch: parameters still finite (the last step may have broken them); one synchronisation."""
+    params = [p for m in models for p in m.parameters()]
+    if params and not bool(torch.stack([torch.isfinite(p).all() for p in params]).all()):
+        raise _diverged(plan, epoch, -1, "a parameter became NaN or inf", last_good)
 
 
 # --------------------------------------------------------------------------- the run

@@ -35,11 +35,38 @@ _EVAL_CHUNK = 2048  # inputs per forward pass when embedding a whole split
 _ROW_CHUNK = 256  # image rows of S per block for the similarity statistics
 
 
-def autocast_for(device: torch.device):
-    """bf16 autocast on CUDA (mixed precision), nothing elsewhere (CPU runs stay exact and repeatable)."""
-    if device.type == "cuda":
-        return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
+def autocast_dtype(device: str | torch.device, model: nn.Module | None = None) -> torch.dtype | None:
+    """The mixed-precision dtype of `model` on `device`: bfloat16, or None for plain float32.
+
+    bfloat16 only on a CUDA device that computes it natively (``torch.cuda.is_bf16_supported``
+    without emulation: Ampere or newer); it keeps float32's range, so no GradScaler is needed.
+    Never for a model with a recurrent layer (the GRU text encoder): under autocast cuDNN runs
+    RNNs in reduced precision, and nothing would scale their gradients. CPUs and MPS: None,
+    so CPU runs stay exact and repeatable.
+    """
+    device = torch.device(device)
+    if device.type != "cuda" or not _native_bf16():
+        return None
+    if model is not None and any(isinstance(m, nn.RNNBase) for m in model.modules()):
+        return None
+    return torch.bfloat16
+
+
+def _native_bf16() -> bool:
+    try:
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    except TypeError:  # torch < 2.4 has no emulation and no such argument
+        return torch.cuda.is_bf16_supported()
+
+
+def autocast(dtype: torch.dtype | None):
+    """CUDA autocast at `dtype` (from :func:`autocast_dtype`); None: no autocast."""
+    return torch.autocast(device_type="cuda", dtype=dtype) if dtype is not None else contextlib.nullcontext()
+
+
+def autocast_for(device: str | torch.device, model: nn.Module | None = None):
+    """The autocast context of `model` on `device` (:func:`autocast_dtype`)."""
+    return autocast(autocast_dtype(device, model))
 
 
 @torch.no_grad()
@@ -48,7 +75,7 @@ def embed(model: nn.Module, data: Tensor, chunk: int = _EVAL_CHUNK) -> Tensor:
     was_training = model.training
     model.eval()
     try:
-        with autocast_for(data.device):
+        with autocast_for(data.device, model):
             return torch.cat([model(data[a : a + chunk]).float() for a in range(0, data.shape[0], chunk)])
     finally:
         model.train(was_training)

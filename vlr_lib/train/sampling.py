@@ -70,8 +70,38 @@ def epoch_batches(
 def batch_mask(image_ids: Tensor) -> Tensor | None:
     """pos_mask of a batch of (image, caption) pairs; None (the diagonal) when no image repeats.
 
-    Returning None keeps the losses on their faster diagonal path; the test
-    costs one device synchronisation per batch, like the losses' own checks.
+    Returning None keeps the losses on their faster diagonal path. The test reads the mask:
+    the trainer calls it on the host copy of the ids (:func:`epoch_positives`), never on the device.
     """
     mask = positive_mask(image_ids)
     return mask if int(mask.sum()) > image_ids.numel() else None
+
+
+Pairs = tuple[Tensor, Tensor]
+
+
+def epoch_positives(caption_to_image: Tensor, batches: Tensor) -> list[Pairs | None]:
+    """Per batch of the epoch: (rows, cols) of its pos_mask on the device, or None when no image repeats.
+
+    Worked out on the host from one copy of the epoch's image ids -- one synchronisation per
+    epoch -- and sent to the device in one non-blocking copy, so that the step loop never waits
+    for the device: the losses take these pairs (``vlr_lib._checks.validated``) instead of
+    calling ``nonzero`` on every masked batch. They are in ``pos_mask.nonzero()`` order; the
+    mask is symmetric (the batch's image ids on both axes), so they are its transpose's too.
+    """
+    ids = caption_to_image[batches].cpu()
+    pairs = [None if (m := batch_mask(row)) is None else torch.stack(m.nonzero(as_tuple=True)) for row in ids]
+    found = [p for p in pairs if p is not None]
+    if not found:
+        return [None] * len(pairs)
+    flat = torch.cat(found, dim=1)
+    if caption_to_image.device.type == "cuda":
+        flat = flat.pin_memory()  # page-locked: the copy below runs asynchronously
+    flat = flat.to(caption_to_image.device, non_blocking=True)
+    out: list[Pairs | None] = []
+    start = 0
+    for p in pairs:
+        n = 0 if p is None else p.shape[1]
+        out.append(None if p is None else (flat[0, start : start + n], flat[1, start : start + n]))
+        start += n
+    return out

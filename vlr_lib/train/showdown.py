@@ -54,7 +54,7 @@ from .. import __version__
 from .._io import atomic_write_json, read_back, read_json
 from ..data import DATA_MODES
 from ..features import flickr_feature_dirs
-from ..paths import feature_cache_root, runs_dir
+from ..paths import feature_cache_root, flickr30k_path, runs_dir
 from . import distributed as D
 from .device import default_device
 from .end_to_end import chance_rsum
@@ -69,6 +69,7 @@ METRICS_VERSION = "showdown-metrics-v2"
 META_FILE = "showdown.json"
 SEEDS = (0, 1, 2)
 FLICKR_BACKBONE = "clip-vit-b32"
+FLICKR_CHOICE = ("revision", "weights", "dtype")
 STORED_FIX = "rerun with --force (force=True) to rebuild the table from the cached cells"
 
 # --------------------------------------------------------------------------- the experiment
@@ -103,6 +104,10 @@ class ShowdownSpec:
     metrics: str = METRICS_VERSION
     device: str | None = field(default=None, compare=False)
     cache_root: str | None = field(default=None, compare=False)
+    # flickr30k: which cached feature set (vlr_lib.features.flickr_feature_dirs; None: the only one, default weights)
+    revision: str | None = None
+    weights: str | None = None
+    dtype: str | None = None
     data_path: str | None = field(default=None, compare=False)  # flickr30k vsepp: a local copy of the captions
 
     def key(self) -> dict:
@@ -110,6 +115,9 @@ class ShowdownSpec:
         d = asdict(self)
         for name in ("device", "cache_root", "data_path"):
             d.pop(name)
+        for name in FLICKR_CHOICE:  # in the key when named (None leaves the keys of earlier tables as they were)
+            if d[name] is None:
+                d.pop(name)
         return json.loads(json.dumps(d))
 
     @property
@@ -218,41 +226,52 @@ def _shapes_data(spec: ShowdownSpec) -> ShowdownData:
     return ShowdownData(inputs["train"], inputs["validation"], inputs["test"], desc, "")
 
 
+def _flickr_dirs(spec: ShowdownSpec) -> dict[str, Path]:
+    """The cache folders of the spec's Flickr30K feature set (its revision, weights and dtype when named)."""
+    root = spec.cache_root or str(feature_cache_root())
+    return flickr_feature_dirs(root, FLICKR_BACKBONE, revision=spec.revision, weights=spec.weights, dtype=spec.dtype)
+
+
 def _flickr_data(spec: ShowdownSpec) -> ShowdownData:
+    """The Karpathy splits from the feature cache: epochs are selected on validation, test is reported."""
     from ..features import load_features
 
-    root = spec.cache_root or str(feature_cache_root())
-    dirs = flickr_feature_dirs(root)
+    dirs = _flickr_dirs(spec)
     sets = {split: load_features(dirs[split]) for split in ("train", "validation", "test")}
     triples = {s: _head((fs.img.float(), fs.txt.float(), fs.caption_to_image), n)
                for (s, fs), n in zip(sets.items(), (spec.n_train, spec.n_val, spec.n_test))}
     m = sets["train"].manifest
-    sizes = " / ".join(f"{t[0].shape[0]:,}" for t in triples.values())
-    desc = (f"Flickr30K Karpathy split ({m['dataset_id']}, revision {m.get('revision') or '-'}): {sizes} images; "
-            f"frozen {m['backbone']} ({m.get('pretrained')}) features, {sets['train'].dim}-d, "
-            f"cached by data_scripts/extract_features.py")
+    n = {s: f"{t[0].shape[0]:,}" for s, t in triples.items()}
+    desc = (f"Flickr30K Karpathy split ({m['dataset_id']}, revision {m.get('revision')[:12] or '-'}): "
+            f"{n['train']} training images, {n['validation']} validation images (selection of the epoch), "
+            f"{n['test']} test images (the reported numbers); frozen {m['backbone']} ({m.get('pretrained')}, "
+            f"{m.get('dtype', 'float32')}) features, {sets['train'].dim}-d, cached by data_scripts/extract_features.py")
     hashes = "|".join(sets[s].manifest.get("content_hash", "?")[:16] for s in sets)
     return ShowdownData(triples["train"], triples["validation"], triples["test"], desc, f"flickr30k:{hashes}")
 
 
 def _flickr_captions(spec: ShowdownSpec, data: ShowdownData) -> ShowdownData:
     """The VSE++ setting on Flickr30K: the cached image features with the dataset's captions as token ids, from
-    the dataset the features were extracted from (the manifests' id and revision, or ``spec.data_path``)."""
-    from ..data.flickr30k import load_flickr30k
+    the dataset the features were extracted from (``spec.data_path``, else the manifests' id and commit)."""
+    from ..data.flickr30k import load_flickr30k, resolve_source
     from ..features import read_manifest
 
-    dirs = flickr_feature_dirs(spec.cache_root or str(feature_cache_root()))
+    dirs = _flickr_dirs(spec)
     manifests = {split: read_manifest(dirs[split]) for split in ("train", "validation", "test")}
     m = manifests["train"]
     if spec.data_path is not None:
-        dd = load_flickr30k(spec.data_path)
+        source = resolve_source(spec.data_path)
     elif str(m["dataset_id"]).startswith("flickr30k:"):
         raise FileNotFoundError(f"the Flickr30K features were extracted from a local copy ({m['dataset_id']}); "
                                 "the VSE++ setting needs its captions: pass --data-path (data_path) to that copy")
-    else:
-        dd = load_flickr30k(repo_id=m["dataset_id"], revision=m.get("revision") or None)
+    else:  # VLR_DATA_PATH or prepare_flickr30k's copy when it holds this commit, else the Hub at it
+        source = resolve_source(repo_id=m["dataset_id"], revision=m.get("revision") or None)
+        local = flickr30k_path()
+        copy = resolve_source(local) if local is not None else None
+        if copy is not None and (copy.dataset_id, copy.revision) == (source.dataset_id, source.revision):
+            source = copy
     triples = dict(zip(manifests, (data.train, data.val, data.test)))
-    inputs, vocab = with_caption_ids(dd, triples, manifests, spec.data_path or m["dataset_id"], spec.min_count)
+    inputs, vocab = with_caption_ids(load_flickr30k(source), triples, manifests, source.describe(), spec.min_count)
     desc = (f"{data.description}; captions as token ids ({len(vocab)} words seen at least {spec.min_count} times "
             "in the training captions)")
     data_id = f"{data.data_id}|captions:min_count={spec.min_count}"
