@@ -7,7 +7,7 @@ Environment variables (read once, here):
 - VLR_DATA_PATH   flickr30k: a local copy of the data (default: the copy data_scripts/prepare_flickr30k.py
                   saved, else the Hub; read by ``vlr_lib.data.flickr30k.resolve_source``);
 - VLR_FLICKR_REVISION  flickr30k: a commit hash (or its first 7+ characters) that chooses between
-                  feature caches of several commits.
+                  feature caches of several commits;
 - VLR_BOOK=1      set by `make book` only: figures and explorers for the static book (vlr_lib.book).
 """
 from __future__ import annotations
