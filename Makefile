@@ -15,7 +15,7 @@ NOTEBOOKS := $(NOTEBOOK_SOURCES:.py=.ipynb)
 FIRST_NOTEBOOK := $(firstword $(NOTEBOOKS))
 PYTEST_ARGS ?=
 
-.PHONY: help setup notebooks lab test test-unit test-notebooks test-book book bench bench-train bench-gpu clean
+.PHONY: help setup notebooks lab test test-unit test-notebooks test-book book bench bench-train bench-gpu bench-widgets clean
 
 help:
 	@echo "make lab          set up (first time) and open the workbook in JupyterLab"
@@ -24,6 +24,7 @@ help:
 	@echo "make bench        loss speed benchmark (ratios against the matmul that makes S)"
 	@echo "make bench-train  trainer throughput against a plain DataLoader loop"
 	@echo "make bench-gpu    the Flickr30K path on a GPU: extraction, one epoch, the showdown, against targets"
+	@echo "make bench-widgets  server-side redraw time of every explorer against the 150 ms target"
 
 setup: $(STAMP)
 
@@ -42,8 +43,11 @@ notebooks: $(NOTEBOOKS)
 # Containers often run as root, which JupyterLab refuses without --allow-root.
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 
+# jupyter/lab.py prints the address and how to stop the server, and starts JupyterLab with the
+# project's settings (jupyter/: widget state saved, no news prompt, no update check), passed on the
+# command line: the user's own Jupyter configuration is neither read for them nor written.
 lab: setup notebooks
-	$(VENV)/bin/jupyter lab $(LAB_ARGS) $(if $(FIRST_NOTEBOOK),$(FIRST_NOTEBOOK),notebooks)
+	$(PY) jupyter/lab.py $(if $(FIRST_NOTEBOOK),$(FIRST_NOTEBOOK)) $(LAB_ARGS)
 
 # pytest exits 5 when it collects nothing: that is a failure here, tests must exist.
 test-unit: setup
@@ -78,6 +82,8 @@ bench-train: setup
 
 bench-gpu: setup
 	$(PY) benchmarks/bench_gpu.py
+bench-widgets: setup
+	$(PY) benchmarks/bench_widgets.py
 
 clean:
 	rm -rf $(VENV) notebooks/*.ipynb .pytest_cache .hypothesis build/book

@@ -25,6 +25,12 @@
 # device), seeds every random generator and sets the plotly renderer.
 
 # %%
+try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
+    import vlr_lib  # noqa: F401
+except ModuleNotFoundError:
+    raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
+                              "(the folder holding pyproject.toml), then restart the kernel") from None
+
 import ipywidgets
 import numpy as np
 import plotly
@@ -87,8 +93,8 @@ assert S.abs().max() <= 1.0 + 1e-6, "cosine similarities lie in [-1, 1]"
 # | Bleeker & de Rijke, *Do Lessons from Metric Learning Generalize to Image-Caption Retrieval?* | COCOS | Triplet vs Triplet-SH vs NT-Xent vs SmoothAP; counting the samples that contribute to a gradient |
 # | Faghri et al., *VSE++* (through the papers above) | VSE++ | the hardest-negative triplet loss that the others start from |
 #
-# Which notebook treats which equations (equation numbers are those of the papers'
-# text in `shared/papers/`):
+# Which notebook treats which equations (equation numbers are those of the papers' arXiv
+# versions, linked in the References at the end of every notebook):
 #
 # | notebook | topic | paper, equations |
 # |---|---|---|
@@ -278,3 +284,13 @@ for i, group in enumerate(scenes.group):
         assert scenes.n_objects[i] == scenes.n_objects[b]
         assert (scenes.attrs[i] != scenes.attrs[b]).sum() == 1, "one attribute of one object differs"
 print("every member differs from its base scene in exactly one attribute")
+
+# %% [markdown]
+# ## References
+#
+# - Faghri, Fleet, Kiros, Fidler. *VSE++: Improving Visual-Semantic Embeddings with Hard Negatives.* BMVC 2018. [arXiv:1707.05612](https://arxiv.org/abs/1707.05612)
+# - Brown, Xie, Kalogeiton, Zisserman. *Smooth-AP: Smoothing the Path Towards Large-Scale Image Retrieval.* ECCV 2020. [arXiv:2007.12163](https://arxiv.org/abs/2007.12163)
+# - Veit, Wilber. *Improving Calibration in Deep Metric Learning With Cross-Example Softmax.* 2020. [arXiv:2011.08824](https://arxiv.org/abs/2011.08824)
+# - Bleeker, de Rijke. *Do Lessons from Metric Learning Generalize to Image-Caption Retrieval?* ECIR 2022. [arXiv:2202.07474](https://arxiv.org/abs/2202.07474)
+# - Li, Guo, Wang, Feng, Hwang, Du. *Unified Loss of Pair Similarity Optimization for Vision-Language Retrieval.* 2022. [arXiv:2209.13869](https://arxiv.org/abs/2209.13869)
+# - Xuan, Chen. *Dissecting Deep Metric Learning Losses for Image-Text Retrieval* (GOAL). 2022. [arXiv:2210.13188](https://arxiv.org/abs/2210.13188)

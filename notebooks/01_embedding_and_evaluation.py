@@ -20,6 +20,12 @@
 # - say what a random model scores, so that a trained model's numbers mean something.
 
 # %%
+try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
+    import vlr_lib  # noqa: F401
+except ModuleNotFoundError:
+    raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
+                              "(the folder holding pyproject.toml), then restart the kernel") from None
+
 import math
 
 import numpy as np
@@ -89,8 +95,8 @@ assert (pos.sum(dim=1) == per_image).all() and (pos.sum(dim=0) == 1).all()
 viz.evaluation.similarity_figure(S, caption_to_image, title="S of a toy batch: 10 images x 50 captions")
 
 # %% [markdown]
-# Squares mark the positives (five per row, one per column). The circle in each row is the
-# image query's **hardest negative**: the best-scoring caption of another image. The diamond in
+# Blue squares mark the positives (five per row, one per column). The triangle ▶ in each row is the
+# image query's **hardest negative**: the best-scoring caption of another image. The triangle ▼ in
 # each column is the caption query's hardest negative image. Notebook 02's VSE++ loss looks
 # only at those.
 
@@ -286,9 +292,9 @@ assert rsum_at[0.0] > rsum_at[1.0] > rsum_at[3.0] > expected
 # %% [markdown]
 # ## Explorer: a batch, its similarity matrix and one query's ranking
 #
-# Left: $S$ of 8 images × 40 captions with the positives and the hardest negative of every query of
-# the chosen direction; the outlined row (i2t) or column (t2i) is the query. Right: that query's
-# candidates sorted by score, green for correct ones; the grey band is the top $K$. The title
+# Top: $S$ of 8 images × 40 captions with the positives and the hardest negative of every query of
+# the chosen direction; the outlined row (i2t) or column (t2i) is the query. Bottom: that query's
+# candidates sorted by score, blue for correct ones, orange for the others; the grey band is the top $K$. The title
 # reports R@1 and R@5 in both directions and their sum (with 8 images, R@10 of t2i would be
 # trivially 100, so it is left out).
 #
@@ -364,3 +370,12 @@ print("PR-AUC before and after the shift:", metrics.pr_auc(S, caption_to_image),
 S3[:, c] = 0.3                             # a constant column: every image ties with the true one
 print("rank of the true image for a constant column:", int(metrics.ranks_t2i(S3, caption_to_image)[c]))
 assert metrics.ranks_t2i(S3, caption_to_image)[c] == n_images  # last place
+
+# %% [markdown]
+# ## References
+#
+# - Faghri, Fleet, Kiros, Fidler. *VSE++: Improving Visual-Semantic Embeddings with Hard Negatives.* BMVC 2018. [arXiv:1707.05612](https://arxiv.org/abs/1707.05612)
+# - Veit, Wilber. *Improving Calibration in Deep Metric Learning With Cross-Example Softmax.* 2020. [arXiv:2011.08824](https://arxiv.org/abs/2011.08824)
+# - Bleeker, de Rijke. *Do Lessons from Metric Learning Generalize to Image-Caption Retrieval?* ECIR 2022. [arXiv:2202.07474](https://arxiv.org/abs/2202.07474)
+# - Li, Guo, Wang, Feng, Hwang, Du. *Unified Loss of Pair Similarity Optimization for Vision-Language Retrieval.* 2022. [arXiv:2209.13869](https://arxiv.org/abs/2209.13869)
+# - Xuan, Chen. *Dissecting Deep Metric Learning Losses for Image-Text Retrieval* (GOAL). 2022. [arXiv:2210.13188](https://arxiv.org/abs/2210.13188)

@@ -21,6 +21,12 @@
 #   when the positive and the hardest negative both sit close to the anchor.
 
 # %%
+try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
+    import vlr_lib  # noqa: F401
+except ModuleNotFoundError:
+    raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
+                              "(the folder holding pyproject.toml), then restart the kernel") from None
+
 import math
 
 import numpy as np
@@ -197,8 +203,8 @@ print("violating negatives per image query (C^q):", cocos_all["i2t"]["C_q"].toli
 # ## Explorer: which entries of $S$ receive gradient?
 #
 # Left, $\partial L_{\text{all}}/\partial S$; right, $\partial L_{\text{SH}}/\partial S$, on the same batch. Red entries are pushed
-# down by a gradient step, blue ones pulled up. Squares are the positives, circles each image's
-# hardest negative caption, diamonds each caption's hardest negative image.
+# down by a gradient step, blue ones pulled up. Squares are the positives, triangles ▶ each image's
+# hardest negative caption, triangles ▼ each caption's hardest negative image.
 #
 # Try: set $m = 0$ on an easy batch (low noise) — do both losses go silent? Raise $m$: the
 # all-negatives loss lights up row after row, Triplet-SH never more than the marked cells. At
@@ -381,3 +387,12 @@ thetas = np.radians(np.arange(0, 181, 15))
 push = analysis.triplet_hn_tangent_norm(torch.tensor(0.0), torch.tensor(thetas), 0.0, margin=2.0).negative
 print(dict(zip(np.arange(0, 181, 15).tolist(), push.numpy().round(3).tolist())))
 assert np.degrees(thetas[int(push.argmax())]) == 90 and float(push[0]) < 1e-12
+
+# %% [markdown]
+# ## References
+#
+# - Faghri, Fleet, Kiros, Fidler. *VSE++: Improving Visual-Semantic Embeddings with Hard Negatives.* BMVC 2018. [arXiv:1707.05612](https://arxiv.org/abs/1707.05612)
+# - Veit, Wilber. *Improving Calibration in Deep Metric Learning With Cross-Example Softmax.* 2020. [arXiv:2011.08824](https://arxiv.org/abs/2011.08824)
+# - Bleeker, de Rijke. *Do Lessons from Metric Learning Generalize to Image-Caption Retrieval?* ECIR 2022. [arXiv:2202.07474](https://arxiv.org/abs/2202.07474)
+# - Li, Guo, Wang, Feng, Hwang, Du. *Unified Loss of Pair Similarity Optimization for Vision-Language Retrieval.* 2022. [arXiv:2209.13869](https://arxiv.org/abs/2209.13869)
+# - Xuan, Chen. *Dissecting Deep Metric Learning Losses for Image-Text Retrieval* (GOAL). 2022. [arXiv:2210.13188](https://arxiv.org/abs/2210.13188)

@@ -27,6 +27,12 @@
 # that both agree.
 
 # %%
+try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
+    import vlr_lib  # noqa: F401
+except ModuleNotFoundError:
+    raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
+                              "(the folder holding pyproject.toml), then restart the kernel") from None
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -221,7 +227,7 @@ for tau in (1e-2, 1e-3, 1e-4):
 # ## Where the gradient goes in the batch
 #
 # The whole $\partial\mathcal L/\partial S$ at $\tau = 0.1$: blue pulls a similarity up (the
-# positives), red pushes it down. Circles mark each row's hardest negative; most of the red
+# positives), red pushes it down. Triangles ▶ mark each row's hardest negative; most of the red
 # sits there, but not all of it.
 
 # %%
@@ -275,3 +281,13 @@ for tau in (0.1, 0.5):
     counts[tau] = (analysis.softmax_weights(S, tau) > 0.01).sum(dim=1)  # positives have weight 0 here
     print(tau, counts[tau].tolist())
 assert (counts[0.5] >= counts[0.1]).all() and counts[0.5].sum() > counts[0.1].sum()
+
+# %% [markdown]
+# ## References
+#
+# - Faghri, Fleet, Kiros, Fidler. *VSE++: Improving Visual-Semantic Embeddings with Hard Negatives.* BMVC 2018. [arXiv:1707.05612](https://arxiv.org/abs/1707.05612)
+# - Radford et al. *Learning Transferable Visual Models From Natural Language Supervision* (CLIP). ICML 2021. [arXiv:2103.00020](https://arxiv.org/abs/2103.00020)
+# - Veit, Wilber. *Improving Calibration in Deep Metric Learning With Cross-Example Softmax.* 2020. [arXiv:2011.08824](https://arxiv.org/abs/2011.08824)
+# - Bleeker, de Rijke. *Do Lessons from Metric Learning Generalize to Image-Caption Retrieval?* ECIR 2022. [arXiv:2202.07474](https://arxiv.org/abs/2202.07474)
+# - Li, Guo, Wang, Feng, Hwang, Du. *Unified Loss of Pair Similarity Optimization for Vision-Language Retrieval.* 2022. [arXiv:2209.13869](https://arxiv.org/abs/2209.13869)
+# - Xuan, Chen. *Dissecting Deep Metric Learning Losses for Image-Text Retrieval* (GOAL). 2022. [arXiv:2210.13188](https://arxiv.org/abs/2210.13188)

@@ -28,6 +28,12 @@
 #    compare PR curves and per-query score distributions (their Fig. 4) — honestly, at our size.
 
 # %%
+try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
+    import vlr_lib  # noqa: F401
+except ModuleNotFoundError:
+    raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
+                              "(the folder holding pyproject.toml), then restart the kernel") from None
+
 import math
 
 import numpy as np
@@ -204,7 +210,7 @@ print("query 0, cross-example term: {:.4f} -> {:.4f}".format(*terms))
 
 # %% [markdown]
 # **Explorer (Veit & Wilber, Fig. 2 B on the live batch).** Each panel shows $S$ in grey and, in
-# red, the negatives in the partition function of query $q$'s positive (blue square), coloured by
+# orange (each with a dot), the negatives in the partition function of query $q$'s positive (blue square), coloured by
 # their softmax weight $p$ (log scale). Try:
 # - move $k$: SNM keeps the $k$ hardest negatives of the row;
 # - move the batch share: cross-example mining keeps the hardest entries of the whole batch —
@@ -356,7 +362,7 @@ print(f"This run: cross-example softmax PR-AUC {auc['cross_example_softmax']:.3f
 #
 # Calibration is about *where* each query's scores lie. Below, caption queries (the paper's text
 # queries) over the validation images: for each shown query a box of its negatives' scores and its
-# positive as a green dot. A calibrated model puts every green dot above one common line and every
+# positive as a blue square. A calibrated model puts every blue square above one common line and every
 # box below it. Move the **global threshold** and read precision and recall over all pairs.
 
 # %%
@@ -364,8 +370,8 @@ widgets.softmax.threshold_explorer(results, threshold=0.2, n_queries=12, directi
 
 # %% [markdown]
 # Veit & Wilber's Fig. 4 (right) draws, per query, the number of neighbours whose score is at least
-# $s$; orange lines are the 5th and 95th percentiles over queries. If all queries shared one scale,
-# the blue curves would lie on top of each other and the band between the orange lines would be
+# $s$; black lines are the 5th and 95th percentiles over queries. If all queries shared one scale,
+# the thin blue curves would lie on top of each other and the band between the black lines would be
 # narrow along $s$.
 #
 # The band's width depends on the overall spread of scores, which differs between models, so we
@@ -445,3 +451,12 @@ table.loc["cross-example negative mining"] = [metrics.pr_auc(S_val, val[2]), run
 print(table.round(3))
 assert table.loc["cross-example negative mining", "PR-AUC"] > random_auc  # it learned
 assert table.loc["cross-example negative mining", "rsum"] > chance_rsum(val[2])
+
+# %% [markdown]
+# ## References
+#
+# - Faghri, Fleet, Kiros, Fidler. *VSE++: Improving Visual-Semantic Embeddings with Hard Negatives.* BMVC 2018. [arXiv:1707.05612](https://arxiv.org/abs/1707.05612)
+# - Veit, Wilber. *Improving Calibration in Deep Metric Learning With Cross-Example Softmax.* 2020. [arXiv:2011.08824](https://arxiv.org/abs/2011.08824)
+# - Bleeker, de Rijke. *Do Lessons from Metric Learning Generalize to Image-Caption Retrieval?* ECIR 2022. [arXiv:2202.07474](https://arxiv.org/abs/2202.07474)
+# - Li, Guo, Wang, Feng, Hwang, Du. *Unified Loss of Pair Similarity Optimization for Vision-Language Retrieval.* 2022. [arXiv:2209.13869](https://arxiv.org/abs/2209.13869)
+# - Xuan, Chen. *Dissecting Deep Metric Learning Losses for Image-Text Retrieval* (GOAL). 2022. [arXiv:2210.13188](https://arxiv.org/abs/2210.13188)

@@ -22,6 +22,12 @@
 # 5. state what Bleeker & de Rijke found when they trained ICR models with it.
 
 # %%
+try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
+    import vlr_lib  # noqa: F401
+except ModuleNotFoundError:
+    raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
+                              "(the folder holding pyproject.toml), then restart the kernel") from None
+
 import math
 from fractions import Fraction
 
@@ -311,3 +317,14 @@ assert ok and min(ok) == 1e-4  # a small enough tau always recovers the exact AP
 at5, full = metrics.map_at_k(S, c2i, k=5), metrics.map_at_k(S, c2i, k=5 * N_IMG)
 print(f"i2t mAP@5 {at5:.3f}, full-depth mAP {full:.3f}")
 assert at5 <= full + 1e-12
+
+# %% [markdown]
+# ## References
+#
+# - Faghri, Fleet, Kiros, Fidler. *VSE++: Improving Visual-Semantic Embeddings with Hard Negatives.* BMVC 2018. [arXiv:1707.05612](https://arxiv.org/abs/1707.05612)
+# - Wang, Han, Huang, Dong, Scott. *Multi-Similarity Loss with General Pair Weighting for Deep Metric Learning.* CVPR 2019. [arXiv:1904.06627](https://arxiv.org/abs/1904.06627)
+# - Brown, Xie, Kalogeiton, Zisserman. *Smooth-AP: Smoothing the Path Towards Large-Scale Image Retrieval.* ECCV 2020. [arXiv:2007.12163](https://arxiv.org/abs/2007.12163)
+# - Veit, Wilber. *Improving Calibration in Deep Metric Learning With Cross-Example Softmax.* 2020. [arXiv:2011.08824](https://arxiv.org/abs/2011.08824)
+# - Bleeker, de Rijke. *Do Lessons from Metric Learning Generalize to Image-Caption Retrieval?* ECIR 2022. [arXiv:2202.07474](https://arxiv.org/abs/2202.07474)
+# - Li, Guo, Wang, Feng, Hwang, Du. *Unified Loss of Pair Similarity Optimization for Vision-Language Retrieval.* 2022. [arXiv:2209.13869](https://arxiv.org/abs/2209.13869)
+# - Xuan, Chen. *Dissecting Deep Metric Learning Losses for Image-Text Retrieval* (GOAL). 2022. [arXiv:2210.13188](https://arxiv.org/abs/2210.13188)

@@ -32,6 +32,12 @@
 # `vlr_lib.goal` (its docstrings record how we read the MS sets $\mathcal{P}$, $\mathcal{N}$ and the clamps).
 
 # %%
+try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
+    import vlr_lib  # noqa: F401
+except ModuleNotFoundError:
+    raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
+                              "(the folder holding pyproject.toml), then restart the kernel") from None
+
 import itertools
 
 import torch
@@ -324,7 +330,7 @@ assert all(max_curl[key] > 0.1 for key in max_curl if key not in integrable)
 # $+T P_-$ on that query's hardest negative. One combination with all its parameters is a
 # `goal.GoalConfig`, validated once and passed whole to `goal_gradient`, `goal_objective`, the
 # figures and the composer; the loose keywords give the same gradient. Here is the batch we use
-# (the same toy embeddings as above; squares mark positives, circles and diamonds the hardest
+# (the same toy embeddings as above; squares mark positives, triangles ▶ and ▼ the hardest
 # negative of each image query and each caption query, `similarity.hardest_negative_mask`):
 
 # %%
@@ -648,3 +654,13 @@ m_all = float((s_pos_b - s_neg_b).max())
 print(f"m > {m_all:.3f}")
 grad = goal.goal_gradient(S, "con", "con", margin=m_all + 1e-6)
 assert (grad.diagonal() == -2).all()  # each positive pulled by both of its triplets
+
+# %% [markdown]
+# ## References
+#
+# - Faghri, Fleet, Kiros, Fidler. *VSE++: Improving Visual-Semantic Embeddings with Hard Negatives.* BMVC 2018. [arXiv:1707.05612](https://arxiv.org/abs/1707.05612)
+# - Wang, Han, Huang, Dong, Scott. *Multi-Similarity Loss with General Pair Weighting for Deep Metric Learning.* CVPR 2019. [arXiv:1904.06627](https://arxiv.org/abs/1904.06627)
+# - Veit, Wilber. *Improving Calibration in Deep Metric Learning With Cross-Example Softmax.* 2020. [arXiv:2011.08824](https://arxiv.org/abs/2011.08824)
+# - Bleeker, de Rijke. *Do Lessons from Metric Learning Generalize to Image-Caption Retrieval?* ECIR 2022. [arXiv:2202.07474](https://arxiv.org/abs/2202.07474)
+# - Li, Guo, Wang, Feng, Hwang, Du. *Unified Loss of Pair Similarity Optimization for Vision-Language Retrieval.* 2022. [arXiv:2209.13869](https://arxiv.org/abs/2209.13869)
+# - Xuan, Chen. *Dissecting Deep Metric Learning Losses for Image-Text Retrieval* (GOAL). 2022. [arXiv:2210.13188](https://arxiv.org/abs/2210.13188)

@@ -26,6 +26,12 @@
 #    of Li et al. and the GOAL framework of Xuan & Chen, which argue otherwise.
 
 # %%
+try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
+    import vlr_lib  # noqa: F401
+except ModuleNotFoundError:
+    raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
+                              "(the folder holding pyproject.toml), then restart the kernel") from None
+
 import math
 
 import numpy as np
@@ -174,7 +180,7 @@ table = analysis.cocos_table(S, eps=EPS, margin=MARGIN, temperature=TAU_NT, tau=
 table.round(3)
 
 # %% [markdown]
-# **Explorer.** Red dots mark the candidates that contribute to each query's gradient (rows are the
+# **Explorer.** Orange dots mark the candidates that contribute to each query's gradient (rows are the
 # queries), under each loss; the subplot titles give $C^q$ (over queries with a gradient),
 # $C^{\mathcal B}$ and $C^0$. Try:
 # - **noise** high (a batch early in training): every query violates, the triplet lights up whole
@@ -394,3 +400,14 @@ for gamma in (10.0, 60.0):
     counts[gamma] = (share > EPS).sum(dim=1)
     print(gamma, counts[gamma].tolist())
 assert counts[60.0].sum() <= counts[10.0].sum()
+
+# %% [markdown]
+# ## References
+#
+# - Faghri, Fleet, Kiros, Fidler. *VSE++: Improving Visual-Semantic Embeddings with Hard Negatives.* BMVC 2018. [arXiv:1707.05612](https://arxiv.org/abs/1707.05612)
+# - Wang, Han, Huang, Dong, Scott. *Multi-Similarity Loss with General Pair Weighting for Deep Metric Learning.* CVPR 2019. [arXiv:1904.06627](https://arxiv.org/abs/1904.06627)
+# - Brown, Xie, Kalogeiton, Zisserman. *Smooth-AP: Smoothing the Path Towards Large-Scale Image Retrieval.* ECCV 2020. [arXiv:2007.12163](https://arxiv.org/abs/2007.12163)
+# - Veit, Wilber. *Improving Calibration in Deep Metric Learning With Cross-Example Softmax.* 2020. [arXiv:2011.08824](https://arxiv.org/abs/2011.08824)
+# - Bleeker, de Rijke. *Do Lessons from Metric Learning Generalize to Image-Caption Retrieval?* ECIR 2022. [arXiv:2202.07474](https://arxiv.org/abs/2202.07474)
+# - Li, Guo, Wang, Feng, Hwang, Du. *Unified Loss of Pair Similarity Optimization for Vision-Language Retrieval.* 2022. [arXiv:2209.13869](https://arxiv.org/abs/2209.13869)
+# - Xuan, Chen. *Dissecting Deep Metric Learning Losses for Image-Text Retrieval* (GOAL). 2022. [arXiv:2210.13188](https://arxiv.org/abs/2210.13188)

@@ -30,6 +30,12 @@
 # 4. tell a robust difference from a lucky seed.
 
 # %%
+try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
+    import vlr_lib  # noqa: F401
+except ModuleNotFoundError:
+    raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
+                              "(the folder holding pyproject.toml), then restart the kernel") from None
+
 import torch
 
 from vlr_lib import analysis, losses, report, similarity, viz, widgets
@@ -405,3 +411,13 @@ linear = {name: max(r["rsum"] for r in histories[SEEDS[0]][name]) for name in LO
 print("best rsum, MLP heads:   ", {k: round(v, 1) for k, v in mlp.items()})
 print("best rsum, linear heads:", {k: round(v, 1) for k, v in linear.items()})
 assert min(mlp.values()) > chance
+
+# %% [markdown]
+# ## References
+#
+# - Faghri, Fleet, Kiros, Fidler. *VSE++: Improving Visual-Semantic Embeddings with Hard Negatives.* BMVC 2018. [arXiv:1707.05612](https://arxiv.org/abs/1707.05612)
+# - Radford et al. *Learning Transferable Visual Models From Natural Language Supervision* (CLIP). ICML 2021. [arXiv:2103.00020](https://arxiv.org/abs/2103.00020)
+# - Veit, Wilber. *Improving Calibration in Deep Metric Learning With Cross-Example Softmax.* 2020. [arXiv:2011.08824](https://arxiv.org/abs/2011.08824)
+# - Bleeker, de Rijke. *Do Lessons from Metric Learning Generalize to Image-Caption Retrieval?* ECIR 2022. [arXiv:2202.07474](https://arxiv.org/abs/2202.07474)
+# - Li, Guo, Wang, Feng, Hwang, Du. *Unified Loss of Pair Similarity Optimization for Vision-Language Retrieval.* 2022. [arXiv:2209.13869](https://arxiv.org/abs/2209.13869)
+# - Xuan, Chen. *Dissecting Deep Metric Learning Losses for Image-Text Retrieval* (GOAL). 2022. [arXiv:2210.13188](https://arxiv.org/abs/2210.13188)

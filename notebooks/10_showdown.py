@@ -31,6 +31,12 @@
 # `vlr_lib.report` (tables and the reading), `vlr_lib.viz.showdown` (figures).
 
 # %%
+try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
+    import vlr_lib  # noqa: F401
+except ModuleNotFoundError:
+    raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
+                              "(the folder holding pyproject.toml), then restart the kernel") from None
+
 import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
@@ -440,3 +446,15 @@ assert len(extra.runs) == len(spec.seeds) and len(both) == len(runs) + len(spec.
 # The same `data_id` and settings make the new cells comparable; they are cached next to the
 # showdown's under `spec.out/cells`, and the folder's `runs.csv` now holds both (a grid folder is
 # the union of its cells). The stored showdown is unchanged: `showdown.json` lists its own cells.
+
+# %% [markdown]
+# ## References
+#
+# - Faghri, Fleet, Kiros, Fidler. *VSE++: Improving Visual-Semantic Embeddings with Hard Negatives.* BMVC 2018. [arXiv:1707.05612](https://arxiv.org/abs/1707.05612)
+# - Radford et al. *Learning Transferable Visual Models From Natural Language Supervision* (CLIP). ICML 2021. [arXiv:2103.00020](https://arxiv.org/abs/2103.00020)
+# - Wang, Han, Huang, Dong, Scott. *Multi-Similarity Loss with General Pair Weighting for Deep Metric Learning.* CVPR 2019. [arXiv:1904.06627](https://arxiv.org/abs/1904.06627)
+# - Brown, Xie, Kalogeiton, Zisserman. *Smooth-AP: Smoothing the Path Towards Large-Scale Image Retrieval.* ECCV 2020. [arXiv:2007.12163](https://arxiv.org/abs/2007.12163)
+# - Veit, Wilber. *Improving Calibration in Deep Metric Learning With Cross-Example Softmax.* 2020. [arXiv:2011.08824](https://arxiv.org/abs/2011.08824)
+# - Bleeker, de Rijke. *Do Lessons from Metric Learning Generalize to Image-Caption Retrieval?* ECIR 2022. [arXiv:2202.07474](https://arxiv.org/abs/2202.07474)
+# - Li, Guo, Wang, Feng, Hwang, Du. *Unified Loss of Pair Similarity Optimization for Vision-Language Retrieval.* 2022. [arXiv:2209.13869](https://arxiv.org/abs/2209.13869)
+# - Xuan, Chen. *Dissecting Deep Metric Learning Losses for Image-Text Retrieval* (GOAL). 2022. [arXiv:2210.13188](https://arxiv.org/abs/2210.13188)

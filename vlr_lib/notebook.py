@@ -28,7 +28,11 @@ from .similarity import l2_normalize
 from .train import Triple
 
 T = TypeVar("T")
-PLOTLY_RENDERER = "plotly_mimetype+notebook_connected"  # small outputs in JupyterLab, headless-safe
+# The plotly JSON output: JupyterLab, Notebook 7 and VS Code draw it with the plotly.js they ship, so
+# nothing is fetched from a CDN (an offline classroom sees no failed request) and outputs stay small.
+PLOTLY_RENDERER = "plotly_mimetype"
+# Where plotly itself detected a hosted notebook that cannot draw that output, its choice is kept.
+HOSTED_RENDERERS = ("colab", "kaggle", "azure", "vscode", "nteract", "cocalc", "databricks")
 
 
 def _flag(name: str) -> bool:
@@ -62,8 +66,26 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def _set_renderer(renderer: str | None) -> None:
+    """`renderer` as plotly's default, unless PLOTLY_RENDERER (plotly's own variable) or a hosted notebook decided."""
+    import plotly.io as pio
+
+    from . import book
+
+    if book.active():  # `make book`: figures as HTML for the book's one local plotly.js
+        book.use_renderer()
+        return
+    if renderer is None or os.environ.get("PLOTLY_RENDERER") or pio.renderers.default in HOSTED_RENDERERS:
+        return
+    pio.renderers.default = renderer
+
+
 def setup(seed: int = 0, renderer: str | None = PLOTLY_RENDERER) -> Settings:
-    """Read the environment, seed every generator, set the plotly renderer; print a summary."""
+    """Read the environment, seed every generator, set the plotly renderer; print a summary.
+
+    `renderer`: plotly's default renderer for the notebook (None leaves plotly's choice). The
+    environment variable PLOTLY_RENDERER (read by plotly) wins, e.g. for a static export.
+    """
     data = os.environ.get("VLR_DATA", "shapes").strip().lower()
     if data not in DATA_MODES:
         raise ValueError(f"VLR_DATA must be one of {DATA_MODES}, got {data!r}")
@@ -77,14 +99,7 @@ def setup(seed: int = 0, renderer: str | None = PLOTLY_RENDERER) -> Settings:
         # Fast mode's matrices are tiny: threads gain nothing, and on a shared 2-core CI
         # machine two spinning threads stall each other (measured 10-50x slower).
         torch.set_num_threads(1)
-    from . import book  # plotly is imported only by notebooks, not by the core
-
-    if book.active():  # `make book`: figures as HTML for the book's one local plotly.js
-        book.use_renderer()
-    elif renderer is not None:
-        import plotly.io as pio
-
-        pio.renderers.default = renderer
+    _set_renderer(renderer)
     print(settings)
     return settings
 

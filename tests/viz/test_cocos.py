@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.viz.helpers import title
 from vlr_lib import analysis
 from vlr_lib.notebook import demo_embeddings
 from vlr_lib.similarity import similarity
@@ -58,7 +59,7 @@ def test_cocos_figure_controls_change_the_right_panels(S):
     assert dots(stricter, 2) < dots(base, 2) and dots(stricter, 0) == dots(base, 0)
     assert dots(colder, 2) != dots(base, 2)
     t2i = V.cocos_figure(S, direction="t2i")
-    assert base.layout.title.text != t2i.layout.title.text
+    assert title(base) != title(t2i)
 
 
 def history(n_epochs: int, c_q0: float, with_cocos: bool = True):
@@ -82,7 +83,7 @@ def test_cocos_history_figure(direction):
     assert list(a_c0.y) == [1, 2, 3, 4] and list(a_rsum.y) == [110, 120, 130, 140]
     assert list(fig.data[6].y) == [None, None]  # no COCOS rule: a gap
     assert [tr.showlegend for tr in fig.data[:3]] == [True, False, False]
-    assert direction in fig.layout.title.text
+    assert direction in title(fig)
 
 
 @pytest.mark.parametrize(

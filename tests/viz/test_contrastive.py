@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.viz.helpers import outlines, title
 from vlr_lib.notebook import demo_embeddings
 from vlr_lib.similarity import similarity
 from vlr_lib.viz import contrastive as C
@@ -43,7 +44,7 @@ def test_negative_weight_bars_grid(S, tau, query, direction):
     negs = [j for j in range(8) if j != query]
     assert sorted(idx) == negs
     assert idx[0] == max(negs, key=lambda j: float(S_q[query, j]))
-    assert "effective number of negatives" in fig.layout.title.text
+    assert "effective number of negatives" in title(fig)
 
 
 def test_negative_weight_bars_change_with_tau_and_concentrate(S):
@@ -77,7 +78,8 @@ def test_gradient_heatmap_matches_hand_gradient(S):
     eye = torch.eye(8, dtype=S.dtype)
     np.testing.assert_allclose(z, ((P_row - eye) + (P_col - eye)).numpy() / tau, atol=1e-10)
     assert fig.data[0].zmid == 0 and fig.data[0].zmin == -fig.data[0].zmax
-    hn = fig.data[2]
+    positives, hn = outlines(fig.data[1:])
+    assert positives.name == "positive"
     assert list(hn.y) == list(range(8))
     assert all(int(j) == int(S[i].masked_fill(eye.bool()[i], -9).argmax()) for i, j in zip(hn.y, hn.x))
 
@@ -102,5 +104,5 @@ def test_bad_input(S, call, match):
 def test_negative_weight_bars_say_when_weights_underflow():
     S = torch.tensor([[1.0, -1.0], [-1.0, 1.0]], dtype=torch.float64)  # gap 2: e^{-2/0.001} underflows
     fig = C.negative_weight_bars(S, 1e-3, 0)
-    assert list(fig.data[0].y) == [0.0] and "underflows" in fig.layout.title.text
-    assert "underflows" not in C.negative_weight_bars(S, 0.1, 0).layout.title.text
+    assert list(fig.data[0].y) == [0.0] and "underflows" in title(fig)
+    assert "underflows" not in title(C.negative_weight_bars(S, 0.1, 0))

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 import torch
 
+from tests.viz.helpers import outlines, title
 from vlr_lib import notebook
 from vlr_lib.similarity import similarity
 from vlr_lib.viz import evaluation as E
-from vlr_lib.viz._style import POSITIVE
+from vlr_lib.viz._style import HARDEST, NEGATIVE, POSITIVE
 
 
 # --------------------------------------------------------------------------- references
@@ -32,6 +33,12 @@ def png_size(uri: str) -> tuple[int, int]:
     raw = base64.b64decode(uri.split(",", 1)[1])
     assert raw[:8] == b"\x89PNG\r\n\x1a\n"
     return struct.unpack(">II", raw[16:24])  # IHDR width, height
+
+
+def ranking(fig) -> tuple[list[int], np.ndarray]:
+    """The ranking panel's bars (positives and negatives are two traces) in ranking order: positions, scores."""
+    bars = sorted((int(x), float(y)) for tr in fig.data if tr.type == "bar" for x, y in zip(tr.x, tr.y))
+    return [x for x, _ in bars], np.array([y for _, y in bars])
 
 
 def batch(n_images=6, per=5, noise=1.5, seed=0, dim=8):
@@ -90,15 +97,19 @@ def test_gallery_rejects_bad_input():
 def test_similarity_figure_grid(n_images, per, noise):
     S, c2i = batch(n_images, per, noise=noise, seed=1)
     fig = E.similarity_figure(S, c2i if per > 1 else None)
-    heat, positives, hn_row, hn_col = fig.data
+    heat, *marks = fig.data
+    positives, hn_row, hn_col = outlines(marks)
+    assert len(marks) == 6  # each outline over a white halo
     z = np.asarray(heat.z, dtype=float)
     assert z.shape == (n_images, n_images * per) and np.isfinite(z).all()
     np.testing.assert_allclose(z, S.numpy())
     assert (heat.zmin, heat.zmax) == (-1.0, 1.0)
     assert len(positives.x) == n_images * per and len(hn_row.x) == n_images and len(hn_col.x) == n_images * per
     colours = [tr.marker.color for tr in (positives, hn_row, hn_col)]
-    # Open symbols draw their outline in marker.color: visible, and one colour per kind of mark.
-    assert all(c and "rgba(0,0,0,0)" not in c for c in colours) and len(set(colours)) == 3
+    # Open symbols draw their outline in marker.color: the convention's colours, the symbol tells the direction.
+    assert colours == [POSITIVE, HARDEST, HARDEST]
+    assert [tr.marker.symbol for tr in (positives, hn_row, hn_col)] == ["square-open", "triangle-right-open",
+                                                                      "triangle-down-open"]
     assert list(positives.y) == c2i.tolist() and list(positives.x) == list(range(n_images * per))
 
 
@@ -128,19 +139,20 @@ def test_retrieval_figure_grid(noise, direction, which, k):
     n_queries = n_images if direction == "i2t" else n_images * per
     query = 0 if which == "first" else n_queries - 1
     fig = E.retrieval_figure(S, c2i, query, direction, k)
-    heat, positives, hardest, bars = fig.data
+    heat, *marks, pos_bars, neg_bars = fig.data
+    positives, hardest = outlines(marks)
     assert np.asarray(heat.z).shape == (n_images, n_images * per)
     assert len(hardest.x) == n_queries  # one hardest negative per query of this direction
-    y = np.asarray(bars.y, dtype=float)
     n_cand = n_images * per if direction == "i2t" else n_images
-    assert y.shape == (n_cand,) and np.isfinite(y).all() and (np.diff(y) <= 0).all()
+    x, y = ranking(fig)
+    assert sorted(x) == list(range(1, n_cand + 1))
+    assert np.isfinite(y).all() and (np.diff(y) <= 0).all()
     row = S.numpy()[query] if direction == "i2t" else S.numpy()[:, query]
     np.testing.assert_allclose(np.sort(y), np.sort(row))
-    green = sum(c == POSITIVE for c in bars.marker.color)
-    assert green == (per if direction == "i2t" else 1)
+    assert (pos_bars.marker.color, neg_bars.marker.color) == (POSITIVE, NEGATIVE)
+    assert len(pos_bars.x) == (per if direction == "i2t" else 1)
     rank = loop_ranks(S.numpy(), c2i.numpy(), direction)[query]
-    first_green = 1 + next(p for p, c in enumerate(bars.marker.color) if c == POSITIVE)
-    assert first_green == rank
+    assert min(pos_bars.x) == rank
     title = fig.layout.annotations[1].text
     assert f"rank {rank}," in title and (("hit" in title) == (rank <= k))
     assert tuple(fig.layout.yaxis2.range) == (-1.0, 1.0)
@@ -157,13 +169,13 @@ def test_retrieval_figure_title_reports_the_library_metrics_and_controls_change_
     from vlr_lib import metrics
 
     m = metrics.retrieval_metrics(S, c2i, ks=(1, 5))
-    assert f"rsum (K = 1,5) {m['rsum']:.0f}" in fig.layout.title.text
+    assert f"rsum (K = 1,5) {m['rsum']:.0f}" in title(fig)
     other_query = E.retrieval_figure(S, c2i, 1, "i2t", 5)
-    assert list(other_query.data[3].y) != list(fig.data[3].y)
+    assert list(ranking(other_query)[1]) != list(ranking(fig)[1])
     other_dir = E.retrieval_figure(S, c2i, 0, "t2i", 5)
-    assert len(other_dir.data[3].y) != len(fig.data[3].y)
+    assert len(ranking(other_dir)[1]) != len(ranking(fig)[1])
     S2, _ = batch(noise=3.0)
-    assert E.retrieval_figure(S2, c2i, 0, "i2t", 5).layout.title.text != fig.layout.title.text
+    assert title(E.retrieval_figure(S2, c2i, 0, "i2t", 5)) != title(fig)
 
 
 @pytest.mark.parametrize(
@@ -183,6 +195,6 @@ def test_retrieval_figure_orders_tied_negatives_first():
     S = torch.zeros(4, 8)
     c2i = torch.arange(8) // 2
     fig = E.retrieval_figure(S, c2i, 0, "i2t", 1)
-    colours = list(fig.data[3].marker.color)
-    assert colours == [E.NEGATIVE] * 6 + [POSITIVE] * 2
+    pos_bars, neg_bars = fig.data[-2:]
+    assert list(neg_bars.x) == [1, 2, 3, 4, 5, 6] and list(pos_bars.x) == [7, 8]
     assert "rank 7," in fig.layout.annotations[1].text

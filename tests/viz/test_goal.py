@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.viz.helpers import outlines, title
 from vlr_lib import goal as G
 from vlr_lib.viz import goal as V
 
@@ -231,7 +232,7 @@ def test_weight_surface_all_combinations(triplet, pair, params):
         np.testing.assert_allclose(arr(scatter.x), pts[0])
         np.testing.assert_allclose(arr(scatter.y), pts[1])
     assert tuple(fig.layout.xaxis.range) == (-1, 1) and tuple(fig.layout.yaxis2.range) == (-1, 1)
-    assert f"({triplet}, {pair})" in fig.layout.title.text
+    assert f"({triplet}, {pair})" in title(fig)
 
 
 @pytest.mark.parametrize(
@@ -285,7 +286,7 @@ def test_gradient_heatmap_all_combinations(triplet, pair, params):
     S = demo_S(6, seed=3)
     kw = {k: v for k, v in params.items() if k != "rel"}
     fig = V.gradient_heatmap(S, G.GoalConfig(triplet, pair, **kw))
-    assert [t.type for t in fig.data] == ["heatmap", "scatter", "scatter", "scatter"]
+    assert [t.type for t in fig.data] == ["heatmap"] + ["scatter"] * 6  # 3 outlines, each over a halo
     z = arr(fig.data[0].z)
     assert z.shape == (6, 6) and np.isfinite(z).all()
     np.testing.assert_allclose(z, G.goal_gradient(S, triplet, pair, **kw).numpy())
@@ -296,9 +297,9 @@ def test_gradient_heatmap_all_combinations(triplet, pair, params):
         marked[np.asarray(trace.y, int), np.asarray(trace.x, int)] = True
     assert not (z[~marked] != 0).any()  # GOAL touches positives and hardest negatives only
     assert (np.diag(z) <= 0).all()  # positives are pulled up (or left alone)
-    title = fig.layout.title.text
-    assert G.GoalConfig(triplet, pair).label in title and G.TABLE1[(triplet, pair)] in title
-    assert f"non-zero on {int((z != 0).sum())} of 36" in title and f"{np.abs(z).max():.3g}" in title
+    text = title(fig)
+    assert G.GoalConfig(triplet, pair).label in text and G.TABLE1[(triplet, pair)] in text
+    assert f"non-zero on {int((z != 0).sum())} of 36" in text and f"{np.abs(z).max():.3g}" in text
 
 
 def test_gradient_heatmap_controls_change_the_figure_and_pos_mask():
@@ -309,7 +310,8 @@ def test_gradient_heatmap_controls_change_the_figure_and_pos_mask():
     assert not np.allclose(a, b) and not np.allclose(b, c)
     mask = repeated_image_mask()
     fig = V.gradient_heatmap(S, G.GoalConfig("cir", "sig-ms"), pos_mask=mask)
-    pos_trace = fig.data[1]
+    pos_trace = outlines(fig.data[1:])[0]
+    assert pos_trace.name == "positive"
     assert len(pos_trace.x) == int(mask.sum())
     z = arr(fig.data[0].z)
     np.testing.assert_allclose(z, G.goal_gradient(S, "cir", "sig-ms", pos_mask=mask).numpy())

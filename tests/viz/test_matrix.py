@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 
+from vlr_lib.viz._style import POSITIVE
 from vlr_lib.viz.matrix import similarity_heatmap
 
 
@@ -14,13 +15,14 @@ def test_heatmap_shapes_and_marks(n, diverging):
     S = torch.rand(n, n) * 2 - 1
     eye = torch.eye(n, dtype=torch.bool)
     fig = similarity_heatmap(S, marks={"positive": eye}, diverging=diverging)
-    heat, marks = fig.data
+    heat, halo, marks = fig.data
+    assert (halo.marker.color, halo.showlegend, list(halo.x)) == ("white", False, list(marks.x))  # under the outline
     assert np.asarray(heat.z).shape == (n, n)
     assert np.isfinite(np.asarray(heat.z, dtype=float)).all()
     assert list(marks.x) == list(range(n)) and list(marks.y) == list(range(n))
     assert (heat.zmid == 0.0) == diverging
-    # Outline symbols take their colour from marker.color: it must be visible.
-    assert marks.marker.symbol.endswith("-open") and "rgba(0,0,0,0)" not in str(marks.marker.color)
+    # Outline symbols take their colour from marker.color: the convention's positive look.
+    assert (marks.marker.symbol, marks.marker.color) == ("square-open", POSITIVE)
     assert fig.layout.xaxis.constrain == "domain" and fig.layout.yaxis.constrain == "domain"
 
 

@@ -79,8 +79,10 @@ def test_goal_heatmaps_over_controls(summary, metric, color):
         z = arr(h.z)
         assert z.shape == (5, 3) and np.isfinite(z).all()
         np.testing.assert_allclose(z, mean - mean[0, 0] if color == "delta" else mean)
-        if color == "delta":
-            assert z[0, 0] == 0 and h.zmid == 0
+        if color == "delta":  # one diverging scale shared by the panels, centred on the baseline
+            axis = fig.layout.coloraxis
+            assert z[0, 0] == 0 and axis.cmid == 0 and axis.cmin == -axis.cmax >= -1e9 and axis.cmax >= np.abs(z).max()
+        assert h.coloraxis == "coloraxis"
         i, j = np.unravel_index(np.argmax(mean), mean.shape)
         assert mark.name == f"best {m}" and (mark.x0, mark.x1, mark.y0, mark.y1) == (j - 0.5, j + 0.5, i - 0.5, i + 0.5)
         assert (mark.xref, mark.yref) == (h.xaxis, h.yaxis)  # the frame sits on its own panel

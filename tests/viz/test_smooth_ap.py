@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.viz.helpers import title
 from tests.core import references as ref
 from vlr_lib import losses, metrics
 from vlr_lib.viz import smooth_ap as A
@@ -62,7 +63,7 @@ def test_smooth_ap_figure_grid(tau, query):
 def test_smooth_ap_figure_changes_with_tau_and_one_positive_works():
     a, b = A.smooth_ap_figure(SCORES, IS_POS, 0.01), A.smooth_ap_figure(SCORES, IS_POS, 0.2)
     assert not np.allclose(np.asarray(a.data[1].y), np.asarray(b.data[1].y))
-    assert a.layout.title.text != b.layout.title.text
+    assert title(a) != title(b)
     one = A.smooth_ap_figure(SCORES, np.arange(8) == 2, 0.01)  # a t2i-like query: one positive
     assert len(one.data[2].x) == 0 and len(one.data[3].x) == 7
     assert one.data[5].y[0] == pytest.approx(1 / 3)
@@ -70,14 +71,16 @@ def test_smooth_ap_figure_changes_with_tau_and_one_positive_works():
 
 def test_ranking_figure():
     fig = A.ranking_figure(SCORES[::-1], IS_POS[::-1])
-    bars, text = fig.data
-    assert list(bars.y) == sorted(SCORES, reverse=True)
-    assert list(text.text) == ["1/1", "2/3", "3/6"]
-    assert "AP = 0.7222" in fig.layout.title.text
+    pos, neg, text = fig.data
+    assert (pos.marker.color, neg.marker.color) == (A.POSITIVE, A.NEGATIVE)
+    bars = sorted(zip([*pos.x, *neg.x], [*pos.y, *neg.y]))
+    assert [y for _, y in bars] == sorted(SCORES, reverse=True) and [x for x, _ in bars] == list(range(1, 9))
+    assert list(text.text) == ["1/1", "2/3", "3/6"] and list(pos.x) == [1, 3, 6]
+    assert "AP = 0.7222" in title(fig)
     tied = SCORES.copy()
     tied[3] = tied[2]  # a negative tied with the second positive is drawn before it, as the metrics rank it
-    bars, text = A.ranking_figure(tied, IS_POS).data
-    assert list(text.text) == ["1/1", "2/4", "3/6"] and list(bars.marker.color[2:4]) == [A.NEGATIVE, A.POSITIVE]
+    pos, neg, text = A.ranking_figure(tied, IS_POS).data
+    assert list(text.text) == ["1/1", "2/4", "3/6"] and list(pos.x) == [1, 4, 6] and 3 in list(neg.x)
 
 
 @pytest.mark.parametrize(

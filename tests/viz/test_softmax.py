@@ -17,6 +17,7 @@ from vlr_lib import metrics
 from vlr_lib.notebook import demo_embeddings
 from vlr_lib.similarity import similarity
 from vlr_lib.viz import softmax as V
+from vlr_lib.viz._style import POSITIVE
 
 N = 8
 
@@ -55,9 +56,12 @@ def slow_term_and_weights(S, q, variant, k, fraction, lam):
 # --------------------------------------------------------------------------- partition functions
 
 
+PER_PANEL = 5  # grey S, the partition's weights, the dots, the positive's halo and outline
+
+
 def dots(fig, panel: int) -> set[tuple[int, int]]:
     """(row, column) of the 'negative in Z' markers of subplot `panel` (0-3)."""
-    tr = fig.data[4 * panel + 2]
+    tr = fig.data[PER_PANEL * panel + 2]
     assert tr.name == "negative in Z"
     return {(int(y), int(x)) for x, y in zip(tr.x, tr.y)}
 
@@ -68,18 +72,18 @@ PARTITION_GRID = list(itertools.product([0, 7], [1, 7], [0.05, 1.0], [1.0, 50.0]
 @pytest.mark.parametrize("q, k, fraction, scale", PARTITION_GRID)
 def test_partition_figure_grid(S, q, k, fraction, scale):
     fig = V.partition_figure(S, q, k, fraction, scale)
-    assert len(fig.data) == 16 and len(fig.layout.annotations) == 4
+    assert len(fig.data) == 4 * PER_PANEL and len(fig.layout.annotations) == 4
     for p, variant in enumerate(V.VARIANTS):
         assert dots(fig, p) == set(slow_partition(S, q, variant, k, fraction))
-        z = np.array(fig.data[4 * p + 1].z, dtype=object)
+        z = np.array(fig.data[PER_PANEL * p + 1].z, dtype=object)
         vals = np.array([v for v in z.ravel() if v is not None], dtype=float)
         assert np.isfinite(vals).all() and (vals >= V.LOG_FLOOR).all() and (vals <= 0).all()
         assert len(vals) == len(dots(fig, p))  # colour exactly on the partition's negatives
-        pos = fig.data[4 * p + 3]
-        assert list(pos.x) == [q] and list(pos.y) == [q]
+        halo, pos = fig.data[PER_PANEL * p + 3: PER_PANEL * p + 5]
+        assert list(pos.x) == list(halo.x) == [q] and list(pos.y) == [q] and pos.marker.color == POSITIVE
         term, W_ref = slow_term_and_weights(S, q, variant, k, fraction, scale)
         assert f"ℓ_q = {term:.3f}" in fig.layout.annotations[p].text
-        shown = np.array([[np.nan if v is None else v for v in row] for row in fig.data[4 * p + 1].z], dtype=float)
+        shown = np.array([[np.nan if v is None else v for v in row] for row in fig.data[PER_PANEL * p + 1].z], dtype=float)
         inside = ~np.isnan(shown)
         np.testing.assert_allclose(shown[inside], np.maximum(np.log10(W_ref[inside]), V.LOG_FLOOR), rtol=1e-9)
     assert fig.layout.yaxis.autorange == "reversed"

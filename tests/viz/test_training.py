@@ -8,6 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
+from tests.viz.helpers import title
 from tests.report.tables import GAMMAS, MARGINS, SEEDS, TEMPS, make_history, rsum_of, sweep_table
 from vlr_lib import report
 from vlr_lib.viz import training as T
@@ -75,7 +76,7 @@ def test_curves_controls_change_the_figure(histories):
     assert not np.allclose(np.asarray(base.data[3].y, float), np.asarray(other_metric.data[3].y, float))
     hidden = T.curves_figure(histories, ("loss", "rsum"), runs=["B"])
     assert [t.visible for t in hidden.data] != [t.visible for t in base.data]
-    assert "B" in hidden.layout.title.text
+    assert "B" in title(hidden)
 
 
 def test_curves_without_metrics_and_bad_runs(histories):
@@ -126,7 +127,7 @@ def test_sweep_figure_grid(runs, x, other, values, metric):
         assert np.isfinite(np.asarray(bold.y, float)).all()
         assert len(fig.data) == len(values)  # one faint line per other value of `other`, plus the bold one
         assert all(t.opacity < 1 for t in fig.data[:-1])
-        assert f"{other} = {report.fmt(at)}" in fig.layout.title.text
+        assert f"{other} = {report.fmt(at)}" in title(fig)
         assert fig.layout.xaxis.title.text == x
         ref = [s for s in fig.layout.shapes if s.line.dash == "dash"]
         ref_value = {"rsum": np.mean([150.0 + s for s in SEEDS]), "i2t_r1": 1.0}[metric]

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.viz.helpers import outlines
 from vlr_lib import analysis, losses
 from vlr_lib.notebook import demo_embeddings
 from vlr_lib.similarity import similarity
@@ -62,7 +63,7 @@ def test_gradient_figure_grid(margin, noise):
     S = batch(noise)
     fig = T.gradient_figure(S, margin)
     heats = [tr for tr in fig.data if tr.type == "heatmap"]
-    assert len(heats) == 2 and len(fig.data) == 8  # 2 x (heatmap + 3 marks), fixed for the widgets
+    assert len(heats) == 2 and len(fig.data) == 14  # 2 x (heatmap + 3 marks, each over a halo), fixed
     refs = (loop_grad_all(S.numpy(), margin), loop_grad_hardest(S.numpy(), margin))
     for heat, ref, title in zip(heats, refs, fig.layout.annotations[:2]):
         z = np.asarray(heat.z, dtype=float)
@@ -73,7 +74,7 @@ def test_gradient_figure_grid(margin, noise):
     ca = fig.layout.coloraxis
     assert (ca.cmin, ca.cmax, ca.cmid) == (*T.GRADIENT_ZRANGE, 0.0)
     assert f"L = {losses.triplet_hardest(S, margin).item():.3f}" in fig.layout.annotations[1].text
-    marks = [tr for tr in fig.data if tr.type == "scatter"]
+    marks = outlines(fig.data)
     n = S.shape[0]
     assert [len(tr.x) for tr in marks] == [n, n, n] * 2
     assert sum(bool(tr.showlegend) for tr in marks) == 3  # one legend entry per kind of mark
@@ -85,7 +86,7 @@ def test_gradient_figure_changes_with_margin_and_batch():
     assert not np.array_equal(z[0.0], z[0.5])
     assert not np.array_equal(np.asarray(T.gradient_figure(batch(3.0), 0.5).data[0].z), z[0.5])
     # support grows with the margin (the hinges' sets of active triplets are nested)
-    counts = [int((np.asarray(T.gradient_figure(S, m).data[4].z) != 0).sum()) for m in (0.0, 0.2, 0.6, 1.5)]
+    counts = [int((np.asarray(T.gradient_figure(S, m).data[7].z) != 0).sum()) for m in (0.0, 0.2, 0.6, 1.5)]
     assert counts == sorted(counts)
 
 

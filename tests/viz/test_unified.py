@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import torch
 
+from tests.viz.helpers import title
 from tests.core import references as ref
-from vlr_lib import analysis
+from vlr_lib import analysis, losses
 from vlr_lib.notebook import demo_embeddings
 from vlr_lib.similarity import similarity
 from vlr_lib.viz import unified as U
@@ -33,8 +34,9 @@ def reference_gradient(S: torch.Tensor, margin: float, gamma: float) -> np.ndarr
 @pytest.mark.parametrize("gamma", [1.0, 60.0, 1e4])
 def test_explorer_figure_grid(S, margin, gamma):
     fig = U.explorer_figure(S, margin, gamma)
-    assert len(fig.data) == 6
-    curve, vlc, step, dots, heat, marks = fig.data
+    assert len(fig.data) == 7
+    curve, vlc, step, dots, heat, halo, marks = fig.data
+    assert marks.name == halo.name == "positive" and list(marks.x) == list(range(8))
     for trace in (curve, vlc, dots):
         y = np.asarray(trace.y, dtype=float)
         assert np.isfinite(y).all() and (y >= 0).all() and (y <= 1).all()
@@ -48,7 +50,7 @@ def test_explorer_figure_grid(S, margin, gamma):
         np.testing.assert_allclose(np.asarray(heat.z, dtype=float), reference_gradient(S, margin, gamma),
                                    rtol=1e-7, atol=1e-12)
     assert np.isfinite(np.asarray(heat.z, dtype=float)).all()
-    assert f"m = {margin:.2f}" in fig.layout.title.text
+    assert f"m = {margin:.2f}" in title(fig)
 
 
 def test_explorer_figure_changes_with_each_control(S):
@@ -56,7 +58,7 @@ def test_explorer_figure_changes_with_each_control(S):
     for other in (U.explorer_figure(S, 0.3, 60.0), U.explorer_figure(S, 0.2, 10.0)):
         assert not np.allclose(np.asarray(base.data[0].y), np.asarray(other.data[0].y))
         assert not np.allclose(np.asarray(base.data[4].z, dtype=float), np.asarray(other.data[4].z, dtype=float))
-        assert base.layout.title.text != other.layout.title.text
+        assert title(base) != title(other)
 
 
 @pytest.mark.parametrize("margin", MARGINS)
@@ -78,17 +80,28 @@ def test_surfaces_figure_grid(margin, n):
 def test_surfaces_change_with_margin():
     a, b = U.surfaces_figure(0.0, n=10), U.surfaces_figure(0.3, n=10)
     assert not np.allclose(np.asarray(a.data[1].z), np.asarray(b.data[1].z))
-    assert a.layout.title.text != b.layout.title.text
+    assert title(a) != title(b)
 
 
 @pytest.mark.parametrize("margin", MARGINS)
 def test_gamma_limit_figure_within_bound(S, margin):
     gammas = [1.0, 10.0, 100.0, 1e3, 1e4]
     fig = U.gamma_limit_figure(S, margin, gammas)
-    gap, bound = (np.asarray(t.y, dtype=float) for t in fig.data)
-    np.testing.assert_allclose(bound, 2 * 8 * math.log(8) / np.array(gammas))
-    assert (gap > 0).all() and (gap <= bound).all()
+    bound, gap, resolution, *cut = fig.data
+    np.testing.assert_allclose(np.asarray(bound.y, dtype=float), 2 * 8 * math.log(8) / np.array(gammas))
+    drawn = len(gap.x)
+    assert list(gap.x) == gammas[:drawn]  # the gammas where float64 still resolves the gap
+    y = np.asarray(gap.y, dtype=float)
+    floor = float(resolution.y[0])
+    assert np.isfinite(y).all() and (y > floor).all() and (y <= np.asarray(bound.y[:drawn], dtype=float)).all()
+    assert 0 < floor < 1e-10  # a few ulps of the loss, not an arbitrary 1e-300
+    hn = float(losses.triplet_hardest(S, margin))
+    for g in gammas[drawn:]:  # not drawn: below float64's resolution
+        assert float(losses.unified(S, margin, g)) - hn <= floor
+    assert len(cut) == (drawn < len(gammas)) and (not cut or cut[0].x[0] == gammas[drawn])
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    lo, hi = fig.layout.yaxis.range  # the y axis spans what is drawn, not 300 decades
+    assert hi - lo < 20 and 10 ** lo <= min(floor, y.min()) and 10 ** hi >= float(bound.y[0])
 
 
 @pytest.mark.parametrize(

@@ -14,3 +14,14 @@ def find(box: W.Widget, kind: type, description: str | None = None) -> W.Widget:
         except LookupError:
             pass
     raise LookupError(f"no {kind.__name__} {description!r}")
+
+
+class live:
+    """The figure an explorer shows now: attribute access follows `box.figure` (index `i` of `box.figures`)
+    as it is redrawn, so a test can hold it across control changes."""
+
+    def __init__(self, box: W.Widget, i: int = 0) -> None:
+        self._box, self._i = box, i
+
+    def __getattr__(self, name: str):
+        return getattr(self._box.figures[self._i], name)

@@ -5,12 +5,13 @@ import ipywidgets as W
 import numpy as np
 import plotly.graph_objects as go
 
+from tests.viz.helpers import title
 from vlr_lib.analysis import CocosSettings
 from vlr_lib.notebook import demo_embeddings
 from vlr_lib.similarity import similarity
 from vlr_lib.viz import cocos as viz
 from vlr_lib.widgets.cocos import cocos_explorer
-from tests.widgets.helpers import find
+from tests.widgets.helpers import find, live
 
 
 def dots(fig, panel: int) -> list[tuple[float, float]]:
@@ -21,8 +22,8 @@ def dots(fig, panel: int) -> list[tuple[float, float]]:
 def test_eps_and_margin_sliders_redraw_the_right_panels():
     box = cocos_explorer(n=10, noise=1.5)
     assert "vlr-explorer-cocos" in box._dom_classes
-    fig, eps = find(box, go.FigureWidget), find(box, W.FloatLogSlider, "ε")
-    assert box.figure is fig and box.controls["eps"] is eps
+    fig, eps = live(box), find(box, W.FloatLogSlider, "ε")
+    assert box.controls["eps"] is eps
     triplet_before, nt_before = dots(fig, 0), dots(fig, 2)
     eps.value = 0.1
     S = similarity(*demo_embeddings(10, 16, 1.5, 0))
@@ -37,11 +38,11 @@ def test_eps_and_margin_sliders_redraw_the_right_panels():
 
 def test_direction_noise_and_temperatures():
     box = cocos_explorer(n=10, noise=1.5)
-    fig = box.figure
+    fig = live(box)
     z_before = np.asarray(fig.data[0].z, dtype=float)
     box.controls["direction"].value = "t2i"
     np.testing.assert_allclose(np.asarray(fig.data[0].z, dtype=float), z_before.T)
-    assert "(t2i)" in fig.layout.title.text
+    assert "(t2i)" in title(fig)
     box.controls["noise"].value = 0.2  # an easy batch: hardly anything violates
     S = similarity(*demo_embeddings(10, 16, 0.2, 0))
     expected = viz.cocos_figure(S, CocosSettings(), "t2i")

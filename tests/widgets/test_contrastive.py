@@ -6,12 +6,13 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
+from tests.viz.helpers import title
 from vlr_lib import analysis
 from vlr_lib.notebook import demo_embeddings
 from vlr_lib.similarity import similarity
 from vlr_lib.viz import contrastive as viz
 from vlr_lib.widgets.contrastive import temperature_explorer
-from tests.widgets.helpers import find
+from tests.widgets.helpers import find, live
 
 
 @pytest.fixture(scope="module")
@@ -23,24 +24,24 @@ def S():
 def test_temperature_slider_redraws_bars_and_readout(S):
     box = temperature_explorer(S, temperature=0.1, query=2)
     assert "vlr-explorer-contrastive" in box._dom_classes
-    fig, tau = find(box, go.FigureWidget), find(box, W.FloatLogSlider, "temperature τ")
-    before, title_before = np.array(fig.data[0].y), fig.layout.title.text
+    fig, tau = live(box), find(box, W.FloatLogSlider, "temperature τ")
+    before, title_before = np.array(fig.data[0].y), title(fig)
     tau.value = 0.01
     expected = viz.negative_weight_bars(S, tau.value, 2)
     np.testing.assert_allclose(np.asarray(fig.data[0].y), np.asarray(expected.data[0].y))
     assert not np.allclose(np.asarray(fig.data[0].y), before)
-    assert fig.layout.title.text == expected.layout.title.text != title_before
+    assert title(fig) == title(expected) != title_before
     shares = np.asarray(expected.data[0].y)  # the title reads out the new bars
-    assert f"{analysis.effective_number(shares):.2f}" in fig.layout.title.text
-    assert f"hardest share {shares.max():.3f}" in fig.layout.title.text
-    assert box.figure is fig and box.controls["temperature"] is tau
+    assert f"{analysis.effective_number(shares):.2f}" in title(fig)
+    assert f"hardest share {shares.max():.3f}" in title(fig)
+    assert box.controls["temperature"] is tau
 
 
 def test_query_slider_and_direction(S):
     box = temperature_explorer(S, temperature=0.2, direction="t2i")
-    fig, q = find(box, go.FigureWidget), find(box, W.IntSlider, "query")
+    fig, q = live(box), find(box, W.IntSlider, "query")
     assert q.max == 7
     q.value = 5
     expected = viz.negative_weight_bars(S, 0.2, 5, direction="t2i")
     np.testing.assert_array_equal(np.asarray(fig.data[0].customdata), np.asarray(expected.data[0].customdata))
-    assert "query 5" in fig.layout.title.text
+    assert "query 5" in title(fig)

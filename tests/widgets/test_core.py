@@ -1,43 +1,92 @@
 """vlr_lib.widgets._core: the wiring every explorer shares."""
 from __future__ import annotations
 
+import ipywidgets as ipw
 import plotly.graph_objects as go
+import pytest
 
+from tests.viz.helpers import title
+from vlr_lib.viz._style import shown
 from vlr_lib.widgets import _core as W
 
 
-def test_refresh_updates_in_place_or_replaces():
-    fig = go.FigureWidget(go.Figure([go.Scatter(x=[0, 1], y=[0, 1]), go.Bar(y=[1, 2])]))
-    uid = fig.data[0].uid
-    W.refresh(fig, go.Figure([go.Scatter(x=[0], y=[5]), go.Bar(y=[3])], layout=dict(title="new")))
-    assert fig.data[0].y == (5,) and fig.data[1].y == (3,) and fig.layout.title.text == "new"
-    assert fig.data[0].uid == uid  # same trace, updated in place
-    W.refresh(fig, go.Figure([go.Heatmap(z=[[1, 2]])]))
-    assert [t.type for t in fig.data] == ["heatmap"]
-
-
-def test_explorer_redraws_on_every_control():
-    import ipywidgets as ipw
-
+def explorer():
     calls = []
 
     def draw(a: int, b: str) -> go.Figure:
         calls.append((a, b))
         return go.Figure(go.Bar(y=[a]), layout=dict(title=b))
 
-    box = W.explorer({"a": ipw.IntSlider(value=1), "b": ipw.Text(value="x")}, draw)
+    return W.explorer({"a": ipw.IntSlider(value=1), "b": ipw.Text(value="x")}, draw, name="test"), calls
+
+
+def test_explorer_redraws_on_every_control():
+    box, calls = explorer()
     box.controls["a"].value = 3
     assert box.figure.data[0].y == (3,)
     box.controls["b"].value = "y"
-    assert box.figure.layout.title.text == "y" and calls[-1] == (3, "y")
-    assert box.figure in box.children
+    assert title(box.figure) == "y" and calls[-1] == (3, "y")
 
 
-# The book's explorers: the main control's values as plotly frames behind a plotly slider.
+def test_explorer_shows_the_figure_as_plotly_output_with_the_hint():
+    box, _ = explorer()
+    out = [c for c in box.children if isinstance(c, ipw.Output)]
+    assert len(out) == 1
+    (shown_output,) = out[0].outputs
+    data = shown_output["data"]
+    assert data[W.PLOTLY_MIME]["data"][0]["type"] == "bar"
+    box.controls["a"].value = 7
+    (shown_output,) = out[0].outputs  # replaced, not appended
+    assert list(box.figure.data[0].y) == [7] and shown_output["data"]["text/plain"].startswith("<plotly figure")
+    assert isinstance(box.children[-1], ipw.HTML) and "run this cell again" in box.children[-1].value
+    assert {"vlr-explorer", "vlr-explorer-test"} <= set(box._dom_classes)
+
+
+def test_explorer_name_defaults_to_the_defining_function():
+    def my_explorer():
+        def draw(a: int) -> go.Figure:
+            return go.Figure(go.Bar(y=[a]))
+        return W.explorer({"a": ipw.IntSlider(value=1)}, draw)
+
+    assert "vlr-explorer-my-explorer" in my_explorer()._dom_classes
+
+
+def test_several_figures_redraw_together():
+    box = W.explorer({"a": ipw.IntSlider(value=1)},
+                     lambda a: (go.Figure(go.Bar(y=[a])), go.Figure(go.Bar(y=[2 * a]))), name="two")
+    box.controls["a"].value = 4
+    assert [f.data[0].y for f in box.figures] == [(4,), (8,)] and box.figure is box.figures[0]
+    assert sum(isinstance(c, ipw.Output) for c in box.children) == 2
+
+
+@pytest.mark.parametrize(("step", "spec"), [(1.0, ".0f"), (0.05, ".2f"), (0.1, ".1f"), (0.25, ".2f"), (0.01, ".2f")])
+def test_a_linear_slider_shows_as_many_decimals_as_its_step(step, spec):
+    s = W.slider(ipw.FloatSlider, "x", value=0.0, min=0.0, max=10.0, step=step)
+    assert s.readout_format == spec and not s.continuous_update
+
+
+def test_a_log_slider_trims_zeros_like_the_titles():
+    s = W.slider(ipw.FloatLogSlider, "γ", value=60.0, base=10, min=0, max=4, step=0.05)
+    assert isinstance(s, ipw.FloatLogSlider) and s.readout_format == ".3~g"
+    assert shown(s.value, s.readout_format) == "60"
+
+
+def test_an_explorer_keeps_its_builder_and_main_control():
+    """What a static (kernel-free) version needs: the pure builder, the control to sweep, the current values."""
+    box, _ = explorer()
+    assert box.main == "a" and box.values() == {"a": 1, "b": "x"}  # the first slider, by default
+    assert box.draw(**{**box.values(), "a": 5}).data[0].y == (5,)
+    assert box.controls["a"].value == 1  # building a figure for other values leaves the explorer as it was
+    named = W.explorer({"a": ipw.IntSlider(value=1), "b": ipw.Text(value="x")},
+                       lambda a, b: go.Figure(go.Bar(y=[a])), name="t", main="b")
+    assert named.main == "b"
+    with pytest.raises(ValueError, match="main"):
+        W.explorer({"a": ipw.IntSlider(value=1)}, lambda a: go.Figure(), name="t", main="z")
+
+
+# The book's explorers (VLR_BOOK=1): the main control's values as plotly frames behind a plotly slider.
 
 def test_control_values_span_the_range_and_keep_the_current_value():
-    import ipywidgets as ipw
-
     lin = W.control_values(ipw.FloatSlider(value=0.2, min=0.0, max=1.0, step=0.05), steps=5)
     assert [v for _, v in lin] == [0.0, 0.2, 0.25, 0.5, 0.75, 1.0]  # on the step grid, 0.2 added
     log = W.control_values(ipw.FloatLogSlider(value=60.0, base=10, min=0, max=4), steps=5)
@@ -46,18 +95,7 @@ def test_control_values_span_the_range_and_keep_the_current_value():
     assert [v for _, v in ints] == [0, 3, 4, 7] and all(isinstance(v, int) for _, v in ints)
     choice = W.control_values(ipw.Dropdown(options=[("A", "a"), ("B", "b"), ("C", "c")], value="b"))
     assert choice == [("A", "a"), ("B", "b"), ("C", "c")]
-    assert W.control_values(ipw.Checkbox(value=True)) == []
-
-
-def test_main_control_is_the_first_usable_slider_then_a_choice():
-    import ipywidgets as ipw
-
-    controls = {"on": ipw.Checkbox(), "pick": ipw.Dropdown(options=["a", "b"]),
-                "fixed": ipw.SelectionSlider(options=["only"]), "m": ipw.FloatSlider()}
-    assert W.main_control(controls) == "m"
-    controls["m"].disabled = True
-    assert W.main_control(controls) == "pick"
-    assert W.main_control({"on": ipw.Checkbox()}) is None
+    assert W.control_values(ipw.Checkbox(value=True)) == [] and W.control_values(ipw.Text()) == []
 
 
 def test_frames_figure_holds_every_figure_and_starts_at_the_active_one():
@@ -69,25 +107,39 @@ def test_frames_figure_holds_every_figure_and_starts_at_the_active_one():
     (slider,) = fig.layout.sliders
     assert slider.active == 1 and [s.label for s in slider.steps] == ["1", "2", "3"]
     assert [list(s.args[0]) for s in slider.steps] == [["0"], ["1"], ["2"]] and slider.steps[0].method == "animate"
-    import pytest
-
     with pytest.raises(ValueError, match="active"):
         W.frames_figure(figs, ["1", "2", "3"], active=3, description="m")
 
 
 def test_book_figures_evaluate_draw_over_the_main_control_only():
-    import ipywidgets as ipw
-
     calls = []
 
     def draw(m: float, label: str) -> tuple[go.Figure, go.Figure]:
         calls.append((m, label))
         return go.Figure(go.Bar(y=[m])), go.Figure(go.Bar(y=[-m]))
 
-    controls = {"label": ipw.Dropdown(options=["x", "y"], value="y"),
-                "m": ipw.FloatSlider(value=0.5, min=0.0, max=1.0, step=0.5)}
-    note, figs = W.book_figures(controls, draw, steps=3)
+    box = W.explorer({"label": ipw.Dropdown(options=["x", "y"], value="y"),
+                      "m": ipw.FloatSlider(value=0.5, min=0.0, max=1.0, step=0.5)}, draw, name="t")
+    calls.clear()
+    note, figs = W.book_figures(box, steps=3)
     assert "m" in note and len(figs) == 2  # one frames figure per figure the explorer draws
     assert sorted(calls) == [(0.0, "y"), (0.5, "y"), (1.0, "y")]  # the other control as it is
     assert [f.data[0].y for f in figs[1].frames] == [(-0.0,), (-0.5,), (-1.0,)]
-    assert figs[0].data[0].y == (0.5,)
+    assert figs[0].data[0].y == (0.5,) and box.controls["m"].value == 0.5  # the explorer is left as it was
+
+
+def test_an_explorer_without_a_range_shows_its_figure(monkeypatch):
+    box = W.explorer({"on": ipw.Checkbox(value=True)}, lambda on: go.Figure(go.Bar(y=[int(on)])), name="t")
+    note, figs = W.book_figures(box)
+    assert "first view" in note and figs == list(box.figures)
+
+
+def test_in_the_book_an_explorer_displays_as_html_for_the_pages_plotly(monkeypatch):
+    box, _ = explorer()
+    assert "application/vnd.jupyter.widget-view+json" in box._repr_mimebundle_()  # JupyterLab: the widget
+    monkeypatch.setenv("VLR_BOOK", "1")
+    bundle = box._repr_mimebundle_()
+    assert set(bundle) == {"text/html", "text/plain"}
+    html = bundle["text/html"]
+    assert html.count("plotly-graph-div") == 1 and "Plotly.newPlot" in html and "cdn.plot.ly" not in html
+    assert '"sliders"' in html and "Plotly.addFrames" in html  # the slider and its frames

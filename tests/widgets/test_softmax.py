@@ -7,11 +7,12 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
+from tests.viz.helpers import title
 from vlr_lib.notebook import demo_embeddings
 from vlr_lib.similarity import similarity
 from vlr_lib.viz import softmax as viz
 from vlr_lib.widgets.softmax import partition_explorer, threshold_explorer
-from tests.widgets.helpers import find
+from tests.widgets.helpers import find, live
 
 
 @pytest.fixture(scope="module")
@@ -21,26 +22,26 @@ def S():
 
 
 def markers(fig, panel: int) -> list[tuple[float, float]]:
-    tr = fig.data[4 * panel + 2]
+    tr = fig.data[5 * panel + 2]  # grey S, weights, dots, the positive's halo and outline
     return list(zip(tr.x, tr.y))
 
 
 def test_k_slider_redraws_the_snm_panel(S):
     box = partition_explorer(S, query=2, k=3)
     assert "vlr-explorer-softmax" in box._dom_classes
-    fig, k = find(box, go.FigureWidget), find(box, W.IntSlider, "SNM: top k per query")
-    assert box.figure is fig and box.controls["k"] is k and k.max == 7
+    fig, k = live(box), find(box, W.IntSlider, "SNM: top k per query")
+    assert box.controls["k"] is k and k.max == 7
     before = markers(fig, 1)
     k.value = 6
     expected = viz.partition_figure(S, 2, 6, 0.5, 20.0)
     assert markers(fig, 1) == markers(expected, 1) != before
     assert len(markers(fig, 1)) == 6
-    assert fig.layout.title.text == expected.layout.title.text
+    assert title(fig) == title(expected)
 
 
 def test_query_fraction_and_scale_sliders(S):
     box = partition_explorer(S)
-    fig = box.figure
+    fig = live(box)
     box.controls["query"].value = 5
     assert list(fig.data[3].x) == [5]
     box.controls["fraction"].value = 0.2
@@ -60,7 +61,7 @@ def test_threshold_slider_moves_the_line_and_readout():
         for name in ("a", "b")
     }
     box = threshold_explorer(results, threshold=0.2, n_queries=6)
-    fig, t = box.figure, find(box, W.FloatSlider, "global threshold")
+    fig, t = live(box), find(box, W.FloatSlider, "global threshold")
     assert fig.layout.shapes[0].y0 == pytest.approx(0.2)
     title_before = fig.layout.annotations[0].text
     t.value = 0.5

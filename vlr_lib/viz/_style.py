@@ -1,31 +1,126 @@
-"""Shared look and layout of every figure: colours, layout defaults, matrix axes, subplot grids."""
+"""Shared look and layout of every figure: the colour convention, responsive layout, subplot grids, matrix axes.
+
+Colour convention (one for the whole workbook, safe for colour-blind readers): Okabe & Ito's
+palette, and a marker shape for each role so colour is never the only cue --
+
+==================  ==========  ====================  ==============================================
+role                constant    colour                marker
+==================  ==========  ====================  ==============================================
+positive            POSITIVE    blue ``#0072B2``      square (``SYMBOL["positive"]``)
+negative            NEGATIVE    orange ``#E69F00``    circle
+hardest negative    HARDEST     vermillion ``#D55E00`` diamond; on S a triangle pointing along the
+                                                      query: ▶ an image query's row, ▼ a caption
+                                                      query's column
+==================  ==========  ====================  ==============================================
+
+Gradients dL/dS use the diverging ``DIVERGING`` scale in the same sense: blue (< 0) pulls a
+similarity up, as a positive is pulled; red (> 0) pushes it down, as a negative is pushed.
+Similarities use the sequential ``SEQUENTIAL`` (Viridis). Other series take ``CURVE`` (the curve a
+figure is about), ``NEUTRAL`` (references) and ``PALETTE`` (runs and models, the convention's colours last).
+
+Layout: every figure fills the width of its output (no fixed width; `style` sets a height), so it
+reads from 900 to 1,600 px of notebook width. The title sits under a band kept free for plotly's
+mode bar, the top margin holds the title and the panels' titles, legends go under the plot (the
+bottom margin grows to hold them), colour bars beside their panels, and no text is under 11 px.
+tests/browser/test_figure_layout.py measures all of this in Chromium for every figure.
+"""
 from __future__ import annotations
+
+import math
+import re
 
 import numpy as np
 import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
-POSITIVE = "#2ca02c"   # green: positives
-NEGATIVE = "#d62728"   # red: (hardest) negatives
-NEUTRAL = "#7f7f7f"
+POSITIVE = "#0072B2"  # blue: positives
+NEGATIVE = "#E69F00"  # orange: negatives
+HARDEST = "#D55E00"   # vermillion: hardest negatives
+SYMBOL = {"positive": "square", "negative": "circle", "hardest": "diamond",
+          "hardest i2t": "triangle-right", "hardest t2i": "triangle-down"}
+CURVE = "#000000"     # the curve a figure is about (a loss, a weight) when positives/negatives are drawn too
+ACCENT = "#009E73"    # bluish green: the current value, the best configuration
+NEUTRAL = "#7f7f7f"   # references: limits, chance, bounds
+# Runs, models and other series: Okabe & Ito's colours, the convention's three last (a run is not a negative).
+PALETTE = ["#009E73", "#CC79A7", "#56B4E9", "#000000", "#F0E442", "#0072B2", "#E69F00", "#D55E00"]
 SEQUENTIAL = "Viridis"
-DIVERGING = "RdBu_r"   # gradients: blue pulls a similarity up, red pushes it down
-PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
-BELOW = dict(orientation="h", y=-0.2)  # the legend under the plot
+DIVERGING = "RdBu_r"  # gradients: blue pulls a similarity up, red pushes it down
+
+MODEBAR = 30     # px kept free above the title for plotly's mode bar
+TITLE_PX, PANEL_PX, FONT_PX = 15, 13, 12  # font sizes: title, panel titles, everything else (>= 11)
+LINE = 1.4       # line height / font size
+BELOW = dict(orientation="h", x=0.5, xanchor="center", yref="container", y=0.0, yanchor="bottom")
+"""The legend under the plot, centred: the bottom margin grows to hold it (plotly's automargin)."""
 
 
-def layout(title: str, xaxis: str | None = None, yaxis: str | None = None, **extra) -> dict:
-    """Layout keyword arguments shared by every figure (template, margins, titles)."""
+LOG_READOUT = ".3~g"  # how a log-scale slider shows its value (d3-format), and so how titles print it
+
+
+def shown(value: float, spec: str = LOG_READOUT) -> str:
+    """`value` exactly as a slider with readout format `spec` shows it (d3-format ".Nf" or ".N~g"), for titles.
+
+    ".N~g" is JavaScript's toPrecision(N) with trailing zeros trimmed: exponent notation only
+    below 1e-6 or from 10^N up (60 -> "60", 22.387 -> "22.4", 1e4 -> "1e+4").
+    """
+    match = re.fullmatch(r"\.(\d+)(~?)([fg])", spec)
+    if match is None:
+        raise ValueError(f"spec must be a d3 format like '.2f' or '.3~g', got {spec!r}")
+    digits, trim, kind = int(match.group(1)), bool(match.group(2)), match.group(3)
+    if kind == "f":
+        return f"{value:.{digits}f}"
+    mantissa, exponent = f"{value:.{max(digits, 1) - 1}e}".split("e")
+    e = int(exponent)
+    text = f"{mantissa}e{e:+d}" if (e < -6 or e >= digits) else f"{value:.{max(digits - 1 - e, 0)}f}"
+    if trim:
+        head, sep, tail = text.partition("e")
+        head = head.rstrip("0").rstrip(".") if "." in head else head
+        text = head + sep + tail
+    return text
+
+
+def lines(text: str | None) -> int:
+    """How many lines a plotly text takes (``<br>`` breaks them)."""
+    return 0 if not text else 1 + len(re.findall(r"<br\s*/?>", text))
+
+
+def _panel_titles(fig: go.Figure) -> list[go.layout.Annotation]:
+    """make_subplots' panel titles: annotations anchored at the bottom, just above a panel (paper coordinates)."""
+    return [a for a in fig.layout.annotations
+            if a.yref == "paper" and a.yanchor == "bottom" and a.xref == "paper" and a.showarrow is False]
+
+
+def style(fig: go.Figure, title: str, *, height: int, xaxis: str | None = None, yaxis: str | None = None,
+          subtitle: str | None = None, legend: dict | bool = True, **extra) -> go.Figure:
+    """The workbook's look on `fig`: full output width, `height` px, the title (and a smaller `subtitle`)
+    under the mode bar's band, panel titles above their panels, the legend under the plot, fonts >= 11 px.
+
+    Call it once the panels exist (it measures their titles); axes may be styled afterwards.
+    """
+    panels = _panel_titles(fig)
+    top_row = max((a.y for a in panels), default=None)
+    panel_lines = max((lines(a.text) for a in panels if top_row is not None and a.y >= top_row - 1e-9), default=0)
+    for a in panels:  # a little above the panel, clear of its highest tick label
+        a.update(font=dict(size=PANEL_PX), yshift=8)
+    top = (MODEBAR + lines(title) * TITLE_PX * LINE + lines(subtitle) * FONT_PX * LINE
+           + (panel_lines * PANEL_PX * LINE + 14 if panel_lines else 0) + 12)
     base = dict(
-        title=dict(text=title, x=0.5),
-        template="plotly_white",
-        margin=dict(l=60, r=20, t=60, b=50),
-        xaxis_title=xaxis,
-        yaxis_title=yaxis,
+        title=dict(text=title, x=0.5, xanchor="center", yref="container", y=1.0, yanchor="top",
+                   pad=dict(t=MODEBAR), font=dict(size=TITLE_PX),
+                   subtitle=dict(text=subtitle, font=dict(size=FONT_PX)) if subtitle else None),
+        template="plotly_white", font=dict(size=FONT_PX), autosize=True, width=None, height=height,
+        margin=dict(l=60, r=30, t=math.ceil(top), b=50),
+        showlegend=bool(legend),
+        legend=(BELOW if legend is True else legend) if legend else None,
     )
+    if xaxis is not None:
+        base["xaxis_title"] = xaxis
+    if yaxis is not None:
+        base["yaxis_title"] = yaxis
+    base["margin"].update(extra.pop("margin", {}))
     base.update(extra)
-    return base
+    fig.update_layout(**base)
+    return fig
 
 
 def to_numpy(x) -> np.ndarray:
@@ -41,10 +136,32 @@ def symmetric_range(values) -> tuple[float, float]:
     return (-b, b) if b > 0 else (-1.0, 1.0)
 
 
-def grid(rows: int, cols: int, titles, **kw) -> go.Figure:
-    """A subplot grid with the workbook's spacing; titles in reading order."""
-    kw = {"horizontal_spacing": 0.1, "vertical_spacing": 0.14, **kw}
-    return make_subplots(rows, cols, subplot_titles=list(titles), **kw)
+def grid(rows: int, cols: int, titles, *, height: int, column_gap_px: float = 70.0, **kw) -> go.Figure:
+    """A subplot grid with the workbook's spacing; titles in reading order.
+
+    Rows are kept apart by room for the x tick labels, an x-axis title and the next row's panel
+    titles (`height` is the figure's height, which turns pixels into plotly's fractions); columns by
+    `column_gap_px` at 900 px of width, room for the next panel's y tick labels and y-axis title.
+    """
+    titles = list(titles)
+    if rows > 1 and "vertical_spacing" not in kw:
+        later = max((lines(t) for t in titles[cols:]), default=0)
+        gap = 22 + 24 + later * PANEL_PX * LINE + 20
+        kw["vertical_spacing"] = min(0.3, gap / max(height - 160, 100))
+    if cols > 1 and "horizontal_spacing" not in kw:
+        kw["horizontal_spacing"] = column_gap_px / 810
+    return make_subplots(rows, cols, subplot_titles=titles, **kw)
+
+
+def wrap(n: int, max_cols: int) -> tuple[int, int]:
+    """(rows, cols) holding `n` panels at most `max_cols` to a row: panels wrap instead of shrinking."""
+    cols = max(1, min(n, max_cols))
+    return math.ceil(n / cols), cols
+
+
+def position(k: int, cols: int) -> tuple[int, int]:
+    """(row, col), 1-based, of panel k (0-based) in a grid `cols` wide."""
+    return k // cols + 1, k % cols + 1
 
 
 def matrix_axes(fig: go.Figure, row: int | None = None, col: int | None = None,

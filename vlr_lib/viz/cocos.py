@@ -18,7 +18,7 @@ from .. import analysis, losses
 from ..analysis import CocosSettings
 from .._checks import check_choice
 from ..similarity import DIRECTIONS
-from ._style import BELOW, NEGATIVE, PALETTE, POSITIVE, grid, layout, matrix_axes, to_numpy
+from ._style import NEGATIVE, PALETTE, POSITIVE, SYMBOL, grid, matrix_axes, shown, style, to_numpy
 
 __all__ = ["RULE_TITLES", "cocos_figure", "cocos_history_figure"]
 
@@ -40,8 +40,8 @@ def cocos_figure(S: Tensor, settings: CocosSettings = CocosSettings(), direction
     """Which candidates contribute to each query's gradient, for the four losses of Bleeker & de Rijke.
 
     Four heatmaps of S (queries of `direction` as rows), one per loss of
-    ``analysis.COCOS_LOSSES``; red dots mark the contributing candidates
-    (``analysis.cocos_mask``), green squares the positives. Each subplot title gives
+    ``analysis.COCOS_LOSSES``; orange dots mark the contributing candidates
+    (``analysis.cocos_mask``), blue squares the positives. Each subplot title gives
     the counts of ``analysis.cocos`` in the layout of Tables 2-4: C^q (mean over the
     queries that have a gradient; "–" when none has), C^B (the batch total) and C^0
     (queries without gradient). `settings` holds ε (NT-Xent and SmoothAP), the
@@ -55,29 +55,30 @@ def cocos_figure(S: Tensor, settings: CocosSettings = CocosSettings(), direction
     S_np = to_numpy(S)
     Z = S_np if direction == "i2t" else S_np.T
     diag = np.arange(Z.shape[0])
-    fig = grid(2, 2, titles)
+    height = 900
+    fig = grid(2, 2, titles, height=height)
     queries, cands = ("image", "caption") if direction == "i2t" else ("caption", "image")
     for i, mask in enumerate(masks):
         row, col = divmod(i, 2)
         rows, cols = np.nonzero(mask)
         fig.add_trace(go.Heatmap(z=Z, zmin=-1, zmax=1, colorscale="Greys", reversescale=True, showscale=i == 0,
-                                 colorbar=dict(title="s", len=0.8),
+                                 colorbar=dict(title=dict(text="s"), len=0.8),
                                  hovertemplate="query %{y}, candidate %{x}<br>s = %{z:.3f}<extra></extra>"),
                       row=row + 1, col=col + 1)
         fig.add_trace(go.Scatter(x=diag, y=diag, mode="markers", name="positive", showlegend=i == 0, hoverinfo="skip",
-                                 marker=dict(symbol="square-open", size=11, color=POSITIVE, line=dict(width=2.5))),
+                                 legendgroup="positive",
+                                 marker=dict(symbol=f"{SYMBOL['positive']}-open", size=11, color=POSITIVE,
+                                             line=dict(width=2.5))),
                       row=row + 1, col=col + 1)
         fig.add_trace(go.Scatter(x=cols, y=rows, mode="markers", name="contributes to the query's gradient",
-                                 showlegend=i == 0, hoverinfo="skip",
-                                 marker=dict(symbol="circle", size=8, color=NEGATIVE)),
+                                 showlegend=i == 0, hoverinfo="skip", legendgroup="contributes",
+                                 marker=dict(symbol=SYMBOL["negative"], size=8, color=NEGATIVE,
+                                             line=dict(color="black", width=0.5))),
                       row=row + 1, col=col + 1)
         matrix_axes(fig, row + 1, col + 1, f"{cands} candidate", f"{queries} query")
-    fig.update_layout(**layout(
-        f"COCOS ({direction}): ε = {settings.eps:g}, margin α = {settings.margin:g}, "
-        f"NT-Xent τ = {settings.temperature:g}, SmoothAP τ = {settings.tau:g}",
-        height=820, width=820, margin=dict(l=50, r=20, t=100, b=40), legend=dict(BELOW, y=-0.06),
-    ))
-    fig.update_annotations(font_size=12)
+    style(fig, f"COCOS ({direction}): which candidates contribute to each query's gradient", height=height,
+          subtitle=(f"ε = {shown(settings.eps)}, margin α = {settings.margin:.2f}, "
+                    f"NT-Xent τ = {shown(settings.temperature)}, SmoothAP τ = {shown(settings.tau)}"))
     return fig
 
 
@@ -100,8 +101,8 @@ def cocos_history_figure(histories: Mapping[str, Sequence[Mapping]], direction: 
     check_choice("direction", direction, DIRECTIONS)
     if not isinstance(histories, Mapping) or not histories:
         raise ValueError("histories must be a non-empty mapping label -> FitResult.history")
-    fig = grid(1, 3, ["C<sup>q</sup>: contributing candidates per query", "C<sup>0</sup>: queries without gradient",
-                      "rsum (validation)"], horizontal_spacing=0.08)
+    fig = grid(1, 3, ["C<sup>q</sup>: contributing<br>candidates per query", "C<sup>0</sup>: queries<br>without gradient",
+                      "rsum (validation)"], height=420)
     for i, (name, history) in enumerate(histories.items()):
         if not history:
             raise ValueError(f"histories[{name!r}] is empty")
@@ -116,8 +117,7 @@ def cocos_history_figure(histories: Mapping[str, Sequence[Mapping]], direction: 
             y = [None if np.isnan(v) else v for v in y]  # gaps, and strict JSON
             fig.add_trace(go.Scatter(x=epochs, y=y, mode="lines+markers", name=name, legendgroup=name,
                                      showlegend=col == 1, line=dict(color=colour)), row=1, col=col)
-    fig.update_layout(**layout(f"COCOS of the probe batch along training ({direction})", height=380,
-                               legend=dict(BELOW, y=-0.25)))
+    style(fig, f"COCOS of the probe batch along training ({direction})", height=420)
     fig.update_xaxes(title_text="epoch", dtick=1)
     fig.update_yaxes(rangemode="tozero")
     return fig

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from .. import analysis, losses
 from .._checks import check_int, check_positive, check_similarity
-from ._style import BELOW, NEGATIVE, NEUTRAL, PALETTE, grid, layout, to_numpy
+from ._style import CURVE, HARDEST, NEGATIVE, NEUTRAL, SYMBOL, grid, shown, style, to_numpy
 from .matrix import batch_marks
 from .matrix import gradient_heatmap as _gradient_heatmap
 
@@ -61,26 +61,26 @@ def negative_weight_bars(
     other = "caption" if direction == "i2t" else "image"
     fig = go.Figure()
     fig.add_trace(go.Bar(
-        x=rank, y=share, name="softmax weight share", marker_color=PALETTE[0],
+        x=rank, y=share, name="negative: its share of the softmax weight", marker_color=NEGATIVE,
         customdata=np.stack([idx, scores], axis=1),
         hovertemplate=(f"{other} %{{customdata[0]:.0f}}<br>s = %{{customdata[1]:.3f}}"
                        "<br>share %{y:.3f}<extra></extra>"),
     ))
     fig.add_trace(go.Scatter(
-        x=[1], y=[1.0], mode="markers", name="Triplet-SH (tau -> 0): hardest only",
-        marker=dict(color=NEGATIVE, size=12, symbol="diamond-open", line=dict(width=2)),
+        x=[1], y=[1.0], mode="markers", name=f"{losses.loss_label('triplet_hardest')} (τ → 0): the hardest only",
+        marker=dict(color=HARDEST, size=12, symbol=f"{SYMBOL['hardest']}-open", line=dict(width=2.5)),
     ))
     fig.add_trace(go.Scatter(
-        x=[0.5, len(w) + 0.5], y=[1.0 / len(w)] * 2, mode="lines", name="uniform (tau -> inf)",
+        x=[0.5, len(w) + 0.5], y=[1.0 / len(w)] * 2, mode="lines", name="uniform (τ → ∞)",
         line=dict(color=NEUTRAL, dash="dash"),
     ))
     n_eff = analysis.effective_number(w)
-    title = (f"{direction} query {query}, τ = {temperature:.3g}: effective number of negatives "
-             f"{n_eff:.2f} of {len(w)}, hardest share {share[0]:.3f}; positive weight 1 - p+ = {total:.3g}")
+    reading = (f"effective number of negatives {n_eff:.2f} of {len(w)}, hardest share {share[0]:.3f}, "
+               f"positive weight 1 − p₊ = {total:.3g}")
     if total == 0:  # e^{-gap/tau} below float64's range: this query gets no gradient at all
-        title += " (every weight underflows to 0)"
-
-    fig.update_layout(**layout(title, "negatives, hardest first (rank)", "share of the negative weight", legend=BELOW))
+        reading += " (every weight underflows to 0)"
+    style(fig, f"NT-Xent weights of {direction} query {query}'s negatives, τ = {shown(temperature)}", height=440,
+          subtitle=reading, xaxis="negatives, hardest first (rank)", yaxis="share of the negative weight")
     fig.update_yaxes(range=[0.0, 1.05])
     fig.update_xaxes(range=[0.5, len(w) + 0.5])
     return fig
@@ -113,15 +113,14 @@ def temperature_sweep(
         # queries whose weights all underflow to 0 get no gradient at all: leave them out of the mean
         live = [analysis.effective_number(row) for row in W if (row > 0).any()]
         n_eff_mean.append(np.mean(live) if live else np.nan)
-    fig = grid(1, 2, ("effective number of negatives", "share of the hardest negative"))
-    fig.add_trace(go.Scatter(x=taus, y=n_eff_q, name=f"query {query}", line=dict(color=PALETTE[0])), row=1, col=1)
-    fig.add_trace(go.Scatter(x=taus, y=n_eff_mean, name="mean over queries", line=dict(color=PALETTE[1], dash="dot")),
+    fig = grid(1, 2, ("effective number of negatives", "share of the hardest negative"), height=420)
+    fig.add_trace(go.Scatter(x=taus, y=n_eff_q, name=f"query {query}", line=dict(color=CURVE)), row=1, col=1)
+    fig.add_trace(go.Scatter(x=taus, y=n_eff_mean, name="mean over queries", line=dict(color=NEUTRAL, dash="dot")),
                   row=1, col=1)
-    fig.add_trace(go.Scatter(x=taus, y=top_q, name=f"query {query}: hardest share", line=dict(color=NEGATIVE)),
+    fig.add_trace(go.Scatter(x=taus, y=top_q, name=f"query {query}: hardest share", line=dict(color=HARDEST)),
                   row=1, col=2)
-    fig.update_layout(**layout(f"NT-Xent ({direction}): temperature as soft hard-negative mining",
-                               legend=dict(orientation="h", y=-0.25)))
-    fig.update_xaxes(type="log", title_text="temperature τ")
+    style(fig, f"NT-Xent ({direction}): temperature as soft hard-negative mining", height=420)
+    fig.update_xaxes(type="log", dtick=1, title_text="temperature τ")  # labels at powers of ten only
     fig.update_yaxes(range=[0.0, 1.05], row=1, col=2)
     return fig
 
@@ -131,8 +130,9 @@ def gradient_heatmap(S: Tensor, temperature: float, pos_mask: Tensor | None = No
 
     Blue pulls a similarity up (the positives), red pushes it down (negatives);
     each off-diagonal entry collects its row's and its column's softmax weight / tau.
+    Triangles (▶) mark each row's hardest negative.
     """
     t = check_positive("temperature", temperature)
     grad = analysis.loss_gradient(S, lambda X: losses.info_nce(X, t, reduction="sum", pos_mask=pos_mask))
     return _gradient_heatmap(grad, batch_marks(S, pos_mask, ("i2t",)),
-                             f"dL/dS of {losses.loss_label('info_nce')} (both directions, sum), τ = {t:.3g}")
+                             f"dL/dS of {losses.loss_label('info_nce')} (both directions, sum), τ = {shown(t)}")

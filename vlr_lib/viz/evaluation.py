@@ -15,7 +15,7 @@ import torch
 from .. import metrics
 from .._checks import check_choice, check_int
 from ..similarity import DIRECTIONS
-from ._style import BELOW, NEGATIVE, NEUTRAL, POSITIVE, grid, layout, to_numpy
+from ._style import FONT_PX, NEGATIVE, NEUTRAL, POSITIVE, grid, style, to_numpy
 from .matrix import batch_marks, heatmap_traces
 
 # --------------------------------------------------------------------------- data
@@ -36,12 +36,13 @@ def _png(image: np.ndarray) -> str:
     return "data:image/png;base64," + base64.b64encode(encode_png(np.ascontiguousarray(image))).decode("ascii")
 
 
-def image_gallery(images, captions: list[list[str]], titles: list[str] | None = None, wrap: int = 34) -> go.Figure:
+def image_gallery(images, captions: list[list[str]], titles: list[str] | None = None, wrap: int = 30) -> go.Figure:
     """A row of images, each with its captions written underneath (notebook 00's data browser).
 
     `images`: k uint8 RGB arrays [H, W, 3] (a list, sizes may differ, or an array
     [k, H, W, 3]; PIL images work too). `captions[i]`: the captions of image i (five in
-    Flickr30K and shapes). Keep images small (thumbnails): they are embedded as PNG.
+    Flickr30K and shapes), wrapped at `wrap` characters. Keep images small (thumbnails): they
+    are embedded as PNG.
     """
     arrs = _as_images(images)
     k = len(arrs)
@@ -52,18 +53,23 @@ def image_gallery(images, captions: list[list[str]], titles: list[str] | None = 
     titles = titles or [f"image {i}" for i in range(k)]
     if len(titles) != k:
         raise ValueError(f"titles must have one entry per image ({k}), got {len(titles)}")
-    fig = grid(1, k, titles, horizontal_spacing=0.02)
+    fig = grid(1, k, titles, height=600, horizontal_spacing=0.03)
+    n_lines = 0
     for i, a in enumerate(arrs):
         fig.add_trace(go.Image(source=_png(a), hoverinfo="skip", name=titles[i]), row=1, col=i + 1)
-        lines = ["<br>".join(textwrap.wrap(f"{n + 1}. {c}", wrap)) for n, c in enumerate(captions[i])]
+        wrapped = ["<br>".join(textwrap.wrap(f"{n + 1}. {c}", wrap)) for n, c in enumerate(captions[i])]
+        text = "<br>".join(wrapped)
+        n_lines = max(n_lines, text.count("<br>") + 1)
         axis = i + 1 if i else ""
         fig.add_annotation(
-            text="<br>".join(lines), showarrow=False, align="left", xanchor="left", yanchor="top",
-            xref=f"x{axis} domain", yref=f"y{axis} domain", x=0.0, y=-0.04, font=dict(size=10),
+            text=text, showarrow=False, align="left", xanchor="left", yanchor="top",
+            xref=f"x{axis} domain", yref=f"y{axis} domain", x=0.0, y=-0.03, font=dict(size=FONT_PX - 1),
         )
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
-    fig.update_layout(**layout("Images and their captions", height=560, margin=dict(l=10, r=10, t=60, b=270)))
+    # The captions hang under the images, in the bottom margin: one line of 11 px text is about 15 px.
+    style(fig, "Images and their captions", height=300 + 15 * n_lines, legend=False,
+          margin=dict(l=10, r=10, b=20 + 15 * n_lines))
     return fig
 
 
@@ -85,12 +91,12 @@ def similarity_figure(S, caption_to_image=None, title: str = "Similarity matrix 
     """Heatmap of S with its positives and the hardest negative of every query, in both directions.
 
     `caption_to_image[c]` is the image of caption c; None means one caption per image,
-    positives on the diagonal. Circles: hardest negative of each image query (its row);
-    diamonds: of each caption query (its column).
+    positives on the diagonal. Blue squares: the positives; vermillion triangles: the hardest
+    negative of each image query (▶, in its row) and of each caption query (▼, in its column).
     """
     St, _, pos = _batch(S, caption_to_image)
     fig = go.Figure(heatmap_traces(St, batch_marks(St, pos)))
-    fig.update_layout(**layout(title, "caption j", "image i", legend=BELOW))
+    style(fig, title, height=420, xaxis="caption j", yaxis="image i")
     fig.update_yaxes(autorange="reversed")
     return fig
 
@@ -100,14 +106,14 @@ def _ks(n_images: int, n_captions: int) -> tuple[int, ...]:
 
 
 def retrieval_figure(S, caption_to_image, query: int = 0, direction: str = "i2t", k: int = 5) -> go.Figure:
-    """Heatmap of S with positives and hardest negatives (left) and one query's ranking (right).
+    """Heatmap of S with positives and hardest negatives (top) and one query's ranking (bottom).
 
     Rows of S are images, columns captions; `caption_to_image[c]` is caption c's image.
     `direction` "i2t" takes image `query` (a row) and ranks all captions; "t2i" takes
     caption `query` (a column) and ranks all images. The bars are the query's candidates
-    sorted by score, green for positives, red for negatives, a negative tied with a
+    sorted by score, blue for positives, orange for negatives, a negative tied with a
     positive placed before it; the shaded band is the top `k`, so the query counts for
-    R@k when a green bar lies inside it. Ranks are those of `vlr_lib.metrics`
+    R@k when a blue bar lies inside it. Ranks are those of `vlr_lib.metrics`
     (1 + the negatives scoring at or above the best positive).
     """
     check_choice("direction", direction, DIRECTIONS)
@@ -128,30 +134,34 @@ def retrieval_figure(S, caption_to_image, query: int = 0, direction: str = "i2t"
     who = f"image {query}" if i2t else f"caption {query} (of image {int(c2i[query])})"
     rank = int(ranks[query])
     verdict = f"a hit for R@{k}" if rank <= k else f"a miss for R@{k}"
-    fig = grid(1, 2, ["S: positives and hardest negatives", f"{who}: rank {rank}, {verdict}"],
-               column_widths=[0.6, 0.4], horizontal_spacing=0.12)
+    # Stacked, each panel the full width: S is wide (a column per caption), and so is a ranking.
+    fig = grid(2, 1, ["S: positives and hardest negatives (the query outlined)", f"{who}: rank {rank}, {verdict}"],
+               height=640, row_heights=[0.45, 0.55])
     for tr in heatmap_traces(Z, batch_marks(St, pos, (direction,))):
         fig.add_trace(tr, row=1, col=1)
-    fig.data[0].colorbar.update(x=0.5, len=0.8, thickness=12)
-    fig.add_trace(
-        go.Bar(
-            x=np.arange(1, n_cand + 1), y=row[order], name="ranking",
-            marker_color=np.where(is_pos[order], POSITIVE, NEGATIVE), showlegend=False,
-            hovertext=labels, hovertemplate="position %{x}: %{hovertext}<br>s = %{y:.3f}<extra></extra>",
-        ),
-        row=1, col=2,
-    )
+    top = fig.layout.yaxis.domain
+    fig.data[0].colorbar.update(y=(top[0] + top[1]) / 2, len=top[1] - top[0], yanchor="middle")
+    for positive, name in ((True, "positive candidate"), (False, "negative candidate")):
+        sel = is_pos[order] == positive
+        fig.add_trace(
+            go.Bar(
+                x=np.arange(1, n_cand + 1)[sel], y=row[order][sel], name=name, legendgroup=name,
+                marker_color=POSITIVE if positive else NEGATIVE, customdata=np.asarray(labels, dtype=object)[sel],
+                hovertemplate="position %{x}: %{customdata}<br>s = %{y:.3f}<extra></extra>",
+            ),
+            row=2, col=1,
+        )
     # The selected query's row / column, outlined on the heatmap.
     box = dict(x0=-0.5, x1=n_cap - 0.5, y0=query - 0.5, y1=query + 0.5) if i2t else \
         dict(x0=query - 0.5, x1=query + 0.5, y0=-0.5, y1=n_img - 0.5)
     fig.add_shape(type="rect", line=dict(color="black", width=2), row=1, col=1, **box)
-    fig.add_vrect(x0=0.5, x1=k + 0.5, fillcolor=NEUTRAL, opacity=0.15, line_width=0, row=1, col=2)
+    fig.add_vrect(x0=0.5, x1=k + 0.5, fillcolor=NEUTRAL, opacity=0.15, line_width=0, row=2, col=1)
     metric_text = ", ".join(f"{key.replace('_r', ' R@')} {v:.0f}" for key, v in scores.items() if key != "rsum")
     ks = ",".join(str(k) for k in _ks(n_img, n_cap))
-    fig.update_layout(**layout(f"{metric_text} | rsum (K = {ks}) {scores['rsum']:.0f}", height=460, width=1000,
-                               legend=dict(BELOW, y=-0.18), title_font=dict(size=13)))
+    style(fig, f"Retrieval on a toy batch: rsum (K = {ks}) {scores['rsum']:.0f}", height=640, subtitle=metric_text,
+          barmode="overlay")
     fig.update_xaxes(title_text="caption j", row=1, col=1)
     fig.update_yaxes(title_text="image i", autorange="reversed", row=1, col=1)
-    fig.update_xaxes(title_text=f"position in the ranking of {n_cand} {cand}s", range=[0.5, n_cand + 0.5], row=1, col=2)
-    fig.update_yaxes(title_text="similarity s", range=[-1.0, 1.0], row=1, col=2)
+    fig.update_xaxes(title_text=f"position in the ranking of {n_cand} {cand}s", range=[0.5, n_cand + 0.5], row=2, col=1)
+    fig.update_yaxes(title_text="similarity s", range=[-1.0, 1.0], row=2, col=1)
     return fig

@@ -18,7 +18,7 @@ from torch import Tensor
 from .. import goal
 from .._checks import check_choice, check_int
 from ..goal import GoalConfig
-from ._style import BELOW, NEGATIVE, POSITIVE, SEQUENTIAL, grid, layout, to_numpy
+from ._style import ACCENT, FONT_PX, NEGATIVE, POSITIVE, SEQUENTIAL, grid, position, style, to_numpy, wrap
 from .matrix import batch_marks
 from .matrix import gradient_heatmap as _gradient_heatmap
 
@@ -67,21 +67,23 @@ def triplet_diagrams(margin: float = 0.2, tau: float = 10.0, n: int = 61) -> go.
     Traces: one contour per panel, in that order.
     """
     names = goal.GOAL_TRIPLETS
-    fig = grid(1, 3, [_title("T", t) for t in names], horizontal_spacing=0.06)
+    fig = grid(1, 3, [_title("T", t) for t in names], height=400, column_gap_px=45)
     for k, name in enumerate(names, start=1):
         fig.add_trace(_triplet_trace(name, margin, tau, n, showscale=k == 1), row=1, col=k)
-    fig.update_layout(**layout(f"Triplet weights (m = {margin:g}, τ = {tau:g})"), height=380)
+    style(fig, f"Triplet weights (m = {margin:.2f}, τ = {tau:.0f})", height=400, legend=False)
     _cosine_panels(fig, 3)
     return fig
 
 
 def _cosine_panels(fig: go.Figure, cols: int) -> None:
-    """Square (S_pos, S_neg) panels over [-1, 1]^2 in one row."""
+    """Square (S_pos, S_neg) panels over [-1, 1]^2 in one row, the S_neg ticks on the first only."""
     fig.update_xaxes(range=[-1, 1], title_text="S_pos", constrain="domain")
     fig.update_yaxes(range=[-1, 1], constrain="domain")
     fig.update_yaxes(title_text="S_neg", row=1, col=1)
     for k in range(1, cols + 1):
         fig.update_yaxes(scaleanchor=f"x{'' if k == 1 else k}", row=1, col=k)
+        if k > 1:
+            fig.update_yaxes(showticklabels=False, row=1, col=k)
 
 
 # --------------------------------------------------------------------------- Fig. 3
@@ -108,25 +110,27 @@ def pair_weight_curves(
     s = np.linspace(-1.0, 1.0, check_int("n", n, 2, 1001))
     st = torch.from_numpy(s)
     s = s.astype(np.float32)
-    fig = grid(1, len(pairs), [_title("P", p) for p in pairs], horizontal_spacing=None)
-    for k, p in enumerate(pairs, start=1):
+    rows, cols = wrap(len(pairs), 3)  # five panels wrap into two rows of three
+    height = 300 + 260 * (rows - 1)
+    fig = grid(rows, cols, [_title("P", p) for p in pairs], height=height, column_gap_px=55)
+    for k, p in enumerate(pairs):
         extra = dict(rel=rel) if p in ("lin-ms", "sig-ms") else {}
+        row, col = position(k, cols)
         for positive, colour, dash, label in ((True, POSITIVE, "solid", "P₊ (positive pair)"),
                                               (False, NEGATIVE, "dash", "P₋ (negative pair)")):
             w = _display(goal.pair_weight(p, st, positive, alpha=alpha, beta=beta, lam=lam, **extra))
             fig.add_trace(
                 go.Scatter(x=s, y=w, mode="lines", name=label, line=dict(color=colour, width=2.5, dash=dash),
-                           legendgroup=label, showlegend=k == 1,
+                           legendgroup=label, showlegend=k == 0,
                            hovertemplate=f"{p}: s %{{x:.2f}}, weight %{{y:.3f}}<extra></extra>"),
-                row=1, col=k,
+                row=row, col=col,
             )
-    fig.update_layout(**layout(
-        f"Pair weights (α = {alpha:g}, β = {beta:g}, λ = {lam:g}, MS term m = {rel:g})",
-        legend=BELOW,
-    ), height=340)
-    fig.update_xaxes(range=[-1, 1], title_text="similarity s")
+        fig.update_xaxes(title_text="similarity s" if row == rows or k + cols >= len(pairs) else None, row=row, col=col)
+    style(fig, f"Pair weights (α = {alpha:.1f}, β = {beta:.0f}, λ = {lam:.2f}, MS term m = {rel:.2f})", height=height)
+    fig.update_xaxes(range=[-1, 1])
     fig.update_yaxes(rangemode="tozero")
-    fig.update_yaxes(title_text="weight", row=1, col=1)
+    for row in range(1, rows + 1):
+        fig.update_yaxes(title_text="weight", row=row, col=1)
     return fig
 
 
@@ -167,13 +171,13 @@ def table1_grid(
         for p in pairs
     ]
     heat = go.Heatmap(
-        z=z, x=x, y=y, text=text, texttemplate="%{text}", textfont=dict(size=12),
+        z=z, x=x, y=y, text=text, texttemplate="%{text}", textfont=dict(size=FONT_PX),
         colorscale=SEQUENTIAL if values is not None else [[0, "#f2f2f2"], [1, "#9ecae1"]],
-        showscale=values is not None, colorbar=dict(title=value_label), xgap=2, ygap=2,
+        showscale=values is not None, colorbar=dict(title=dict(text=value_label)), xgap=2, ygap=2,
         hovertemplate="%{x} × %{y}: %{text}<extra></extra>",
     )
     fig = go.Figure(heat)
-    fig.update_layout(**layout(title, "triplet weight T", "pair weight P"), height=420)
+    style(fig, title, height=460, xaxis="triplet weight T", yaxis="pair weight P", legend=False)
     fig.update_yaxes(autorange="reversed")
     if highlight is not None:
         if tuple(highlight) not in goal.TABLE1:
@@ -181,7 +185,7 @@ def table1_grid(
         t, p = highlight
         i, j = pairs.index(p), triplets.index(t)
         fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5,
-                      line=dict(color=NEGATIVE, width=4), name="selected")
+                      line=dict(color=ACCENT, width=4), name="selected")
     return fig
 
 
@@ -220,9 +224,8 @@ def weight_surface(
         if px.shape != py.shape:
             raise ValueError(f"points must be two arrays of equal length, got {px.shape} and {py.shape}")
     top = max(float(w_pos.max()), float(w_neg.max()), 1e-12)
-    fig = grid(1, 2, ["pull on the positive: T·P₊ = −∂L/∂S_pos",
-                      "push on the hardest negative: T·P₋ = ∂L/∂S_neg"],
-               horizontal_spacing=0.12)
+    fig = grid(1, 2, ["pull on the positive:<br>T·P₊ = −∂L/∂S_pos", "push on the hardest negative:<br>T·P₋ = ∂L/∂S_neg"],
+               height=460)
     for k, w in enumerate((w_pos, w_neg), start=1):
         fig.add_trace(go.Heatmap(
             x=s, y=s, z=w, coloraxis="coloraxis", name="T·P₊" if k == 1 else "T·P₋",
@@ -233,9 +236,8 @@ def weight_surface(
             marker=dict(color="white", size=7, line=dict(color="black", width=1.5)),
             hovertemplate="S_pos %{x:.3f}, S_neg %{y:.3f}<extra>triplet</extra>"), row=1, col=k)
     t, p = config.triplet, config.pair
-    fig.update_layout(**layout(f"Designed weights of ({t}, {p}): T<sup>{t}</sup> × P<sup>{p}</sup>", legend=BELOW),
-                      coloraxis=dict(colorscale=SEQUENTIAL, cmin=0.0, cmax=top, colorbar=dict(title="weight")),
-                      height=420)
+    style(fig, f"Designed weights of ({t}, {p}): T<sup>{t}</sup> × P<sup>{p}</sup>", height=460,
+          coloraxis=dict(colorscale=SEQUENTIAL, cmin=0.0, cmax=top, colorbar=dict(title=dict(text="weight"))))
     _cosine_panels(fig, 2)
     return fig
 
@@ -252,8 +254,9 @@ def gradient_heatmap(
     [heatmap, positives, hardest negatives of image queries, of caption queries].
     """
     G = goal.goal_gradient(S, pos_mask=pos_mask, config=config)
+    subtitle = None
     if title is None:
-        title = (f"Designed gradient ∂L/∂S of {config.label}, {config.known_as} in Table 1<br>"
-                 f"<sub>non-zero on {int((G != 0).sum())} of {G.numel()} entries, "
-                 f"largest |∂L/∂S| = {float(G.abs().max()):.3g}</sub>")
-    return _gradient_heatmap(G.cpu(), batch_marks(S, pos_mask), title)
+        title = f"Designed gradient ∂L/∂S of {config.label}, {config.known_as} in Table 1"
+        subtitle = (f"non-zero on {int((G != 0).sum())} of {G.numel()} entries, "
+                    f"largest |∂L/∂S| = {float(G.abs().max()):.3g}")
+    return _gradient_heatmap(G.cpu(), batch_marks(S, pos_mask), title, subtitle)

@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .. import report
-from ._style import BELOW, NEUTRAL, PALETTE, grid, layout
+from ._style import NEUTRAL, PALETTE, grid, position, style, wrap
 
 __all__ = ["deltas_figure", "overview_figure"]
 
@@ -71,8 +71,8 @@ def deltas_figure(table: pd.DataFrame, experiment: str, title: str | None = None
     fig = go.Figure(_traces(part))
     fig.add_hline(y=0.0, line_color=NEUTRAL, line_dash="dash")
     label = report.METRIC_LABELS[part["metric"].iloc[0]]
-    fig.update_layout(**layout(title or f"{experiment}: differences of test {label} between losses",
-                               "condition", f"Δ {label} (a − b)"), legend=BELOW, height=460)
+    style(fig, title or f"{experiment}: differences of test {label} between losses", height=460,
+          xaxis="condition", yaxis=f"Δ {label} (a − b)")
     return fig
 
 
@@ -80,14 +80,15 @@ def overview_figure(table: pd.DataFrame, labels: Mapping[str, str] | None = None
     """Every experiment of a lesson table in one grid (two per row), drawn as :func:`deltas_figure` draws one."""
     experiments = list(dict.fromkeys(table["experiment"]))
     labels = dict(labels or {})
-    cols = min(2, len(experiments))
-    rows = -(-len(experiments) // cols)
-    fig = grid(rows, cols, [labels.get(e, e) for e in experiments])
+    rows, cols = wrap(len(experiments), 2)
+    height = 380 * rows + 160
+    fig = grid(rows, cols, [labels.get(e, e) for e in experiments], height=height)
     for i, exp in enumerate(experiments):
+        row, col = position(i, cols)
         for trace in _traces(_experiment(table, exp), show_legend=i == 0):
-            fig.add_trace(trace, row=i // cols + 1, col=i % cols + 1)
-        fig.add_hline(y=0.0, line_color=NEUTRAL, line_dash="dash", row=i // cols + 1, col=i % cols + 1)
+            fig.add_trace(trace, row=row, col=col)
+        fig.add_hline(y=0.0, line_color=NEUTRAL, line_dash="dash", row=row, col=col)
     label = report.METRIC_LABELS[table["metric"].iloc[0]]
-    fig.update_layout(**layout(f"When do the papers' orderings hold? Δ test {label}, mean ± summed seed std"),
-                      legend=BELOW, height=380 * rows + 120)
+    style(fig, "When do the papers' orderings hold?", height=height,
+          subtitle=f"Δ test {label} between losses, mean ± summed seed std")
     return fig

@@ -25,7 +25,8 @@ from torch import Tensor
 from .. import analysis, losses, metrics
 from .._checks import check_choice, check_int
 from ..similarity import DIRECTIONS
-from ._style import BELOW, NEGATIVE, NEUTRAL, PALETTE, POSITIVE, grid, layout, matrix_axes, to_numpy
+from ._style import CURVE, NEGATIVE, NEUTRAL, PALETTE, POSITIVE, SYMBOL, grid, matrix_axes, shown, style, to_numpy
+from .matrix import mark_traces
 
 __all__ = ["VARIANTS", "TITLES", "partition_figure", "pr_figure", "query_scores_figure", "neighbor_count_figure"]
 
@@ -50,31 +51,33 @@ def _variant(name: str, k: int, fraction: float) -> tuple[str, int | float | Non
 
 
 def _panel_traces(S: np.ndarray, W: np.ndarray, query: int, first: bool) -> list[go.BaseTraceType]:
-    """Grey S underneath, the partition's weights (log10) on top, a dot on each negative in Z, the positive boxed."""
+    """Grey S underneath, the partition's weights (log10, orange) on top, a dot on each negative in Z, the
+    positive outlined."""
     inside = W > 0
     inside[query, query] = False  # the positive gets its own marker
     logw = np.maximum(np.log10(np.clip(W, 1e-300, None)), LOG_FLOOR)
-    # Cells outside Z are gaps; None (not NaN) keeps the JSON a FigureWidget sends strictly valid.
+    # Cells outside Z are gaps; None (not NaN) keeps the JSON strictly valid.
     z = np.where(inside, logw, None)
     hover = np.stack([S, W], axis=-1)
     rows, cols = np.nonzero(inside)
+    positive = np.zeros_like(inside)
+    positive[query, query] = True
+    halo, mark = mark_traces(positive, "positive s_qq")
+    mark.update(showlegend=first, hovertemplate=f"positive of query {query}<br>p₊ = {W[query, query]:.3g}<extra></extra>")
+    halo.update(showlegend=False)
     return [
         go.Heatmap(z=S, zmin=-1, zmax=1, colorscale="Greys", showscale=False, hoverinfo="skip", opacity=0.35),
         go.Heatmap(
-            z=z, zmin=LOG_FLOOR, zmax=0.0, colorscale="Reds", customdata=hover,
-            showscale=first, colorbar=dict(title="log10 p", len=0.8), hoverongaps=False,
+            z=z, zmin=LOG_FLOOR, zmax=0.0, colorscale="Oranges", customdata=hover,
+            showscale=first, colorbar=dict(title=dict(text="log10 p"), len=0.8), hoverongaps=False,
             hovertemplate=("row %{y}, column %{x}<br>s = %{customdata[0]:.3f}"
                            "<br>p = %{customdata[1]:.2e}<extra></extra>"),
         ),
         go.Scatter(
             x=cols, y=rows, mode="markers", name="negative in Z", showlegend=first, hoverinfo="skip",
-            marker=dict(symbol="circle", size=4, color=NEGATIVE),
+            legendgroup="negative in Z", marker=dict(symbol=SYMBOL["negative"], size=5, color="black"),
         ),
-        go.Scatter(
-            x=[query], y=[query], mode="markers", name="positive s_qq", showlegend=first,
-            marker=dict(symbol="square-open", size=14, color=PALETTE[0], line=dict(width=3)),
-            hovertemplate=f"positive of query {query}<br>p+ = {W[query, query]:.3g}<extra></extra>",
-        ),
+        halo, mark,
     ]
 
 
@@ -83,8 +86,8 @@ def partition_figure(
 ) -> go.Figure:
     """Veit & Wilber Fig. 2 (B) on a live S: which entries enter the partition function of one query.
 
-    Four heatmaps, one per loss of :data:`VARIANTS`. Red cells are the negatives in
-    the softmax of query `query`'s positive pair (the blue square), coloured by
+    Four heatmaps, one per loss of :data:`VARIANTS`. Orange cells (each with a dot) are the
+    negatives in the softmax of query `query`'s positive pair (the blue square), coloured by
     their softmax weight p (log scale); grey cells are left out. The query's row is
     outlined. Per-query mining (SNM) keeps the top `k` of the row; cross-example
     mining keeps the top `fraction` of all off-diagonal entries, wherever they lie.
@@ -98,19 +101,17 @@ def partition_figure(
         titles.append(f"{TITLES[v]}<br>ℓ_q = {-np.log(W[query, query]):.3f}, {int((W > 0).sum()) - 1} negatives in Z")
         panels.append(W)
     S_np, n = to_numpy(S), panels[0].shape[0]
-    fig = grid(2, 2, titles, horizontal_spacing=0.08)
+    height = 900
+    fig = grid(2, 2, titles, height=height)
     for i, W in enumerate(panels):
         row, col = divmod(i, 2)
         for tr in _panel_traces(S_np, W, query, first=i == 0):
             fig.add_trace(tr, row=row + 1, col=col + 1)
         fig.add_shape(type="rect", x0=-0.5, x1=n - 0.5, y0=query - 0.5, y1=query + 0.5,
-                      line=dict(color=PALETTE[0], width=1.5, dash="dot"), row=row + 1, col=col + 1)
+                      line=dict(color=POSITIVE, width=1.5, dash="dot"), row=row + 1, col=col + 1)
         matrix_axes(fig, row + 1, col + 1, "document (column)", "query (row)")
-    fig.update_layout(**layout(
-        f"Partition function of query {query} (λ = {scale:g}, k = {k}, batch share = {fraction:g})",
-        height=800, width=820, margin=dict(l=40, r=20, t=100, b=40), legend=dict(BELOW, y=-0.06),
-    ))
-    fig.update_annotations(font_size=12)
+    style(fig, f"Partition function of query {query}", height=height,
+          subtitle=f"scale λ = {shown(scale)}, SNM k = {k}, cross-example mining batch share = {fraction:.2f}")
     return fig
 
 
@@ -149,12 +150,12 @@ def pr_figure(results: Results) -> go.Figure:
         auc = metrics.pr_auc(S, c2i)
         x, y = np.concatenate([[0.0], recall]), np.concatenate([[precision[0]], precision])
         fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line_shape="vh", name=f"{name}: PR-AUC {auc:.3f}",
-                                 line=dict(color=PALETTE[i % len(PALETTE)], width=2)))
+                                 line=dict(color=PALETTE[i % len(PALETTE)], width=2.5)))
         base = c2i.numel() / S.numel()
     fig.add_trace(go.Scatter(x=[0, 1], y=[base, base], mode="lines", name=f"random: {base:.3f}",
                              line=dict(color=NEUTRAL, dash="dot")))
-    fig.update_layout(**layout("Precision-recall over all pairs (one global threshold)", "recall", "precision",
-                               legend=dict(x=0.45, y=0.98)))
+    style(fig, "Precision-recall over all pairs (one global threshold)", height=440, xaxis="recall",
+          yaxis="precision")
     fig.update_xaxes(range=[0.0, 1.0])
     fig.update_yaxes(range=[0.0, 1.02])
     return fig
@@ -187,7 +188,7 @@ def query_scores_figure(
     caption queries over images (the paper's text queries); "i2t": image queries.
     """
     res = _results(results)
-    fig = grid(1, len(res), list(res), shared_yaxes=True, horizontal_spacing=0.04)
+    fig = grid(1, len(res), list(res), height=480, shared_yaxes=True, column_gap_px=30)
     lo, hi = (threshold, threshold) if threshold is not None else (np.inf, -np.inf)
     for col, (name, (S, c2i)) in enumerate(res.items(), start=1):
         Sq, pos = _oriented(S, c2i, direction)
@@ -199,12 +200,14 @@ def query_scores_figure(
         labels = [f"q{q}" for q in order]
         xs = np.repeat(labels, (~pos_np[order]).sum(axis=1))
         fig.add_trace(go.Box(x=xs, y=Sq_np[order][~pos_np[order]], name="negatives", marker_color=NEGATIVE,
-                             boxpoints=False, showlegend=col == 1, line=dict(width=1)), row=1, col=col)
+                             boxpoints=False, showlegend=col == 1, legendgroup="negatives", line=dict(width=1)),
+                      row=1, col=col)
         shown = Sq_np[order]
         lo, hi = min(lo, float(shown.min())), max(hi, float(shown.max()))
         px = np.repeat(labels, pos_np[order].sum(axis=1))
         fig.add_trace(go.Scatter(x=px, y=Sq_np[order][pos_np[order]], mode="markers", name="positive",
-                                 marker=dict(color=POSITIVE, size=9, symbol="circle"), showlegend=col == 1),
+                                 marker=dict(color=POSITIVE, size=9, symbol=SYMBOL["positive"]), showlegend=col == 1,
+                                 legendgroup="positive"),
                       row=1, col=col)
         if threshold is not None:
             p, r = metrics.precision_recall_at(S, c2i, threshold)
@@ -212,8 +215,7 @@ def query_scores_figure(
             fig.layout.annotations[col - 1].text = f"{name}<br><sub>{reading}</sub>"
             fig.add_hline(y=threshold, line=dict(color="black", dash="dash", width=1.5), row=1, col=col)
     who = "caption" if direction == "t2i" else "image"
-    fig.update_layout(**layout(f"Scores of {who} queries: positives (green) against negatives (red)",
-                               height=460, margin=dict(l=60, r=20, t=110, b=50), legend=BELOW))
+    style(fig, f"Scores of {who} queries: positives (blue squares) against negatives (orange boxes)", height=480)
     pad = 0.05 * max(hi - lo, 0.1)  # the shown scores (and the threshold), clipped to the cosine range
     fig.update_yaxes(range=[max(-1.0, lo - pad), min(1.0, hi + pad)])
     fig.update_yaxes(title_text="similarity s", row=1, col=1)
@@ -227,7 +229,7 @@ def neighbor_count_figure(
 ) -> go.Figure:
     """Veit & Wilber Fig. 4 right: per query, the number of neighbours scoring at least s.
 
-    One thin line per query (at most `max_lines`, evenly spaced) and, in orange, the
+    One thin line per query (at most `max_lines`, evenly spaced) and, in black, the
     5th and 95th percentile over *all* queries at every s: 90% of the queries lie
     between them. The narrower that band along s, the more every query's scores
     live on one global scale -- the calibration that cross-example softmax aims for.
@@ -239,22 +241,22 @@ def neighbor_count_figure(
     if not 0.0 <= lo < hi <= 100.0:
         raise ValueError(f"percentiles must be increasing values in [0, 100], got {percentiles}")
     thresholds = np.linspace(-1.0, 1.0, check_int("grid_size", grid_size, 2))
-    fig = grid(1, len(res), list(res), shared_yaxes=True, horizontal_spacing=0.04)
+    fig = grid(1, len(res), list(res), height=460, shared_yaxes=True, column_gap_px=30)
     for col, (name, (S, _)) in enumerate(res.items(), start=1):
         counts = metrics.neighbor_counts(S, thresholds, direction).numpy().astype(float)
         show = _pick_queries(max_lines, counts.shape[0])
         for n, q in enumerate(show):
             fig.add_trace(go.Scatter(x=thresholds, y=np.where(counts[q] > 0, counts[q], None), mode="lines",
-                                     line=dict(color=PALETTE[0], width=0.6), opacity=0.35, hoverinfo="skip",
-                                     name="one query", showlegend=col == 1 and n == 0), row=1, col=col)
+                                     line=dict(color=PALETTE[2], width=0.8), opacity=0.5, hoverinfo="skip",
+                                     name="one query", legendgroup="one query", showlegend=col == 1 and n == 0),
+                          row=1, col=col)
         for p, dash in ((lo, "dash"), (hi, "solid")):
             band = np.percentile(counts, p, axis=0)
             fig.add_trace(go.Scatter(x=thresholds, y=np.where(band > 0, band, None), mode="lines",
-                                     line=dict(color=PALETTE[1], width=2.5, dash=dash), name=f"{p:g}th percentile",
-                                     showlegend=col == 1), row=1, col=col)
+                                     line=dict(color=CURVE, width=2.5, dash=dash), name=f"{p:g}th percentile",
+                                     legendgroup=f"p{p:g}", showlegend=col == 1), row=1, col=col)
     who = "caption" if direction == "t2i" else "image"
-    fig.update_layout(**layout(f"Neighbours of each {who} query scoring at least s", height=440,
-                               margin=dict(l=60, r=20, t=90, b=50), legend=dict(BELOW, y=-0.22)))
+    style(fig, f"Neighbours of each {who} query scoring at least s", height=460)
     fig.update_xaxes(title_text="similarity s", range=[-1.0, 1.0])
     fig.update_yaxes(type="log", dtick=1)  # ticks at powers of ten only
     fig.update_yaxes(title_text="number of neighbours with score ≥ s", row=1, col=1)

@@ -21,11 +21,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from .. import report
 from ..report import metric_label
-from ._style import NEGATIVE, NEUTRAL, PALETTE, POSITIVE, SEQUENTIAL, layout
+from ._style import ACCENT, HARDEST, NEUTRAL, PALETTE, POSITIVE, SEQUENTIAL, SYMBOL, grid, position, style, wrap
 
 # --------------------------------------------------------------------------- histories
 
@@ -84,28 +83,31 @@ def curves_figure(
     colors = run_colors(names)
     if not metrics:
         fig = go.Figure()
-        fig.update_layout(**layout("choose at least one metric", "epoch"))
+        style(fig, "choose at least one metric", height=300, xaxis="epoch", legend=False)
         return fig
     titles = [("relative " if m == "loss" and relative_loss else "") + metric_label(m) for m in metrics]
-    fig = make_subplots(rows=1, cols=len(metrics), subplot_titles=titles, horizontal_spacing=0.08)
+    rows, cols = wrap(len(metrics), 3)  # more than three metrics wrap onto a new row
+    height = 380 + 300 * (rows - 1)
+    fig = grid(rows, cols, titles, height=height, column_gap_px=60)
     label = ", ".join(n for n in names if n in shown)
     if len(label) > 60 or not label:
         label = f"{len(shown)} of {len(names)} runs"
-    fig.update_layout(**layout(f"Training curves: {label}", height=380))  # before the axes: layout() resets titles
-    for col, metric in enumerate(metrics, start=1):
+    style(fig, f"Training curves: {label}", height=height)
+    for k, metric in enumerate(metrics):
+        row, col = position(k, cols)
         for name in names:
             sub = frame[frame["run"] == name]
             fig.add_trace(
                 go.Scatter(
                     x=sub["epoch"].to_numpy(dtype=float), y=_metric_values(sub, metric, relative_loss),
-                    mode="lines+markers", name=name, legendgroup=name, showlegend=col == 1,
+                    mode="lines+markers", name=name, legendgroup=name, showlegend=k == 0,
                     line=dict(color=colors[name]), visible=name in shown,
                 ),
-                row=1, col=col,
+                row=row, col=col,
             )
-        fig.update_xaxes(title_text="epoch", row=1, col=col)
+        fig.update_xaxes(title_text="epoch", row=row, col=col)
         if metric == "rsum" and chance is not None:
-            fig.add_hline(y=float(chance), line_dash="dash", line_color=NEUTRAL, row=1, col=col,
+            fig.add_hline(y=float(chance), line_dash="dash", line_color=NEUTRAL, row=row, col=col,
                           annotation_text="chance", annotation_position="bottom right")
     return fig
 
@@ -113,30 +115,34 @@ def curves_figure(
 def similarity_figure(histories: Mapping[str, object], runs: Sequence[str] | None = None) -> go.Figure:
     """Mean positive vs mean hardest-negative similarity per epoch, one panel per run (Li et al. Fig. 4).
 
-    Green: ``pos_sim``, red: ``hardneg_sim`` (``vlr_lib.train.evaluate``: per validation
-    image, its captions' mean similarity and its most similar wrong caption). The
-    shaded band between them is the gap; the y-axes are shared.
+    Blue squares: ``pos_sim``, vermillion diamonds: ``hardneg_sim`` (``vlr_lib.train.evaluate``:
+    per validation image, its captions' mean similarity and its most similar wrong caption).
+    The shaded band between them is the gap; the y-axes are shared.
     """
     frame = report.history_frame(histories)
     names = _check_names("runs", runs, list(dict.fromkeys(frame["run"])))
     for col in ("pos_sim", "hardneg_sim"):
         if col not in frame:
             raise ValueError(f"histories must record {col} (train with a validation split)")
-    fig = make_subplots(rows=1, cols=max(1, len(names)), subplot_titles=names or ["no run selected"],
-                        shared_yaxes=True, horizontal_spacing=0.04)
-    fig.update_layout(**layout("Positive vs hardest-negative similarity on the validation split", height=360))
-    for col, name in enumerate(names, start=1):
+    rows, cols = wrap(max(1, len(names)), 3)
+    height = 380 + 300 * (rows - 1)
+    fig = grid(rows, cols, names or ["no run selected"], height=height, shared_yaxes=True, column_gap_px=30)
+    style(fig, "Positive vs hardest-negative similarity on the validation split", height=height)
+    for k, name in enumerate(names):
+        row, col = position(k, cols)
         sub = frame[frame["run"] == name]
         x = sub["epoch"].to_numpy(dtype=float)
-        for key, color, label in (("hardneg_sim", NEGATIVE, "hardest negative"), ("pos_sim", POSITIVE, "positive")):
+        for key, color, symbol, label in (("hardneg_sim", HARDEST, SYMBOL["hardest"], "hardest negative"),
+                                          ("pos_sim", POSITIVE, SYMBOL["positive"], "positive")):
             fig.add_trace(
                 go.Scatter(x=x, y=_metric_values(sub, key, False), mode="lines+markers", name=label,
-                           legendgroup=key, showlegend=col == 1, line=dict(color=color),
+                           legendgroup=key, showlegend=k == 0, line=dict(color=color), marker=dict(symbol=symbol),
                            fill="tonexty" if key == "pos_sim" else None, fillcolor="rgba(127,127,127,0.15)"),
-                row=1, col=col,
+                row=row, col=col,
             )
-        fig.update_xaxes(title_text="epoch", row=1, col=col)
-    fig.update_yaxes(title_text="cosine similarity", row=1, col=1)
+        fig.update_xaxes(title_text="epoch", row=row, col=col)
+        if col == 1:
+            fig.update_yaxes(title_text="cosine similarity", row=row, col=col)
     return fig
 
 
@@ -201,7 +207,7 @@ def sweep_figure(
         fig.add_hline(y=float(chance), line_dash="dot", line_color=NEUTRAL,
                       annotation_text="chance", annotation_position="bottom left")
     title = f"{loss}: {metric_label(metric)} vs {x}" + (f" at {_slice_label(fixed)}" if fixed else "")
-    fig.update_layout(**layout(title, x, metric_label(metric), height=380, showlegend=True))
+    style(fig, title, height=420, xaxis=x, yaxis=metric_label(metric))
     if _use_log(values[x], log_x):
         fig.update_xaxes(type="log")
     return fig
@@ -230,12 +236,12 @@ def sweep_heatmap(runs: pd.DataFrame, loss: str, x: str, y: str, metric: str = "
     text = [[("" if math.isnan(v) else f"{v:.1f}") for v in row] for row in z]
     xl, yl = [report.fmt(v) for v in xs], [report.fmt(v) for v in ys]
     fig = go.Figure(go.Heatmap(z=z, x=xl, y=yl, colorscale=SEQUENTIAL, text=text, texttemplate="%{text}",
-                               colorbar=dict(title=metric), hoverongaps=False))
+                               textfont=dict(size=12), colorbar=dict(title=dict(text=metric)), hoverongaps=False))
     if np.isfinite(z).any():
         i, j = np.unravel_index(np.nanargmax(z), z.shape)
         fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5,
-                      line=dict(color=NEGATIVE, width=3))
-    fig.update_layout(**layout(f"{loss}: mean {metric_label(metric)} over {x} x {y}", x, y, height=380))
+                      line=dict(color=ACCENT, width=4))
+    style(fig, f"{loss}: mean {metric_label(metric)} over {x} × {y}", height=420, xaxis=x, yaxis=y, legend=False)
     fig.update_xaxes(type="category")
     fig.update_yaxes(type="category")
     return fig

@@ -17,12 +17,12 @@ import torch
 
 from .. import analysis, losses
 from .._checks import check_choice, check_int, check_nonnegative, check_similarity
-from ._style import BELOW, DIVERGING, NEGATIVE, NEUTRAL, POSITIVE, SEQUENTIAL, grid, layout, to_numpy
+from ._style import CURVE, DIVERGING, HARDEST, NEUTRAL, PALETTE, POSITIVE, SEQUENTIAL, grid, style, to_numpy
 from .matrix import batch_marks, heatmap_traces
 
 GRADIENT_ZRANGE = (-2.0, 2.0)  # off-diagonal entries of dL/dS lie in {0, 1, 2}; the diagonal saturates
 _GRAD_HOVER = "image %{y}, caption %{x}<br>dL/ds = %{z:.3f}<extra></extra>"
-_NORM_HOVER = "theta+ %{x:.0f} deg, theta- %{y:.0f} deg<br>norm %{z:.3f}<extra></extra>"
+_NORM_HOVER = "θ(v, t) %{x:.0f}°, θ(v, t̂) %{y:.0f}°<br>norm %{z:.3f}<extra></extra>"
 SIDES = {"same": 0.0, "opposite": math.pi}  # azimuth phi between positive and negative around the anchor
 
 
@@ -31,8 +31,8 @@ def gradient_figure(S, margin: float = 0.2) -> go.Figure:
 
     Positives sit on the diagonal. Red entries are pushed down by a gradient step, blue
     ones pulled up; the colour scale is clipped to [-2, 2] (hover shows the value).
-    Squares mark positives, circles the hardest negative of each image query (row),
-    diamonds that of each caption query (column).
+    Squares mark positives, triangles the hardest negative of each image query (▶, its row)
+    and of each caption query (▼, its column).
     """
     m = check_nonnegative("margin", margin)
     S, _ = check_similarity(torch.as_tensor(to_numpy(S)))
@@ -46,24 +46,17 @@ def gradient_figure(S, margin: float = 0.2) -> go.Figure:
         grad = analysis.loss_gradient(S, fn).numpy()
         grads.append(grad)
         titles.append(f"{name}<br>L = {float(fn(S)):.3f}, {int((grad != 0).sum())} entries of S get gradient")
-    fig = grid(1, 2, titles, horizontal_spacing=0.08)
+    fig = grid(1, 2, titles, height=520)
     for col, grad in enumerate(grads, start=1):
         for tr in heatmap_traces(grad, marks, zrange=GRADIENT_ZRANGE, diverging=True):
             if tr.type == "heatmap":
                 tr.update(coloraxis="coloraxis", hovertemplate=_GRAD_HOVER)
             else:
-                tr.update(legendgroup=tr.name, showlegend=col == 1)
+                tr.update(showlegend=col == 1 and tr.showlegend is not False)
             fig.add_trace(tr, row=1, col=col)
     lo, hi = GRADIENT_ZRANGE
-    fig.update_layout(
-        **layout(
-            f"dL/dS at margin m = {m:.2f} (red: pushed down, blue: pulled up)",
-            height=500, width=1000, margin=dict(l=60, r=20, t=110, b=50),
-            coloraxis=dict(colorscale=DIVERGING, cmin=lo, cmax=hi, cmid=0.0, colorbar=dict(title="dL/ds")),
-            legend=dict(BELOW, y=-0.15), title_font=dict(size=14),
-        )
-    )
-    fig.update_annotations(font_size=12)
+    style(fig, f"dL/dS at margin m = {m:.2f}", height=520, subtitle="red: pushed down, blue: pulled up",
+          coloraxis=dict(colorscale=DIVERGING, cmin=lo, cmax=hi, cmid=0.0, colorbar=dict(title=dict(text="dL/ds"))))
     fig.update_xaxes(title_text="caption j")
     fig.update_yaxes(title_text="image i", autorange="reversed")
     return fig
@@ -108,24 +101,27 @@ def tangent_figure(
     tp, tn = torch.meshgrid(torch.tensor(np.radians(deg)), torch.tensor(np.radians(deg)), indexing="xy")
     norms = analysis.triplet_hn_tangent_norm(tp, tn, phi, margin=m)  # z[row = theta_neg, col = theta_pos]
 
-    fig = grid(1, 3, [f"L = {loss:.3f}; descent directions", f"anchor ||g(v)|| = {float(here.anchor):.3f} (eq. 11)",
-                      f"negative ||g(t^)|| = {float(here.negative):.3f} (eq. 12)"],
-               column_widths=[0.3, 0.35, 0.35], horizontal_spacing=0.09)
+    # Three panels of one row hold from 900 px: the circle, then the two maps side by side on shared axes.
+    fig = grid(1, 3, [f"L = {loss:.3f}: descent directions", f"anchor: ‖g(v)‖ = {float(here.anchor):.3f}<br>(eq. 11)",
+                      f"negative: ‖g(t̂)‖ = {float(here.negative):.3f}<br>(eq. 12)"],
+               height=480, column_widths=[0.3, 0.35, 0.35])
     circle = np.linspace(0.0, 2 * math.pi, 121)
     fig.add_trace(go.Scatter(x=np.cos(circle), y=np.sin(circle), mode="lines", line=dict(color=NEUTRAL, width=1),
                              hoverinfo="skip", showlegend=False), row=1, col=1)
-    colours = {"anchor": "#1f77b4", "positive": POSITIVE, "negative": NEGATIVE}
-    labels = {"anchor": "anchor v", "positive": "positive t", "negative": "hardest negative t^"}
+    colours = {"anchor": CURVE, "positive": POSITIVE, "negative": HARDEST}
+    symbols = {"anchor": "circle", "positive": "square", "negative": "diamond"}
+    labels = {"anchor": "anchor v", "positive": "positive t", "negative": "hardest negative t̂"}
     for key in ("anchor", "positive", "negative"):
         x0, y0 = pts[key]
         x1, y1 = pts[key] + arrows[key]
         fig.add_trace(go.Scatter(x=[0.0, x0], y=[0.0, y0], mode="lines+markers", name=labels[key],
-                                 line=dict(color=colours[key], width=3), marker=dict(size=[0, 9], color=colours[key])),
+                                 line=dict(color=colours[key], width=3),
+                                 marker=dict(size=[0, 10], color=colours[key], symbol=symbols[key])),
                       row=1, col=1)
         fig.add_trace(go.Scatter(x=[x0, x1], y=[y0, y1], mode="lines+markers", name="descent (tangent part)",
                                  showlegend=key == "anchor", legendgroup="arrows",
-                                 line=dict(color="#17becf", width=3), hoverinfo="skip",
-                                 marker=dict(symbol="arrow", angleref="previous", size=[0, 12], color="#17becf")),
+                                 line=dict(color=PALETTE[0], width=3), hoverinfo="skip",
+                                 marker=dict(symbol="arrow", angleref="previous", size=[0, 12], color=PALETTE[0])),
                       row=1, col=1)
     # The hinge's edge: cos(theta_neg) = cos(theta_pos) - m, where it exists.
     c = np.cos(np.radians(deg)) - m
@@ -140,19 +136,15 @@ def tangent_figure(
         fig.add_trace(go.Scatter(x=[math.degrees(theta_pos)], y=[math.degrees(theta_neg)], mode="markers",
                                  marker=dict(symbol="x", size=12, color="white", line=dict(color="black", width=1)),
                                  showlegend=False, hoverinfo="skip"), row=1, col=col)
-    fig.update_layout(
-        **layout(
-            f"{losses.loss_label('triplet_hardest')} on the unit sphere, margin m = {m:.2f}, t and t^ on "
-            + ("the same side of v" if side == "same" else "opposite sides of v"),
-            height=450, width=1100, margin=dict(l=40, r=20, t=90, b=50),
-            legend=dict(BELOW, y=-0.18), title_font=dict(size=14),
-            coloraxis=dict(colorscale=SEQUENTIAL, cmin=0.0, cmax=2.0, colorbar=dict(title="norm")),
-        )
-    )
-    fig.update_annotations(font_size=12)
+    where = "the same side of v" if side == "same" else "opposite sides of v"
+    style(fig, f"{losses.loss_label('triplet_hardest')} on the unit sphere, margin m = {m:.2f}", height=480,
+          subtitle=f"t and t̂ on {where}",
+          coloraxis=dict(colorscale=SEQUENTIAL, cmin=0.0, cmax=2.0, colorbar=dict(title=dict(text="norm"))))
     fig.update_xaxes(range=[-1.25, 1.25], visible=False, row=1, col=1)
     fig.update_yaxes(range=[-1.25, 1.25], visible=False, scaleanchor="x", row=1, col=1)
     for col in (2, 3):
-        fig.update_xaxes(title_text="theta(v, t) [deg]", range=[0, 180], row=1, col=col)
-        fig.update_yaxes(title_text="theta(v, t^) [deg]", range=[0, 180], row=1, col=col)
+        fig.update_xaxes(title_text="θ(v, t) [deg]", range=[0, 180], row=1, col=col)
+        fig.update_yaxes(range=[0, 180], row=1, col=col)
+    fig.update_yaxes(title_text="θ(v, t̂) [deg]", row=1, col=2)
+    fig.update_yaxes(showticklabels=False, row=1, col=3)  # the same axis as its left neighbour
     return fig

@@ -18,12 +18,12 @@ from torch import Tensor
 
 from .. import analysis, losses
 from .._checks import check_int, check_nonnegative, check_positive, check_similarity
-from ._style import BELOW, DIVERGING, NEGATIVE, NEUTRAL, PALETTE, POSITIVE, SEQUENTIAL, grid, layout, to_numpy
+from ._style import CURVE, DIVERGING, HARDEST, NEGATIVE, NEUTRAL, PALETTE, SEQUENTIAL, grid, shown, style, to_numpy
 from .matrix import gradient_heatmap
 
 __all__ = ["explorer_figure", "surfaces_figure", "gamma_limit_figure"]
 
-UNIFIED, HARDEST, NT_XENT = (losses.loss_label(n) for n in ("unified", "triplet_hardest", "info_nce"))
+UNIFIED, HARDEST_LOSS, NT_XENT = (losses.loss_label(n) for n in ("unified", "triplet_hardest", "info_nce"))
 
 
 def _increasing(name: str, pair: tuple[float, float]) -> tuple[float, float]:
@@ -60,24 +60,25 @@ def explorer_figure(
     loss = float(losses.unified(S, m, g))
     hn, vlc = float(losses.triplet_hardest(S, m)), float(losses.info_nce(S, 1.0 / g, "sum")) / g
 
-    fig = grid(1, 2, ("weight of a negative in the gradient", "dL/dS of the live batch"),
-               column_widths=[0.55, 0.45], horizontal_spacing=0.12)
+    fig = grid(1, 2, ("weight of a negative in the gradient", "dL/dS of the live batch"), height=500,
+               column_widths=[0.55, 0.45], column_gap_px=90)
     fig.add_trace(go.Scatter(x=x, y=analysis.unified_one_negative_weight(x, m, g).numpy(),
-                             name=f"{UNIFIED}, one negative: D/(1+D)", line=dict(color=PALETTE[0], width=3)),
+                             name=f"{UNIFIED}, one negative: D/(1+D)", line=dict(color=CURVE, width=3)),
                   row=1, col=1)
     fig.add_trace(go.Scatter(x=x, y=analysis.unified_one_negative_weight(x, 0.0, g).numpy(),
-                             name=f"{NT_XENT} (m = 0), same γ", line=dict(color=PALETTE[1], dash="dot")), row=1, col=1)
-    fig.add_trace(go.Scatter(x=[lo, -m, -m, hi], y=[0.0, 0.0, 1.0, 1.0], name=f"{HARDEST} (γ → ∞)",
-                             line=dict(color=NEGATIVE, dash="dash")), row=1, col=1)
-    fig.add_trace(go.Scatter(x=gaps[neg], y=w_batch, mode="markers", name="live batch: D/(1+ΣD)",
-                             marker=dict(color=NEUTRAL, size=7, line=dict(color="black", width=0.5)),
+                             name=f"{NT_XENT} (m = 0), same γ", line=dict(color=PALETTE[3], dash="dot", width=2.5)),
+                  row=1, col=1)
+    fig.add_trace(go.Scatter(x=[lo, -m, -m, hi], y=[0.0, 0.0, 1.0, 1.0], name=f"{HARDEST_LOSS} (γ → ∞)",
+                             line=dict(color=HARDEST, dash="dash")), row=1, col=1)
+    fig.add_trace(go.Scatter(x=gaps[neg], y=w_batch, mode="markers", name="live batch: each negative, D/(1+ΣD)",
+                             marker=dict(color=NEGATIVE, size=7, line=dict(color="black", width=0.5)),
                              hovertemplate="x = %{x:.3f}<br>weight %{y:.3g}<extra></extra>"), row=1, col=1)
     heat = gradient_heatmap(grad, {"positive": torch.eye(S.shape[0], dtype=torch.bool)})
     for trace in heat.data:
         fig.add_trace(trace, row=1, col=2)
-    fig.data[4].colorbar.update(x=1.02, len=0.8)
-    title = f"m = {m:.2f}, γ = {g:.3g}: {UNIFIED} loss {loss:.3f} ({HARDEST} {hn:.3f}, {NT_XENT}/γ {vlc:.3f})"
-    fig.update_layout(**layout(title, legend=BELOW, height=480))
+    fig.data[4].colorbar.update(len=0.8)
+    style(fig, f"{UNIFIED} loss: margin m = {m:.2f}, scale γ = {shown(g)}", height=500,
+          subtitle=f"loss {loss:.3f} ({HARDEST_LOSS} {hn:.3f}, {NT_XENT} / γ {vlc:.3f})")
     fig.update_xaxes(title_text="gap x = s_ij − s_ii", range=[lo, hi], row=1, col=1)
     fig.update_yaxes(title_text="weight of s_ij in dL/dS", range=[-0.03, 1.03], row=1, col=1)
     fig.update_xaxes(title_text="caption j", row=1, col=2)
@@ -106,13 +107,16 @@ def surfaces_figure(
     # the library takes a scalar gamma; a grid of gammas is the same formula row by row
     loss = np.stack([analysis.unified_one_negative_loss(x, m, 10.0 ** v).numpy() for v in lg])
     weight = np.stack([analysis.unified_one_negative_weight(x, m, 10.0 ** v).numpy() for v in lg])
-    fig = grid(1, 2, ("loss (1/γ) log(1 + D)", "weight D / (1 + D)"),
-               specs=[[{"type": "surface"}, {"type": "surface"}]])
+    fig = grid(1, 2, ("loss (1/γ) log(1 + D)", "weight D / (1 + D)"), height=520,
+               specs=[[{"type": "surface"}, {"type": "surface"}]], horizontal_spacing=0.02)
     fig.add_trace(go.Surface(x=X, y=LG, z=loss, colorscale=SEQUENTIAL, showscale=False, name="loss"), row=1, col=1)
     fig.add_trace(go.Surface(x=X, y=LG, z=weight, colorscale=DIVERGING, showscale=False, name="weight",
                              cmin=0.0, cmax=1.0), row=1, col=2)
-    axes = dict(xaxis_title="x = s_ij − s_ii", yaxis_title="log10 γ")
-    fig.update_layout(**layout(f"{UNIFIED} loss with one negative, m = {m:.2f}", height=480))
+    # Seen from a little further than plotly's default, so the axis titles stay inside each panel.
+    camera = dict(eye=dict(x=1.9, y=-1.9, z=1.2), center=dict(x=0, y=0, z=-0.15))
+    axes = dict(xaxis_title="x = s_ij − s_ii", yaxis_title="log10 γ", camera=camera, aspectmode="cube")
+    style(fig, f"{UNIFIED} loss with one negative, m = {m:.2f}", height=520, legend=False,
+          margin=dict(l=10, r=10, b=10))
     fig.update_layout(scene=dict(**axes, zaxis_title="loss"), scene2=dict(**axes, zaxis_title="weight",
                                                                            zaxis=dict(range=[0, 1])))
     return fig
@@ -124,6 +128,11 @@ def gamma_limit_figure(S: Tensor, margin: float = 0.2, gammas: Sequence[float] =
     Each query term satisfies max(0, max_j γ x_j) <= log(1 + sum_j e^{γ x_j}) <= max(0, max_j γ x_j) + log N
     (N candidates: N - 1 negatives and the 1), so the gap lies in [0, 2 P log N / γ] for
     P positive pairs and two directions: Li et al. eq. 6 with a rate.
+
+    Both losses are float64 sums of size L, so a gap below a few ulps of L (``resolution``,
+    8 eps L) is rounding, not a measurement: such gammas are not drawn. A dotted line at the
+    resolution and a vertical line at the first gamma whose gap falls under it mark where float64
+    runs out; the y axis spans only what is drawn (no value is clipped to an arbitrary floor).
     """
     m = check_nonnegative("margin", margin)
     S, pos = check_similarity(S)
@@ -131,15 +140,28 @@ def gamma_limit_figure(S: Tensor, margin: float = 0.2, gammas: Sequence[float] =
     if g.size < 2:
         raise ValueError("gammas must hold at least two values")
     hn = float(losses.triplet_hardest(S, m))
-    gap = np.array([float(losses.unified(S, m, float(v))) - hn for v in g])
+    unified = np.array([float(losses.unified(S, m, float(v))) for v in g])
+    gap = unified - hn
     bound = 2 * pos.count * np.log(S.shape[1]) / g
+    resolution = 8 * np.finfo(np.float64).eps * max(abs(hn), float(np.abs(unified).max()), 1e-300)
+    resolved = gap > resolution
+    shown = np.concatenate([bound, gap[resolved], [resolution]])
+    lo, hi = np.log10(shown.min()) - 0.5, np.log10(shown.max()) + 0.5
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=g, y=np.clip(gap, 1e-300, None), mode="lines+markers",
-                             name=f"{UNIFIED} − {HARDEST}", line=dict(color=PALETTE[0])))
     fig.add_trace(go.Scatter(x=g, y=bound, mode="lines", name="bound 2 P log N / γ",
-                             line=dict(color=POSITIVE, dash="dash")))
-    fig.update_layout(**layout(f"γ → ∞ recovers {HARDEST} (Li et al. eq. 6), "
-                               f"m = {m:.2f}", "scale γ", "loss gap", legend=BELOW))
-    fig.update_xaxes(type="log")
-    fig.update_yaxes(type="log")
+                             line=dict(color=NEUTRAL, dash="dash")))
+    fig.add_trace(go.Scatter(x=g[resolved], y=gap[resolved], mode="lines+markers",
+                             name=f"{UNIFIED} − {HARDEST_LOSS} (float64)", line=dict(color=CURVE, width=2.5)))
+    # Where float64 runs out, as lines with legend entries (annotations misplace on log axes).
+    fig.add_trace(go.Scatter(x=[g[0], g[-1]], y=[resolution] * 2, mode="lines", hoverinfo="skip",
+                             name=f"float64's resolution of the loss, {resolution:.1e}",
+                             line=dict(color=HARDEST, dash="dot", width=1.5)))
+    if not resolved.all():
+        first = float(g[np.argmax(~resolved)])
+        fig.add_trace(go.Scatter(x=[first, first], y=[10 ** lo, 10 ** hi], mode="lines", hoverinfo="skip",
+                                 name=f"from γ = {first:.4g} the gap is below it", line=dict(color=HARDEST, width=1.5)))
+    style(fig, f"γ → ∞ recovers {HARDEST_LOSS} (Li et al. eq. 6), m = {m:.2f}", height=460,
+          xaxis="scale γ", yaxis="loss gap")
+    fig.update_xaxes(type="log", dtick=1)  # ticks at powers of ten only
+    fig.update_yaxes(type="log", range=[lo, hi], dtick=2 if hi - lo > 8 else 1, exponentformat="e")
     return fig

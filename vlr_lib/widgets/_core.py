@@ -1,119 +1,183 @@
-"""The wiring every explorer shares: controls -> one vlr_lib.viz builder -> a live FigureWidget.
+"""The wiring every explorer shares: controls -> one vlr_lib.viz builder -> the figure(s) under them.
 
-Each explorer returns an ipywidgets box whose `.controls` (name -> widget) and
-`.figure` (the plotly FigureWidget; `.figures` when the builder draws several) are
-exposed, so tests and readers can drive it without a browser: set
-``box.controls["margin"].value = 0.3`` and the figure follows.
+An explorer is an :class:`Explorer` box: rows of controls, its figures, and a one-line hint. Each
+figure is shown in an ``ipywidgets.Output`` as the notebook's own plotly output (what the cell would
+show for a ``go.Figure``), so:
+
+- JupyterLab draws it with the plotly.js that ships with its plotly extension: no download, no CDN;
+- it fills the width of the notebook and follows it when the window or the file browser changes;
+- it is part of the widget state that JupyterLab saves with the notebook (`make lab` turns that
+  on), so a reopened notebook still shows the last figure -- a picture until the cell runs again,
+  which the hint under every explorer says.
+
+One call declares an explorer: ``explorer(controls, draw, rows, name, main)`` -- the controls
+(name -> widget), the pure `vlr_lib.viz` builder `draw(**values)` they feed, and `main`, the
+control a reader moves first (default: the first slider). The box keeps all three:
+`.controls`, `.draw` (the builder itself, so the same figures can be built for any values without
+widgets, e.g. over a grid of `.main`'s range) and `.main`; `.values()` are the controls' current
+values, `.figure` the `go.Figure` drawn last (`.figures` when the builder draws several). Tests
+and readers drive an explorer without a browser: ``box.controls["margin"].value = 0.3`` and the
+figure follows.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from decimal import Decimal
 
 import ipywidgets as W
 import numpy as np
 import plotly.graph_objects as go
+import plotly.io as pio
+import traitlets
 
 from .. import book
+from ..viz._style import LOG_READOUT
+
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
+HINT = ("If the controls do nothing, run this cell again: a reopened notebook shows the explorer as it was "
+        "saved, not live.")
+
+Figures = go.Figure | tuple[go.Figure, ...]
+SLIDERS = (W.FloatSlider, W.FloatLogSlider, W.IntSlider, W.SelectionSlider)
 
 
-def refresh(fig: go.FigureWidget, new: go.Figure) -> None:
-    """Copy a freshly built figure into a live widget, in one batched message to the browser.
+def display_data(fig: go.Figure) -> dict:
+    """`fig` as a notebook display output: what the active plotly renderer shows, and always the plotly JSON
+    (which JupyterLab, Notebook 7 and VS Code draw with their own local plotly.js)."""
+    data = fig._repr_mimebundle_()  # the IPython display protocol: honours the renderer setup() chose
+    if PLOTLY_MIME not in data:
+        data.update(pio.renderers["plotly_mimetype"].to_mimebundle(fig.to_dict()))
+    title = fig.layout.title.text or "figure"
+    data["text/plain"] = f"<plotly figure: {title}>"
+    return {"output_type": "display_data", "data": data, "metadata": {}}
 
-    Traces are updated in place (keeping their uids, so the browser updates rather than
-    re-creates them) when the builder returned the same kinds of traces; otherwise they are
-    replaced. The template is skipped: it never changes and re-validating it is the slow part.
+
+def show(out: W.Output, fig: go.Figure) -> None:
+    """Replace what `out` shows by `fig`, in one message (no flicker, and no kernel message routing needed)."""
+    out.outputs = (display_data(fig),)
+
+
+class Explorer(W.VBox):
+    """Controls, the figures `build()` returns under them, and the re-run hint; `redraw()` rebuilds the figures.
+
+    The box carries the CSS classes ``vlr-explorer`` and ``vlr-explorer-<name>`` (the browser tests
+    find explorers by them).
     """
-    same = len(fig.data) == len(new.data) and all(a.type == b.type for a, b in zip(fig.data, new.data))
-    if not same:  # replacing traces is not allowed inside batch_update
-        fig.data = []
-        fig.add_traces(new.data)
-    with fig.batch_update():
-        if same:
-            for old, trace in zip(fig.data, new.data):
-                props = trace.to_plotly_json()
-                props.pop("type", None)
-                props.pop("uid", None)
-                old.update(props, overwrite=True)
-        layout = new.layout.to_plotly_json()
-        layout.pop("template", None)
-        fig.layout.update(layout, overwrite=True)
+
+    def __init__(self, controls: dict[str, W.Widget], draw: Callable[..., Figures], header: Sequence[W.Widget],
+                 name: str, main: str) -> None:
+        if main not in controls:
+            raise ValueError(f"main must name one of the controls {list(controls)}, got {main!r}")
+        self.controls, self.draw, self.main, self.name = controls, draw, main, name
+        self.figures = self._figures()
+        self._outputs = tuple(W.Output(layout=W.Layout(width="100%")) for _ in self.figures)
+        for out, fig in zip(self._outputs, self.figures):
+            show(out, fig)
+        hint = W.HTML(f'<span style="color: #616161; font-size: 12px">{HINT}</span>')
+        super().__init__([*header, *self._outputs, hint], layout=W.Layout(width="100%"))
+        self.add_class("vlr-explorer")
+        self.add_class(f"vlr-explorer-{name}")
+
+    @property
+    def figure(self) -> go.Figure:
+        return self.figures[0]
+
+    def values(self) -> dict[str, object]:
+        """The controls' current values: ``draw(**values())`` is what the explorer shows."""
+        return {k: c.value for k, c in self.controls.items()}
+
+    def _figures(self) -> tuple[go.Figure, ...]:
+        out = self.draw(**self.values())
+        return out if isinstance(out, tuple) else (out,)
+
+    def redraw(self, _change=None) -> None:
+        self.figures = self._figures()
+        for out, fig in zip(self._outputs, self.figures):
+            show(out, fig)
+
+    def _repr_mimebundle_(self, **kwargs) -> dict:
+        """In JupyterLab the live widget; in the static book (VLR_BOOK=1) its plotly-native version."""
+        if book.active():
+            return book_bundle(self)
+        return super()._repr_mimebundle_(**kwargs)
 
 
 def explorer(
     controls: dict[str, W.Widget],
-    draw: Callable[..., go.Figure | tuple[go.Figure, ...]],
+    draw: Callable[..., Figures],
     rows: list[list[str]] | None = None,
-) -> W.VBox:
+    name: str | None = None,
+    main: str | None = None,
+) -> Explorer:
     """Wire `controls` to `draw(**values)` -- one figure, or a tuple of figures shown one under the
-    other: any change redraws them all. Returns VBox(control rows, figures)."""
-
-    def build() -> tuple[go.Figure, ...]:
-        out = draw(**{k: c.value for k, c in controls.items()})
-        return out if isinstance(out, tuple) else (out,)
-
-    figs = tuple(go.FigureWidget(f) for f in build())
-
-    def on_change(_change=None) -> None:
-        for fig, new in zip(figs, build()):
-            refresh(fig, new)
-
+    other: any change redraws them all. `rows` lays the controls out (default: one row); `name` (default:
+    the function that defines `draw`) becomes the CSS class ``vlr-explorer-<name>``; `main` names the
+    control a reader moves first (default: the first slider, else the first control)."""
+    if name is None:  # the function that defines `draw` (or `draw` itself, when it is a module's function)
+        scopes = draw.__qualname__.split(".<locals>.")
+        name = scopes[-2 if len(scopes) > 1 else -1].split(".")[-1].replace("_", "-")
+    if main is None:
+        main = next((k for k, c in controls.items() if isinstance(c, SLIDERS)
+                     and not c.disabled), next(iter(controls)))
+    box = Explorer(controls, draw, [W.HBox([controls[k] for k in row]) for row in rows or [list(controls)]], name,
+                   main)
     for c in controls.values():
-        c.observe(on_change, names="value")
-    rows = rows or [list(controls)]
-    box = W.VBox([W.HBox([controls[k] for k in row]) for row in rows] + list(figs))
-    box.controls, box.figure, box.figures, box.redraw = controls, figs[0], figs, on_change
-    if book.active():  # the static book shows the explorer's figures over its main control instead
-        box._repr_mimebundle_ = lambda **_: book_bundle(controls, draw)
+        c.observe(box.redraw, names="value")
     return box
 
 
+class LogSlider(W.FloatLogSlider):
+    """A log-scale slider whose readout trims trailing zeros ("60", not "60.0"): d3-format's "~", which the
+    browser understands but ipywidgets' Python-side check of the format does not know."""
+
+    readout_format = traitlets.Unicode(LOG_READOUT).tag(sync=True)
+
+
+def readout_format(cls, step: float) -> str:
+    """How a slider shows its value, which is also how the figures print it (``viz._style.shown``): a log
+    slider three significant digits, a linear one as many decimals as its step has."""
+    if issubclass(cls, W.FloatLogSlider):
+        return LOG_READOUT
+    decimals = max(0, -Decimal(str(step)).normalize().as_tuple().exponent)
+    return f".{decimals}f"
+
+
 def slider(cls, description: str, **kw) -> W.Widget:
-    """A control that updates on release (each redraw recomputes a figure)."""
+    """A control that updates on release (each redraw recomputes a figure), its readout as the figures print it."""
+    if cls is W.FloatLogSlider:
+        cls = LogSlider
+    if cls in (W.FloatSlider, LogSlider):
+        kw.setdefault("readout_format", readout_format(cls, kw.get("step", 0.1)))
     return cls(description=description, continuous_update=False, style={"description_width": "initial"}, **kw)
 
 
-# --- The book's explorers (`make book`, VLR_BOOK=1): no kernel, so no widgets. The explorer's own draw
-# function is evaluated once per value of its main control, and the figures are packed as plotly frames
-# behind a plotly slider, which the browser moves without Python. The other controls stay as they are.
+# --- The book's explorers (`make book`, VLR_BOOK=1): no kernel, so no widgets. The explorer's own `draw`
+# is evaluated once per value of its main control, and the figures are packed as plotly frames behind a
+# plotly slider, which the browser moves without Python. The other controls keep their current values.
 
 BOOK_STEPS = 9  # values of the main control per explorer: enough to see the trend, pages stay small
-_SLIDERS = (W.FloatLogSlider, W.FloatSlider, W.IntSlider, W.SelectionSlider)
-_CHOICES = (W.Dropdown, W.ToggleButtons, W.RadioButtons)
+CHOICES = (W.Dropdown, W.ToggleButtons, W.RadioButtons, W.SelectionSlider)
 
 
 def control_values(control: W.Widget, steps: int = BOOK_STEPS) -> list[tuple[str, object]]:
-    """(label, value) pairs across `control`'s range, its current value among them, at most `steps` (+1)."""
+    """(label, value) pairs across `control`'s range, its current value among them, at most `steps` (+1);
+    none for a control without a range or options (a checkbox, a text field)."""
     if isinstance(control, W.FloatLogSlider):
         grid = [float(v) for v in control.base ** np.linspace(control.min, control.max, steps)]
     elif isinstance(control, (W.FloatSlider, W.IntSlider)):
         raw = np.linspace(control.min, control.max, steps)
         grid = [control.min + round((v - control.min) / control.step) * control.step for v in raw]
         grid = [int(v) if isinstance(control, W.IntSlider) else round(float(v), 12) for v in grid]
-    elif isinstance(control, (W.SelectionSlider, *_CHOICES)):
+    elif isinstance(control, CHOICES):
         pairs = list(zip(control._options_labels, control._options_values))
-        picks = sorted({round(i) for i in np.linspace(0, len(pairs) - 1, min(steps, len(pairs)))})
-        chosen = [pairs[i] for i in picks]
-        if control.value not in [v for _, v in chosen]:
+        chosen = [pairs[i] for i in sorted({round(i) for i in np.linspace(0, len(pairs) - 1, min(steps, len(pairs)))})]
+        if control.index is not None and pairs[control.index] not in chosen:
             chosen = sorted(chosen + [pairs[control.index]], key=pairs.index)
         return chosen
     else:
         return []
     current = round(float(control.value), 12) if isinstance(control.value, float) else control.value
-    return [(_label(v), v) for v in sorted(set(grid) | {current})]
-
-
-def _label(value: float) -> str:
-    return f"{value:.3g}" if isinstance(value, float) else str(value)
-
-
-def main_control(controls: dict[str, W.Widget]) -> str | None:
-    """The control the book's slider moves: the first enabled slider with two values or more, else the first
-    such choice (dropdown, toggle buttons); None when there is neither (the book shows the figure as it is)."""
-    for kinds in (_SLIDERS, _CHOICES):
-        for name, control in controls.items():
-            if isinstance(control, kinds) and not control.disabled and len(control_values(control)) > 1:
-                return name
-    return None
+    return [(f"{v:.3g}" if isinstance(v, float) else str(v), v) for v in sorted(set(grid) | {current})]
 
 
 def frames_figure(figures: list[go.Figure], labels: list[str], active: int, description: str) -> go.Figure:
@@ -121,6 +185,7 @@ def frames_figure(figures: list[go.Figure], labels: list[str], active: int, desc
 
     The figure at `active` is drawn first; every figure is a frame holding its traces and layout, and the
     slider's steps animate to a frame at once (no transition), so moving it redraws as the widget would.
+    The slider sits under the plot, above the legend (which stays at the bottom of the figure).
     """
     if len(figures) != len(labels) or not 0 <= active < len(figures):
         raise ValueError(f"figures and labels must match and 0 <= active < {len(figures)}, got active={active}")
@@ -129,52 +194,51 @@ def frames_figure(figures: list[go.Figure], labels: list[str], active: int, desc
     now = dict(mode="immediate", frame=dict(duration=0, redraw=True), transition=dict(duration=0))
     steps = [dict(method="animate", label=label, args=[[str(i)], now]) for i, label in enumerate(labels)]
     slider = dict(active=active, steps=steps, currentvalue=dict(prefix=f"{description} = "), x=0, len=1,
-                  y=0, yanchor="top", pad=dict(t=55, b=0))
-    margin_b = (fig.layout.margin.b if fig.layout.margin.b is not None else 60) + 90
-    fig.update_layout(sliders=[*fig.layout.sliders, slider], margin_b=margin_b)
+                  y=0, yanchor="top", pad=dict(t=SLIDER_TOP, b=0))
+    margin_b = fig.layout.margin.b if fig.layout.margin.b is not None else 50
+    fig.update_layout(sliders=[*fig.layout.sliders, slider], margin_b=margin_b + SLIDER_PX)
     if fig.layout.height:
-        fig.update_layout(height=fig.layout.height + 90)
+        fig.update_layout(height=fig.layout.height + SLIDER_PX)
     return fig
 
 
+SLIDER_TOP, SLIDER_PX = 45, 95  # px from the plot to the slider (tick labels, axis title); px the slider needs
+
+
 def _frame_layout(fig: go.Figure) -> dict:
-    """What a frame changes in the layout: titles, annotations, shapes, axes (not the template or sliders)."""
+    """What a frame changes in the layout: titles, annotations, shapes, axes (not the template, size or sliders)."""
     layout = fig.layout.to_plotly_json()
-    for key in ("template", "sliders", "height", "width", "margin"):
+    for key in ("template", "sliders", "height", "width", "margin", "legend"):
         layout.pop(key, None)
     return layout
 
 
-def book_figures(controls: dict[str, W.Widget], draw: Callable[..., go.Figure | tuple[go.Figure, ...]],
-                 steps: int = BOOK_STEPS) -> tuple[str, list[go.Figure]]:
+def book_figures(box: Explorer, steps: int = BOOK_STEPS) -> tuple[str, list[go.Figure]]:
     """What the book shows for an explorer: a line saying what its slider moves, and its figures, each with
     the main control's values as frames (`frames_figure`); the other controls keep their current values."""
-    values = {k: c.value for k, c in controls.items()}
-
-    def build(**over) -> tuple[go.Figure, ...]:
-        out = draw(**{**values, **over})
-        return out if isinstance(out, tuple) else (out,)
-
-    name = main_control(controls)
-    if name is None:
-        return "In the book this explorer shows its first view; run the notebook to change it.", list(build())
-    control = controls[name]
-    grid = control_values(control, steps)
-    labels = [label for label, _ in grid]
-    active = int(np.argmin([abs(v - control.value) for _, v in grid])) if isinstance(control.value, (int, float)) \
-        else [v for _, v in grid].index(control.value)
-    per_value = [build(**{name: v}) for _, v in grid]
-    description = control.description or name
+    control, values = box.controls[box.main], box.values()
+    grid = control_values(control, steps) if not control.disabled else []
+    if len(grid) < 2:
+        return "In the book this explorer shows its first view; run the notebook to change it.", list(box.figures)
+    per_value = []
+    for _, v in grid:
+        out = box.draw(**{**values, box.main: v})
+        per_value.append(out if isinstance(out, tuple) else (out,))
+    current = [v for _, v in grid]
+    active = (int(np.argmin([abs(v - control.value) for v in current])) if isinstance(control.value, (int, float))
+              else current.index(control.value))
+    description = control.description or box.main
     note = (f"In the book the slider under each figure moves <b>{description}</b> over {len(grid)} precomputed "
-            "values; the other controls stay as shown in the notebook (run it to change them).")
+            "values; the other controls stay as in the notebook (run it to change them).")
+    labels = [label for label, _ in grid]
     return note, [frames_figure([figs[j] for figs in per_value], labels, active, description)
                   for j in range(len(per_value[0]))]
 
 
-def book_bundle(controls: dict[str, W.Widget], draw: Callable[..., go.Figure | tuple[go.Figure, ...]]) -> dict:
-    """The explorer as the book shows it (a display bundle): the note and its frames figures, as HTML that
-    draws them with the page's plotly.js (vlr_lib.book)."""
-    note, figures = book_figures(controls, draw)
+def book_bundle(box: Explorer) -> dict:
+    """The explorer as the book shows it (a display bundle): the note and its figures, as HTML that draws them
+    with the page's plotly.js (vlr_lib.book)."""
+    note, figures = book_figures(box)
     html = "".join(book.BookRenderer().to_mimebundle(f.to_dict())["text/html"] for f in figures)
     return {"text/html": f'<div class="vlr-book-explorer"><p class="vlr-book-note">{note}</p>{html}</div>',
-            "text/plain": f"<explorer: {len(figures)} figure(s) over {main_control(controls)}>"}
+            "text/plain": f"<explorer {box.name}: {len(figures)} figure(s) over {box.main}>"}

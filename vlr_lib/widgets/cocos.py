@@ -1,7 +1,7 @@
 """Explorer of notebook 08: COCOS counts of the four losses against ε, the margin and the temperatures.
 
 Same convention as `vlr_lib.widgets.evaluation`: the box exposes `.controls`
-(name -> widget) and `.figure` (a plotly FigureWidget); callbacks only call
+(name -> widget) and `.figure` (the plotly figure drawn last); callbacks only call
 `vlr_lib.viz.cocos.cocos_figure`.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from ..analysis import CocosSettings
 from ..notebook import demo_embeddings
 from ..similarity import similarity
 from ..viz import cocos as V
-from ._core import explorer, slider
+from ._core import Explorer, explorer, slider
 
 
 def cocos_explorer(
@@ -25,7 +25,7 @@ def cocos_explorer(
     dim: int = 16,
     noise: float = 1.5,
     seed: int = 0,
-) -> W.VBox:
+) -> Explorer:
     """Sliders for ε, the triplet margin α, NT-Xent's τ and SmoothAP's τ (from `settings`), and the direction.
 
     With `S` the explorer counts on that batch. Without it, a demo batch of `n`
@@ -38,7 +38,7 @@ def cocos_explorer(
         batch = S if S is not None else similarity(*demo_embeddings(n, dim, noise, seed))
         return V.cocos_figure(batch, CocosSettings(**values), direction)
 
-    log = dict(base=10, readout_format=".3g")
+    log = dict(base=10)
     controls = {
         "eps": slider(W.FloatLogSlider, "ε", value=settings.eps, min=-4, max=-0.5, step=0.1, **log),
         "margin": slider(W.FloatSlider, "margin α", value=settings.margin, min=0.0, max=1.0, step=0.05),
@@ -51,6 +51,4 @@ def cocos_explorer(
     if S is None:
         controls["noise"] = slider(W.FloatSlider, "batch noise", value=noise, min=0.0, max=4.0, step=0.1)
         rows[-1].append("noise")
-    box = explorer(controls, draw, rows=rows)
-    box.add_class("vlr-explorer-cocos")
-    return box
+    return explorer(controls, draw, rows=rows, name="cocos")

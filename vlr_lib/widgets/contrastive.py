@@ -1,7 +1,7 @@
 """Explorer of notebook 03: the temperature of NT-Xent against the weights of one query's negatives.
 
 Same convention as `vlr_lib.widgets.evaluation`: the box exposes `.controls`
-(name -> widget) and `.figure` (a plotly FigureWidget); callbacks only call one
+(name -> widget) and `.figure` (the plotly figure drawn last); callbacks only call one
 builder of `vlr_lib.viz.contrastive`.
 """
 from __future__ import annotations
@@ -11,12 +11,12 @@ import plotly.graph_objects as go
 from torch import Tensor
 
 from ..viz import contrastive as V
-from ._core import explorer, slider
+from ._core import Explorer, explorer, slider
 
 
 def temperature_explorer(
     S: Tensor, temperature: float = 0.1, query: int = 0, pos_mask: Tensor | None = None, direction: str = "i2t"
-) -> W.VBox:
+) -> Explorer:
     """Sliders for tau and the query; bars of the query's negative weights (V.negative_weight_bars).
 
     The figure's title reads out the effective number of negatives and the hardest
@@ -29,9 +29,7 @@ def temperature_explorer(
 
     controls = {
         "temperature": slider(W.FloatLogSlider, "temperature τ", value=temperature, base=10, min=-3, max=1,
-                              step=0.05, readout_format=".3g"),
+                              step=0.05),
         "query": slider(W.IntSlider, "query", value=query, min=0, max=n_queries - 1),
     }
-    box = explorer(controls, draw)
-    box.add_class("vlr-explorer-contrastive")
-    return box
+    return explorer(controls, draw, name="contrastive")

@@ -11,10 +11,10 @@ import plotly.graph_objects as go
 from ..notebook import demo_retrieval_batch
 from ..similarity import similarity
 from ..viz import evaluation as V
-from ._core import explorer, slider
+from ._core import Explorer, explorer, slider
 
 
-def shapes_browser(n_groups: int = 6, group_size: int = 4, seed: int = 0, difficulty: float = 0.5) -> W.VBox:
+def shapes_browser(n_groups: int = 6, group_size: int = 4, seed: int = 0, difficulty: float = 0.5) -> Explorer:
     """Browse groups of the shapes dataset: one group's images with their five captions.
 
     Scenes of a group copy attributes of the group's first scene with probability
@@ -43,12 +43,12 @@ def shapes_browser(n_groups: int = 6, group_size: int = 4, seed: int = 0, diffic
         "group": slider(W.IntSlider, "group", value=0, min=0, max=n_groups - 1),
         "difficulty": slider(W.FloatSlider, "difficulty", value=difficulty, min=0.0, max=1.0, step=0.25),
     }
-    return explorer(controls, draw)
+    return explorer(controls, draw, name="shapes-browser")
 
 
 def retrieval_explorer(
     n_images: int = 8, captions_per_image: int = 5, dim: int = 8, noise: float = 1.5, seed: int = 0
-) -> W.VBox:
+) -> Explorer:
     """A toy batch with several captions per image: heatmap of S and one query's ranking.
 
     Controls: noise (how far captions lie from their image), direction (image->text
@@ -74,4 +74,4 @@ def retrieval_explorer(
         controls["k"].max = n_caps if change["new"] == "i2t" else n_images
 
     controls["direction"].observe(on_direction, names="value")  # registered before the redraw
-    return explorer(controls, draw, rows=[["noise", "direction"], ["query", "k"]])
+    return explorer(controls, draw, rows=[["noise", "direction"], ["query", "k"]], name="retrieval")

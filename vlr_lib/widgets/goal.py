@@ -15,9 +15,9 @@ from ..goal import GoalConfig
 from ..notebook import demo_embeddings
 from ..similarity import similarity
 from ..viz import goal as V
-from ._core import explorer, refresh, slider
+from ._core import Explorer, explorer, slider
 
-__all__ = ["triplet_explorer", "pair_weight_explorer", "goal_composer", "refresh"]
+__all__ = ["triplet_explorer", "pair_weight_explorer", "goal_composer"]
 
 _TRIPLET_OPTIONS = [("T^con (triplet loss, eq. 5)", "con"), ("T^nca (NCA, eq. 7)", "nca"),
                     ("T^cir (Circle, eq. 8)", "cir")]
@@ -40,20 +40,20 @@ def _rel_slider(rel: float, description: str = "MS term m") -> W.Widget:
     return slider(W.FloatSlider, description, value=rel, min=0.05, max=2.0, step=0.05)
 
 
-def triplet_explorer(margin: float = 0.2, tau: float = 10.0, n: int = 61) -> W.VBox:
+def triplet_explorer(margin: float = 0.2, tau: float = 10.0, n: int = 61) -> Explorer:
     """Fig. 2 with knobs: the margin m of T^con and the scale τ of T^nca and T^cir."""
 
     def draw(margin: float, tau: float) -> go.Figure:
         return V.triplet_diagrams(margin, tau, n)
 
-    return explorer(_sliders(GoalConfig(margin=margin, tau=tau), ("margin", "tau")), draw)
+    return explorer(_sliders(GoalConfig(margin=margin, tau=tau), ("margin", "tau")), draw, name="goal-triplet")
 
 
-def pair_weight_explorer(alpha: float = 2.0, beta: float = 10.0, lam: float = 0.5, rel: float = 0.1) -> W.VBox:
+def pair_weight_explorer(alpha: float = 2.0, beta: float = 10.0, lam: float = 0.5, rel: float = 0.1) -> Explorer:
     """Fig. 3 with knobs: α, β, λ of the sigmoid forms and the MS relative term m."""
     controls = {**_sliders(GoalConfig(alpha=alpha, beta=beta, lam=lam), ("alpha", "beta", "lam")),
                 "rel": _rel_slider(rel)}
-    return explorer(controls, V.pair_weight_curves)
+    return explorer(controls, V.pair_weight_curves, name="goal-pair")
 
 
 def goal_composer(
@@ -62,7 +62,7 @@ def goal_composer(
     config: GoalConfig = GoalConfig("cir", "sig-ms"),
     rel: float = 0.1,
     n: int = 41,
-) -> W.VBox:
+) -> Explorer:
     """Compose a gradient: pick T and P, move their parameters, watch T*P and a batch's dL/dS.
 
     Starts from `config` (a :class:`vlr_lib.goal.GoalConfig`; its `eps` is kept). Top
@@ -101,6 +101,4 @@ def goal_composer(
         return V.weight_surface(cfg, rel=rel, n=n, points=points), V.gradient_heatmap(S, cfg, pos_mask)
 
     rows = [["triplet", "pair"], ["margin", "tau", "alpha"], ["beta", "lam", "ms_form", "rel"]]
-    box = explorer(controls, draw, rows=rows)
-    box.add_class("vlr-explorer-goal")
-    return box
+    return explorer(controls, draw, rows=rows, name="goal")

@@ -1,6 +1,6 @@
 """Explorers of notebook 10: the loss showdown.
 
-Each explorer returns the ipywidgets box of ``widgets.evaluation.explorer``
+Each explorer returns the box of ``widgets._core.explorer``
 (``.controls``, ``.figure``, ``.redraw``); callbacks only call one builder of
 ``vlr_lib.viz.showdown`` on tables summarised once up front (``vlr_lib.report``).
 """
@@ -11,7 +11,7 @@ import pandas as pd
 
 from .. import report
 from ..viz import showdown
-from ._core import explorer
+from ._core import Explorer, explorer
 
 CHECKPOINTS = (("best validation epoch", "sel_"), ("last epoch", "test_"))
 GOAL_METRICS = (("R@1 both ways (Tables 3-5)", "r1"),) + tuple((report.METRIC_LABELS[m], m)
@@ -35,7 +35,7 @@ def _checkpoint_control(summaries: dict) -> W.ToggleButtons:
 
 
 def showdown_explorer(runs: pd.DataFrame, chance: float | None = None, metric: str = "rsum",
-                      group: str = "all") -> W.VBox:
+                      group: str = "all") -> Explorer:
     """Mean ± std per loss on one metric: choose the metric, the group of losses and the checkpoint.
 
     `chance` (the chance rsum of the test split) is drawn when the metric is rsum.
@@ -51,10 +51,10 @@ def showdown_explorer(runs: pd.DataFrame, chance: float | None = None, metric: s
         "group": W.ToggleButtons(options=list(report.GROUPS), value=group, description="losses"),
         "checkpoint": _checkpoint_control(summaries),
     }
-    return explorer(controls, draw, rows=[["metric", "checkpoint"], ["group"]])
+    return explorer(controls, draw, rows=[["metric", "checkpoint"], ["group"]], name="showdown")
 
 
-def goal_explorer(runs: pd.DataFrame, metric: str = "r1", color: str = "mean") -> W.VBox:
+def goal_explorer(runs: pd.DataFrame, metric: str = "r1", color: str = "mean") -> Explorer:
     """The GOAL 3 x 5 grid as heatmaps: choose the metric, colour by mean or by Δ to (T^con, P^con)."""
     summaries = _summaries(runs)
 
@@ -67,10 +67,10 @@ def goal_explorer(runs: pd.DataFrame, metric: str = "r1", color: str = "mean") -
                                  description="colour"),
         "checkpoint": _checkpoint_control(summaries),
     }
-    return explorer(controls, draw, rows=[["metric", "color"], ["checkpoint"]])
+    return explorer(controls, draw, rows=[["metric", "color"], ["checkpoint"]], name="showdown-goal")
 
 
-def cocos_explorer(runs: pd.DataFrame, stat: str = "C_q") -> W.VBox:
+def cocos_explorer(runs: pd.DataFrame, stat: str = "C_q") -> Explorer:
     """COCOS of every rule at the selected epoch, one statistic at a time (Bleeker & de Rijke Tables 2-4)."""
     tables = {s: report.cocos_summary(runs, s) for s in report.COCOS_STATS}
 
@@ -81,4 +81,4 @@ def cocos_explorer(runs: pd.DataFrame, stat: str = "C_q") -> W.VBox:
               "W_neg": "W^{qv-}: NT-Xent weight on negatives", "W_pos": "W^{qv+}: NT-Xent weight off the positive"}
     controls = {"stat": W.Dropdown(options=[(labels[s], s) for s in report.COCOS_STATS], value=stat,
                                    description="statistic", style={"description_width": "initial"})}
-    return explorer(controls, draw)
+    return explorer(controls, draw, name="showdown-cocos")

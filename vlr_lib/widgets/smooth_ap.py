@@ -11,10 +11,10 @@ from torch import Tensor
 
 from .._checks import check_similarity
 from ..viz import smooth_ap as V
-from ._core import explorer, slider
+from ._core import Explorer, explorer, slider
 
 
-def smooth_ap_explorer(S: Tensor, pos_mask: Tensor | None = None, tau: float = 0.01, query: int = 0) -> W.VBox:
+def smooth_ap_explorer(S: Tensor, pos_mask: Tensor | None = None, tau: float = 0.01, query: int = 0) -> Explorer:
     """Sliders for tau and the query (a row of S); redraws V.smooth_ap_figure for that row."""
     S, pos = check_similarity(S, pos_mask, both_directions=False)
     is_pos = ~pos.neg
@@ -23,10 +23,7 @@ def smooth_ap_explorer(S: Tensor, pos_mask: Tensor | None = None, tau: float = 0
         return V.smooth_ap_figure(S[query], is_pos[query], tau)
 
     controls = {
-        "tau": slider(W.FloatLogSlider, "temperature τ", value=tau, base=10, min=-4, max=0, step=0.05,
-                      readout_format=".3g"),
+        "tau": slider(W.FloatLogSlider, "temperature τ", value=tau, base=10, min=-4, max=0, step=0.05),
         "query": slider(W.IntSlider, "query", value=query, min=0, max=S.shape[0] - 1),
     }
-    box = explorer(controls, draw)
-    box.add_class("vlr-explorer-smooth-ap")
-    return box
+    return explorer(controls, draw, name="smooth-ap")

@@ -1,7 +1,7 @@
 """Explorers of notebook 05: the partition function of one query (Veit & Wilber Fig. 2) and a global threshold.
 
 Same convention as `vlr_lib.widgets.evaluation`: each box exposes `.controls`
-(name -> widget) and `.figure` (a plotly FigureWidget); callbacks only call one
+(name -> widget) and `.figure` (the plotly figure drawn last); callbacks only call one
 builder of `vlr_lib.viz.softmax`.
 """
 from __future__ import annotations
@@ -13,12 +13,12 @@ import plotly.graph_objects as go
 from torch import Tensor
 
 from ..viz import softmax as V
-from ._core import explorer, slider
+from ._core import Explorer, explorer, slider
 
 
 def partition_explorer(
     S: Tensor, query: int = 0, k: int = 3, fraction: float = 0.5, scale: float = 20.0
-) -> W.VBox:
+) -> Explorer:
     """Sliders for the query, SNM's per-query k, the batch share of cross-example mining and λ.
 
     Redraws ``V.partition_figure``: which entries of S enter the softmax of the
@@ -34,17 +34,14 @@ def partition_explorer(
         "k": slider(W.IntSlider, "SNM: top k per query", value=k, min=1, max=n - 1),
         "fraction": slider(W.FloatSlider, "cross-example mining: batch share", value=fraction, min=0.05, max=1.0,
                            step=0.05),
-        "scale": slider(W.FloatLogSlider, "scale λ", value=scale, base=10, min=0, max=1.7, step=0.05,
-                        readout_format=".3g"),
+        "scale": slider(W.FloatLogSlider, "scale λ", value=scale, base=10, min=0, max=1.7, step=0.05),
     }
-    box = explorer(controls, draw, rows=[["query", "scale"], ["k", "fraction"]])
-    box.add_class("vlr-explorer-softmax")
-    return box
+    return explorer(controls, draw, rows=[["query", "scale"], ["k", "fraction"]], name="softmax")
 
 
 def threshold_explorer(
     results: Mapping[str, tuple[Tensor, Tensor]], threshold: float = 0.3, n_queries: int = 12, direction: str = "t2i"
-) -> W.VBox:
+) -> Explorer:
     """A slider for one global threshold over the per-query score distributions of several models.
 
     Redraws ``V.query_scores_figure``: the dashed line is the threshold, the
@@ -58,6 +55,4 @@ def threshold_explorer(
         "threshold": slider(W.FloatSlider, "global threshold", value=threshold, min=-1.0, max=1.0, step=0.01),
         "n_queries": slider(W.IntSlider, "queries shown", value=n_queries, min=2, max=40),
     }
-    box = explorer(controls, draw)
-    box.add_class("vlr-explorer-softmax-threshold")
-    return box
+    return explorer(controls, draw, name="softmax-threshold")

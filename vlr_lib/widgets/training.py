@@ -1,8 +1,8 @@
 """Explorers of notebooks 09 and 11: stored training histories and stored sweep results.
 
 Same convention as `vlr_lib.widgets.evaluation`: each box exposes `.controls`
-(name -> widget) and `.figure` (a plotly FigureWidget); callbacks only call one
-builder of `vlr_lib.viz.training` and copy its figure into the widget (`refresh`).
+(name -> widget) and `.figure` (the plotly figure drawn last); callbacks only call one
+builder of `vlr_lib.viz.training` (wiring in `_core.Explorer`).
 Nothing is trained here: the explorers browse results that already exist.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 
 from .. import report
 from ..viz import training
-from ._core import refresh, slider
+from ._core import Explorer, slider
 
 
 def training_explorer(
@@ -24,7 +24,7 @@ def training_explorer(
     shown: Sequence[str] = ("loss", "rsum"),
     chance: float | None = None,
     relative_loss: bool = True,
-) -> W.VBox:
+) -> Explorer:
     """Checkboxes (one per run) and a multi-select of metrics redrawing ``viz.training.curves_figure``.
 
     `histories`: {run name: history}; `metrics`: the metrics offered; `shown`: the
@@ -42,19 +42,13 @@ def training_explorer(
                             description="metrics", rows=min(len(metrics), 6))
     controls: dict[str, W.Widget] = {"metrics": pick, **boxes}
 
-    def draw() -> go.Figure:
-        runs = [n for n in names if boxes[f"run:{n}"].value]
-        return training.curves_figure(histories, list(pick.value), runs, relative_loss=relative_loss, chance=chance)
+    def draw(metrics: Sequence[str], **switches: bool) -> go.Figure:
+        runs = [n for n in names if switches[f"run:{n}"]]
+        return training.curves_figure(histories, list(metrics), runs, relative_loss=relative_loss, chance=chance)
 
-    fig = go.FigureWidget(draw())
-
-    def on_change(_change=None) -> None:
-        refresh(fig, draw())
-
+    box = Explorer(controls, draw, [W.HBox([pick, W.VBox(list(boxes.values()))])], "training", main="metrics")
     for c in controls.values():
-        c.observe(on_change, names="value")
-    box = W.VBox([W.HBox([pick, W.VBox(list(boxes.values()))]), fig])
-    box.controls, box.figure, box.redraw = controls, fig, on_change
+        c.observe(box.redraw, names="value")
     return box
 
 
@@ -70,7 +64,7 @@ def sweep_explorer(
     references: Sequence[str] = (),
     chance: float | None = None,
     loss: str | None = None,
-) -> W.VBox:
+) -> Explorer:
     """Browse a grid's runs table: which sweep, which parameter on the x-axis, the slice, the metric.
 
     Controls: "loss" (the losses with a swept parameter), "x" (its swept parameters),
@@ -112,14 +106,15 @@ def sweep_explorer(
             at.options, at.disabled = options, False
             at.value = options[len(options) // 2][1]
 
-    def draw() -> go.Figure:
-        name, x = controls["loss"].value, controls["x"].value
-        other = _other(report.sweep_values(runs, name), x)
-        fixed = {other: controls["at"].value} if other is not None else {}
-        return training.sweep_figure(runs, name, x, fixed, controls["metric"].value, refs, chance)
+    def draw(loss: str, x: str, at: float, metric: str) -> go.Figure:
+        other = _other(report.sweep_values(runs, loss), x)
+        fixed = {other: at} if other is not None else {}
+        return training.sweep_figure(runs, loss, x, fixed, metric, refs, chance)
 
     sync(reset_x=True)
-    fig = go.FigureWidget(draw())
+    box = Explorer(controls, draw, [W.HBox([controls["loss"], controls["x"]]),
+                                    W.HBox([controls["at"], controls["metric"]])], "sweep",
+                   main="metric" if controls["at"].disabled else "at")
 
     def on_change(change=None) -> None:
         if busy[0]:
@@ -131,10 +126,8 @@ def sweep_explorer(
                 sync(reset_x=owner is controls["loss"])
             finally:
                 busy[0] = False
-        refresh(fig, draw())
+        box.redraw()
 
     for c in controls.values():
         c.observe(on_change, names="value")
-    box = W.VBox([W.HBox([controls["loss"], controls["x"]]), W.HBox([controls["at"], controls["metric"]]), fig])
-    box.controls, box.figure, box.redraw = controls, fig, on_change
     return box

@@ -13,10 +13,10 @@ import plotly.graph_objects as go
 from ..notebook import demo_embeddings
 from ..similarity import similarity
 from ..viz import triplet as V
-from ._core import slider, explorer
+from ._core import Explorer, explorer, slider
 
 
-def gradient_explorer(n: int = 8, dim: int = 16, noise: float = 2.0, seed: int = 0, margin: float = 0.2) -> W.VBox:
+def gradient_explorer(n: int = 8, dim: int = 16, noise: float = 2.0, seed: int = 0, margin: float = 0.2) -> Explorer:
     """dL/dS of Triplet (all negatives) and Triplet-HN on a live batch; sliders for margin and noise."""
 
     def draw(margin: float, noise: float) -> go.Figure:
@@ -27,12 +27,12 @@ def gradient_explorer(n: int = 8, dim: int = 16, noise: float = 2.0, seed: int =
         "margin": slider(W.FloatSlider, "margin m", value=margin, min=0.0, max=1.0, step=0.05),
         "noise": slider(W.FloatSlider, "noise (difficulty)", value=noise, min=0.0, max=3.0, step=0.1),
     }
-    return explorer(controls, draw)
+    return explorer(controls, draw, name="triplet-gradient")
 
 
 def tangent_explorer(
     theta_pos_deg: float = 30.0, theta_neg_deg: float = 20.0, side: str = "opposite", margin: float = 0.2
-) -> W.VBox:
+) -> Explorer:
     """Anchor fixed at the top of the sphere; sliders for the angles to the positive and the hardest negative."""
 
     def draw(theta_pos: float, theta_neg: float, side: str, margin: float) -> go.Figure:
@@ -44,4 +44,4 @@ def tangent_explorer(
         "side": W.ToggleButtons(options=[("t, t̂ on opposite sides", "opposite"), ("same side", "same")], value=side),
         "margin": slider(W.FloatSlider, "margin m", value=margin, min=0.0, max=1.0, step=0.05),
     }
-    return explorer(controls, draw, rows=[["theta_pos", "theta_neg"], ["side", "margin"]])
+    return explorer(controls, draw, rows=[["theta_pos", "theta_neg"], ["side", "margin"]], name="triplet-tangent")

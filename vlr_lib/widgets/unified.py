@@ -10,10 +10,10 @@ import plotly.graph_objects as go
 from torch import Tensor
 
 from ..viz import unified as V
-from ._core import explorer, slider
+from ._core import Explorer, explorer, slider
 
 
-def unified_explorer(S: Tensor, margin: float = 0.2, gamma: float = 60.0) -> W.VBox:
+def unified_explorer(S: Tensor, margin: float = 0.2, gamma: float = 60.0) -> Explorer:
     """Sliders "margin m" and "scale γ" redrawing V.explorer_figure: weight curves and the batch's dL/dS.
 
     The box carries the CSS class ``vlr-explorer-unified`` (the browser test finds it by that).
@@ -23,23 +23,17 @@ def unified_explorer(S: Tensor, margin: float = 0.2, gamma: float = 60.0) -> W.V
         return V.explorer_figure(S, margin, gamma)
 
     controls = {
-        "margin": slider(W.FloatSlider, "margin m", value=margin, min=0.0, max=0.5, step=0.01, readout_format=".2f"),
-        "gamma": slider(W.FloatLogSlider, "scale γ", value=gamma, base=10, min=0, max=4, step=0.05,
-                        readout_format=".3g"),
+        "margin": slider(W.FloatSlider, "margin m", value=margin, min=0.0, max=0.5, step=0.01),
+        "gamma": slider(W.FloatLogSlider, "scale γ", value=gamma, base=10, min=0, max=4, step=0.05),
     }
-    box = explorer(controls, draw)
-    box.add_class("vlr-explorer-unified")
-    return box
+    return explorer(controls, draw, name="unified")
 
 
-def surface_explorer(margin: float = 0.2, n: int = 40) -> W.VBox:
+def surface_explorer(margin: float = 0.2, n: int = 40) -> Explorer:
     """A margin slider redrawing V.surfaces_figure: loss and weight over (s_ij - s_ii, log10 gamma)."""
 
     def draw(margin: float) -> go.Figure:
         return V.surfaces_figure(margin, n=n)
 
-    controls = {"margin": slider(W.FloatSlider, "surface m", value=margin, min=0.0, max=0.5, step=0.01,
-                                 readout_format=".2f")}
-    box = explorer(controls, draw)
-    box.add_class("vlr-explorer-unified-surfaces")
-    return box
+    controls = {"margin": slider(W.FloatSlider, "surface m", value=margin, min=0.0, max=0.5, step=0.01)}
+    return explorer(controls, draw, name="unified-surfaces")
