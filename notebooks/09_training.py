@@ -172,10 +172,11 @@ print(final[["rsum", "i2t_r1", "t2i_r1", "pos_sim", "hardneg_sim"]].round(3).to_
 # value, because the three losses live on different scales — sums, means and a $1/\gamma$):
 
 # %%
-viz.training.curves_figure(histories[0], metrics=("loss", "rsum"), chance=chance)
+viz.training.curves_figure(histories[0], metrics=("loss", "rsum"), chance=chance,
+                           subtitle="the usual start, seed 0")
 
 # %%
-viz.training.similarity_figure(histories[0])
+viz.training.similarity_figure(histories[0], subtitle="the usual start, seed 0")
 
 # %% [markdown]
 # What we check, for **each** seed (facts that held for every seed we tried, in fast and in
@@ -290,10 +291,11 @@ if SHAPES:
 # %%
 collapsed = {seed: {name: train(loss, kw, seed, offset=OFFSET) for name, (loss, kw) in LOSSES.items()}
              for seed in SEEDS}
-viz.training.similarity_figure(collapsed[0])
+viz.training.similarity_figure(collapsed[0], subtitle="the collapsed start, seed 0")
 
 # %%
-viz.training.curves_figure(collapsed[0], metrics=("rsum", "sim_gap"), chance=chance)
+viz.training.curves_figure(collapsed[0], metrics=("rsum", "sim_gap"), chance=chance,
+                           subtitle="the collapsed start, seed 0")
 
 # %% [markdown]
 # This is Li et al.'s Fig. 4a on our data. From the collapsed start, **Triplet-SH stays

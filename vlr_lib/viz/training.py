@@ -63,8 +63,9 @@ def curves_figure(
     runs: Sequence[str] | None = None,
     relative_loss: bool = True,
     chance: float | None = None,
+    subtitle: str | None = None,
 ) -> go.Figure:
-    """Per-epoch curves (Li et al. Fig. 3): one panel per metric, one line per run.
+    """Per-epoch curves (Li et al. Fig. 3): one panel per metric, one line per run (`subtitle` under the title).
 
     `histories`: {run name: history} (see ``report.history_frame``); `runs` selects and
     orders the runs drawn (default all; colours stay tied to the position in
@@ -92,7 +93,7 @@ def curves_figure(
     label = ", ".join(n for n in names if n in shown)
     if len(label) > 60 or not label:
         label = f"{len(shown)} of {len(names)} runs"
-    style(fig, f"Training curves: {label}", height=height)
+    style(fig, f"Training curves: {label}", height=height, subtitle=subtitle)
     for k, metric in enumerate(metrics):
         row, col = position(k, cols)
         for name in names:
@@ -112,7 +113,8 @@ def curves_figure(
     return fig
 
 
-def similarity_figure(histories: Mapping[str, object], runs: Sequence[str] | None = None) -> go.Figure:
+def similarity_figure(histories: Mapping[str, object], runs: Sequence[str] | None = None,
+                      subtitle: str | None = None) -> go.Figure:
     """Mean positive vs mean hardest-negative similarity per epoch, one panel per run (Li et al. Fig. 4).
 
     Blue squares: ``pos_sim``, vermillion diamonds: ``hardneg_sim`` (``vlr_lib.train.evaluate``:
@@ -127,7 +129,7 @@ def similarity_figure(histories: Mapping[str, object], runs: Sequence[str] | Non
     rows, cols = wrap(max(1, len(names)), 3)
     height = 380 + 300 * (rows - 1)
     fig = grid(rows, cols, names or ["no run selected"], height=height, shared_yaxes=True, column_gap_px=30)
-    style(fig, "Positive vs hardest-negative similarity on the validation split", height=height)
+    style(fig, "Positive vs hardest-negative similarity on the validation split", height=height, subtitle=subtitle)
     for k, name in enumerate(names):
         row, col = position(k, cols)
         sub = frame[frame["run"] == name]
