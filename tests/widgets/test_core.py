@@ -143,3 +143,10 @@ def test_in_the_book_an_explorer_displays_as_html_for_the_pages_plotly(monkeypat
     html = bundle["text/html"]
     assert html.count("plotly-graph-div") == 1 and "Plotly.newPlot" in html and "cdn.plot.ly" not in html
     assert '"sliders"' in html and "Plotly.addFrames" in html  # the slider and its frames
+
+
+def test_frames_figure_pads_views_with_fewer_traces():
+    figs = [go.Figure([go.Bar(y=[1]), go.Bar(y=[2])]), go.Figure([go.Bar(y=[3])])]
+    fig = W.frames_figure(figs, ["two", "one"], active=1, description="metric")
+    assert len(fig.data) == 2 and [len(f.data) for f in fig.frames] == [2, 2]
+    assert fig.frames[1].data[1].visible is False and fig.data[1].visible is False

@@ -189,8 +189,14 @@ def frames_figure(figures: list[go.Figure], labels: list[str], active: int, desc
     """
     if len(figures) != len(labels) or not 0 <= active < len(figures):
         raise ValueError(f"figures and labels must match and 0 <= active < {len(figures)}, got active={active}")
+    # animate updates traces by index: a view with fewer traces (a metric with fewer series) gets hidden
+    # placeholders, so every frame has as many as the most crowded one
+    n = max(len(f.data) for f in figures)
+    data = [[*f.data, *[go.Scatter(x=[], y=[], visible=False, showlegend=False)] * (n - len(f.data))]
+            for f in figures]
     fig = go.Figure(figures[active])
-    fig.frames = [go.Frame(data=f.data, layout=_frame_layout(f), name=str(i)) for i, f in enumerate(figures)]
+    fig.add_traces(data[active][len(fig.data):])
+    fig.frames = [go.Frame(data=d, layout=_frame_layout(f), name=str(i)) for i, (d, f) in enumerate(zip(data, figures))]
     now = dict(mode="immediate", frame=dict(duration=0, redraw=True), transition=dict(duration=0))
     steps = [dict(method="animate", label=label, args=[[str(i)], now]) for i, label in enumerate(labels)]
     slider = dict(active=active, steps=steps, currentvalue=dict(prefix=f"{description} = "), x=0, len=1,
