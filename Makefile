@@ -82,6 +82,7 @@ bench-train: setup
 
 bench-gpu: setup
 	$(PY) benchmarks/bench_gpu.py
+
 bench-widgets: setup
 	$(PY) benchmarks/bench_widgets.py
 

@@ -26,7 +26,7 @@ def test_training_oom_names_the_batch_size(monkeypatch, tmp_path, capsys):
     import vlr_lib.train
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(vlr_lib.train, "fit", _raise_oom)
+    monkeypatch.setattr(vlr_lib.train, "trainer", lambda setting: _raise_oom)  # the CLI trains through trainer()
     line = _one_line(*call(train.main, [*TINY, "--batch-size", "8"], capsys)[::2])
     assert line.startswith("vlr-train: error: argument --batch-size: the device ran out of memory")
     assert "(Tried to allocate 2.00 GiB)" in line and "(now 8)" in line
