@@ -291,14 +291,16 @@ assert (paired.groupby("config")["seed"].nunique() == 2).all() and spread["std"]
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 3.
-# A grid over k and the scale lambda (in fast mode two values of each); the explorer's "at" slider
-# then slices the second parameter.
+# A grid over k and the scale lambda (in fast mode two values of each). Here one slice, k at the
+# smallest scale; `widgets.training.sweep_explorer(result.runs, loss="cross_example_softmax")` slices it
+# interactively (its "at" slider picks the scale).
 SWEEPS["cross_example_softmax"] = {"topk": cfg.pick([1.0, 0.1], [1.0, 0.5, 0.1]),
                                    "scale": cfg.pick([10.0, 40.0], [10.0, 20.0, 40.0])}
 result = grid(list(SWEEPS), SWEEPS, seeds=SEEDS, **SETTINGS)
 ces = result.runs[result.runs["loss"] == "cross_example_softmax"]
 assert {"topk", "scale"} <= set(ces.columns) and ces[["topk", "scale"]].drop_duplicates().shape[0] >= 4
-widgets.training.sweep_explorer(result.runs, loss="cross_example_softmax")
+viz.training.sweep_figure(result.runs, "cross_example_softmax", "topk",
+                          {"scale": SWEEPS["cross_example_softmax"]["scale"][0]}, log_x=True)
 
 # %% [markdown]
 # ## References
