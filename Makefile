@@ -15,12 +15,13 @@ NOTEBOOKS := $(NOTEBOOK_SOURCES:.py=.ipynb)
 FIRST_NOTEBOOK := $(firstword $(NOTEBOOKS))
 PYTEST_ARGS ?=
 
-.PHONY: help setup notebooks lab test test-unit test-notebooks record bench bench-train bench-gpu bench-widgets clean
+.PHONY: help setup notebooks lab test test-unit test-notebooks test-book book record bench bench-train bench-gpu bench-widgets clean
 
 help:
 	@echo "make lab          set up (first time) and open the workbook in JupyterLab"
 	@echo "make test         set up (first time) and run every test, notebooks included"
 	@echo "make record       regenerate the recorded runs notebooks 09-12 open in full mode (CPU: about an hour)"
+	@echo "make book         the static HTML book (notebooks executed in fast mode) in build/book"
 	@echo "make bench        loss speed benchmark (ratios against the matmul that makes S)"
 	@echo "make bench-train  trainer throughput against a plain DataLoader loop"
 	@echo "make bench-gpu    the Flickr30K path on a GPU: extraction, one epoch, the showdown, against targets"
@@ -31,7 +32,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet $(PIP_EXTRA) -e ".[dev]"
+	$(PY) -m pip install --quiet $(PIP_EXTRA) -e ".[dev,book]"
 	touch $(STAMP)
 
 # The jupytext .py files are the source of truth; the .ipynb are generated (and git-ignored).
@@ -68,6 +69,16 @@ test: test-unit test-notebooks
 record: setup
 	OMP_NUM_THREADS=1 $(PY) -m vlr_lib record
 
+# The book: every notebook executed in fast mode, then Sphinx; a failing cell stops it, naming the
+# notebook and the cell, and the previous book stays as it was. BOOK_ARGS e.g. "--jobs 1".
+BOOK_ARGS ?=
+book: setup
+	$(PY) book/build.py $(BOOK_ARGS)
+
+# The browser tests of the built book (CI runs them after `make book`).
+test-book: setup
+	VLR_BOOK_DIR=$(CURDIR)/build/book $(PY) -m pytest tests/browser/test_book.py -p no:cacheprovider || { rc=$$?; [ $$rc -ne 5 ] || echo "pytest collected no tests" >&2; exit $$rc; }
+
 bench: setup
 	$(PY) benchmarks/bench_losses.py
 
@@ -81,4 +92,4 @@ bench-widgets: setup
 	$(PY) benchmarks/bench_widgets.py
 
 clean:
-	rm -rf $(VENV) notebooks/*.ipynb .pytest_cache .hypothesis
+	rm -rf $(VENV) notebooks/*.ipynb .pytest_cache .hypothesis build/book

@@ -247,40 +247,43 @@ assert overlap[0.0] < overlap[0.5] < overlap[1.0], "harder data: more shared att
 # 2. The tiny loss above was 0.7. For which margin $m$ does it become 0?
 # 3. In the explorer, set difficulty to 1. Which attribute differs between the base scene
 #    of a group and each of the other three?
-#
-# <details><summary>Solution 1</summary>
-#
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 1.
 # Caption 2 now points at 126.9°, between image 1 (90°) and image 2 (168.7°), slightly
 # closer to image 1.
-#
-# ```python
-# txt2 = txt.clone()
-# txt2[2] = torch.tensor([-0.6, 0.8])
-# S2 = similarity.similarity(img, txt2)
-# print(S2.argmax(dim=1), S2.argmax(dim=0))  # tensor([0, 1, 2]) tensor([0, 1, 1])
-# ```
+txt2 = txt.clone()
+txt2[2] = torch.tensor([-0.6, 0.8])
+S2 = similarity.similarity(img, txt2)
+print("i2t picks", S2.argmax(dim=1).tolist(), "t2i picks", S2.argmax(dim=0).tolist())
 # Image 2 still ranks caption 2 first (cosine 0.75 against 0.0 for caption 1), but caption 2
 # ranks image 1 first (0.80 against 0.75): the t2i query of caption 2 fails while every i2t
 # query succeeds. The two directions can disagree, which is why both are evaluated and
 # why the losses have a term for each.
-# </details>
-#
-# <details><summary>Solution 2</summary>
-#
-# Each hinge is $[m + s^- - s^+]_+$ with $s^+ - s^-$ equal to $-0.1, 0.2, 0.3, -0.2$ for
-# row 0, row 1, column 0, column 1. The loss vanishes when $m \le \min(s^+ - s^-) = -0.2$,
-# impossible for $m \ge 0$: row 0 and column 1 have a negative *above* their positive.
-#
-# ```python
-# print([losses.triplet_hardest(S_tiny, margin=m).item() for m in (0.0, 0.1, 0.2)])  # 0.3, 0.5, 0.7
-# ```
-# </details>
-#
-# <details><summary>Solution 3</summary>
-#
+assert S2.argmax(dim=1).tolist() == [0, 1, 2] and S2.argmax(dim=0).tolist() == [0, 1, 1]
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 2.
+# Each hinge is [m + s- - s+]_+ with s+ - s- equal to -0.1, 0.2, 0.3, -0.2 for row 0, row 1,
+# column 0, column 1. The loss vanishes only when m <= min(s+ - s-) = -0.2, impossible for
+# m >= 0: row 0 and column 1 have a negative *above* their positive. At m = 0 it is 0.3.
+tiny = [losses.triplet_hardest(S_tiny, margin=m).item() for m in (0.0, 0.1, 0.2)]
+print(tiny)
+assert np.allclose(tiny, [0.3, 0.5, 0.7])  # > 0 from m = 0 on: no margin the library accepts makes it vanish
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 3.
 # Exactly one colour, shape or size of one object (the members pick different ones), so
 # their captions differ in one word, e.g. "a small red circle" vs "a small blue circle".
-# </details>
+_, scenes = make_shapes(n_train=40, n_val=1, n_test=1, difficulty=1.0, seed=cfg.seed, return_scenes=True)
+scenes = scenes["train"]
+base = {}
+for i, group in enumerate(scenes.group):
+    b = base.setdefault(group, i)  # member 0 of a group is its base scene
+    if b != i:
+        assert scenes.n_objects[i] == scenes.n_objects[b]
+        assert (scenes.attrs[i] != scenes.attrs[b]).sum() == 1, "one attribute of one object differs"
+print("every member differs from its base scene in exactly one attribute")
 
 # %% [markdown]
 # ## References

@@ -327,50 +327,49 @@ widgets.evaluation.retrieval_explorer(n_images=8, captions_per_image=5, dim=8, n
 # 3. Take a trained-looking $S$ and add a constant to one *column* (one caption's scores for
 #    every image). Which metrics change, and which cannot? Then set that whole column to one
 #    value: what rank does the caption query get, and why is that the right answer?
-#
-# <details><summary>Solution 1</summary>
-#
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 1.
 # An image query needs only the *best* of its five captions on top, and the maximum of five
 # noisy scores is much more likely to beat the negatives than a single score; a caption query
 # has one chance. A random model gains nothing from the maximum because every score is
 # equally uninformative, while the gallery is five times longer.
-#
-# ```python
-# for noise in (0.5, 1.5, 3.0):
-#     im, tx, c2 = demo_retrieval_batch(100, 5, dim=8, noise=noise, seed=0)
-#     r = metrics.retrieval_metrics(similarity.similarity(im, tx), c2)
-#     print(noise, round(r["i2t_r1"]), round(r["t2i_r1"]))  # i2t ahead while the model is informative
-# ```
-# </details>
-#
-# <details><summary>Solution 2</summary>
-#
-# ```python
-# S2 = torch.tensor([[0.9, 0.1, 0.5, 0.4],    # image 0: captions 0, 1 are its own
-#                    [0.0, -0.1, 0.8, 0.7]], dtype=torch.float64)
-# c2 = torch.tensor([0, 0, 1, 1])
-# print(metrics.retrieval_metrics(S2, c2, ks=(1,)), metrics.map_at_k(S2, c2, k=2))
-# ```
-# Image 0 ranks caption 0 first (R@1 hit) but caption 1 last, so its AP@2 is (1/1)/2 = 0.5;
-# image 1 is perfect; mAP@2 = 0.75. Every caption query still picks its image, so t2i R@1 = 100.
-# </details>
-#
-# <details><summary>Solution 3</summary>
-#
-# ```python
-# c = 0                                      # caption 0, of image 0
-# S3 = S.clone()
-# S3[:, c] += 0.5                            # shift one column: the caption's ranking of images is unchanged
-# print(metrics.ranks_t2i(S, caption_to_image)[c], metrics.ranks_t2i(S3, caption_to_image)[c])
-# S3[:, c] = 0.3                             # a constant column: every image ties with the true one
-# print(metrics.ranks_t2i(S3, caption_to_image)[c])  # n_images = 10: last place
-# ```
+r1 = {}
+for noise in (0.5, 1.5, 3.0):
+    im, tx, c2 = demo_retrieval_batch(100, 5, dim=8, noise=noise, seed=0)
+    r = metrics.retrieval_metrics(similarity.similarity(im, tx), c2)
+    r1[noise] = (r["i2t_r1"], r["t2i_r1"])
+    print(f"noise {noise}: i2t R@1 {r['i2t_r1']:.0f}, t2i R@1 {r['t2i_r1']:.0f}")
+assert all(i2t > t2i for i2t, t2i in r1.values()), "i2t ahead while the model is informative"
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 2.
+# Image 0 ranks caption 0 first (an R@1 hit) but caption 1 last, so its AP@2 is (1/1)/2 = 0.5;
+# image 1 is perfect; mAP@2 = 0.75. Every caption query still picks its image: t2i R@1 = 100.
+S2 = torch.tensor([[0.9, 0.1, 0.5, 0.4],    # image 0: captions 0, 1 are its own
+                   [0.0, -0.1, 0.8, 0.7]], dtype=torch.float64)
+c2 = torch.tensor([0, 0, 1, 1])
+r = metrics.retrieval_metrics(S2, c2, ks=(1,))
+print(r, metrics.map_at_k(S2, c2, k=2))
+assert r["i2t_r1"] == 100 and r["t2i_r1"] == 100
+assert math.isclose(metrics.map_at_k(S2, c2, k=2), 0.75)
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 3.
 # A shift of one column leaves that caption query's ranking, hence t2i, as it was; it changes the
 # i2t rankings of every image (caption 0 moves up in each row) and the global PR curve, which
 # compares scores across queries. A constant column ranks the true image last: with every image
 # tied, the model has not told them apart, and counting that as a hit would reward a collapsed
 # model (the argument of the ties section).
-# </details>
+c = 0                                      # caption 0, of image 0
+S3 = S.clone()
+S3[:, c] += 0.5                            # shift one column: the caption's ranking of images is unchanged
+assert metrics.ranks_t2i(S3, caption_to_image)[c] == metrics.ranks_t2i(S, caption_to_image)[c]
+assert not torch.equal(S3.argsort(dim=1), S.argsort(dim=1)), "the image queries' orderings change"
+print("PR-AUC before and after the shift:", metrics.pr_auc(S, caption_to_image), metrics.pr_auc(S3, caption_to_image))
+S3[:, c] = 0.3                             # a constant column: every image ties with the true one
+print("rank of the true image for a constant column:", int(metrics.ranks_t2i(S3, caption_to_image)[c]))
+assert metrics.ranks_t2i(S3, caption_to_image)[c] == n_images  # last place
 
 # %% [markdown]
 # ## References

@@ -356,42 +356,37 @@ widgets.triplet.tangent_explorer(theta_pos_deg=5.0, theta_neg_deg=5.0, side="opp
 #    What would a loss whose gradient grows with the violation look like?
 # 3. In Li et al.'s geometry, at which angle $\theta^-$ does the hardest negative receive the largest tangent push?
 #    What does that say about negatives that are almost identical to the anchor?
-#
-# <details><summary>Solution 1</summary>
-#
-# $3N$: $N$ diagonal entries plus one hardest negative per row and one per column, all distinct. It is
-# smaller when a row's and a column's hardest negative are the same entry ($s_{ij}$ hardest for image $i$
-# *and* caption $j$; it then gets weight 2), as in the batch above:
-#
-# ```python
-# G = sum(grad_hardest(S_np, 5.0))   # m = 5: every hinge active
-# print((G != 0).sum(), 3 * n, np.unique(G[~np.eye(n, dtype=bool)]))
-# ```
-# </details>
-#
-# <details><summary>Solution 2</summary>
-#
-# The derivative of $[x]_+$ is the step $\mathbb{1}[x > 0]$: the weight is 1 for a violation of $10^{-6}$ and for one of 1.
-#
-# ```python
-# S2 = S.clone(); S2[0, 1] = S2[0, 0] + 0.5     # a much larger violation in row 0
-# print(analysis.loss_gradient(S2, lambda X: losses.triplet_hardest(X, margin)).abs().max())  # still 1 or 2
-# ```
-# A squared hinge $[x]_+^2$ has derivative $2[x]_+$, growing with the violation; the softplus of notebook 04's
-# unified loss gives a smooth weight $\sigma(\gamma x)$, which Xuan & Chen call a different *triplet weight*.
-# </details>
-#
-# <details><summary>Solution 3</summary>
-#
-# $\|g(\hat{\mathbf{t}})\| = \sin\theta^-$ is largest at $\theta^- = 90°$ and zero at $\theta^- = 0$: the closer a negative is to the
-# anchor, the weaker the push that could separate them. Near-duplicates of the anchor, the hardest of
-# hard negatives, barely move — which is Li et al.'s explanation of Triplet-SH's slow start.
-#
-# ```python
-# thetas = np.radians(np.arange(0, 181, 15))
-# print(analysis.triplet_hn_tangent_norm(torch.tensor(0.0), torch.tensor(thetas), 0.0, margin=2.0).negative)
-# ```
-# </details>
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 1.
+# 3N: N diagonal entries plus one hardest negative per row and one per column, all distinct. It is
+# smaller when a row's and a column's hardest negative are the same entry (s_ij hardest for image i
+# *and* caption j; it then gets weight 2), as in the batch above.
+G = sum(grad_hardest(S_np, 5.0))   # m = 5: every hinge active
+nonzero, shared = int((G != 0).sum()), int((G[~np.eye(n, dtype=bool)] == 2).sum())
+print(f"{nonzero} nonzero entries of at most {3 * n}; {shared} negative(s) hardest for both row and column")
+assert nonzero == 3 * n - shared
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 2.
+# The derivative of [x]_+ is the step 1[x > 0]: the weight is 1 for a violation of 1e-6 and for one of 1.
+# A squared hinge [x]_+^2 has derivative 2[x]_+, growing with the violation; the softplus of notebook 04's
+# unified loss gives a smooth weight sigma(gamma x), which Xuan & Chen call a different *triplet weight*.
+S2 = S.clone()
+S2[0, 1] = S2[0, 0] + 0.5     # a much larger violation in row 0
+G2 = analysis.loss_gradient(S2, lambda X: losses.triplet_hardest(X, margin))
+print("distinct |dL/dS| entries:", G2.abs().unique().tolist())
+assert set(G2.abs().unique().tolist()) <= {0.0, 1.0, 2.0}, "every weight is 0, 1 or 2, whatever the violation"
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 3.
+# The tangent push ||g(t)|| = sin(theta-) is largest at theta- = 90° and zero at theta- = 0: the closer a
+# negative is to the anchor, the weaker the push that could separate them. Near-duplicates of the anchor,
+# the hardest of hard negatives, barely move -- which is Li et al.'s explanation of Triplet-SH's slow start.
+thetas = np.radians(np.arange(0, 181, 15))
+push = analysis.triplet_hn_tangent_norm(torch.tensor(0.0), torch.tensor(thetas), 0.0, margin=2.0).negative
+print(dict(zip(np.arange(0, 181, 15).tolist(), push.numpy().round(3).tolist())))
+assert np.degrees(thetas[int(push.argmax())]) == 90 and float(push[0]) < 1e-12
 
 # %% [markdown]
 # ## References

@@ -254,34 +254,33 @@ viz.contrastive.gradient_heatmap(S, TAU)
 # 3. Bleeker & de Rijke count a negative as *contributing* when its weight exceeds
 #    $\varepsilon = 0.01$ (COCOS, Sec. 4). How many negatives contribute per query at
 #    $\tau = 0.1$ and at $\tau = 0.5$?
-#
-# <details><summary>Solution 1</summary>
-#
-# ```python
-# torch.testing.assert_close(losses.info_nce(2 * S, 0.1), losses.info_nce(S, 0.05))
-# ```
-# </details>
-#
-# <details><summary>Solution 2</summary>
-#
-# ```python
-# lo, hi = 1e-3, 10.0  # the effective number grows with tau: bisect in log space
-# for _ in range(40):
-#     mid = (lo * hi) ** 0.5
-#     w = analysis.softmax_weights(S, mid)[0][off[0]]
-#     lo, hi = (mid, hi) if analysis.effective_number(w) < 2 else (lo, mid)
-# print(f"tau = {mid:.2g}")
-# ```
-# </details>
-#
-# <details><summary>Solution 3</summary>
-#
-# ```python
-# for tau in (0.1, 0.5):
-#     counts = (analysis.softmax_weights(S, tau) > 0.01).sum(dim=1)
-#     print(tau, counts.tolist())
-# ```
-# </details>
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 1.
+# NT-Xent sees S only through S / tau, so 2 S at tau = 0.1 is S at tau = 0.05.
+torch.testing.assert_close(losses.info_nce(2 * S, 0.1), losses.info_nce(S, 0.05))
+print("info_nce(2 S, 0.1) == info_nce(S, 0.05):", float(losses.info_nce(S, 0.05)))
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 2.
+# The effective number of negatives grows with tau (from 1 at tau -> 0 to N - 1 at tau -> infinity):
+# bisect in log space.
+lo, hi = 1e-3, 10.0
+for _ in range(40):
+    mid = (lo * hi) ** 0.5
+    w = analysis.softmax_weights(S, mid)[0][off[0]]
+    lo, hi = (mid, hi) if analysis.effective_number(w) < 2 else (lo, mid)
+print(f"tau = {mid:.2g}")
+assert abs(analysis.effective_number(analysis.softmax_weights(S, mid)[0][off[0]]) - 2) < 1e-6
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 3.
+# A hotter softmax spreads the weight: more negatives pass the threshold at tau = 0.5.
+counts = {}
+for tau in (0.1, 0.5):
+    counts[tau] = (analysis.softmax_weights(S, tau) > 0.01).sum(dim=1)  # positives have weight 0 here
+    print(tau, counts[tau].tolist())
+assert (counts[0.5] >= counts[0.1]).all() and counts[0.5].sum() > counts[0.1].sum()
 
 # %% [markdown]
 # ## References

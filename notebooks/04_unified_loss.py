@@ -304,35 +304,36 @@ torch.testing.assert_close(losses.unified(S, torch.full((N,), M, dtype=S.dtype),
 #    have weight $> 0.01$ at $\gamma = 10, 60, 1000$?
 # 3. Give the pairs whose positive similarity is the lowest in the batch a margin of 0
 #    (as a noise-robust method would) and compare their gradient with the plain loss.
-#
-# <details><summary>Solution 1</summary>
-#
-# ```python
-# gammas = np.logspace(0, 4, 30)
-# values = [float(losses.unified(S, M, g)) for g in gammas]
-# assert all(a >= b - 1e-12 for a, b in zip(values, values[1:]))
-# assert values[-1] >= float(losses.triplet_hardest(S, M)) - 1e-12  # equal up to rounding at γ = 1e4
-# ```
-# </details>
-#
-# <details><summary>Solution 2</summary>
-#
-# ```python
-# for gamma in (10.0, 60.0, 1e3):
-#     print(gamma, (analysis.unified_weights(S, M, gamma) > 0.01).sum(dim=1).tolist())
-# ```
-# </details>
-#
-# <details><summary>Solution 3</summary>
-#
-# ```python
-# doubtful = S.diagonal() < S.diagonal().quantile(0.25)
-# margins = torch.where(doubtful, 0.0, M).to(S.dtype)
-# g_plain = grad_of(lambda X: losses.unified(X, M, GAMMA)).diagonal()
-# g_adapt = grad_of(lambda X: losses.unified(X, margins, GAMMA)).diagonal()
-# print(torch.stack([g_plain, g_adapt])[:, doubtful])  # a smaller pull on the doubtful positives
-# ```
-# </details>
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 1.
+# (1/gamma) log sum exp(gamma x) is a soft maximum that falls towards the hard maximum as gamma grows.
+gammas = np.logspace(0, 4, 30)
+values = [float(losses.unified(S, M, g)) for g in gammas]
+print([round(v, 4) for v in values[::6]], "-> Triplet-SH", round(float(losses.triplet_hardest(S, M)), 4))
+assert all(a >= b - 1e-12 for a, b in zip(values, values[1:]))
+assert values[-1] >= float(losses.triplet_hardest(S, M)) - 1e-12  # equal up to rounding at gamma = 1e4
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 2.
+# The larger gamma, the fewer negatives carry weight: gamma -> infinity keeps only the hardest one.
+counts = {}
+for gamma in (10.0, 60.0, 1e3):
+    counts[gamma] = (analysis.unified_weights(S, M, gamma) > 0.01).sum(dim=1)
+    print(gamma, counts[gamma].tolist())
+assert (counts[10.0] >= counts[60.0]).all() and (counts[60.0] >= counts[1e3]).all()
+assert (counts[1e3] <= 1).all()
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 3.
+# With a margin of 0 a doubtful positive needs less to satisfy its hinge-like terms, so it is pulled
+# less hard (its diagonal gradient is smaller in magnitude).
+doubtful = S.diagonal() < S.diagonal().quantile(0.25)
+margins = torch.where(doubtful, 0.0, M).to(S.dtype)
+g_plain = grad_of(lambda X: losses.unified(X, M, GAMMA)).diagonal()
+g_adapt = grad_of(lambda X: losses.unified(X, margins, GAMMA)).diagonal()
+print(torch.stack([g_plain, g_adapt])[:, doubtful])
+assert (g_adapt[doubtful].abs() < g_plain[doubtful].abs()).all(), "a smaller pull on the doubtful positives"
 
 # %% [markdown]
 # ## References

@@ -293,31 +293,30 @@ pd.concat({"rsum": rsum, "i2t mAP@5": mAP}, axis=1)
 #    0.01 of the exact AP.
 # 3. Compute Bleeker's metric, i2t mAP@5, for the live batch with `metrics.map_at_k` and
 #    compare it with the full-depth mAP.
-#
-# <details><summary>Solution 1</summary>
-#
-# ```python
-# assert metrics.average_precision(10 * scores, is_pos) == metrics.average_precision(scores, is_pos)
-# print(smoothed_ap(scores, is_pos, 0.05), smoothed_ap(10 * scores, is_pos, 0.05))
-# assert math.isclose(smoothed_ap(10 * scores, is_pos, 0.5), smoothed_ap(scores, is_pos, 0.05))  # tau x 10
-# ```
-# </details>
-#
-# <details><summary>Solution 2</summary>
-#
-# ```python
-# exact = metrics.average_precision(S[0], pos_i2t[0])
-# ok = [t for t in np.logspace(-4, 0, 41) if abs(smoothed_ap(S[0], pos_i2t[0], t) - exact) < 0.01]
-# print(max(ok))
-# ```
-# </details>
-#
-# <details><summary>Solution 3</summary>
-#
-# ```python
-# print(metrics.map_at_k(S, c2i, k=5), metrics.map_at_k(S, c2i, k=5 * N_IMG))
-# ```
-# </details>
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 1.
+# The exact AP sees only the order; SmoothAP's sigmoids see the differences divided by tau, so
+# scores x 10 at tau x 10 is the same SmoothAP.
+assert metrics.average_precision(10 * scores, is_pos) == metrics.average_precision(scores, is_pos)
+print(smoothed_ap(scores, is_pos, 0.05), smoothed_ap(10 * scores, is_pos, 0.05))
+assert smoothed_ap(10 * scores, is_pos, 0.05) != smoothed_ap(scores, is_pos, 0.05)
+assert math.isclose(smoothed_ap(10 * scores, is_pos, 0.5), smoothed_ap(scores, is_pos, 0.05))  # tau x 10
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 2.
+exact = metrics.average_precision(S[0], pos_i2t[0])
+ok = [t for t in np.logspace(-4, 0, 41) if abs(smoothed_ap(S[0], pos_i2t[0], t) - exact) < 0.01]
+print(f"largest tau within 0.01 of the exact AP {exact:.3f}: {max(ok):.3g}")
+assert ok and min(ok) == 1e-4  # a small enough tau always recovers the exact AP
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 3.
+# mAP@5 stops counting after rank 5: a positive caption ranked lower adds nothing, so it is at most
+# the full-depth mAP (k = every caption).
+at5, full = metrics.map_at_k(S, c2i, k=5), metrics.map_at_k(S, c2i, k=5 * N_IMG)
+print(f"i2t mAP@5 {at5:.3f}, full-depth mAP {full:.3f}")
+assert at5 <= full + 1e-12
 
 # %% [markdown]
 # ## References

@@ -551,113 +551,109 @@ assert all(g[(t, "sig-ms")] > g[(t, "con")] for g in as_grid.values() for t in g
 # **1.** Show numerically that $T^{nca}$ becomes $T^{con}$ with margin $m = 0$ as $\tau \to \infty$, away
 # from the diagonal $S_{pos} = S_{neg}$. How large must $\tau$ be for the two to differ by less than 0.01
 # wherever $|S_{pos} - S_{neg}| > 0.05$?
-#
-# <details><summary>Solution</summary>
-#
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 1.
 # The difference is largest next to the excluded band, where it is $\sigma(-0.05\,\tau)$; it drops below
 # 0.01 for $\tau > 20 \ln 99 \approx 92$.
 #
-# ```python
-# g = torch.linspace(-1, 1, 81, dtype=torch.float64)
-# sp, sn = torch.meshgrid(g, g, indexing="xy")
-# far = (sp - sn).abs() > 0.05
-# for tau in (10, 50, 92, 93, 200):
-#     diff = (goal.triplet_weight("nca", sp, sn, tau=tau) - goal.triplet_weight("con", sp, sn, margin=0.0))[far]
-#     print(tau, float(diff.abs().max()))
-# ```
-# </details>
-#
+g = torch.linspace(-1, 1, 81, dtype=torch.float64)
+sp, sn = torch.meshgrid(g, g, indexing="xy")
+far = (sp - sn).abs() > 0.05
+gap = {}
+for tau in (10, 50, 92, 93, 200):
+    diff = (goal.triplet_weight("nca", sp, sn, tau=tau) - goal.triplet_weight("con", sp, sn, margin=0.0))[far]
+    gap[tau] = float(diff.abs().max())
+    print(tau, gap[tau])
+sigma = {t: float(torch.sigmoid(torch.tensor(-0.05 * t, dtype=torch.float64))) for t in gap}
+assert all(abs(gap[t] - sigma[t]) < 1e-9 for t in gap)  # the largest difference: next to the band
+assert gap[50] > 0.01 > gap[92]  # below 0.01 from tau = 20 ln 99 = 91.9 on
+
+# %% [markdown]
 # **2.** Table 1 calls $(T^{con}, P^{sig})$ binomial deviance. Write the hard-negative binomial deviance
 # loss $\frac{1}{\alpha}\log(1 + e^{-\alpha(s_{pos} - \lambda)}) + \frac{1}{\beta}\log(1 + e^{\beta(s_{neg} - \lambda)})$
 # (both directions) and compare its autograd gradient with `goal_gradient(S, "con", "sig")`. Why must you set
 # a large margin for them to agree?
-#
-# <details><summary>Solution</summary>
-#
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 2.
 # Binomial deviance has no hinge, i.e. its triplet weight is always 1. $T^{con}$ is 1 only on violating
 # triplets; with $m = 2$ every triplet violates ($s_{neg} - s_{pos} > -2$), so $T^{con} \equiv 1$.
 #
-# ```python
-# def binomial_deviance_hard(S, alpha=2.0, beta=10.0, lam=0.5):
-#     eye = torch.eye(len(S), dtype=torch.bool)
-#     hardest = S.masked_fill(eye, float("-inf"))
-#     pos = S.diagonal()
-#     term_pos = F.softplus(-alpha * (pos - lam)) / alpha
-#     return sum((term_pos + F.softplus(beta * (neg - lam)) / beta).sum()
-#                for neg in (hardest.max(dim=1).values, hardest.max(dim=0).values))
-#
-# S_bd = S.clone().requires_grad_()
-# binomial_deviance_hard(S_bd).backward()
-# torch.testing.assert_close(goal.goal_gradient(S, "con", "sig", margin=2.0), S_bd.grad)
-# assert not torch.allclose(goal.goal_gradient(S, "con", "sig", margin=0.2), S_bd.grad)
-# ```
-# </details>
-#
+def binomial_deviance_hard(S, alpha=2.0, beta=10.0, lam=0.5):
+    eye = torch.eye(len(S), dtype=torch.bool)
+    hardest = S.masked_fill(eye, float("-inf"))
+    pos = S.diagonal()
+    term_pos = F.softplus(-alpha * (pos - lam)) / alpha
+    return sum((term_pos + F.softplus(beta * (neg - lam)) / beta).sum()
+               for neg in (hardest.max(dim=1).values, hardest.max(dim=0).values))
+
+S_bd = S.clone().requires_grad_()
+binomial_deviance_hard(S_bd).backward()
+torch.testing.assert_close(goal.goal_gradient(S, "con", "sig", margin=2.0), S_bd.grad)
+assert not torch.allclose(goal.goal_gradient(S, "con", "sig", margin=0.2), S_bd.grad)
+
+# %% [markdown]
 # **3.** Section 4 found that $(T^{cir}, P^{lin})$ has zero curl. Find its loss: check that
 # $l = \frac{1}{2\tau}\log\left(1 + e^{\tau[(s_{pos}-1)^2 + s_{neg}^2 - 1]}\right)$ has the gradient
 # $(-T^{cir} P^{lin}_+,\; T^{cir} P^{lin}_-)$ for $s_{pos} < 1$, $s_{neg} > 0$.
-#
-# <details><summary>Solution</summary>
-#
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 3.
 # $\partial l/\partial s_{pos} = \frac{1}{2\tau}\,\tau\,\sigma(\cdot)\,2(s_{pos} - 1) = -T^{cir}(1 - s_{pos})$ and
 # $\partial l/\partial s_{neg} = T^{cir} s_{neg}$. Numerically:
 #
-# ```python
-# tau = 10.0
-# sp = torch.tensor([0.3, 0.7, 0.9], dtype=torch.float64, requires_grad=True)
-# sn = torch.tensor([0.2, 0.5, 0.1], dtype=torch.float64, requires_grad=True)
-# (F.softplus(tau * ((sp - 1) ** 2 + sn**2 - 1)) / (2 * tau)).sum().backward()
-# T = goal.triplet_weight("cir", sp.detach(), sn.detach(), tau=tau)
-# torch.testing.assert_close(sp.grad, -T * goal.pair_weight("lin", sp.detach(), True))
-# torch.testing.assert_close(sn.grad, T * goal.pair_weight("lin", sn.detach(), False))
-# ```
+tau = 10.0
+sp = torch.tensor([0.3, 0.7, 0.9], dtype=torch.float64, requires_grad=True)
+sn = torch.tensor([0.2, 0.5, 0.1], dtype=torch.float64, requires_grad=True)
+(F.softplus(tau * ((sp - 1) ** 2 + sn**2 - 1)) / (2 * tau)).sum().backward()
+T = goal.triplet_weight("cir", sp.detach(), sn.detach(), tau=tau)
+torch.testing.assert_close(sp.grad, -T * goal.pair_weight("lin", sp.detach(), True))
+torch.testing.assert_close(sn.grad, T * goal.pair_weight("lin", sn.detach(), False))
 # This is the Circle loss of a single pair (Sun et al. 2020) with margin 0 and scale $\tau$.
-# </details>
-#
+
+# %% [markdown]
 # **4.** $T^{con}$ has zero curl away from its hinge, yet only $(T^{con}, P^{con})$ is integrable everywhere.
 # Integrate the designed field of $(T^{con}, P^{con})$ and of $(T^{con}, P^{lin})$ around the rectangle
 # $[0.2, 0.8] \times [0.1, 0.7]$ (which the hinge $S_{neg} = S_{pos} - 0.2$ crosses). What do you get, and why?
-#
-# <details><summary>Solution</summary>
-#
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 4.
 # A field with a potential has zero integral around every closed loop. Outside the hinge, $(T^{con}, P^{lin})$
 # is the gradient of $\frac12(1 - s_{pos})^2 + \frac12 s_{neg}^2$ on one side and of $0$ on the other; the two
 # potentials do not agree along the hinge, so the loop integral is not zero. For $(T^{con}, P^{con})$ the
 # potential is $s_{neg} - s_{pos} = -m$ along the hinge, a constant, and the integral vanishes.
 #
-# ```python
-# def loop_integral(triplet, pair, a=0.2, b=0.8, c=0.1, d=0.7, n=20001):
-#     t = torch.linspace(0, 1, n, dtype=torch.float64)
-#     mid = (t[1:] + t[:-1]) / 2
-#     total = 0.0
-#     for (x0, y0), (x1, y1) in [((a, c), (b, c)), ((b, c), (b, d)), ((b, d), (a, d)), ((a, d), (a, c))]:
-#         sp, sn = x0 + (x1 - x0) * mid, y0 + (y1 - y0) * mid
-#         g_pos, g_neg = designed_field(triplet, pair, sp, sn)
-#         total += float(((g_pos * (x1 - x0) + g_neg * (y1 - y0)) / (n - 1)).sum())
-#     return total
-#
-# print(loop_integral("con", "con"), loop_integral("con", "lin"))  # ~0 and 0.05
-# ```
+def loop_integral(triplet, pair, a=0.2, b=0.8, c=0.1, d=0.7, n=20001):
+    t = torch.linspace(0, 1, n, dtype=torch.float64)
+    mid = (t[1:] + t[:-1]) / 2
+    total = 0.0
+    for (x0, y0), (x1, y1) in [((a, c), (b, c)), ((b, c), (b, d)), ((b, d), (a, d)), ((a, d), (a, c))]:
+        sp, sn = x0 + (x1 - x0) * mid, y0 + (y1 - y0) * mid
+        g_pos, g_neg = designed_field(triplet, pair, sp, sn)
+        total += float(((g_pos * (x1 - x0) + g_neg * (y1 - y0)) / (n - 1)).sum())
+    return total
+
+around = {pair: loop_integral("con", pair) for pair in ("con", "lin")}
+print(around)  # ~0 and 0.05
+assert abs(around["con"]) < 1e-3 and abs(around["lin"] - 0.05) < 1e-3
 # The hinge enters the rectangle at $(0.3, 0.1)$ and leaves it at $(0.8, 0.6)$; the loop integral of
 # $(T^{con}, P^{lin})$ is the jump of its potential between the two, $0.25 - 0.2 = 0.05$.
 # (`designed_field` is defined in section 4; $T^{con}$ uses its default margin 0.2.)
-# </details>
-#
+
+# %% [markdown]
 # **5.** In the composer, choose $(T^{con}, P^{con})$. Which margin makes *every* one of the $2N$ triplets of
 # the batch receive gradient? Predict it from `goal.batch_triplets(S)`, then check with the slider.
-#
-# <details><summary>Solution</summary>
-#
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 5.
 # Every triplet is active when $m + s_{neg} - s_{pos} > 0$ for all of them, i.e. $m > \max(s_{pos} - s_{neg})$:
 #
-# ```python
-# s_pos_b, s_neg_b = goal.batch_triplets(S)
-# m_all = float((s_pos_b - s_neg_b).max())
-# print(f"m > {m_all:.3f}")
-# grad = goal.goal_gradient(S, "con", "con", margin=m_all + 1e-6)
-# assert (grad.diagonal() == -2).all()  # each positive pulled by both of its triplets
-# ```
-# </details>
+s_pos_b, s_neg_b = goal.batch_triplets(S)
+m_all = float((s_pos_b - s_neg_b).max())
+print(f"m > {m_all:.3f}")
+grad = goal.goal_gradient(S, "con", "con", margin=m_all + 1e-6)
+assert (grad.diagonal() == -2).all()  # each positive pulled by both of its triplets
 
 # %% [markdown]
 # ## References

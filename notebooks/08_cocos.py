@@ -362,41 +362,44 @@ for t in goal.GOAL_TRIPLETS:
 # 3. The unified loss has no COCOS rule in the paper. Define one like NT-Xent's (a negative contributes
 #    when its share of the query's gradient exceeds ε) and count it on the live batch for γ = 10 and
 #    γ = 60 with the Jacobian recipe above.
-#
-# <details><summary>Solution 1</summary>
-#
-# ```python
-# for eps in (0.01, 0.1):
-#     c = analysis.cocos(S, "nt_xent", eps=eps, temperature=TAU_NT)["i2t"]
-#     print(eps, c["C_q_mean_active"], c["W_neg"], c["W_pos"])
-# # W_pos = mean of 1 - p+ sums every negative's weight: no threshold enters it.
-# ```
-# </details>
-#
-# <details><summary>Solution 2</summary>
-#
-# ```python
-# run, g = runs["NT-Xent"], torch.Generator().manual_seed(1)
-# frames = []
-# for _ in range(5):
-#     images = torch.randperm(train[0].shape[0], generator=g)[:BATCH]
-#     caption = torch.stack([torch.nonzero(train[2] == i)[0, 0] for i in images])  # one caption each
-#     S_b = run.similarity(train[0][images], train[1][caption]).cpu()
-#     frames.append(analysis.cocos_table(S_b, eps=EPS, temperature=TAU_NT, losses=("nt_xent",)))
-# pd.concat(frames).groupby("direction")[["C_q", "C_B", "C_0", "W_neg", "W_pos"]].mean()
-# ```
-# </details>
-#
-# <details><summary>Solution 3</summary>
-#
-# ```python
-# for gamma in (10.0, 60.0):
-#     g_i2t, _ = query_grads(lambda X: losses.unified(X, MARGIN, gamma, reduction="none"), S)
-#     neg = g_i2t.clamp_min(0) * off  # each negative's pull on the query's gradient
-#     share = neg / neg.sum(dim=1, keepdim=True).clamp_min(1e-300)
-#     print(gamma, (share > EPS).sum(dim=1).tolist())
-# ```
-# </details>
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 1.
+# A higher threshold counts fewer negatives as contributing, so C^q and W^{qv-} (the weight of the
+# contributing negatives) can only fall. W^{qv+} = mean of 1 - p+ sums *every* negative's weight:
+# no threshold enters it.
+c = {eps: analysis.cocos(S, "nt_xent", eps=eps, temperature=TAU_NT)["i2t"] for eps in (0.01, 0.1)}
+for eps, ci in c.items():
+    print(eps, ci["C_q_mean_active"], ci["W_neg"], ci["W_pos"])
+assert c[0.1]["C_q_mean_active"] <= c[0.01]["C_q_mean_active"] and c[0.1]["W_neg"] <= c[0.01]["W_neg"]
+assert c[0.1]["W_pos"] == c[0.01]["W_pos"]
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 2.
+# Five random training batches of the trained NT-Xent model, one caption per image, averaged.
+run, g = runs["NT-Xent"], torch.Generator().manual_seed(1)
+frames = []
+for _ in range(5):
+    images = torch.randperm(train[0].shape[0], generator=g)[:BATCH]
+    caption = torch.stack([torch.nonzero(train[2] == i)[0, 0] for i in images])  # one caption each
+    S_b = run.similarity(train[0][images], train[1][caption]).cpu()
+    frames.append(analysis.cocos_table(S_b, eps=EPS, temperature=TAU_NT, losses=("nt_xent",)))
+averaged = pd.concat(frames).groupby("direction")[["C_q", "C_B", "C_0", "W_neg", "W_pos"]].mean()
+assert set(averaged.index) == {"i2t", "t2i"} and averaged.notna().all().all()
+averaged
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 3.
+# A negative contributes when its share of the query's gradient exceeds eps. A larger gamma
+# concentrates the gradient on the hardest negatives, so fewer of them pass.
+counts = {}
+for gamma in (10.0, 60.0):
+    g_i2t, _ = query_grads(lambda X: losses.unified(X, MARGIN, gamma, reduction="none"), S)
+    neg = g_i2t.clamp_min(0) * off  # each negative's pull on the query's gradient
+    share = neg / neg.sum(dim=1, keepdim=True).clamp_min(1e-300)
+    counts[gamma] = (share > EPS).sum(dim=1)
+    print(gamma, counts[gamma].tolist())
+assert counts[60.0].sum() <= counts[10.0].sum()
 
 # %% [markdown]
 # ## References

@@ -294,19 +294,40 @@ viz.lessons.overview_figure(table, lessons.EXPERIMENTS)
 #    Triplet (all) — and is a long warm-up still Triplet-SH?
 # 3. **Your own condition.** Train the four losses with MLP heads instead of linear ones
 #    (`showdown={"head": "mlp"}` in `LessonsSpec`) and compare the orderings of (a).
-#
-# <details><summary>Solution</summary>
-#
-# ```python
-# more = lessons.run(lessons.LessonsSpec(fast=cfg.fast, seeds=(0, 1, 2, 3, 4)))
-# display(Markdown(report.lesson_reading(report.lesson_table(more.runs), lessons.EXPERIMENTS)["text"]))
-# ```
-# With five seeds the standard deviations are estimated better; the rule still compares the
-# difference with the summed stds, so only differences large against the run-to-run spread become
-# verdicts. For 2 and 3, pass `warmup_epochs=(1, 2, 3)` or `showdown={"head": "mlp"}` to `LessonsSpec`; new
-# conditions are trained, the others come from the cache.
-#
-# </details>
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 1.
+# With five seeds the standard deviations are estimated better; the rule still compares the difference
+# with the summed stds, so only differences large against the run-to-run spread become verdicts. The
+# three seeds already trained come from the cache. In fast mode this cell reruns experiment (a) only
+# (its conditions' specs), to keep the notebook quick; in full mode, every experiment.
+five = lessons.LessonsSpec(fast=cfg.fast, device=str(cfg.device), seeds=(0, 1, 2, 3, 4),
+                           **cfg.pick(dict(difficulties=(spec.difficulty,), warmup_epochs=(), settings=("features",)),
+                                      {}))
+more = lessons.run(five)
+assert (more.runs.groupby(["experiment", "condition"])["seed"].nunique() == 5).all()
+five_table = report.lesson_table(more.runs)
+display(Markdown(report.lesson_reading(five_table, lessons.EXPERIMENTS)["text"]))
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 2.
+# Only the new condition (three epochs of Triplet before Triplet-SH) is trained; the others come from
+# the cache. With few epochs in fast mode, a long warm-up is mostly Triplet (all) -- is it still
+# Triplet-SH? Read its row against "no warm-up".
+longer = lessons.run(lessons.LessonsSpec(fast=cfg.fast, device=str(cfg.device), warmup_epochs=(1, 2, 3)))
+assert "3 epochs of Triplet first" in set(longer.runs["condition"])
+display(report.lesson_matrix(report.lesson_table(longer.runs), "warmup"))
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 3.
+# MLP heads change every condition, so everything is trained again; in fast mode this cell runs
+# experiment (a) with one seed (a first look, "cannot tell" everywhere), in full mode the whole chapter.
+mlp = lessons.LessonsSpec(fast=cfg.fast, device=str(cfg.device), showdown={"head": "mlp"},
+                          **cfg.pick(dict(seeds=(0,), difficulties=(spec.difficulty,), warmup_epochs=(),
+                                          settings=("features",)), {}))
+mlp_runs = lessons.run(mlp).runs
+assert set(mlp_runs["condition"]) >= {"random encoder", "pretrained encoder"}
+display(report.lesson_matrix(report.lesson_table(mlp_runs), "features"))
 
 # %% [markdown]
 # ## References

@@ -7,9 +7,10 @@ Environment variables (read once, here):
 - VLR_DATA_PATH   flickr30k: a local copy of the data (default: the copy data_scripts/prepare_flickr30k.py
                   saved, else the Hub; read by ``vlr_lib.data.flickr30k.resolve_source``);
 - VLR_FLICKR_REVISION  flickr30k: a commit hash (or its first 7+ characters) that chooses between
-                  feature caches of several commits.
+                  feature caches of several commits;
 - VLR_RERUN=1     full mode re-trains instead of opening the recorded runs that ship with the
-                  workbook (``vlr_lib.train.record``); fast mode always trains.
+                  workbook (``vlr_lib.train.record``); fast mode always trains;
+- VLR_BOOK=1      set by `make book` only: figures and explorers for the static book (vlr_lib.book).
 """
 from __future__ import annotations
 
@@ -77,6 +78,11 @@ def _set_renderer(renderer: str | None) -> None:
     """`renderer` as plotly's default, unless PLOTLY_RENDERER (plotly's own variable) or a hosted notebook decided."""
     import plotly.io as pio
 
+    from . import book
+
+    if book.active():  # `make book`: figures as HTML for the book's one local plotly.js
+        book.use_renderer()
+        return
     if renderer is None or os.environ.get("PLOTLY_RENDERER") or pio.renderers.default in HOSTED_RENDERERS:
         return
     pio.renderers.default = renderer

@@ -82,3 +82,71 @@ def test_an_explorer_keeps_its_builder_and_main_control():
     assert named.main == "b"
     with pytest.raises(ValueError, match="main"):
         W.explorer({"a": ipw.IntSlider(value=1)}, lambda a: go.Figure(), name="t", main="z")
+
+
+# The book's explorers (VLR_BOOK=1): the main control's values as plotly frames behind a plotly slider.
+
+def test_control_values_span_the_range_and_keep_the_current_value():
+    lin = W.control_values(ipw.FloatSlider(value=0.2, min=0.0, max=1.0, step=0.05), steps=5)
+    assert [v for _, v in lin] == [0.0, 0.2, 0.25, 0.5, 0.75, 1.0]  # on the step grid, 0.2 added
+    log = W.control_values(ipw.FloatLogSlider(value=60.0, base=10, min=0, max=4), steps=5)
+    assert [v for _, v in log] == [1.0, 10.0, 60.0, 100.0, 1000.0, 10000.0] and log[2][0] == "60"
+    ints = W.control_values(ipw.IntSlider(value=3, min=0, max=7), steps=3)
+    assert [v for _, v in ints] == [0, 3, 4, 7] and all(isinstance(v, int) for _, v in ints)
+    choice = W.control_values(ipw.Dropdown(options=[("A", "a"), ("B", "b"), ("C", "c")], value="b"))
+    assert choice == [("A", "a"), ("B", "b"), ("C", "c")]
+    assert W.control_values(ipw.Checkbox(value=True)) == [] and W.control_values(ipw.Text()) == []
+
+
+def test_frames_figure_holds_every_figure_and_starts_at_the_active_one():
+    figs = [go.Figure(go.Scatter(x=[0, 1], y=[v, 2 * v]), layout=dict(title=f"m = {v}")) for v in (1, 2, 3)]
+    fig = W.frames_figure(figs, ["1", "2", "3"], active=1, description="m")
+    assert fig.data[0].y == (2, 4) and [f.name for f in fig.frames] == ["0", "1", "2"]
+    assert [f.data[0].y for f in fig.frames] == [(1, 2), (2, 4), (3, 6)]
+    assert fig.frames[2].layout.title.text == "m = 3"  # a frame carries its layout too
+    (slider,) = fig.layout.sliders
+    assert slider.active == 1 and [s.label for s in slider.steps] == ["1", "2", "3"]
+    assert [list(s.args[0]) for s in slider.steps] == [["0"], ["1"], ["2"]] and slider.steps[0].method == "animate"
+    with pytest.raises(ValueError, match="active"):
+        W.frames_figure(figs, ["1", "2", "3"], active=3, description="m")
+
+
+def test_book_figures_evaluate_draw_over_the_main_control_only():
+    calls = []
+
+    def draw(m: float, label: str) -> tuple[go.Figure, go.Figure]:
+        calls.append((m, label))
+        return go.Figure(go.Bar(y=[m])), go.Figure(go.Bar(y=[-m]))
+
+    box = W.explorer({"label": ipw.Dropdown(options=["x", "y"], value="y"),
+                      "m": ipw.FloatSlider(value=0.5, min=0.0, max=1.0, step=0.5)}, draw, name="t")
+    calls.clear()
+    note, figs = W.book_figures(box, steps=3)
+    assert "m" in note and len(figs) == 2  # one frames figure per figure the explorer draws
+    assert sorted(calls) == [(0.0, "y"), (0.5, "y"), (1.0, "y")]  # the other control as it is
+    assert [f.data[0].y for f in figs[1].frames] == [(-0.0,), (-0.5,), (-1.0,)]
+    assert figs[0].data[0].y == (0.5,) and box.controls["m"].value == 0.5  # the explorer is left as it was
+
+
+def test_an_explorer_without_a_range_shows_its_figure(monkeypatch):
+    box = W.explorer({"on": ipw.Checkbox(value=True)}, lambda on: go.Figure(go.Bar(y=[int(on)])), name="t")
+    note, figs = W.book_figures(box)
+    assert "first view" in note and figs == list(box.figures)
+
+
+def test_in_the_book_an_explorer_displays_as_html_for_the_pages_plotly(monkeypatch):
+    box, _ = explorer()
+    assert "application/vnd.jupyter.widget-view+json" in box._repr_mimebundle_()  # JupyterLab: the widget
+    monkeypatch.setenv("VLR_BOOK", "1")
+    bundle = box._repr_mimebundle_()
+    assert set(bundle) == {"text/html", "text/plain"}
+    html = bundle["text/html"]
+    assert html.count("plotly-graph-div") == 1 and "Plotly.newPlot" in html and "cdn.plot.ly" not in html
+    assert '"sliders"' in html and "Plotly.addFrames" in html  # the slider and its frames
+
+
+def test_frames_figure_pads_views_with_fewer_traces():
+    figs = [go.Figure([go.Bar(y=[1]), go.Bar(y=[2])]), go.Figure([go.Bar(y=[3])])]
+    fig = W.frames_figure(figs, ["two", "one"], active=1, description="metric")
+    assert len(fig.data) == 2 and [len(f.data) for f in fig.frames] == [2, 2]
+    assert fig.frames[1].data[1].visible is False and fig.data[1].visible is False

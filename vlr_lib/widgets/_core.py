@@ -25,10 +25,12 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 
 import ipywidgets as W
+import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 import traitlets
 
+from .. import book
 from ..viz._style import LOG_READOUT
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
@@ -93,6 +95,12 @@ class Explorer(W.VBox):
         for out, fig in zip(self._outputs, self.figures):
             show(out, fig)
 
+    def _repr_mimebundle_(self, **kwargs) -> dict:
+        """In JupyterLab the live widget; in the static book (VLR_BOOK=1) its plotly-native version."""
+        if book.active():
+            return book_bundle(self)
+        return super()._repr_mimebundle_(**kwargs)
+
 
 def explorer(
     controls: dict[str, W.Widget],
@@ -141,3 +149,102 @@ def slider(cls, description: str, **kw) -> W.Widget:
     if cls in (W.FloatSlider, LogSlider):
         kw.setdefault("readout_format", readout_format(cls, kw.get("step", 0.1)))
     return cls(description=description, continuous_update=False, style={"description_width": "initial"}, **kw)
+
+
+# --- The book's explorers (`make book`, VLR_BOOK=1): no kernel, so no widgets. The explorer's own `draw`
+# is evaluated once per value of its main control, and the figures are packed as plotly frames behind a
+# plotly slider, which the browser moves without Python. The other controls keep their current values.
+
+BOOK_STEPS = 9  # values of the main control per explorer: enough to see the trend, pages stay small
+CHOICES = (W.Dropdown, W.ToggleButtons, W.RadioButtons, W.SelectionSlider)
+
+
+def control_values(control: W.Widget, steps: int = BOOK_STEPS) -> list[tuple[str, object]]:
+    """(label, value) pairs across `control`'s range, its current value among them, at most `steps` (+1);
+    none for a control without a range or options (a checkbox, a text field)."""
+    if isinstance(control, W.FloatLogSlider):
+        grid = [float(v) for v in control.base ** np.linspace(control.min, control.max, steps)]
+    elif isinstance(control, (W.FloatSlider, W.IntSlider)):
+        raw = np.linspace(control.min, control.max, steps)
+        grid = [control.min + round((v - control.min) / control.step) * control.step for v in raw]
+        grid = [int(v) if isinstance(control, W.IntSlider) else round(float(v), 12) for v in grid]
+    elif isinstance(control, CHOICES):
+        pairs = list(zip(control._options_labels, control._options_values))
+        chosen = [pairs[i] for i in sorted({round(i) for i in np.linspace(0, len(pairs) - 1, min(steps, len(pairs)))})]
+        if control.index is not None and pairs[control.index] not in chosen:
+            chosen = sorted(chosen + [pairs[control.index]], key=pairs.index)
+        return chosen
+    else:
+        return []
+    current = round(float(control.value), 12) if isinstance(control.value, float) else control.value
+    return [(f"{v:.3g}" if isinstance(v, float) else str(v), v) for v in sorted(set(grid) | {current})]
+
+
+def frames_figure(figures: list[go.Figure], labels: list[str], active: int, description: str) -> go.Figure:
+    """`figures` (one per value of a control) as one figure whose plotly slider shows each in turn.
+
+    The figure at `active` is drawn first; every figure is a frame holding its traces and layout, and the
+    slider's steps animate to a frame at once (no transition), so moving it redraws as the widget would.
+    The slider sits under the plot, above the legend (which stays at the bottom of the figure).
+    """
+    if len(figures) != len(labels) or not 0 <= active < len(figures):
+        raise ValueError(f"figures and labels must match and 0 <= active < {len(figures)}, got active={active}")
+    # animate updates traces by index: a view with fewer traces (a metric with fewer series) gets hidden
+    # placeholders, so every frame has as many as the most crowded one
+    n = max(len(f.data) for f in figures)
+    data = [[*f.data, *[go.Scatter(x=[], y=[], visible=False, showlegend=False)] * (n - len(f.data))]
+            for f in figures]
+    fig = go.Figure(figures[active])
+    fig.add_traces(data[active][len(fig.data):])
+    fig.frames = [go.Frame(data=d, layout=_frame_layout(f), name=str(i)) for i, (d, f) in enumerate(zip(data, figures))]
+    now = dict(mode="immediate", frame=dict(duration=0, redraw=True), transition=dict(duration=0))
+    steps = [dict(method="animate", label=label, args=[[str(i)], now]) for i, label in enumerate(labels)]
+    slider = dict(active=active, steps=steps, currentvalue=dict(prefix=f"{description} = "), x=0, len=1,
+                  y=0, yanchor="top", pad=dict(t=SLIDER_TOP, b=0))
+    margin_b = fig.layout.margin.b if fig.layout.margin.b is not None else 50
+    fig.update_layout(sliders=[*fig.layout.sliders, slider], margin_b=margin_b + SLIDER_PX)
+    if fig.layout.height:
+        fig.update_layout(height=fig.layout.height + SLIDER_PX)
+    return fig
+
+
+SLIDER_TOP, SLIDER_PX = 45, 95  # px from the plot to the slider (tick labels, axis title); px the slider needs
+
+
+def _frame_layout(fig: go.Figure) -> dict:
+    """What a frame changes in the layout: titles, annotations, shapes, axes (not the template, size or sliders)."""
+    layout = fig.layout.to_plotly_json()
+    for key in ("template", "sliders", "height", "width", "margin", "legend"):
+        layout.pop(key, None)
+    return layout
+
+
+def book_figures(box: Explorer, steps: int = BOOK_STEPS) -> tuple[str, list[go.Figure]]:
+    """What the book shows for an explorer: a line saying what its slider moves, and its figures, each with
+    the main control's values as frames (`frames_figure`); the other controls keep their current values."""
+    control, values = box.controls[box.main], box.values()
+    grid = control_values(control, steps) if not control.disabled else []
+    if len(grid) < 2:
+        return "In the book this explorer shows its first view; run the notebook to change it.", list(box.figures)
+    per_value = []
+    for _, v in grid:
+        out = box.draw(**{**values, box.main: v})
+        per_value.append(out if isinstance(out, tuple) else (out,))
+    current = [v for _, v in grid]
+    active = (int(np.argmin([abs(v - control.value) for v in current])) if isinstance(control.value, (int, float))
+              else current.index(control.value))
+    description = control.description or box.main
+    note = (f"In the book the slider under each figure moves <b>{description}</b> over {len(grid)} precomputed "
+            "values; the other controls stay as in the notebook (run it to change them).")
+    labels = [label for label, _ in grid]
+    return note, [frames_figure([figs[j] for figs in per_value], labels, active, description)
+                  for j in range(len(per_value[0]))]
+
+
+def book_bundle(box: Explorer) -> dict:
+    """The explorer as the book shows it (a display bundle): the note and its figures, as HTML that draws them
+    with the page's plotly.js (vlr_lib.book)."""
+    note, figures = book_figures(box)
+    html = "".join(book.BookRenderer().to_mimebundle(f.to_dict())["text/html"] for f in figures)
+    return {"text/html": f'<div class="vlr-book-explorer"><p class="vlr-book-note">{note}</p>{html}</div>',
+            "text/plain": f"<explorer {box.name}: {len(figures)} figure(s) over {box.main}>"}

@@ -1,0 +1,223 @@
+"""`make book`: execute every notebook in fast mode, then build the static HTML book.
+
+    python book/build.py [--out build/book] [--jobs 2] [--notebooks notebooks]
+
+1. The sources are assembled in a temporary folder beside --out: the README (its introduction is
+   the front page), docs/*.md, book/*.md and book/conf.py.
+2. Each notebook (the jupytext .py) is executed top to bottom with VLR_FAST=1 and VLR_BOOK=1
+   (vlr_lib.book), in a fresh runs folder, --jobs at a time. A cell that fails stops the build
+   with one line per failed notebook naming the file, the cell, its line and the error.
+3. Sphinx (myst-nb, sphinx-book-theme) renders them; plotly.js and MathJax are copied into
+   _static from the installed plotly and jupyter-server-mathjax packages, so the book needs
+   no network, from the file system or from any static server.
+4. Only a complete book replaces --out (a rename): a failed build leaves the previous book,
+   or none, never a half-built one.
+
+Exit codes: 0 built, 1 a notebook or Sphinx failed, 2 bad command line.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BOOK = Path(__file__).resolve().parent
+CELL_TIMEOUT_S = 600
+KERNEL_START_S = 180  # a loaded CI machine can take a while to start a kernel
+MATHJAX_PARTS = ("MathJax.js", "config", "extensions", "jax", "fonts")
+
+
+class NotebookFailed(Exception):
+    """A notebook stopped on an error: the message names the file, the cell and its line."""
+
+
+def cell_lines(py: Path) -> list[int]:
+    """The line (1-based) where each cell of a percent-format notebook starts, in cell order."""
+    return [i for i, line in enumerate(py.read_text().splitlines(), 1) if line.startswith("# %%")]
+
+
+def failure(py: Path, nb, exc: Exception) -> str:
+    """One line: which cell of which notebook failed, where, and how."""
+    for index, cell in enumerate(nb.cells):
+        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        if errors:
+            lines = cell_lines(py)
+            where = f", line {lines[index]}" if index < len(lines) else ""
+            first = (cell.source.splitlines() or [""])[0][:60]
+            return (f"{py.relative_to(py.parents[1])}: cell {index + 1}{where} ({first!r}) failed: "
+                    f"{errors[0]['ename']}: {errors[0]['evalue']}".splitlines()[0])
+    return f"{py.name}: {type(exc).__name__}: {exc}".splitlines()[0]
+
+
+def cell_seconds(cell) -> float:
+    """How long an executed cell ran, from the timestamps nbclient records."""
+    from datetime import datetime
+
+    t = cell.metadata.get("execution", {})
+    start, end = t.get("iopub.execute_input"), t.get("shell.execute_reply")
+    return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds() if start and end else 0.0
+
+
+def execute(py: Path, out: Path) -> tuple[float, float]:
+    """Run notebook `py` top to bottom into `out` (an .ipynb with outputs); returns the seconds it took, and
+    the seconds its exercises' solutions took."""
+    import jupytext
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    nb = jupytext.read(py)
+    start = time.perf_counter()
+    # No widget state: it would carry plotly's widget bundle (5 MB) per explorer into the page.
+    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, startup_timeout=KERNEL_START_S, kernel_name="python3",
+                            store_widget_state=False, resources={"metadata": {"path": str(py.parent)}})
+    try:
+        client.execute()
+    except (CellExecutionError, CellTimeoutError, DeadKernelError) as exc:
+        raise NotebookFailed(failure(py, nb, exc)) from None
+    except Exception as exc:  # e.g. the kernel did not start: still one line naming the notebook
+        raise NotebookFailed(f"{py.name}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
+    import nbformat
+
+    solutions = [c for c in nb.cells if "solution" in c.metadata.get("tags", [])]
+    for cell in solutions:  # "Show solution 2" rather than the same words on every toggle
+        number = re.match(r"# Solution (\d+)", cell.source)
+        if number:
+            cell.metadata["mystnb"] = {"code_prompt_show": f"Show solution {number.group(1)}"}
+    nbformat.write(nb, out)
+    return time.perf_counter() - start, sum(cell_seconds(c) for c in solutions)
+
+
+def assemble(src: Path, notebooks: list[Path]) -> None:
+    """The Sphinx source folder: pages, configuration, and the static files the pages load."""
+    (src / "docs").mkdir(parents=True)
+    (src / "notebooks").mkdir()
+    shutil.copy(ROOT / "README.md", src / "README.md")
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        shutil.copy(page, src / "docs" / page.name)
+    for page in [BOOK / "conf.py", *sorted(BOOK.glob("*.md"))]:
+        shutil.copy(page, src / page.name)
+    static = src / "_static"
+    static.mkdir()
+    import jupyter_server_mathjax
+    import plotly
+
+    shutil.copy(Path(plotly.__file__).parent / "package_data" / "plotly.min.js", static / "plotly.min.js")
+    mathjax = Path(jupyter_server_mathjax.__file__).parent / "static"
+    for part in MATHJAX_PARTS:
+        target = static / "mathjax" / part
+        target.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if (mathjax / part).is_dir() else shutil.copy)(mathjax / part, target)
+
+
+def run_notebooks(notebooks: list[Path], dest: Path, jobs: int, env: dict[str, str]) -> None:
+    """Execute every notebook into dest, `jobs` at a time, their kernels with `env` added to the environment;
+    raise NotebookFailed listing every failure."""
+    failures = []
+    with ProcessPoolExecutor(max_workers=jobs, initializer=os.environ.update, initargs=(env,)) as pool:
+        futures = {py: pool.submit(execute, py, dest / py.with_suffix(".ipynb").name) for py in notebooks}
+        for py, future in futures.items():
+            try:
+                seconds, solutions = future.result()
+                print(f"  executed {py.name} in {seconds:.0f} s (its solutions {solutions:.1f} s)", flush=True)
+            except NotebookFailed as exc:
+                failures.append(str(exc))
+                print(f"  FAILED {py.name}", flush=True)
+    if failures:
+        raise NotebookFailed("\n".join(failures))
+
+
+def sphinx(src: Path, html: Path) -> None:
+    """Render the book; any Sphinx warning is an error (a broken link or reference fails the build)."""
+    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going", "-n", "-E",
+           str(src), str(html)]
+    if subprocess.run(cmd).returncode:
+        raise NotebookFailed("Sphinx failed (its warnings are above)")
+
+
+PAGE_BUDGET = 5_000_000  # bytes of HTML per page (the shared scripts, plotly.js among them, load once)
+
+
+def page_sizes(html: Path) -> list[tuple[str, int, int]]:
+    """(page, its HTML bytes, the bytes of the local files it loads) for every chapter and top page."""
+    sizes = []
+    for page in sorted(html.glob("*.html")) + sorted(html.glob("[!_]*/*.html")):
+        text = page.read_text(encoding="utf-8")
+        refs = {m.split("?")[0] for m in re.findall(r'(?:src|href)="([^"#:]+\.(?:js|css))', text)}
+        assets = sum((page.parent / r).stat().st_size for r in refs if (page.parent / r).is_file())
+        sizes.append((str(page.relative_to(html)), len(text.encode()), assets))
+    return sizes
+
+
+def report_sizes(html: Path) -> None:
+    """Print the pages' sizes, largest first; a page over the budget fails the build."""
+    sizes = sorted(page_sizes(html), key=lambda s: -s[1])
+    print("make book: page sizes (HTML + the scripts and styles it loads, shared between pages):")
+    for page, n_html, n_assets in sizes[:16]:
+        print(f"  {page:48s} {n_html / 1e6:6.2f} MB + {n_assets / 1e6:5.2f} MB")
+    over = [page for page, n_html, _ in sizes if n_html > PAGE_BUDGET]
+    if over:
+        raise NotebookFailed(f"pages over the {PAGE_BUDGET / 1e6:.0f} MB budget: {', '.join(over)}")
+
+
+def replace(old: Path, new: Path) -> None:
+    """Put the finished book `new` at `old`, removing the previous one only once the new one is in place."""
+    trash = old.with_name(f".{old.name}-old")
+    shutil.rmtree(trash, ignore_errors=True)
+    if old.exists():
+        old.rename(trash)
+    new.rename(old)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="make book", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "book", help="where the book goes")
+    parser.add_argument("--jobs", type=int, default=2, help="notebooks executed at once (default 2)")
+    parser.add_argument("--notebooks", type=Path, default=ROOT / "notebooks",
+                        help="folder of NN_topic.py notebooks (default: notebooks/)")
+    args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"argument --jobs: must be at least 1, got {args.jobs}")
+    args.sources = sorted(args.notebooks.resolve().glob("[0-9][0-9]_*.py"))
+    if not args.sources:
+        parser.error(f"argument --notebooks: no NN_topic.py notebooks in {args.notebooks}")
+    args.out = args.out.resolve()
+    try:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        parser.error(f"argument --out: cannot create {args.out.parent}: {exc.strerror}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(dir=args.out.parent, prefix=f".{args.out.name}-build-") as work:
+        work = Path(work)
+        src, html = work / "src", work / "html"
+        assemble(src, args.sources)
+        env = dict(VLR_FAST="1", VLR_BOOK="1", VLR_RUNS=str(work / "runs"))  # fast mode, fresh runs
+        print(f"make book: executing {len(args.sources)} notebooks in fast mode, {args.jobs} at a time", flush=True)
+        try:
+            run_notebooks(args.sources, src / "notebooks", args.jobs, env)
+            print("make book: rendering", flush=True)
+            sphinx(src, html)
+            report_sizes(html)
+        except NotebookFailed as exc:
+            print(f"make book: failed, {args.out} left as it was\n{exc}", file=sys.stderr)
+            return 1
+        replace(args.out, html)
+    print(f"make book: {args.out / 'index.html'} built in {time.perf_counter() - start:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

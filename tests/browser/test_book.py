@@ -1,0 +1,125 @@
+"""The built book in a real browser: headless Chromium opens its pages from the file system and
+from a local HTTP server, with every request off the machine counted as a failure.
+
+- the front page lists the chapters in order, and search finds a chapter (Sphinx's search index
+  is read from the file system);
+- a chapter page draws its plotly figures and its math with the book's own plotly.js and MathJax,
+  and moving the plotly slider of an explorer changes the figure's data.
+
+The book is `make book`'s (build/book, or $VLR_BOOK_DIR). Without one the tests skip, saying so;
+`make test-book` (what CI runs after `make book`) sets VLR_BOOK_DIR, so there a missing book fails.
+"""
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BOOK = Path(os.environ.get("VLR_BOOK_DIR") or ROOT / "build" / "book")
+CHAPTER = "notebooks/04_unified_loss.html"  # its first explorer moves the margin m of the unified loss
+N_CHAPTERS = len(list((ROOT / "notebooks").glob("[0-9][0-9]_*.py")))
+
+pytestmark = pytest.mark.browser
+
+# The data of the first figure that has a plotly slider (an explorer's book version).
+EXPLORER_STATE = """() => {
+    const gd = [...document.querySelectorAll('.js-plotly-plot')].find(g => g.layout && (g.layout.sliders || []).length);
+    return gd ? JSON.stringify(gd.data.map(t => [t.x, t.y, t.z])) : null;
+}"""
+
+
+@pytest.fixture(scope="module")
+def book() -> Path:
+    if not (BOOK / "index.html").is_file():
+        if os.environ.get("VLR_BOOK_DIR"):
+            pytest.fail(f"no built book in {BOOK}: run make book first")
+        pytest.skip(f"no built book in {BOOK} (make book builds it; make test-book tests it)")
+    return BOOK
+
+
+@pytest.fixture(scope="module")
+def browser():
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("no Chromium on this machine (apt-get install chromium); .ci/run installs it")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, headless=True, args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:  # no line per request in the test output
+        pass
+
+
+@pytest.fixture(scope="module")
+def server(book):
+    """`python -m http.server` in a thread: the book's folder on 127.0.0.1, a free port."""
+    handler = functools.partial(QuietHandler, directory=str(book))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def open_page(browser, url: str, local: str):
+    """A page at `url`; the list it returns fills with every request that leaves `local` (file:// or the server)."""
+    page = browser.new_page(viewport={"width": 1300, "height": 950})
+    outside: list[str] = []
+    page.on("request", lambda r: outside.append(r.url) if not r.url.startswith((local, "data:", "blob:", "about:")) else None)
+    page.goto(url, wait_until="load")
+    return page, outside
+
+
+def test_front_page_lists_the_chapters_and_search_finds_one(browser, book):
+    page, outside = open_page(browser, (book / "index.html").as_uri(), "file://")
+    try:
+        assert "vlr-workbook" in page.title()
+        chapters = page.eval_on_selector_all(
+            "nav.bd-links a.reference.internal[href^='notebooks/']", "els => els.map(e => e.textContent.trim())")
+        assert len(chapters) == N_CHAPTERS and chapters == sorted(chapters), chapters
+        course = page.locator("nav.bd-links a.reference.internal[href='docs/course.html']")
+        assert course.count() == 1, "the course guide is in the navigation"
+        page.goto((book / "search.html").as_uri() + "?q=hardest", wait_until="load")
+        page.wait_for_selector("#search-results ul.search li", timeout=30_000)
+        hits = page.eval_on_selector_all("#search-results ul.search li a", "els => els.map(e => e.href)")
+        assert any("notebooks/02_triplet_losses.html" in h for h in hits), hits
+        assert outside == [], f"requests off the machine: {outside}"
+    finally:
+        page.close()
+
+
+@pytest.mark.parametrize("via", ["file", "http"])
+def test_chapter_draws_figures_and_math_and_its_slider_moves_the_figure(browser, book, server, via):
+    url, local = ((book / CHAPTER).as_uri(), "file://") if via == "file" else (f"{server}/{CHAPTER}", server)
+    page, outside = open_page(browser, url, local)
+    try:
+        page.wait_for_function("() => window.Plotly && document.querySelectorAll('.js-plotly-plot').length > 1",
+                               timeout=60_000)
+        page.wait_for_function("() => document.querySelectorAll('.MathJax, .MathJax_Display').length > 10",
+                               timeout=60_000)
+        assert "Math Processing Error" not in page.inner_text("main")
+        assert page.locator(".js-plotly-plot .modebar").count() > 0, "figures have plotly's zoom/pan bar"
+        before = page.evaluate(EXPLORER_STATE)
+        assert before is not None, "no explorer with a plotly slider on the page"
+        rail = page.locator(".js-plotly-plot .slider-rail-rect").first
+        rail.scroll_into_view_if_needed()
+        box = rail.bounding_box()
+        page.mouse.click(box["x"] + box["width"] - 2, box["y"] + box["height"] / 2)  # the last value
+        page.wait_for_function(f"(before) => ({EXPLORER_STATE})() !== before", arg=before, timeout=30_000)
+        after = json.loads(page.evaluate(EXPLORER_STATE))
+        assert after and after != json.loads(before)
+        assert outside == [], f"requests off the machine: {outside}"
+    finally:
+        page.close()
