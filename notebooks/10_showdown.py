@@ -457,18 +457,13 @@ assert len(both) == len(summary)  # every configuration ranked both ways
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 3.
-probe = showdown.probe_batch(data.train, spec.probe)
-contestant = spec.settings().replace(callbacks=[showdown.ShowdownMetrics(data.test, probe)])
-with showdown.cpu_threads(1):
-    extra = grid([{"loss": "unified", "gamma": 20.0}], seeds=spec.seeds, train=data.train, val=data.val,
-                 setting=spec.setting, out=spec.out, data_id=data.data_id, settings=contestant, progress=False,
-                 **spec.model())
+extra, _, _, _ = showdown.train_cells(spec, [{"loss": "unified", "gamma": 20.0}], spec.out)  # same data, seeds, schedule
 both = pd.concat([runs, extra.runs], ignore_index=True)
 print(report.table1(report.summarize(both, prefix="sel_")).tail(3))
 assert len(extra.runs) == len(spec.seeds) and len(both) == len(runs) + len(spec.seeds)
-# The same `data_id` and settings make the new cells comparable; they are cached next to the
-# showdown's under `spec.out/cells`, and the folder's `runs.csv` now holds both (a grid folder is
-# the union of its cells). The stored showdown is unchanged: `showdown.json` lists its own cells.
+assert (extra.runs["sel_rsum"] > chance).all()
+# train_cells uses the showdown's own data, seeds, schedule and callback, so the new rows are comparable
+# with the race's; they are cached under `spec.out/cells`. The race itself (trained or recorded) is unchanged.
 
 # %% [markdown]
 # ## References
