@@ -503,6 +503,13 @@ def cocos_table(
 # --------------------------------------------------------------------------- tangent gradients
 
 
+def _by_name_or_index(self, key):
+    """``__getitem__`` of the result tuples below: ``r["img"]`` as well as ``r[0]`` (a NamedTuple takes no mixin)."""
+    if isinstance(key, str):
+        return getattr(self, key)
+    return tuple.__getitem__(self, key)
+
+
 class TangentNorms(NamedTuple):
     """Gradients w.r.t. the unit embeddings, split into tangent and radial parts.
 
@@ -520,10 +527,7 @@ class TangentNorms(NamedTuple):
     img_tangent: Tensor
     txt_tangent: Tensor
 
-    def __getitem__(self, key):  # type: ignore[override]
-        if isinstance(key, str):
-            return getattr(self, key)
-        return tuple.__getitem__(self, key)
+    __getitem__ = _by_name_or_index
 
 
 def _split(g: Tensor, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -583,10 +587,7 @@ class SphereNorms(NamedTuple):
     negative: Tensor
     positive: Tensor
 
-    def __getitem__(self, key):  # type: ignore[override]
-        if isinstance(key, str):
-            return getattr(self, key)
-        return tuple.__getitem__(self, key)
+    __getitem__ = _by_name_or_index
 
 
 def _angles(theta_pos, theta_neg, phi) -> tuple[Tensor, Tensor, Tensor]:

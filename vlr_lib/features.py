@@ -689,27 +689,24 @@ def flickr30k_features(
     source: Any,
     cache_root: str | os.PathLike,
     *,
-    splits: Sequence[str] = ("train", "validation"),
-    backbone: str = "clip-vit-b32",
-    weights: bool | str | None = None,
-    dtype: str | None = None,
     device: str | torch.device = "cpu",
     build: bool = True,
     progress: bool = True,
     dataset: datasets.DatasetDict | None = None,
+    **choice: Any,
 ) -> dict[str, FeatureSet]:
     """Features of the Flickr30K `source` per split: the caches of :func:`flickr30k_cache_request`, built when missing.
 
-    Each cache is loaded with its captions checked against the data, or, with `build`, built on
-    `device` (``load_or_build_features``). `dataset`: the loaded DatasetDict of `source`
-    (loaded here when None).
+    `choice`: the keywords of :func:`flickr30k_cache_request` (``splits``, ``backbone``, ``weights``,
+    ``dtype``), which say which feature set is read. Each cache is loaded with its captions checked
+    against the data, or, with `build`, built on `device` (``load_or_build_features``). `dataset`:
+    the loaded DatasetDict of `source` (loaded here when None).
     """
     from .data.flickr30k import load_flickr30k
 
-    request = flickr30k_cache_request(source, cache_root, splits=splits, backbone=backbone, weights=weights,
-                                      dtype=dtype)
+    request = flickr30k_cache_request(source, cache_root, **choice)
     data = dataset if dataset is not None else load_flickr30k(source)
     return {split: load_or_build_features(
-        data[split], request.dirs[split], dataset_id=source.dataset_id, revision=source.revision, split=split,
-        backbone=backbone, pretrained=request.pretrained, dtype=request.dtype, device=device, progress=progress,
-        build=build) for split in splits}
+        data[split], folder, dataset_id=source.dataset_id, revision=source.revision, split=split,
+        backbone=request.backbone, pretrained=request.pretrained, dtype=request.dtype, device=device,
+        progress=progress, build=build) for split, folder in request.dirs.items()}

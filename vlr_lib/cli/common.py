@@ -33,6 +33,7 @@ is an error. ``--topk``: an integer is a count of negatives, a decimal a fractio
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from . import args as A
 
@@ -302,3 +303,15 @@ def _flickr_sets(args: argparse.Namespace, device) -> tuple[dict, object, object
     out = load(build=True)
     D.barrier()
     return out, dd, source
+
+
+def print_table(block: str, done, fix: str, markdown: Path | None) -> None:
+    """Print a finished experiment's Markdown `block` (and, when `done` was reused, where from and the `fix` that
+    rebuilds it); write it to `markdown` too when given."""
+    from .._io import atomic_write_text
+
+    print(block)
+    if done.reused:
+        print(f"(stored table reused from {done.out}; {fix})")
+    if markdown is not None:
+        atomic_write_text(markdown, block)

@@ -20,6 +20,7 @@ import shlex
 from collections.abc import Sequence
 
 from . import args as A
+from .common import print_table
 
 
 def parser(prog: str = "python -m vlr_lib lessons") -> A.Parser:
@@ -57,7 +58,6 @@ def canonical_command(args: argparse.Namespace) -> str:
 
 def _lessons(args: argparse.Namespace) -> int:
     from .. import report
-    from .._io import atomic_write_text
     from ..train import lessons
 
     if args.fast is None:
@@ -65,10 +65,6 @@ def _lessons(args: argparse.Namespace) -> int:
     spec = lessons.LessonsSpec(fast=args.fast, device=args.device,
                                **({"seeds": tuple(args.seeds)} if args.seeds is not None else {}))
     done = lessons.run(spec, out=args.out, force=args.force, progress=args.progress, command=canonical_command(args))
-    block = report.lessons_markdown(done.runs, done.meta, lessons.EXPERIMENTS)
-    print(block)
-    if done.reused:
-        print(f"(stored table reused from {done.out}; --force to rebuild it from the cached cells)")
-    if args.markdown is not None:
-        atomic_write_text(args.markdown, block)
+    print_table(report.lessons_markdown(done.runs, done.meta, lessons.EXPERIMENTS), done,
+                "--force to rebuild it from the cached cells", args.markdown)
     return 0

@@ -113,7 +113,6 @@ def _overrides(args: argparse.Namespace) -> dict:
 
 def _showdown(args: argparse.Namespace) -> int:
     from .. import report
-    from .._io import atomic_write_text
     from ..train import distributed as D
     from ..train import showdown as sd
 
@@ -126,10 +125,6 @@ def _showdown(args: argparse.Namespace) -> int:
                           progress=args.progress)
         if D.rank_and_world()[0] != 0:
             return 0
-        block = report.markdown_block(showdown.runs, showdown.meta)
-        print(block)
-        if showdown.reused:
-            print(f"(stored table reused from {showdown.out}; --force to retrain missing cells and rewrite it)")
-        if args.markdown is not None:
-            atomic_write_text(args.markdown, block)
+        common.print_table(report.markdown_block(showdown.runs, showdown.meta), showdown,
+                    "--force to retrain missing cells and rewrite it", args.markdown)
     return 0

@@ -43,7 +43,7 @@ from . import record as R
 from .device import default_device
 from .grid_search import check_seeds
 from .inputs import check_setting
-from .showdown import SEEDS, ShowdownSpec, hardware, retrain, spec_for, train_cells
+from .showdown import SEEDS, Showdown, ShowdownSpec, hardware, retrain, spec_for, train_cells
 
 #: The four losses of the papers' orderings, by the role they play (the warm-up experiment swaps Triplet-SH's loss).
 ROLES = ("triplet_all", "triplet_hardest", "unified", "info_nce")
@@ -143,15 +143,9 @@ def overlap(spec: ShowdownSpec) -> float:
     return float(scene_overlap(scenes).mean())
 
 
-@dataclass
-class Lessons:
-    """The chapter's runs (one row per experiment, condition, loss and seed) and how they were made."""
-
-    runs: pd.DataFrame
-    meta: dict
-    out: Path
-    reused: bool
-    record: R.Record | None = None  # the shipped record it was read from (vlr_lib.train.record)
+#: The chapter's runs (one row per experiment, condition, loss and seed) and how they were made: the showdown's
+#: result type (table, meta, folder, reused, record).
+Lessons = Showdown
 
 
 def stored(spec: LessonsSpec, out: Path | None = None) -> Lessons | None:

@@ -344,7 +344,10 @@ class ShowdownMetrics:
 
 @dataclass
 class Showdown:
-    """A finished showdown: one row per (configuration, seed), and how it was made."""
+    """A finished experiment's table (the showdown's: one row per configuration and seed), and how it was made.
+
+    ``reused``: read from a stored table or a shipped record rather than trained now; ``record``: that record.
+    """
 
     runs: pd.DataFrame
     meta: dict
