@@ -6,7 +6,6 @@ nothing is downloaded and no network model runs.
 """
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
@@ -14,28 +13,10 @@ from vlr_lib import features as V
 from vlr_lib.data import make_shapes
 from vlr_lib.data.flickr30k import Source
 
+from .fakes import FakeClip
+
 COMMIT, OLD_COMMIT = "1" * 40, "2" * 40
 HUB = Source("nlphuji/flickr30k", COMMIT, None, "refs/convert/parquet")  # a branch, resolved to COMMIT
-
-
-class FakeClip:
-    """The CLIP backbone's identity (backbone, weights, image size) with tiny features and no model."""
-
-    backbone, init_seed, image_size, dim = "clip-vit-b32", None, 224, 12
-    device = torch.device("cpu")
-
-    def __init__(self, pretrained: str = "openai"):
-        self.pretrained = pretrained
-
-    @staticmethod
-    def transform(image) -> torch.Tensor:
-        return torch.from_numpy(np.asarray(image.convert("RGB").resize((2, 2)), dtype=np.float32)).reshape(-1)
-
-    def encode_images(self, pixels: torch.Tensor) -> torch.Tensor:
-        return pixels
-
-    def encode_texts(self, texts) -> torch.Tensor:
-        return V.hashed_bow(texts, self.dim)
 
 
 @pytest.fixture(scope="module")

@@ -15,13 +15,14 @@ import sys
 import types
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 import torch
 
 from vlr_lib import analysis, metrics, report
 from vlr_lib.train import showdown as sd
+
+from ..data.fakes import FakeClip
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -144,25 +145,6 @@ def test_several_flickr_feature_sets_are_an_error_not_a_silent_mix(tmp_path):
 
 
 # --------------------------------------------------------------------------- one Flickr30K cache id
-
-
-class FakeClip:
-    """Stands in for the CLIP encoder (same backbone, weights tag and image size; tiny features, no model)."""
-
-    backbone, pretrained, init_seed, image_size, dim = "clip-vit-b32", "openai", None, 224, 12
-    device = torch.device("cpu")
-
-    @staticmethod
-    def transform(image) -> torch.Tensor:
-        return torch.from_numpy(np.asarray(image.convert("RGB").resize((2, 2)), dtype=np.float32)).reshape(-1)
-
-    def encode_images(self, pixels: torch.Tensor) -> torch.Tensor:
-        return pixels
-
-    def encode_texts(self, texts) -> torch.Tensor:
-        from vlr_lib.features import hashed_bow
-
-        return hashed_bow(texts, self.dim)
 
 
 @pytest.mark.parametrize("where", ["local", "hub", "hub-mirror"])
