@@ -88,3 +88,27 @@ def test_a_damaged_stored_table_names_the_file_and_the_fix(tmp_path):
     (tmp_path / lessons.META_FILE).write_text("{not json")
     with pytest.raises(Exception, match="lessons.json.*force=True"):
         lessons.run(spec, out=tmp_path)
+
+
+def test_a_recorded_chapter_is_checked_by_retraining_one_of_its_runs(tmp_path, monkeypatch):
+    """check_record re-trains the pretrained-encoder Triplet-SH run and compares its last and best rsum."""
+    from vlr_lib.train import record
+
+    monkeypatch.setenv("VLR_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv(record.RECORD_ENV, str(tmp_path / "records"))  # run() writes the record; read() finds it
+    spec = tiny(settings=("features",))
+    assert lessons.check_record(spec) is None  # no record yet
+    lessons.run(spec)
+    assert lessons.recorded(spec) is not None
+    assert lessons.check_record(spec) == 0.0  # same machine, same code: bit for bit
+
+    real = lessons.retrain
+
+    def drifted(*args, **kwargs):  # a changed loss or schedule: every epoch 20 rsum points lower
+        result = real(*args, **kwargs)
+        result.history = [{**r, "rsum": r["rsum"] - 20} for r in result.history]
+        return result
+
+    monkeypatch.setattr(lessons, "retrain", drifted)
+    with pytest.raises(AssertionError, match="make record"):
+        lessons.check_record(spec)
