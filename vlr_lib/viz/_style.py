@@ -52,8 +52,6 @@ TITLE_PX, PANEL_PX, FONT_PX = 15, 13, 12  # font sizes: title, panel titles, eve
 LINE = 1.4       # line height / font size
 BELOW = dict(orientation="h", x=0.5, xanchor="center", yref="container", y=0.0, yanchor="bottom")
 """The legend under the plot, centred: the bottom margin grows to hold it (plotly's automargin)."""
-
-
 LOG_READOUT = ".3~g"  # how a log-scale slider shows its value (d3-format), and so how titles print it
 
 
@@ -153,6 +151,26 @@ def grid(rows: int, cols: int, titles, *, height: int, column_gap_px: float = 70
     return make_subplots(rows, cols, subplot_titles=titles, **kw)
 
 
+def increasing(name: str, pair: tuple[float, float]) -> tuple[float, float]:
+    """`pair` = (lo, hi) with lo < hi (an axis range of a figure), else a ValueError naming it."""
+    lo, hi = pair
+    if not lo < hi:
+        raise ValueError(f"{name} must be increasing, got {pair}")
+    return lo, hi
+
+
+def frame_cell(fig: go.Figure, i: int, j: int, name: str | None = None, **where) -> None:
+    """A thick ACCENT frame round cell (row i, column j) of a heatmap (cell j spans j - 0.5 .. j + 0.5)."""
+    fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5, line=dict(color=ACCENT, width=4),
+                  name=name, **where)
+
+
+def frame_best(fig: go.Figure, z: np.ndarray, name: str | None = None, **where) -> None:
+    """:func:`frame_cell` round the largest finite value of `z` (no frame when none is finite)."""
+    if np.isfinite(z).any():
+        frame_cell(fig, *np.unravel_index(np.nanargmax(z), z.shape), name=name, **where)
+
+
 def wrap(n: int, max_cols: int) -> tuple[int, int]:
     """(rows, cols) holding `n` panels at most `max_cols` to a row: panels wrap instead of shrinking."""
     cols = max(1, min(n, max_cols))
@@ -164,10 +182,12 @@ def position(k: int, cols: int) -> tuple[int, int]:
     return k // cols + 1, k % cols + 1
 
 
-def matrix_axes(fig: go.Figure, row: int | None = None, col: int | None = None,
-                x_title: str | None = None, y_title: str | None = None) -> None:
-    """Axes of S (and of anything laid out like it): row 0 at the top, square cells."""
-    anchor = "x" if row is None else fig.get_subplot(row, col).xaxis.plotly_name.replace("axis", "")
-    fig.update_xaxes(constrain="domain", title_text=x_title, row=row, col=col)
-    fig.update_yaxes(autorange="reversed", scaleanchor=anchor, constrain="domain", title_text=y_title,
-                     row=row, col=col)
+def matrix_axes(fig: go.Figure, row: int | None = None, col: int | None = None, x_title: str | None = "caption j",
+                y_title: str | None = "image i", square: bool = True) -> None:
+    """Axes of S (and of anything laid out like it): row 0 at the top, square cells unless `square` is False
+    (a wide S, a column per caption, keeps the panel's width)."""
+    cells = dict(constrain="domain") if square else {}
+    fig.update_xaxes(title_text=x_title, row=row, col=col, **cells)
+    if square:
+        cells["scaleanchor"] = "x" if row is None else fig.get_subplot(row, col).xaxis.plotly_name.replace("axis", "")
+    fig.update_yaxes(title_text=y_title, autorange="reversed", row=row, col=col, **cells)

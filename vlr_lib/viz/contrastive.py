@@ -16,16 +16,10 @@ from torch import Tensor
 from .. import analysis, losses
 from .._checks import check_int, check_positive, check_similarity
 from ._style import CURVE, HARDEST, NEGATIVE, NEUTRAL, SYMBOL, grid, shown, style, to_numpy
-from .matrix import batch_marks
+from .matrix import batch_marks, oriented
 from .matrix import gradient_heatmap as _gradient_heatmap
 
 __all__ = ["negative_weight_bars", "temperature_sweep", "gradient_heatmap"]
-
-
-def _oriented(S: Tensor, pos_mask: Tensor | None, direction: str) -> tuple[Tensor, Tensor]:
-    """S and its negative mask with the queries of `direction` as rows."""
-    _, pos = check_similarity(S, pos_mask)
-    return (S, pos.neg) if direction == "i2t" else (S.T, pos.neg.T)
 
 
 def _query_negatives(W: Tensor, neg: Tensor, query: int) -> tuple[np.ndarray, np.ndarray]:
@@ -52,7 +46,7 @@ def negative_weight_bars(
     title reads out the effective number of negatives and the positive's weight.
     """
     W = analysis.softmax_weights(S, temperature, pos_mask, direction)
-    S_q, neg = _oriented(S, pos_mask, direction)
+    S_q, neg = oriented(S, check_similarity(S, pos_mask)[1].neg, direction)
     idx, w = _query_negatives(W, neg, query)
     total = w.sum()
     share = w / total if total > 0 else np.zeros_like(w)
@@ -103,7 +97,7 @@ def temperature_sweep(
     taus = np.asarray(sorted(float(check_positive("temperatures", float(t))) for t in temperatures))
     if taus.size < 2:
         raise ValueError("temperatures must hold at least two values")
-    _, neg = _oriented(S, pos_mask, direction)
+    _, neg = oriented(S, check_similarity(S, pos_mask)[1].neg, direction)
     n_eff_q, n_eff_mean, top_q = [], [], []
     for t in taus:
         W = analysis.softmax_weights(S, float(t), pos_mask, direction)
@@ -132,7 +126,6 @@ def gradient_heatmap(S: Tensor, temperature: float, pos_mask: Tensor | None = No
     each off-diagonal entry collects its row's and its column's softmax weight / tau.
     Triangles (▶) mark each row's hardest negative.
     """
-    t = check_positive("temperature", temperature)
-    grad = analysis.loss_gradient(S, lambda X: losses.info_nce(X, t, reduction="sum", pos_mask=pos_mask))
+    grad = analysis.loss_gradient(S, lambda X: losses.info_nce(X, temperature, reduction="sum", pos_mask=pos_mask))
     return _gradient_heatmap(grad, batch_marks(S, pos_mask, ("i2t",)),
-                             f"dL/dS of {losses.loss_label('info_nce')} (both directions, sum), τ = {shown(t)}")
+                             f"dL/dS of {losses.loss_label('info_nce')} (both directions, sum), τ = {shown(temperature)}")

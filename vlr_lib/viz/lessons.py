@@ -23,15 +23,6 @@ __all__ = ["deltas_figure", "overview_figure"]
 SYMBOLS = {"holds": "circle", "reverses": "x", "cannot tell": "circle-open"}
 
 
-def _experiment(table: pd.DataFrame, experiment: str) -> pd.DataFrame:
-    if not isinstance(table, pd.DataFrame) or not {"experiment", "comparison", "delta", "noise"} <= set(table):
-        raise TypeError("table must be a lesson table (vlr_lib.report.lesson_table)")
-    part = table[table["experiment"] == experiment]
-    if part.empty:
-        raise ValueError(f"experiment must be one of {list(dict.fromkeys(table['experiment']))}, got {experiment!r}")
-    return part.sort_values("order", kind="stable")
-
-
 def _ticks(part: pd.DataFrame) -> list[str]:
     """Condition labels in order; with the measured scene overlap under each when the table has it."""
     first = part.drop_duplicates("condition")
@@ -67,7 +58,7 @@ def deltas_figure(table: pd.DataFrame, experiment: str, title: str | None = None
     NT-Xent − Triplet-SH (Bleeker & de Rijke: < 0). Markers: filled where the papers' ordering
     holds beyond the noise, a cross where it reverses, open where the seeds cannot tell.
     """
-    part = _experiment(table, experiment)
+    part = report.lesson_part(table, experiment)
     fig = go.Figure(_traces(part))
     fig.add_hline(y=0.0, line_color=NEUTRAL, line_dash="dash")
     label = report.METRIC_LABELS[part["metric"].iloc[0]]
@@ -85,8 +76,7 @@ def overview_figure(table: pd.DataFrame, labels: Mapping[str, str] | None = None
     fig = grid(rows, cols, [labels.get(e, e) for e in experiments], height=height)
     for i, exp in enumerate(experiments):
         row, col = position(i, cols)
-        for trace in _traces(_experiment(table, exp), show_legend=i == 0):
-            fig.add_trace(trace, row=row, col=col)
+        fig.add_traces(_traces(report.lesson_part(table, exp), show_legend=i == 0), rows=row, cols=col)
         fig.add_hline(y=0.0, line_color=NEUTRAL, line_dash="dash", row=row, col=col)
     label = report.METRIC_LABELS[table["metric"].iloc[0]]
     style(fig, "When do the papers' orderings hold?", height=height,

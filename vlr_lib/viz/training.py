@@ -2,8 +2,8 @@
 
 Builders are pure: histories (``FitResult.history`` lists or ``FitResult.frame()``
 tables) or a grid's runs table (``GridResult.runs``) in, a ``go.Figure`` out. The
-tables behind them (``history_frame``, ``sweep_values``, ``sweep_slice``) are
-``vlr_lib.report``'s.
+tables behind them (``history_frame``, ``history_values``, ``sweep_values``, ``sweep_slice``,
+``sweep_grid``) are ``vlr_lib.report``'s.
 
 - :func:`curves_figure` -- one panel per metric, one line per run, against the epoch
   (Li et al. Fig. 3: loss and RSUM per epoch);
@@ -15,7 +15,6 @@ tables behind them (``history_frame``, ``sweep_values``, ``sweep_slice``) are
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -23,33 +22,18 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .. import report
+from .._checks import check_choice
 from ..report import metric_label
-from ._style import ACCENT, HARDEST, NEUTRAL, PALETTE, POSITIVE, SEQUENTIAL, SYMBOL, grid, position, style, wrap
+from ._style import HARDEST, NEUTRAL, PALETTE, POSITIVE, SEQUENTIAL, SYMBOL, frame_best, grid, position, style, wrap
 
 # --------------------------------------------------------------------------- histories
 
 
-def _metric_values(frame: pd.DataFrame, metric: str, relative_loss: bool) -> np.ndarray:
-    """One run's metric per epoch as floats (NaN where missing); the loss divided by its first finite value."""
-    if metric not in frame:
-        return np.full(len(frame), np.nan)
-    y = pd.to_numeric(frame[metric], errors="coerce").to_numpy(dtype=float)
-    if metric == "loss" and relative_loss:
-        finite = y[np.isfinite(y)]
-        if finite.size and finite[0] != 0:
-            y = y / finite[0]
-    return y
-
-
-def _check_names(what: str, names: Sequence[str] | None, allowed: Sequence[str]) -> list[str]:
-    if names is None:
-        return list(allowed)
-    if isinstance(names, str):
-        names = [names]
-    unknown = [n for n in names if n not in allowed]
-    if unknown:
-        raise ValueError(f"{what} has {unknown}, not among {list(allowed)}")
-    return list(names)
+def _runs(runs: Sequence[str] | str | None, names: list[str]) -> list[str]:
+    """The runs to draw: `runs` (one name or several, each one of `names`), or all of them."""
+    if runs is None:
+        return names
+    return [check_choice("runs", n, tuple(names)) for n in ([runs] if isinstance(runs, str) else runs)]
 
 
 def run_colors(names: Sequence[str]) -> dict[str, str]:
@@ -77,7 +61,7 @@ def curves_figure(
     """
     frame = report.history_frame(histories)
     names = list(dict.fromkeys(frame["run"]))
-    shown = set(_check_names("runs", runs, names))
+    shown = set(_runs(runs, names))
     if isinstance(metrics, str):
         metrics = [metrics]
     metrics = list(metrics)
@@ -96,16 +80,13 @@ def curves_figure(
     style(fig, f"Training curves: {label}", height=height, subtitle=subtitle)
     for k, metric in enumerate(metrics):
         row, col = position(k, cols)
+        relative = relative_loss and metric == "loss"
         for name in names:
             sub = frame[frame["run"] == name]
-            fig.add_trace(
-                go.Scatter(
-                    x=sub["epoch"].to_numpy(dtype=float), y=_metric_values(sub, metric, relative_loss),
-                    mode="lines+markers", name=name, legendgroup=name, showlegend=k == 0,
-                    line=dict(color=colors[name]), visible=name in shown,
-                ),
-                row=row, col=col,
-            )
+            y = report.history_values(sub, metric, relative)
+            fig.add_trace(go.Scatter(x=sub["epoch"].to_numpy(dtype=float), y=y, mode="lines+markers", name=name,
+                                     legendgroup=name, showlegend=k == 0, line=dict(color=colors[name]),
+                                     visible=name in shown), row=row, col=col)
         fig.update_xaxes(title_text="epoch", row=row, col=col)
         if metric == "rsum" and chance is not None:
             fig.add_hline(y=float(chance), line_dash="dash", line_color=NEUTRAL, row=row, col=col,
@@ -122,7 +103,7 @@ def similarity_figure(histories: Mapping[str, object], runs: Sequence[str] | Non
     The shaded band between them is the gap; the y-axes are shared.
     """
     frame = report.history_frame(histories)
-    names = _check_names("runs", runs, list(dict.fromkeys(frame["run"])))
+    names = _runs(runs, list(dict.fromkeys(frame["run"])))
     for col in ("pos_sim", "hardneg_sim"):
         if col not in frame:
             raise ValueError(f"histories must record {col} (train with a validation split)")
@@ -137,7 +118,7 @@ def similarity_figure(histories: Mapping[str, object], runs: Sequence[str] | Non
         for key, color, symbol, label in (("hardneg_sim", HARDEST, SYMBOL["hardest"], "hardest negative"),
                                           ("pos_sim", POSITIVE, SYMBOL["positive"], "positive")):
             fig.add_trace(
-                go.Scatter(x=x, y=_metric_values(sub, key, False), mode="lines+markers", name=label,
+                go.Scatter(x=x, y=report.history_values(sub, key), mode="lines+markers", name=label,
                            legendgroup=key, showlegend=k == 0, line=dict(color=color), marker=dict(symbol=symbol),
                            fill="tonexty" if key == "pos_sim" else None, fillcolor="rgba(127,127,127,0.15)"),
                 row=row, col=col,
@@ -200,8 +181,7 @@ def sweep_figure(
         error_y=dict(type="data", array=main["std"].to_numpy(), visible=True),
         line=dict(color=PALETTE[0], width=3),
     ))
-    ref_names = list(references)
-    for i, ref in enumerate(ref_names):
+    for i, ref in enumerate(references):
         y = float(pd.to_numeric(report.loss_rows(runs, ref)[metric], errors="coerce").mean())
         fig.add_hline(y=y, line_dash="dash", line_color=PALETTE[(i + 1) % len(PALETTE)],
                       annotation_text=ref, annotation_position="top left")
@@ -221,28 +201,13 @@ def sweep_heatmap(runs: pd.DataFrame, loss: str, x: str, y: str, metric: str = "
     Cells are placed by rank (equal spacing, labelled with the values); the best cell
     is outlined. Missing combinations stay empty (NaN).
     """
-    values = report.sweep_values(runs, loss)
-    for name, p in (("x", x), ("y", y)):
-        if p not in values:
-            raise ValueError(f"{name} must be a swept parameter of {loss!r}, one of {list(values)}; got {p!r}")
-    if x == y:
-        raise ValueError("x and y must be different parameters")
-    rows = report.loss_rows(runs, loss)
-    xs, ys = values[x], values[y]
-    z = np.full((len(ys), len(xs)), np.nan)
-    for i, yv in enumerate(ys):
-        for j, xv in enumerate(xs):
-            m = report.is_close(rows[x], xv) & report.is_close(rows[y], yv)
-            if m.any():
-                z[i, j] = float(pd.to_numeric(rows[metric][m], errors="coerce").mean())
-    text = [[("" if math.isnan(v) else f"{v:.1f}") for v in row] for row in z]
-    xl, yl = [report.fmt(v) for v in xs], [report.fmt(v) for v in ys]
+    cells = report.sweep_grid(runs, loss, x, y, metric)
+    z = cells.to_numpy()
+    text = [[("" if np.isnan(v) else f"{v:.1f}") for v in row] for row in z]
+    xl, yl = [report.fmt(v) for v in cells.columns], [report.fmt(v) for v in cells.index]
     fig = go.Figure(go.Heatmap(z=z, x=xl, y=yl, colorscale=SEQUENTIAL, text=text, texttemplate="%{text}",
                                textfont=dict(size=12), colorbar=dict(title=dict(text=metric)), hoverongaps=False))
-    if np.isfinite(z).any():
-        i, j = np.unravel_index(np.nanargmax(z), z.shape)
-        fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5,
-                      line=dict(color=ACCENT, width=4))
+    frame_best(fig, z)
     style(fig, f"{loss}: mean {metric_label(metric)} over {x} × {y}", height=420, xaxis=x, yaxis=y, legend=False)
     fig.update_xaxes(type="category")
     fig.update_yaxes(type="category")
