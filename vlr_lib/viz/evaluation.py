@@ -15,7 +15,7 @@ import torch
 from .. import metrics
 from .._checks import check_choice, check_int
 from ..similarity import DIRECTIONS
-from ._style import FONT_PX, NEGATIVE, NEUTRAL, POSITIVE, grid, style, to_numpy
+from ._style import FONT_PX, NEGATIVE, NEUTRAL, POSITIVE, grid, matrix_axes, style, to_numpy
 from .matrix import batch_marks, heatmap_traces
 
 # --------------------------------------------------------------------------- data
@@ -137,8 +137,7 @@ def retrieval_figure(S, caption_to_image, query: int = 0, direction: str = "i2t"
     # Stacked, each panel the full width: S is wide (a column per caption), and so is a ranking.
     fig = grid(2, 1, ["S: positives and hardest negatives (the query outlined)", f"{who}: rank {rank}, {verdict}"],
                height=640, row_heights=[0.45, 0.55])
-    for tr in heatmap_traces(Z, batch_marks(St, pos, (direction,))):
-        fig.add_trace(tr, row=1, col=1)
+    fig.add_traces(heatmap_traces(Z, batch_marks(St, pos, (direction,))), rows=1, cols=1)
     top = fig.layout.yaxis.domain
     fig.data[0].colorbar.update(y=(top[0] + top[1]) / 2, len=top[1] - top[0], yanchor="middle")
     for positive, name in ((True, "positive candidate"), (False, "negative candidate")):
@@ -160,8 +159,7 @@ def retrieval_figure(S, caption_to_image, query: int = 0, direction: str = "i2t"
     ks = ",".join(str(k) for k in _ks(n_img, n_cap))
     style(fig, f"Retrieval on a toy batch: rsum (K = {ks}) {scores['rsum']:.0f}", height=640, subtitle=metric_text,
           barmode="overlay")
-    fig.update_xaxes(title_text="caption j", row=1, col=1)
-    fig.update_yaxes(title_text="image i", autorange="reversed", row=1, col=1)
+    matrix_axes(fig, 1, 1, square=False)
     fig.update_xaxes(title_text=f"position in the ranking of {n_cand} {cand}s", range=[0.5, n_cand + 0.5], row=2, col=1)
     fig.update_yaxes(title_text="similarity s", range=[-1.0, 1.0], row=2, col=1)
     return fig

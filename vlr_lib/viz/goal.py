@@ -18,7 +18,7 @@ from torch import Tensor
 from .. import goal
 from .._checks import check_choice, check_int
 from ..goal import GoalConfig
-from ._style import ACCENT, FONT_PX, NEGATIVE, POSITIVE, SEQUENTIAL, grid, position, style, to_numpy, wrap
+from ._style import FONT_PX, NEGATIVE, POSITIVE, SEQUENTIAL, frame_cell, grid, position, style, to_numpy, wrap
 from .matrix import batch_marks
 from .matrix import gradient_heatmap as _gradient_heatmap
 
@@ -107,9 +107,8 @@ def pair_weight_curves(
         raise ValueError("pairs must name at least one pair weight")
     for p in pairs:
         check_choice("pairs", p, goal.GOAL_PAIRS)
-    s = np.linspace(-1.0, 1.0, check_int("n", n, 2, 1001))
-    st = torch.from_numpy(s)
-    s = s.astype(np.float32)
+    st = torch.linspace(-1.0, 1.0, check_int("n", n, 2, 1001), dtype=torch.float64)
+    s = _display(st)
     rows, cols = wrap(len(pairs), 3)  # five panels wrap into two rows of three
     height = 300 + 260 * (rows - 1)
     fig = grid(rows, cols, [_title("P", p) for p in pairs], height=height, column_gap_px=55)
@@ -183,9 +182,7 @@ def table1_grid(
         if tuple(highlight) not in goal.TABLE1:
             raise ValueError(f"highlight must be a (triplet, pair) key of Table 1, got {highlight!r}")
         t, p = highlight
-        i, j = pairs.index(p), triplets.index(t)
-        fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5,
-                      line=dict(color=ACCENT, width=4), name="selected")
+        frame_cell(fig, pairs.index(p), triplets.index(t), name="selected")
     return fig
 
 

@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 
 from .. import report
 from ..goal import GOAL_PAIRS, GOAL_TRIPLETS
-from ._style import ACCENT, FONT_PX, NEUTRAL, PALETTE, SEQUENTIAL, grid, style
+from ._style import ACCENT, FONT_PX, NEUTRAL, PALETTE, SEQUENTIAL, frame_best, grid, style
 
 __all__ = ["metric_errorbars", "goal_heatmaps", "cocos_heatmap"]
 
@@ -47,12 +47,10 @@ def metric_errorbars(summary: pd.DataFrame, metric: str = "rsum", group: str = "
     best = rank.iloc[0]
     fig.add_vrect(x0=best["mean"] - best["std"], x1=best["mean"] + best["std"], fillcolor=ACCENT, opacity=0.12,
                   line_width=0)
+    lo, hi = float((rank["mean"] - rank["std"]).min()), float((rank["mean"] + rank["std"]).max())
     if chance is not None:
         fig.add_vline(x=float(chance), line_dash="dot", line_color=NEUTRAL,
                       annotation_text=f"chance {chance:.1f}", annotation_position="bottom right")
-    lo = float((rank["mean"] - rank["std"]).min())
-    hi = float((rank["mean"] + rank["std"]).max())
-    if chance is not None:
         lo, hi = min(lo, float(chance)), max(hi, float(chance))
     pad = 0.05 * max(hi - lo, 1e-6)
     label = report.METRIC_LABELS[metric]
@@ -91,10 +89,7 @@ def goal_heatmaps(summary: pd.DataFrame, metric: str = "r1", color: str = "mean"
         fig.add_trace(go.Heatmap(z=z, x=xs, y=ys, text=text, texttemplate="%{text}", textfont=dict(size=FONT_PX),
                                  name=report.METRIC_LABELS[m], coloraxis="coloraxis", xgap=1, ygap=1,
                                  hovertemplate="%{y} · %{x}<br>%{text}<extra></extra>"), k + 1, 1)
-        if np.isfinite(mean).any():  # frame the best cell (category axes: cell j spans j - 0.5 .. j + 0.5)
-            i, j = np.unravel_index(np.nanargmax(mean), mean.shape)
-            fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5, row=k + 1, col=1,
-                          line=dict(color=ACCENT, width=4), name=f"best {m}")
+        frame_best(fig, mean, name=f"best {m}", row=k + 1, col=1)
         fig.update_yaxes(autorange="reversed", row=k + 1, col=1)
     finite = np.concatenate([z[np.isfinite(z)] for z in zs])
     if color == "delta":  # one diverging scale for every panel, centred on the baseline
