@@ -82,12 +82,6 @@ def lines(text: str | None) -> int:
     return 0 if not text else 1 + len(re.findall(r"<br\s*/?>", text))
 
 
-def _panel_titles(fig: go.Figure) -> list[go.layout.Annotation]:
-    """make_subplots' panel titles: annotations anchored at the bottom, just above a panel (paper coordinates)."""
-    return [a for a in fig.layout.annotations
-            if a.yref == "paper" and a.yanchor == "bottom" and a.xref == "paper" and a.showarrow is False]
-
-
 def style(fig: go.Figure, title: str, *, height: int, xaxis: str | None = None, yaxis: str | None = None,
           subtitle: str | None = None, legend: dict | bool = True, **extra) -> go.Figure:
     """The workbook's look on `fig`: full output width, `height` px, the title (and a smaller `subtitle`)
@@ -95,7 +89,9 @@ def style(fig: go.Figure, title: str, *, height: int, xaxis: str | None = None, 
 
     Call it once the panels exist (it measures their titles); axes may be styled afterwards.
     """
-    panels = _panel_titles(fig)
+    # make_subplots' panel titles: annotations anchored at the bottom, just above a panel (paper coordinates).
+    panels = [a for a in fig.layout.annotations
+              if a.yref == "paper" and a.yanchor == "bottom" and a.xref == "paper" and a.showarrow is False]
     top_row = max((a.y for a in panels), default=None)
     panel_lines = max((lines(a.text) for a in panels if top_row is not None and a.y >= top_row - 1e-9), default=0)
     for a in panels:  # a little above the panel, clear of its highest tick label

@@ -13,10 +13,9 @@ import plotly.graph_objects as go
 import torch
 
 from .. import metrics
-from .._checks import check_choice, check_int
-from ..similarity import DIRECTIONS
+from .._checks import check_int
 from ._style import FONT_PX, NEGATIVE, NEUTRAL, POSITIVE, grid, matrix_axes, style, to_numpy
-from .matrix import batch_marks, heatmap_traces
+from .matrix import batch_marks, heatmap_traces, oriented
 
 # --------------------------------------------------------------------------- data
 
@@ -116,18 +115,15 @@ def retrieval_figure(S, caption_to_image, query: int = 0, direction: str = "i2t"
     R@k when a blue bar lies inside it. Ranks are those of `vlr_lib.metrics`
     (1 + the negatives scoring at or above the best positive).
     """
-    check_choice("direction", direction, DIRECTIONS)
     St, c2i, pos = _batch(S, caption_to_image)
-    n_img, n_cap = St.shape
-    i2t = direction == "i2t"
-    query = check_int("query", query, 0, (n_img if i2t else n_cap) - 1)
-    n_cand = n_cap if i2t else n_img
+    Zq, Pq = oriented(St.numpy(), pos.numpy(), direction)  # the queries of `direction` as rows
+    (n_img, n_cap), (n_queries, n_cand), i2t = St.shape, Zq.shape, direction == "i2t"
+    query = check_int("query", query, 0, n_queries - 1)
     k = check_int("k", k, 1, n_cand)
     ranks = (metrics.ranks_i2t if i2t else metrics.ranks_t2i)(St, c2i)
     scores = metrics.retrieval_metrics(St, c2i, ks=_ks(n_img, n_cap))
 
-    Z, P = St.numpy(), pos.numpy()
-    row, is_pos = (Z[query], P[query]) if i2t else (Z[:, query], P[:, query])
+    row, is_pos = Zq[query], Pq[query]
     order = np.lexsort((is_pos, -row))  # by score, tied negatives first (the metrics' convention)
     cand = "caption" if i2t else "image"
     labels = [f"{cand} {j}" + (f" (of image {int(c2i[j])})" if i2t else "") for j in order]
@@ -137,7 +133,7 @@ def retrieval_figure(S, caption_to_image, query: int = 0, direction: str = "i2t"
     # Stacked, each panel the full width: S is wide (a column per caption), and so is a ranking.
     fig = grid(2, 1, ["S: positives and hardest negatives (the query outlined)", f"{who}: rank {rank}, {verdict}"],
                height=640, row_heights=[0.45, 0.55])
-    fig.add_traces(heatmap_traces(Z, batch_marks(St, pos, (direction,))), rows=1, cols=1)
+    fig.add_traces(heatmap_traces(St, batch_marks(St, pos, (direction,))), rows=1, cols=1)
     top = fig.layout.yaxis.domain
     fig.data[0].colorbar.update(y=(top[0] + top[1]) / 2, len=top[1] - top[0], yanchor="middle")
     for positive, name in ((True, "positive candidate"), (False, "negative candidate")):

@@ -34,6 +34,11 @@ def _title(kind: str, name: str) -> str:
     return f"{kind}<sup>{name}</sup> (eq. {(_T_EQ if kind == 'T' else _P_EQ)[name]})"
 
 
+def _ms(pair: str, rel: float) -> dict:
+    """The keyword of the relative term m for the MS pair weights (eqs. 12-13), which alone take one."""
+    return dict(rel=rel) if pair in ("lin-ms", "sig-ms") else {}
+
+
 def _mesh(n: int) -> tuple[np.ndarray, Tensor, Tensor]:
     """n cosines covering [-1, 1] and the (S_pos, S_neg) tensors, S_pos along columns, S_neg along rows."""
     s = np.linspace(-1.0, 1.0, check_int("n", n, 2, MAX_GRID))
@@ -49,27 +54,22 @@ def _display(x) -> np.ndarray:
     return to_numpy(x).astype(np.float32)
 
 
-def _triplet_trace(name: str, margin: float, tau: float, n: int, showscale: bool) -> go.Contour:
-    """One T as a heatmap-coloured contour: the colours and the iso-lines 0.1, ..., 0.9 in a single trace."""
-    s, s_pos, s_neg = _mesh(n)
-    T = _display(goal.triplet_weight(name, s_pos, s_neg, margin=margin, tau=tau))
-    return go.Contour(
-        x=s, y=s, z=T, zmin=0.0, zmax=1.0, colorscale=SEQUENTIAL, showscale=showscale, name=f"T^{name}",
-        contours=dict(coloring="heatmap", showlines=True, **_LEVELS), autocontour=False,
-        line=dict(color="white", width=1), colorbar=dict(title="T"),
-        hovertemplate="S_pos %{x:.2f}, S_neg %{y:.2f}<br>T %{z:.3f}<extra></extra>",
-    )
-
-
 def triplet_diagrams(margin: float = 0.2, tau: float = 10.0, n: int = 61) -> go.Figure:
     """The three diagrams of Fig. 2 side by side: T^con, T^nca, T^cir (defaults m = 0.2, tau = 10).
 
     Traces: one contour per panel, in that order.
     """
-    names = goal.GOAL_TRIPLETS
-    fig = grid(1, 3, [_title("T", t) for t in names], height=400, column_gap_px=45)
-    for k, name in enumerate(names, start=1):
-        fig.add_trace(_triplet_trace(name, margin, tau, n, showscale=k == 1), row=1, col=k)
+    s, s_pos, s_neg = _mesh(n)
+    fig = grid(1, 3, [_title("T", t) for t in goal.GOAL_TRIPLETS], height=400, column_gap_px=45)
+    for k, name in enumerate(goal.GOAL_TRIPLETS, start=1):
+        T = _display(goal.triplet_weight(name, s_pos, s_neg, margin=margin, tau=tau))
+        # A heatmap-coloured contour: the colours and the iso-lines 0.1, ..., 0.9 in a single trace.
+        fig.add_trace(go.Contour(
+            x=s, y=s, z=T, zmin=0.0, zmax=1.0, colorscale=SEQUENTIAL, showscale=k == 1, name=f"T^{name}",
+            contours=dict(coloring="heatmap", showlines=True, **_LEVELS), autocontour=False,
+            line=dict(color="white", width=1), colorbar=dict(title="T"),
+            hovertemplate="S_pos %{x:.2f}, S_neg %{y:.2f}<br>T %{z:.3f}<extra></extra>",
+        ), row=1, col=k)
     style(fig, f"Triplet weights (m = {margin:.2f}, τ = {tau:.0f})", height=400, legend=False)
     _cosine_panels(fig, 3)
     return fig
@@ -80,10 +80,9 @@ def _cosine_panels(fig: go.Figure, cols: int) -> None:
     fig.update_xaxes(range=[-1, 1], title_text="S_pos", constrain="domain")
     fig.update_yaxes(range=[-1, 1], constrain="domain")
     fig.update_yaxes(title_text="S_neg", row=1, col=1)
-    for k in range(1, cols + 1):
-        fig.update_yaxes(scaleanchor=f"x{'' if k == 1 else k}", row=1, col=k)
-        if k > 1:
-            fig.update_yaxes(showticklabels=False, row=1, col=k)
+    for k in range(2, cols + 1):
+        fig.update_yaxes(scaleanchor=f"x{k}", showticklabels=False, row=1, col=k)
+    fig.update_yaxes(scaleanchor="x", row=1, col=1)
 
 
 # --------------------------------------------------------------------------- Fig. 3
@@ -113,11 +112,10 @@ def pair_weight_curves(
     height = 300 + 260 * (rows - 1)
     fig = grid(rows, cols, [_title("P", p) for p in pairs], height=height, column_gap_px=55)
     for k, p in enumerate(pairs):
-        extra = dict(rel=rel) if p in ("lin-ms", "sig-ms") else {}
         row, col = position(k, cols)
         for positive, colour, dash, label in ((True, POSITIVE, "solid", "P₊ (positive pair)"),
                                               (False, NEGATIVE, "dash", "P₋ (negative pair)")):
-            w = _display(goal.pair_weight(p, st, positive, alpha=alpha, beta=beta, lam=lam, **extra))
+            w = _display(goal.pair_weight(p, st, positive, alpha=alpha, beta=beta, lam=lam, **_ms(p, rel)))
             fig.add_trace(
                 go.Scatter(x=s, y=w, mode="lines", name=label, line=dict(color=colour, width=2.5, dash=dash),
                            legendgroup=label, showlegend=k == 0,
@@ -189,18 +187,6 @@ def table1_grid(
 # --------------------------------------------------------------------------- the composer's figures
 
 
-def _surface_weights(cfg: GoalConfig, rel: float, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    if not isinstance(cfg, GoalConfig):
-        raise TypeError(f"config must be a GoalConfig, got {type(cfg).__name__}")
-    s, s_pos, s_neg = _mesh(n)
-    T = goal.triplet_weight(cfg.triplet, s_pos, s_neg, margin=cfg.margin, tau=cfg.tau)
-    extra = dict(rel=rel) if cfg.pair in ("lin-ms", "sig-ms") else {}
-    pair = dict(alpha=cfg.alpha, beta=cfg.beta, lam=cfg.lam, **extra)
-    w_pos = T * goal.pair_weight(cfg.pair, s_pos, True, **pair)
-    w_neg = T * goal.pair_weight(cfg.pair, s_neg, False, **pair)
-    return s, _display(w_pos), _display(w_neg)
-
-
 def weight_surface(
     config: GoalConfig, rel: float = 0.1, n: int = 61, points: tuple[object, object] | None = None
 ) -> go.Figure:
@@ -214,7 +200,13 @@ def weight_surface(
     (:func:`vlr_lib.goal.batch_triplets`). Traces: [pull heatmap, push heatmap, pull
     points, push points]; both heatmaps share one colour axis from 0 to the larger maximum.
     """
-    s, w_pos, w_neg = _surface_weights(config, rel, n)
+    if not isinstance(config, GoalConfig):
+        raise TypeError(f"config must be a GoalConfig, got {type(config).__name__}")
+    s, s_pos, s_neg = _mesh(n)
+    T = goal.triplet_weight(config.triplet, s_pos, s_neg, margin=config.margin, tau=config.tau)
+    pair = dict(alpha=config.alpha, beta=config.beta, lam=config.lam, **_ms(config.pair, rel))
+    w_pos = _display(T * goal.pair_weight(config.pair, s_pos, True, **pair))
+    w_neg = _display(T * goal.pair_weight(config.pair, s_neg, False, **pair))
     px = py = np.zeros(0)
     if points is not None:
         px, py = (to_numpy(p).ravel() for p in points)

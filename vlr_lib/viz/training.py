@@ -136,13 +136,6 @@ def _slice_label(fixed: Mapping) -> str:
     return ", ".join(f"{k} = {report.fmt(v)}" for k, v in fixed.items())
 
 
-def _use_log(values: Sequence[float], log_x: bool | None) -> bool:
-    if log_x is not None:
-        return bool(log_x)
-    v = np.asarray([float(a) for a in values], dtype=float)
-    return bool(v.size > 2 and (v > 0).all() and v.max() / v.min() >= 20)
-
-
 def sweep_figure(
     runs: pd.DataFrame,
     loss: str,
@@ -190,7 +183,8 @@ def sweep_figure(
                       annotation_text="chance", annotation_position="bottom left")
     title = f"{loss}: {metric_label(metric)} vs {x}" + (f" at {_slice_label(fixed)}" if fixed else "")
     style(fig, title, height=420, xaxis=x, yaxis=metric_label(metric))
-    if _use_log(values[x], log_x):
+    v = np.asarray([float(a) for a in values[x]], dtype=float)
+    if log_x or (log_x is None and v.size > 2 and (v > 0).all() and v.max() / v.min() >= 20):
         fig.update_xaxes(type="log")
     return fig
 
