@@ -107,10 +107,7 @@ def style(fig: go.Figure, title: str, *, height: int, xaxis: str | None = None, 
         showlegend=bool(legend),
         legend=(BELOW if legend is True else legend) if legend else None,
     )
-    if xaxis is not None:
-        base["xaxis_title"] = xaxis
-    if yaxis is not None:
-        base["yaxis_title"] = yaxis
+    base.update({f"{axis}_title": text for axis, text in (("xaxis", xaxis), ("yaxis", yaxis)) if text is not None})
     base["margin"].update(extra.pop("margin", {}))
     base.update(extra)
     fig.update_layout(**base)
@@ -167,10 +164,14 @@ def frame_best(fig: go.Figure, z: np.ndarray, name: str | None = None, **where) 
         frame_cell(fig, *np.unravel_index(np.nanargmax(z), z.shape), name=name, **where)
 
 
-def wrap(n: int, max_cols: int) -> tuple[int, int]:
-    """(rows, cols) holding `n` panels at most `max_cols` to a row: panels wrap instead of shrinking."""
-    cols = max(1, min(n, max_cols))
-    return math.ceil(n / cols), cols
+def panels(titles, max_cols: int, *, first_px: int, row_px: int, **kw) -> tuple[go.Figure, int, int]:
+    """A :func:`grid` of one panel per title, at most `max_cols` to a row (panels wrap instead of shrinking),
+    `first_px` tall with one row and `row_px` more per further row: (figure, cols, height)."""
+    titles = list(titles)
+    cols = max(1, min(len(titles), max_cols))
+    rows = math.ceil(len(titles) / cols)
+    height = first_px + row_px * (rows - 1)
+    return grid(rows, cols, titles, height=height, **kw), cols, height
 
 
 def position(k: int, cols: int) -> tuple[int, int]:

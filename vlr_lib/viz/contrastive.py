@@ -53,21 +53,17 @@ def negative_weight_bars(
     scores = to_numpy(S_q[query, torch.as_tensor(idx)])
     rank = np.arange(1, len(w) + 1)
     other = "caption" if direction == "i2t" else "image"
-    fig = go.Figure()
-    fig.add_trace(go.Bar(
-        x=rank, y=share, name="negative: its share of the softmax weight", marker_color=NEGATIVE,
-        customdata=np.stack([idx, scores], axis=1),
-        hovertemplate=(f"{other} %{{customdata[0]:.0f}}<br>s = %{{customdata[1]:.3f}}"
-                       "<br>share %{y:.3f}<extra></extra>"),
-    ))
-    fig.add_trace(go.Scatter(
-        x=[1], y=[1.0], mode="markers", name=f"{losses.loss_label('triplet_hardest')} (τ → 0): the hardest only",
-        marker=dict(color=HARDEST, size=12, symbol=f"{SYMBOL['hardest']}-open", line=dict(width=2.5)),
-    ))
-    fig.add_trace(go.Scatter(
-        x=[0.5, len(w) + 0.5], y=[1.0 / len(w)] * 2, mode="lines", name="uniform (τ → ∞)",
-        line=dict(color=NEUTRAL, dash="dash"),
-    ))
+    fig = go.Figure([
+        go.Bar(x=rank, y=share, name="negative: its share of the softmax weight", marker_color=NEGATIVE,
+               customdata=np.stack([idx, scores], axis=1),
+               hovertemplate=(f"{other} %{{customdata[0]:.0f}}<br>s = %{{customdata[1]:.3f}}"
+                              "<br>share %{y:.3f}<extra></extra>")),
+        go.Scatter(x=[1], y=[1.0], mode="markers",
+                   name=f"{losses.loss_label('triplet_hardest')} (τ → 0): the hardest only",
+                   marker=dict(color=HARDEST, size=12, symbol=f"{SYMBOL['hardest']}-open", line=dict(width=2.5))),
+        go.Scatter(x=[0.5, len(w) + 0.5], y=[1.0 / len(w)] * 2, mode="lines", name="uniform (τ → ∞)",
+                   line=dict(color=NEUTRAL, dash="dash")),
+    ])
     n_eff = analysis.effective_number(w)
     reading = (f"effective number of negatives {n_eff:.2f} of {len(w)}, hardest share {share[0]:.3f}, "
                f"positive weight 1 − p₊ = {total:.3g}")
@@ -94,7 +90,7 @@ def temperature_sweep(
     both curves show the soft mining of NT-Xent -- one negative as tau -> 0, all
     of them equally as tau -> inf.
     """
-    taus = np.asarray(sorted(float(check_positive("temperatures", float(t))) for t in temperatures))
+    taus = np.asarray(sorted(check_positive("temperatures", float(t)) for t in temperatures))
     if taus.size < 2:
         raise ValueError("temperatures must hold at least two values")
     _, neg = oriented(S, check_similarity(S, pos_mask)[1].neg, direction)
@@ -108,9 +104,9 @@ def temperature_sweep(
         live = [analysis.effective_number(row) for row in W if (row > 0).any()]
         n_eff_mean.append(np.mean(live) if live else np.nan)
     fig = grid(1, 2, ("effective number of negatives", "share of the hardest negative"), height=420)
-    fig.add_trace(go.Scatter(x=taus, y=n_eff_q, name=f"query {query}", line=dict(color=CURVE)), row=1, col=1)
-    fig.add_trace(go.Scatter(x=taus, y=n_eff_mean, name="mean over queries", line=dict(color=NEUTRAL, dash="dot")),
-                  row=1, col=1)
+    fig.add_traces([go.Scatter(x=taus, y=n_eff_q, name=f"query {query}", line=dict(color=CURVE)),
+                    go.Scatter(x=taus, y=n_eff_mean, name="mean over queries", line=dict(color=NEUTRAL, dash="dot"))],
+                   rows=1, cols=1)
     fig.add_trace(go.Scatter(x=taus, y=top_q, name=f"query {query}: hardest share", line=dict(color=HARDEST)),
                   row=1, col=2)
     style(fig, f"NT-Xent ({direction}): temperature as soft hard-negative mining", height=420)
@@ -127,5 +123,5 @@ def gradient_heatmap(S: Tensor, temperature: float, pos_mask: Tensor | None = No
     Triangles (▶) mark each row's hardest negative.
     """
     grad = analysis.loss_gradient(S, lambda X: losses.info_nce(X, temperature, reduction="sum", pos_mask=pos_mask))
-    return _gradient_heatmap(grad, batch_marks(S, pos_mask, ("i2t",)),
-                             f"dL/dS of {losses.loss_label('info_nce')} (both directions, sum), τ = {shown(temperature)}")
+    title = f"dL/dS of {losses.loss_label('info_nce')} (both directions, sum), τ = {shown(temperature)}"
+    return _gradient_heatmap(grad, batch_marks(S, pos_mask, ("i2t",)), title)

@@ -18,7 +18,7 @@ from torch import Tensor
 from .. import goal
 from .._checks import check_choice, check_int
 from ..goal import GoalConfig
-from ._style import FONT_PX, NEGATIVE, POSITIVE, SEQUENTIAL, frame_cell, grid, position, style, to_numpy, wrap
+from ._style import FONT_PX, NEGATIVE, POSITIVE, SEQUENTIAL, frame_cell, grid, panels, position, style, to_numpy
 from .matrix import batch_marks
 from .matrix import gradient_heatmap as _gradient_heatmap
 
@@ -108,9 +108,8 @@ def pair_weight_curves(
         check_choice("pairs", p, goal.GOAL_PAIRS)
     st = torch.linspace(-1.0, 1.0, check_int("n", n, 2, 1001), dtype=torch.float64)
     s = _display(st)
-    rows, cols = wrap(len(pairs), 3)  # five panels wrap into two rows of three
-    height = 300 + 260 * (rows - 1)
-    fig = grid(rows, cols, [_title("P", p) for p in pairs], height=height, column_gap_px=55)
+    # five panels wrap into two rows of three
+    fig, cols, height = panels([_title("P", p) for p in pairs], 3, first_px=300, row_px=260, column_gap_px=55)
     for k, p in enumerate(pairs):
         row, col = position(k, cols)
         for positive, colour, dash, label in ((True, POSITIVE, "solid", "P₊ (positive pair)"),
@@ -122,12 +121,11 @@ def pair_weight_curves(
                            hovertemplate=f"{p}: s %{{x:.2f}}, weight %{{y:.3f}}<extra></extra>"),
                 row=row, col=col,
             )
-        fig.update_xaxes(title_text="similarity s" if row == rows or k + cols >= len(pairs) else None, row=row, col=col)
+        fig.update_xaxes(title_text="similarity s" if k + cols >= len(pairs) else None, row=row, col=col)  # bottom row
     style(fig, f"Pair weights (α = {alpha:.1f}, β = {beta:.0f}, λ = {lam:.2f}, MS term m = {rel:.2f})", height=height)
     fig.update_xaxes(range=[-1, 1])
     fig.update_yaxes(rangemode="tozero")
-    for row in range(1, rows + 1):
-        fig.update_yaxes(title_text="weight", row=row, col=1)
+    fig.update_yaxes(title_text="weight", col=1)
     return fig
 
 

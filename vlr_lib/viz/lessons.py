@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .. import report
-from ._style import NEUTRAL, PALETTE, grid, position, style, wrap
+from ._style import NEUTRAL, PALETTE, panels, position, style
 
 __all__ = ["deltas_figure", "overview_figure"]
 
@@ -62,23 +62,19 @@ def deltas_figure(table: pd.DataFrame, experiment: str, title: str | None = None
     fig = go.Figure(_traces(part))
     fig.add_hline(y=0.0, line_color=NEUTRAL, line_dash="dash")
     label = report.METRIC_LABELS[part["metric"].iloc[0]]
-    style(fig, title or f"{experiment}: differences of test {label} between losses", height=460,
-          xaxis="condition", yaxis=f"Δ {label} (a − b)")
-    return fig
+    return style(fig, title or f"{experiment}: differences of test {label} between losses", height=460,
+                 xaxis="condition", yaxis=f"Δ {label} (a − b)")
 
 
 def overview_figure(table: pd.DataFrame, labels: Mapping[str, str] | None = None) -> go.Figure:
     """Every experiment of a lesson table in one grid (two per row), drawn as :func:`deltas_figure` draws one."""
     experiments = list(dict.fromkeys(table["experiment"]))
     labels = dict(labels or {})
-    rows, cols = wrap(len(experiments), 2)
-    height = 380 * rows + 160
-    fig = grid(rows, cols, [labels.get(e, e) for e in experiments], height=height)
+    fig, cols, height = panels([labels.get(e, e) for e in experiments], 2, first_px=540, row_px=380)
     for i, exp in enumerate(experiments):
         row, col = position(i, cols)
         fig.add_traces(_traces(report.lesson_part(table, exp), show_legend=i == 0), rows=row, cols=col)
         fig.add_hline(y=0.0, line_color=NEUTRAL, line_dash="dash", row=row, col=col)
     label = report.METRIC_LABELS[table["metric"].iloc[0]]
-    style(fig, "When do the papers' orderings hold?", height=height,
-          subtitle=f"Δ test {label} between losses, mean ± summed seed std")
-    return fig
+    return style(fig, "When do the papers' orderings hold?", height=height,
+                 subtitle=f"Δ test {label} between losses, mean ± summed seed std")

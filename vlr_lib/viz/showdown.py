@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 
 from .. import report
 from ..goal import GOAL_PAIRS, GOAL_TRIPLETS
-from ._style import ACCENT, FONT_PX, NEUTRAL, PALETTE, SEQUENTIAL, frame_best, grid, style
+from ._style import ACCENT, FONT_PX, NEUTRAL, PALETTE, SEQUENTIAL, frame_best, grid, style, symmetric_range
 
 __all__ = ["metric_errorbars", "goal_heatmaps", "cocos_heatmap"]
 
@@ -93,15 +93,14 @@ def goal_heatmaps(summary: pd.DataFrame, metric: str = "r1", color: str = "mean"
         fig.update_yaxes(autorange="reversed", row=k + 1, col=1)
     finite = np.concatenate([z[np.isfinite(z)] for z in zs])
     if color == "delta":  # one diverging scale for every panel, centred on the baseline
-        span = float(np.abs(finite).max()) if finite.size and np.abs(finite).max() > 0 else 1.0
-        axis = dict(colorscale="RdBu", cmid=0.0, cmin=-span, cmax=span, colorbar=dict(title=dict(text="Δ")))
+        lo, hi = symmetric_range(finite)
+        axis = dict(colorscale="RdBu", cmid=0.0, cmin=lo, cmax=hi, colorbar=dict(title=dict(text="Δ")))
     else:  # one scale for every panel: both are recalls of the same kind
         lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
         axis = dict(colorscale=SEQUENTIAL, cmin=lo, cmax=hi if hi > lo else lo + 1.0)
     title = "GOAL grid: " + ("Δ vs (T<sup>con</sup>, P<sup>con</sup>), " if color == "delta" else "") + \
         "mean ± std over seeds"
-    style(fig, title, height=height, legend=False, coloraxis=axis)
-    return fig
+    return style(fig, title, height=height, legend=False, coloraxis=axis)
 
 
 def cocos_heatmap(table: pd.DataFrame, stat: str = "C_q") -> go.Figure:

@@ -49,8 +49,7 @@ def ranking_figure(scores, is_pos, title: str = "One query's ranking") -> go.Fig
         x=rank[at], y=s[order][at], mode="text", name="precision at the positive", showlegend=False,
         text=[f"{h}/{r}" for h, r in zip(hits[at], rank[at])], textposition="top center",
     ))
-    style(fig, f"{title}: AP = {ap:.4f}", height=400, xaxis="rank", yaxis="score s", barmode="overlay")
-    return fig
+    return style(fig, f"{title}: AP = {ap:.4f}", height=400, xaxis="rank", yaxis="score s", barmode="overlay")
 
 
 def smooth_ap_figure(scores, is_pos, tau: float, taus: Sequence[float] = DEFAULT_TAUS) -> go.Figure:

@@ -109,9 +109,8 @@ def partition_figure(
         fig.add_shape(type="rect", x0=-0.5, x1=n - 0.5, y0=query - 0.5, y1=query + 0.5,
                       line=dict(color=POSITIVE, width=1.5, dash="dot"), row=row, col=col)
         matrix_axes(fig, row, col, "document (column)", "query (row)")
-    style(fig, f"Partition function of query {query}", height=height,
-          subtitle=f"scale λ = {shown(scale)}, SNM k = {k}, cross-example mining batch share = {fraction:.2f}")
-    return fig
+    return style(fig, f"Partition function of query {query}", height=height,
+                 subtitle=f"scale λ = {shown(scale)}, SNM k = {k}, cross-example mining batch share = {fraction:.2f}")
 
 
 # --------------------------------------------------------------------------- calibration

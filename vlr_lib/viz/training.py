@@ -24,7 +24,7 @@ import plotly.graph_objects as go
 from .. import report
 from .._checks import check_choice
 from ..report import metric_label
-from ._style import HARDEST, NEUTRAL, PALETTE, POSITIVE, SEQUENTIAL, SYMBOL, frame_best, grid, position, style, wrap
+from ._style import HARDEST, NEUTRAL, PALETTE, POSITIVE, SEQUENTIAL, SYMBOL, frame_best, panels, position, style
 
 # --------------------------------------------------------------------------- histories
 
@@ -62,18 +62,13 @@ def curves_figure(
     frame = report.history_frame(histories)
     names = list(dict.fromkeys(frame["run"]))
     shown = set(_runs(runs, names))
-    if isinstance(metrics, str):
-        metrics = [metrics]
-    metrics = list(metrics)
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
     colors = run_colors(names)
     if not metrics:
-        fig = go.Figure()
-        style(fig, "choose at least one metric", height=300, xaxis="epoch", legend=False)
-        return fig
+        return style(go.Figure(), "choose at least one metric", height=300, xaxis="epoch", legend=False)
     titles = [("relative " if m == "loss" and relative_loss else "") + metric_label(m) for m in metrics]
-    rows, cols = wrap(len(metrics), 3)  # more than three metrics wrap onto a new row
-    height = 380 + 300 * (rows - 1)
-    fig = grid(rows, cols, titles, height=height, column_gap_px=60)
+    # more than three metrics wrap onto a new row
+    fig, cols, height = panels(titles, 3, first_px=380, row_px=300, column_gap_px=60)
     label = ", ".join(n for n in names if n in shown)
     if len(label) > 60 or not label:
         label = f"{len(shown)} of {len(names)} runs"
@@ -107,9 +102,8 @@ def similarity_figure(histories: Mapping[str, object], runs: Sequence[str] | Non
     for col in ("pos_sim", "hardneg_sim"):
         if col not in frame:
             raise ValueError(f"histories must record {col} (train with a validation split)")
-    rows, cols = wrap(max(1, len(names)), 3)
-    height = 380 + 300 * (rows - 1)
-    fig = grid(rows, cols, names or ["no run selected"], height=height, shared_yaxes=True, column_gap_px=30)
+    fig, cols, height = panels(names or ["no run selected"], 3, first_px=380, row_px=300, shared_yaxes=True,
+                               column_gap_px=30)
     style(fig, "Positive vs hardest-negative similarity on the validation split", height=height, subtitle=subtitle)
     for k, name in enumerate(names):
         row, col = position(k, cols)
