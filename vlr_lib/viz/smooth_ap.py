@@ -61,7 +61,6 @@ def smooth_ap_figure(scores, is_pos, tau: float, taus: Sequence[float] = DEFAULT
     (and get gradient). Right: SmoothAP of this query over `taus` with the exact
     AP and a marker at `tau`; small tau recovers the exact AP.
     """
-    t = check_positive("tau", tau)
     s, p, ap = _query(scores, is_pos)
     taus = np.asarray(sorted(check_positive("taus", float(v)) for v in taus))
     diffs = s[None, :] - s[p][:, None]  # x = s_j - s_i for positive i (rows), candidate j
@@ -69,9 +68,9 @@ def smooth_ap_figure(scores, is_pos, tau: float, taus: Sequence[float] = DEFAULT
     not_self[np.arange(p.sum()), np.flatnonzero(p)] = False
     span = max(0.05, float(np.abs(diffs[not_self]).max()) * 1.05)
     x = np.linspace(-span, span, 401)
-    sap = _smoothed(s, p, t)
+    sap = _smoothed(s, p, tau)
     curve = [_smoothed(s, p, float(v)) for v in taus]
-    G = lambda v: losses.smooth_step(torch.as_tensor(v), t).numpy()  # noqa: E731
+    G = lambda v: losses.smooth_step(torch.as_tensor(v), tau).numpy()  # noqa: E731
 
     fig = grid(1, 2, ("G(x; τ) replaces 1{x > 0}", "SmoothAP of this query against τ"), height=460,
                column_gap_px=80)
@@ -88,10 +87,10 @@ def smooth_ap_figure(scores, is_pos, tau: float, taus: Sequence[float] = DEFAULT
     fig.add_trace(go.Scatter(x=taus, y=curve, name="SmoothAP(τ)", line=dict(color=CURVE)), row=1, col=2)
     fig.add_trace(go.Scatter(x=[taus[0], taus[-1]], y=[ap, ap], name="exact AP",
                              line=dict(color=NEUTRAL, dash="dash")), row=1, col=2)
-    fig.add_trace(go.Scatter(x=[t], y=[sap], mode="markers", name="current τ",
+    fig.add_trace(go.Scatter(x=[tau], y=[sap], mode="markers", name="current τ",
                              marker=dict(color=ACCENT, size=12, symbol="diamond", line=dict(color="black", width=1))),
                   row=1, col=2)
-    style(fig, f"SmoothAP at τ = {shown(t)}: {sap:.4f}, exact AP = {ap:.4f}", height=460,
+    style(fig, f"SmoothAP at τ = {shown(tau)}: {sap:.4f}, exact AP = {ap:.4f}", height=460,
           subtitle=f"one query, {int(p.sum())} positive(s) among {len(s)} candidates")
     fig.update_xaxes(title_text="x = s_j − s_i", row=1, col=1)
     fig.update_yaxes(title_text="G", range=[-0.03, 1.03], row=1, col=1)

@@ -79,21 +79,20 @@ def tangent_figure(
     the current angles, the dashed line is the hinge's edge cos(theta_neg) - cos(theta_pos)
     + m = 0 (above it, the loss and its gradient are 0).
     """
-    m = check_nonnegative("margin", margin)
     n_grid = check_int("n_grid", n_grid, 3, 80)
     for name, angle in (("theta_pos", theta_pos), ("theta_neg", theta_neg)):  # polar angles, as the maps' axes
         if not 0.0 <= check_finite(name, angle) <= math.pi:
             raise ValueError(f"{name} must lie in [0, pi] radians, got {angle}")
     phi = SIDES[check_choice("side", side, tuple(SIDES))]
-    here = analysis.triplet_hn_tangent_norm(theta_pos, theta_neg, phi, margin=m)
-    sphere = analysis.triplet_hn_descent(theta_pos, theta_neg, phi, margin=m)
+    here = analysis.triplet_hn_tangent_norm(theta_pos, theta_neg, phi, margin=margin)
+    sphere = analysis.triplet_hn_descent(theta_pos, theta_neg, phi, margin=margin)
     # Each vector and its descent step in the x-z plane (the picture).
     xz = {r: (getattr(sphere, r).numpy()[[0, 2]], getattr(sphere, f"{r}_step").numpy()[[0, 2]]) for r in ROLES}
-    loss = max(0.0, math.cos(theta_neg) - math.cos(theta_pos) + m)
+    loss = max(0.0, math.cos(theta_neg) - math.cos(theta_pos) + margin)
 
     deg = np.linspace(0.0, 180.0, n_grid)
     tp, tn = torch.meshgrid(torch.tensor(np.radians(deg)), torch.tensor(np.radians(deg)), indexing="xy")
-    norms = analysis.triplet_hn_tangent_norm(tp, tn, phi, margin=m)  # z[row = theta_neg, col = theta_pos]
+    norms = analysis.triplet_hn_tangent_norm(tp, tn, phi, margin=margin)  # z[row = theta_neg, col = theta_pos]
 
     # Three panels of one row hold from 900 px: the circle, then the two maps side by side on shared axes.
     fig = grid(1, 3, [f"L = {loss:.3f}: descent directions", f"anchor: ‖g(v)‖ = {float(here.anchor):.3f}<br>(eq. 11)",
@@ -113,7 +112,7 @@ def tangent_figure(
                                  marker=dict(symbol="arrow", angleref="previous", size=[0, 12], color=PALETTE[0])),
                       row=1, col=1)
     # The hinge's edge: cos(theta_neg) = cos(theta_pos) - m, where it exists.
-    c = np.cos(np.radians(deg)) - m
+    c = np.cos(np.radians(deg)) - margin
     ok = c >= -1.0
     edge_y = np.degrees(np.arccos(np.clip(c, -1.0, 1.0)))
     for col, (z, name) in enumerate(((norms.anchor, "anchor"), (norms.negative, "negative")), start=2):
@@ -126,7 +125,7 @@ def tangent_figure(
                                  marker=dict(symbol="x", size=12, color="white", line=dict(color="black", width=1)),
                                  showlegend=False, hoverinfo="skip"), row=1, col=col)
     where = "the same side of v" if side == "same" else "opposite sides of v"
-    style(fig, f"{losses.loss_label('triplet_hardest')} on the unit sphere, margin m = {m:.2f}", height=480,
+    style(fig, f"{losses.loss_label('triplet_hardest')} on the unit sphere, margin m = {margin:.2f}", height=480,
           subtitle=f"t and t̂ on {where}",
           coloraxis=dict(colorscale=SEQUENTIAL, cmin=0.0, cmax=2.0, colorbar=dict(title=dict(text="norm"))))
     fig.update_xaxes(range=[-1.25, 1.25], visible=False, row=1, col=1)

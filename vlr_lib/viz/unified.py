@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from .. import analysis, losses
-from .._checks import check_int, check_nonnegative
+from .._checks import check_int
 from ._style import (CURVE, DIVERGING, HARDEST, NEGATIVE, NEUTRAL, PALETTE, SEQUENTIAL, grid, increasing, matrix_axes,
                      shown, style, to_numpy)
 from .matrix import gradient_heatmap
@@ -82,15 +82,14 @@ def surfaces_figure(
     into a step at x = -m (Triplet-SH, eq. 6); for small gamma the weight is a
     gentle ramp that reaches every negative (NT-Xent-like mining).
     """
-    m = check_nonnegative("margin", margin)
     lo, hi = increasing("x_range", x_range)
     g_lo, g_hi = increasing("log10_gamma_range", log10_gamma_range)
     n = check_int("n", n, 2, 80)  # grid points per axis
     x, lg = np.linspace(lo, hi, n), np.linspace(g_lo, g_hi, n)
     X, LG = np.meshgrid(x, lg)
-    # the library takes a scalar gamma; a grid of gammas is the same formula row by row
-    loss = np.stack([analysis.unified_one_negative_loss(x, m, 10.0 ** v).numpy() for v in lg])
-    weight = np.stack([analysis.unified_one_negative_weight(x, m, 10.0 ** v).numpy() for v in lg])
+    # the library takes a scalar gamma (and checks margin); a grid of gammas is the same formula row by row
+    loss = np.stack([analysis.unified_one_negative_loss(x, margin, 10.0 ** v).numpy() for v in lg])
+    weight = np.stack([analysis.unified_one_negative_weight(x, margin, 10.0 ** v).numpy() for v in lg])
     fig = grid(1, 2, ("loss (1/γ) log(1 + D)", "weight D / (1 + D)"), height=520,
                specs=[[{"type": "surface"}, {"type": "surface"}]], horizontal_spacing=0.02)
     fig.add_trace(go.Surface(x=X, y=LG, z=loss, colorscale=SEQUENTIAL, showscale=False, name="loss"), row=1, col=1)
@@ -99,7 +98,7 @@ def surfaces_figure(
     # Seen from a little further than plotly's default, so the axis titles stay inside each panel.
     camera = dict(eye=dict(x=1.9, y=-1.9, z=1.2), center=dict(x=0, y=0, z=-0.15))
     axes = dict(xaxis_title="x = s_ij − s_ii", yaxis_title="log10 γ", camera=camera, aspectmode="cube")
-    style(fig, f"{UNIFIED} loss with one negative, m = {m:.2f}", height=520, legend=False,
+    style(fig, f"{UNIFIED} loss with one negative, m = {margin:.2f}", height=520, legend=False,
           margin=dict(l=10, r=10, b=10))
     fig.update_layout(scene=dict(**axes, zaxis_title="loss"), scene2=dict(**axes, zaxis_title="weight",
                                                                            zaxis=dict(range=[0, 1])))
