@@ -28,14 +28,6 @@ _EQUATION = {"triplet": "eq. 9b", "triplet_sh": "eq. 9a", "nt_xent": "eq. 11", "
 RULE_TITLES = {rule: f"{losses.loss_label(_LOSS_OF_RULE[rule])} ({_EQUATION[rule]})" for rule in analysis.COCOS_LOSSES}
 
 
-def _summary(d: Mapping) -> str:
-    c_q = d["C_q_mean_active"]
-    c_q_text = "–" if np.isnan(c_q) else f"{c_q:.2f}"
-    c_b = d["C_B"]
-    c_b_text = f"{c_b:.1f}" if isinstance(c_b, float) else f"{c_b}"
-    return f"C<sup>q</sup> {c_q_text}, C<sup>B</sup> {c_b_text}, C<sup>0</sup> {d['C_0']}/{d['n_queries']}"
-
-
 def cocos_figure(S: Tensor, settings: CocosSettings = CocosSettings(), direction: str = "i2t") -> go.Figure:
     """Which candidates contribute to each query's gradient, for the four losses of Bleeker & de Rijke.
 
@@ -50,8 +42,11 @@ def cocos_figure(S: Tensor, settings: CocosSettings = CocosSettings(), direction
     titles, masks = [], []
     for name in analysis.COCOS_LOSSES:
         masks.append(analysis.cocos_mask(S, name, settings, direction).cpu().numpy())
-        counts = analysis.cocos(S, name, **asdict(settings))[direction]
-        titles.append(f"{RULE_TITLES[name]}<br>{_summary(counts)}")
+        c = analysis.cocos(S, name, **asdict(settings))[direction]
+        c_q = "–" if np.isnan(c["C_q_mean_active"]) else f"{c['C_q_mean_active']:.2f}"
+        c_b = f"{c['C_B']:.1f}" if isinstance(c["C_B"], float) else f"{c['C_B']}"
+        titles.append(f"{RULE_TITLES[name]}<br>C<sup>q</sup> {c_q}, C<sup>B</sup> {c_b}, "
+                      f"C<sup>0</sup> {c['C_0']}/{c['n_queries']}")
     S_np = to_numpy(S)
     Z = S_np if direction == "i2t" else S_np.T
     diag = np.arange(Z.shape[0])

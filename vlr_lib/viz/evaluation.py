@@ -20,19 +20,12 @@ from .matrix import batch_marks, heatmap_traces, oriented
 # --------------------------------------------------------------------------- data
 
 
-def _as_images(images) -> list[np.ndarray]:
-    arrs = [np.asarray(im) for im in images]
-    for n, a in enumerate(arrs):
-        if a.ndim != 3 or a.shape[-1] != 3:
-            raise ValueError(f"images[{n}] must be an [H, W, 3] RGB array, got shape {a.shape}")
-    return [a.astype(np.uint8) for a in arrs]
-
-
 def _png(image: np.ndarray) -> str:
-    """A uint8 [H, W, 3] image as a PNG data URI: a few kB in the notebook instead of a JSON pixel array."""
+    """An [H, W, 3] image as a uint8 PNG data URI: a few kB in the notebook instead of a JSON pixel array."""
     from ..data.shapes import encode_png  # numpy + zlib only
 
-    return "data:image/png;base64," + base64.b64encode(encode_png(np.ascontiguousarray(image))).decode("ascii")
+    png = encode_png(np.ascontiguousarray(image, dtype=np.uint8))
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
 def image_gallery(images, captions: list[list[str]], titles: list[str] | None = None, wrap: int = 30) -> go.Figure:
@@ -43,7 +36,10 @@ def image_gallery(images, captions: list[list[str]], titles: list[str] | None = 
     Flickr30K and shapes), wrapped at `wrap` characters. Keep images small (thumbnails): they
     are embedded as PNG.
     """
-    arrs = _as_images(images)
+    arrs = [np.asarray(im) for im in images]
+    for n, a in enumerate(arrs):
+        if a.ndim != 3 or a.shape[-1] != 3:
+            raise ValueError(f"images[{n}] must be an [H, W, 3] RGB array, got shape {a.shape}")
     k = len(arrs)
     if k == 0:
         raise ValueError("images must hold at least one image")
@@ -100,10 +96,6 @@ def similarity_figure(S, caption_to_image=None, title: str = "Similarity matrix 
     return fig
 
 
-def _ks(n_images: int, n_captions: int) -> tuple[int, ...]:
-    return tuple(k for k in (1, 5, 10) if k <= min(n_images, n_captions))
-
-
 def retrieval_figure(S, caption_to_image, query: int = 0, direction: str = "i2t", k: int = 5) -> go.Figure:
     """Heatmap of S with positives and hardest negatives (top) and one query's ranking (bottom).
 
@@ -121,7 +113,8 @@ def retrieval_figure(S, caption_to_image, query: int = 0, direction: str = "i2t"
     query = check_int("query", query, 0, n_queries - 1)
     k = check_int("k", k, 1, n_cand)
     ranks = (metrics.ranks_i2t if i2t else metrics.ranks_t2i)(St, c2i)
-    scores = metrics.retrieval_metrics(St, c2i, ks=_ks(n_img, n_cap))
+    ks = tuple(r for r in (1, 5, 10) if r <= min(n_img, n_cap))  # the R@K a batch this size has
+    scores = metrics.retrieval_metrics(St, c2i, ks=ks)
 
     row, is_pos = Zq[query], Pq[query]
     order = np.lexsort((is_pos, -row))  # by score, tied negatives first (the metrics' convention)
@@ -152,9 +145,8 @@ def retrieval_figure(S, caption_to_image, query: int = 0, direction: str = "i2t"
     fig.add_shape(type="rect", line=dict(color="black", width=2), row=1, col=1, **box)
     fig.add_vrect(x0=0.5, x1=k + 0.5, fillcolor=NEUTRAL, opacity=0.15, line_width=0, row=2, col=1)
     metric_text = ", ".join(f"{key.replace('_r', ' R@')} {v:.0f}" for key, v in scores.items() if key != "rsum")
-    ks = ",".join(str(k) for k in _ks(n_img, n_cap))
-    style(fig, f"Retrieval on a toy batch: rsum (K = {ks}) {scores['rsum']:.0f}", height=640, subtitle=metric_text,
-          barmode="overlay")
+    style(fig, f"Retrieval on a toy batch: rsum (K = {','.join(map(str, ks))}) {scores['rsum']:.0f}", height=640,
+          subtitle=metric_text, barmode="overlay")
     matrix_axes(fig, 1, 1, square=False)
     fig.update_xaxes(title_text=f"position in the ranking of {n_cand} {cand}s", range=[0.5, n_cand + 0.5], row=2, col=1)
     fig.update_yaxes(title_text="similarity s", range=[-1.0, 1.0], row=2, col=1)

@@ -23,16 +23,11 @@ __all__ = ["deltas_figure", "overview_figure"]
 SYMBOLS = {"holds": "circle", "reverses": "x", "cannot tell": "circle-open"}
 
 
-def _ticks(part: pd.DataFrame) -> list[str]:
-    """Condition labels in order; with the measured scene overlap under each when the table has it."""
-    first = part.drop_duplicates("condition")
-    if "overlap" in first and first["experiment"].iloc[0] == "difficulty":
-        return [f"{c}<br>overlap {o:.2f}" for c, o in zip(first["condition"], first["overlap"])]
-    return list(first["condition"])
-
-
 def _traces(part: pd.DataFrame, show_legend: bool = True) -> list[go.Scatter]:
-    ticks = dict(zip(part.drop_duplicates("condition")["condition"], _ticks(part)))
+    first = part.drop_duplicates("condition")
+    ticks = dict(zip(first["condition"], first["condition"]))  # the label of each condition on the x axis
+    if "overlap" in first and first["experiment"].iloc[0] == "difficulty":  # with its measured scene overlap
+        ticks = {c: f"{c}<br>overlap {o:.2f}" for c, o in zip(first["condition"], first["overlap"])}
     traces = []
     for k, (comparison, rows) in enumerate(part.groupby("comparison", sort=False)):
         colour = PALETTE[k % len(PALETTE)]

@@ -17,8 +17,8 @@ import torch
 
 from .. import analysis, losses
 from .._checks import check_choice, check_finite, check_int, check_nonnegative, check_similarity
-from ._style import (CURVE, DIVERGING, HARDEST, NEUTRAL, PALETTE, POSITIVE, SEQUENTIAL, SYMBOL, grid, matrix_axes, style,
-                     to_numpy)
+from ._style import (CURVE, DIVERGING, HARDEST, NEUTRAL, PALETTE, POSITIVE, SEQUENTIAL, SYMBOL, grid, matrix_axes,
+                     style, to_numpy)
 from .matrix import batch_marks, heatmap_traces
 
 GRADIENT_ZRANGE = (-2.0, 2.0)  # off-diagonal entries of dL/dS lie in {0, 1, 2}; the diagonal saturates
