@@ -147,7 +147,10 @@ def table1_grid(
     `highlight` outlines one cell. Traces: [heatmap]; the outline is a layout shape.
     """
     triplets, pairs = goal.GOAL_TRIPLETS, goal.GOAL_PAIRS
-    if values is not None:
+    names = [[goal.TABLE1[(t, p)] for t in triplets] for p in pairs]
+    if values is None:  # named losses shaded, "New" cells pale
+        z, text = np.array([[n != "New" for n in row] for row in names], dtype=float), names
+    else:
         missing = [key for key in goal.TABLE1 if key not in values]
         extra = [key for key in values if key not in goal.TABLE1]
         if missing or extra:
@@ -157,21 +160,13 @@ def table1_grid(
         z = np.array([[float(values[(t, p)]) for t in triplets] for p in pairs])
         if not np.isfinite(z).all():
             raise ValueError("values must be finite numbers")
-    else:
-        z = np.array([[0.0 if goal.TABLE1[(t, p)] == "New" else 1.0 for t in triplets] for p in pairs])
-    x = [f"T^{t}" for t in triplets]
-    y = [f"P^{p}" for p in pairs]
-    text = [
-        [goal.TABLE1[(t, p)] + ("" if values is None else f"<br><b>{values[(t, p)]:.1f}</b>") for t in triplets]
-        for p in pairs
-    ]
-    heat = go.Heatmap(
-        z=z, x=x, y=y, text=text, texttemplate="%{text}", textfont=dict(size=FONT_PX),
-        colorscale=SEQUENTIAL if values is not None else [[0, "#f2f2f2"], [1, "#9ecae1"]],
+        text = [[f"{n}<br><b>{v:.1f}</b>" for n, v in zip(rn, rz)] for rn, rz in zip(names, z)]
+    fig = go.Figure(go.Heatmap(
+        z=z, x=[f"T^{t}" for t in triplets], y=[f"P^{p}" for p in pairs], text=text, texttemplate="%{text}",
+        textfont=dict(size=FONT_PX), colorscale=SEQUENTIAL if values is not None else [[0, "#f2f2f2"], [1, "#9ecae1"]],
         showscale=values is not None, colorbar=dict(title=dict(text=value_label)), xgap=2, ygap=2,
         hovertemplate="%{x} × %{y}: %{text}<extra></extra>",
-    )
-    fig = go.Figure(heat)
+    ))
     style(fig, title, height=460, xaxis="triplet weight T", yaxis="pair weight P", legend=False)
     fig.update_yaxes(autorange="reversed")
     if highlight is not None:

@@ -32,15 +32,15 @@ def metric_errorbars(summary: pd.DataFrame, metric: str = "rsum", group: str = "
     """
     rank = report.ranking(report.group(summary, group), metric)
     kinds = np.where(rank["rank"] == 1, "best", np.where(rank["tied_with_best"], "tied", "separated"))
-    looks = {"best": (ACCENT, "diamond"), "tied": (PALETTE[2], "circle"), "separated": (NEUTRAL, "x")}
-    labels = {"best": "best", "tied": "within the best's seed noise", "separated": "separated from the best"}
+    looks = {"best": (ACCENT, "diamond", "best"), "tied": (PALETTE[2], "circle", "within the best's seed noise"),
+             "separated": (NEUTRAL, "x", "separated from the best")}  # colour, marker, legend
     fig = go.Figure()
-    for kind in ("best", "tied", "separated"):
+    for kind, (colour, symbol, label) in looks.items():
         part = rank[kinds == kind]
         fig.add_trace(go.Scatter(
-            x=part["mean"], y=part["name"], mode="markers", name=labels[kind],
-            marker=dict(color=looks[kind][0], symbol=looks[kind][1], size=10),
-            error_x=dict(type="data", array=part["std"], visible=True, color=looks[kind][0]),
+            x=part["mean"], y=part["name"], mode="markers", name=label,
+            marker=dict(color=colour, symbol=symbol, size=10),
+            error_x=dict(type="data", array=part["std"], visible=True, color=colour),
             customdata=np.stack([part["std"], part["rank"]], axis=1) if len(part) else None,
             hovertemplate="%{y}<br>%{x:.3f} ± %{customdata[0]:.3f} (rank %{customdata[1]})<extra></extra>",
         ))

@@ -153,10 +153,9 @@ def sweep_figure(
     fixed = {p: (fixed or {}).get(p, vals[0]) for p, vals in values.items() if p != x}
     main = report.sweep_slice(runs, loss, x, fixed, metric)
     fig = go.Figure()
-    others = [p for p in values if p != x]
-    if len(others) == 1:
-        p = others[0]
-        rest = [v for v in values[p] if not report.is_close(pd.Series([v]), fixed[p])[0]]
+    if len(fixed) == 1:  # a two-parameter sweep: every other slice, faint
+        (p, at), = fixed.items()
+        rest = [v for v in values[p] if not report.is_close(pd.Series([v]), at)[0]]
         for i, v in enumerate(rest):
             s = report.sweep_slice(runs, loss, x, {p: v}, metric)
             fig.add_trace(go.Scatter(x=s[x], y=s["mean"], mode="lines", name=f"other {p} values",
