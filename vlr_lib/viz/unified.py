@@ -118,8 +118,8 @@ def gamma_limit_figure(S: Tensor, margin: float = 0.2, gammas: Sequence[float] =
         raise ValueError("gammas must hold at least two values")
     g, gap, bound, resolution = analysis.unified_limit(S, margin, gammas)
     resolved = gap > resolution
-    shown = np.concatenate([bound, gap[resolved], [resolution]])
-    lo, hi = np.log10(shown.min()) - 0.5, np.log10(shown.max()) + 0.5
+    drawn = np.concatenate([bound, gap[resolved], [resolution]])
+    lo, hi = np.log10(drawn.min()) - 0.5, np.log10(drawn.max()) + 0.5
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=g, y=bound, mode="lines", name="bound 2 P log N / γ",
                              line=dict(color=NEUTRAL, dash="dash")))
