@@ -22,13 +22,15 @@ from .matrix import gradient_heatmap as _gradient_heatmap
 __all__ = ["negative_weight_bars", "temperature_sweep", "gradient_heatmap"]
 
 
-def _query_negatives(W: Tensor, neg: Tensor, query: int) -> tuple[np.ndarray, np.ndarray]:
-    """Candidate indices and weights of one query's negatives, heaviest first."""
+def _query_negatives(S: Tensor, W: Tensor, pos_mask: Tensor | None, direction: str,
+                     query: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Candidate indices, weights (row `query` of W, queries of `direction` as rows) and scores of one query's
+    negatives, heaviest first."""
+    S_q, neg = oriented(S, check_similarity(S, pos_mask)[1].neg, direction)
     query = check_int("query", query, 0, W.shape[0] - 1)
     idx = torch.nonzero(neg[query]).flatten()
-    w = W[query, idx]
-    order = torch.argsort(w, descending=True, stable=True)
-    return to_numpy(idx[order]).astype(int), to_numpy(w[order])
+    idx = idx[torch.argsort(W[query, idx], descending=True, stable=True)]
+    return to_numpy(idx).astype(int), to_numpy(W[query, idx]), to_numpy(S_q[query, idx])
 
 
 def negative_weight_bars(
@@ -46,11 +48,9 @@ def negative_weight_bars(
     title reads out the effective number of negatives and the positive's weight.
     """
     W = analysis.softmax_weights(S, temperature, pos_mask, direction)
-    S_q, neg = oriented(S, check_similarity(S, pos_mask)[1].neg, direction)
-    idx, w = _query_negatives(W, neg, query)
+    idx, w, scores = _query_negatives(S, W, pos_mask, direction, query)
     total = w.sum()
     share = w / total if total > 0 else np.zeros_like(w)
-    scores = to_numpy(S_q[query, torch.as_tensor(idx)])
     rank = np.arange(1, len(w) + 1)
     other = "caption" if direction == "i2t" else "image"
     fig = go.Figure([
@@ -93,11 +93,10 @@ def temperature_sweep(
     taus = np.asarray(sorted(check_positive("temperatures", float(t)) for t in temperatures))
     if taus.size < 2:
         raise ValueError("temperatures must hold at least two values")
-    _, neg = oriented(S, check_similarity(S, pos_mask)[1].neg, direction)
     n_eff_q, n_eff_mean, top_q = [], [], []
     for t in taus:
         W = analysis.softmax_weights(S, float(t), pos_mask, direction)
-        _, w = _query_negatives(W, neg, query)
+        _, w, _ = _query_negatives(S, W, pos_mask, direction, query)
         n_eff_q.append(analysis.effective_number(w))
         top_q.append(w[0] / w.sum() if w.sum() > 0 else np.nan)
         # queries whose weights all underflow to 0 get no gradient at all: leave them out of the mean
