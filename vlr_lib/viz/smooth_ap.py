@@ -1,8 +1,9 @@
 """Figures for SmoothAP (Bleeker & de Rijke eqs. 5-8): AP of a ranking and its sigmoid relaxation.
 
 A query's candidates are a 1-D array of scores with a bool mask of positives. The
-exact AP is ``vlr_lib.metrics.average_precision``, the smoothed one ``1 -
-vlr_lib.losses.smooth_ap`` on the single row, the sigmoid ``losses.smooth_step``.
+exact AP is ``vlr_lib.metrics.average_precision``, the smoothed one
+``metrics.smooth_average_precision`` (1 - ``losses.smooth_ap`` on the single row), the sigmoid
+``losses.smooth_step``.
 """
 from __future__ import annotations
 
@@ -25,11 +26,6 @@ def _query(scores, is_pos) -> tuple[np.ndarray, np.ndarray, float]:
     """Scores, positive mask and exact AP of one query (checked by vlr_lib.metrics)."""
     ap = metrics.average_precision(scores, is_pos)
     return to_numpy(scores), np.asarray(to_numpy(is_pos), dtype=bool), ap
-
-
-def _smoothed(s: np.ndarray, p: np.ndarray, tau: float) -> float:
-    """SmoothAP of one query: 1 - losses.smooth_ap on the single row."""
-    return 1.0 - float(losses.smooth_ap(torch.as_tensor(s)[None], tau, pos_mask=torch.as_tensor(p)[None]))
 
 
 def ranking_figure(scores, is_pos, title: str = "One query's ranking") -> go.Figure:
@@ -68,8 +64,8 @@ def smooth_ap_figure(scores, is_pos, tau: float, taus: Sequence[float] = DEFAULT
     not_self[np.arange(p.sum()), np.flatnonzero(p)] = False
     span = max(0.05, float(np.abs(diffs[not_self]).max()) * 1.05)
     x = np.linspace(-span, span, 401)
-    sap = _smoothed(s, p, tau)
-    curve = [_smoothed(s, p, float(v)) for v in taus]
+    sap = metrics.smooth_average_precision(s, p, tau)
+    curve = [metrics.smooth_average_precision(s, p, float(v)) for v in taus]
     G = lambda v: losses.smooth_step(torch.as_tensor(v), tau).numpy()  # noqa: E731
 
     fig = grid(1, 2, ("G(x; τ) replaces 1{x > 0}", "SmoothAP of this query against τ"), height=460,
