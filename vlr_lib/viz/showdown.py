@@ -16,6 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .. import report
+from .._checks import check_choice
 from ..goal import GOAL_PAIRS, GOAL_TRIPLETS
 from ._style import ACCENT, FONT_PX, NEUTRAL, PALETTE, SEQUENTIAL, frame_best, grid, style, symmetric_range
 
@@ -71,8 +72,7 @@ def goal_heatmaps(summary: pd.DataFrame, metric: str = "r1", color: str = "mean"
     paper (Table 2), on a diverging scale; panels share one colour scale. A green frame (a
     layout shape named "best <metric>") marks each panel's best cell.
     """
-    if color not in ("mean", "delta"):
-        raise ValueError(f"color must be 'mean' or 'delta', got {color!r}")
+    check_choice("color", color, ("mean", "delta"))
     panels = ["i2t_r1", "t2i_r1"] if metric == "r1" else [report.check_metric(metric)]
     # One panel under the other, each the full width: the cells hold "mean ± std" and a loss's name.
     height = 130 + 330 * len(panels)

@@ -42,14 +42,6 @@ TITLES = {
 LOG_FLOOR = -6.0  # weights below 1e-6 share the palest colour (a dot still marks them)
 
 
-def _variant(name: str, k: int, fraction: float) -> tuple[str, int | float | None]:
-    """(library loss, topk) of a variant: SNM keeps `k` negatives of the row, cross-example mining a
-    `fraction` of the batch's negatives (the library's one meaning of topk: int count, float fraction)."""
-    return {"sampled_softmax": ("sampled_softmax", None), "snm": ("sampled_softmax", k),
-            "cross_example_softmax": ("cross_example_softmax", None),
-            "cross_example_mining": ("cross_example_softmax", float(fraction))}[name]
-
-
 def _panel_traces(S: np.ndarray, W: np.ndarray, query: int, first: bool) -> list[go.BaseTraceType]:
     """Grey S underneath, the partition's weights (log10, orange) on top, a dot on each negative in Z, the
     positive outlined."""
@@ -94,9 +86,12 @@ def partition_figure(
     Each subplot title reads out the query's term ℓ_q = -log p+ and the size of its
     partition's negative set.
     """
+    # (library loss, topk) of each variant: SNM keeps `k` negatives of the row, cross-example mining a `fraction`
+    # of the batch's negatives (the library's one meaning of topk: int count, float fraction).
+    losses_topk = [("sampled_softmax", None), ("sampled_softmax", k), ("cross_example_softmax", None),
+                   ("cross_example_softmax", float(fraction))]
     titles, panels = [], []
-    for v in VARIANTS:
-        loss, topk = _variant(v, k, fraction)
+    for v, (loss, topk) in zip(VARIANTS, losses_topk):
         W = to_numpy(analysis.partition_weights(S, query, loss, topk, scale))
         titles.append(f"{TITLES[v]}<br>ℓ_q = {-np.log(W[query, query]):.3f}, {int((W > 0).sum()) - 1} negatives in Z")
         panels.append(W)
