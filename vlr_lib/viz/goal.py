@@ -26,7 +26,6 @@ __all__ = ["MAX_GRID", "triplet_diagrams", "pair_weight_curves", "table1_grid", 
 
 MAX_GRID = 80  # surfaces stay <= 80 x 80 so notebooks stay small
 _T_EQ, _P_EQ = {"con": 5, "nca": 7, "cir": 8}, {"con": 9, "lin": 10, "sig": 11, "lin-ms": 13, "sig-ms": 12}
-_LEVELS = dict(start=0.1, end=0.9, size=0.1)  # iso-lines of a weight in [0, 1]
 
 
 def _title(kind: str, name: str) -> str:
@@ -46,12 +45,12 @@ def _mesh(n: int) -> tuple[np.ndarray, Tensor, Tensor]:
     return s, t[None, :].expand(n, n), t[:, None].expand(n, n)
 
 
-# --------------------------------------------------------------------------- Fig. 2
-
-
 def _display(x) -> np.ndarray:
     """float32 for the browser: plotly ships arrays as binary, and half the bytes keep notebooks small."""
     return to_numpy(x).astype(np.float32)
+
+
+# --------------------------------------------------------------------------- Fig. 2
 
 
 def triplet_diagrams(margin: float = 0.2, tau: float = 10.0, n: int = 61) -> go.Figure:
@@ -66,7 +65,7 @@ def triplet_diagrams(margin: float = 0.2, tau: float = 10.0, n: int = 61) -> go.
         # A heatmap-coloured contour: the colours and the iso-lines 0.1, ..., 0.9 in a single trace.
         fig.add_trace(go.Contour(
             x=s, y=s, z=T, zmin=0.0, zmax=1.0, colorscale=SEQUENTIAL, showscale=k == 1, name=f"T^{name}",
-            contours=dict(coloring="heatmap", showlines=True, **_LEVELS), autocontour=False,
+            contours=dict(coloring="heatmap", showlines=True, start=0.1, end=0.9, size=0.1), autocontour=False,
             line=dict(color="white", width=1), colorbar=dict(title="T"),
             hovertemplate="S_pos %{x:.2f}, S_neg %{y:.2f}<br>T %{z:.3f}<extra></extra>",
         ), row=1, col=k)
