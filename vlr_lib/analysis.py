@@ -9,6 +9,7 @@ Analyses from the source papers, all functions of the S contract
   eq. 11) with :func:`effective_number`, :func:`unified_weights` and the one-negative
   curves :func:`unified_one_negative_loss` / :func:`unified_one_negative_weight`
   (Li et al. eqs. 13-16), :func:`partition_weights` (Veit & Wilber eqs. 2-6);
+- :func:`unified_limit` -- how fast the unified loss tends to Triplet-SH as gamma grows (Li et al. eq. 6);
 
 - :func:`cocos` -- *counting contributing samples* (Bleeker & de Rijke, sec. 4,
   eqs. 9-13): how many candidates of a batch enter the gradient w.r.t. each query
@@ -41,6 +42,8 @@ __all__ = [
     "unified_one_negative_loss",
     "unified_one_negative_weight",
     "unified_weights",
+    "UnifiedLimit",
+    "unified_limit",
     "partition_weights",
     "COCOS_LOSSES",
     "COCOS_RULE_OF_LOSS",
@@ -182,6 +185,34 @@ def unified_weights(S: Tensor, margin: float, gamma: float, pos_mask: Tensor | N
     logits = (g * (rows - S[pos.rows, pos.cols][:, None] + m)).masked_fill(~neg, -math.inf)
     log_z = torch.logaddexp(torch.logsumexp(logits, dim=1, keepdim=True), S.new_zeros(()))  # the "1 +"
     return torch.zeros_like(S).index_add_(0, pos.rows, torch.exp(logits - log_z))
+
+
+class UnifiedLimit(NamedTuple):
+    """The unified loss against its gamma -> infinity limit on one batch (:func:`unified_limit`)."""
+
+    gammas: np.ndarray  # the scales, sorted
+    gap: np.ndarray  # unified(S, m, gamma) - triplet_hardest(S, m)
+    bound: np.ndarray  # 2 P log(N) / gamma, the gap's upper bound
+    resolution: float  # 8 eps L: a smaller gap is float64 rounding, not a measurement
+
+
+def unified_limit(S: Tensor, margin: float, gammas: object) -> UnifiedLimit:
+    r"""unified(S, m, gamma) - triplet_hardest(S, m) for each of `gammas` and its bound (Li et al. eq. 6 with a rate).
+
+    Each query term satisfies :math:`\max(0, \max_j \gamma x_j) \le \log(1 + \sum_j e^{\gamma x_j})
+    \le \max(0, \max_j \gamma x_j) + \log N` (N candidates: the N - 1 negatives and the 1), so the
+    gap lies in :math:`[0, 2 P \log N / \gamma]` for P positive pairs and two directions: the unified
+    loss tends to Triplet-SH (VSE++'s max of hinges) as gamma grows. Both losses are sums of size L;
+    in float64 a gap below a few ulps of L (`resolution`, 8 eps L) is rounding. S is square with its
+    positives on the diagonal.
+    """
+    m = check_nonnegative("margin", margin)
+    S, pos = check_similarity(S)
+    g = np.asarray(sorted(check_positive("gammas", float(v)) for v in gammas))
+    hn = float(losses.triplet_hardest(S, m))
+    unified = np.array([float(losses.unified(S, m, float(v))) for v in g])
+    resolution = 8 * np.finfo(np.float64).eps * max(abs(hn), float(np.abs(unified).max(initial=0.0)), 1e-300)
+    return UnifiedLimit(g, unified - hn, 2 * pos.count * np.log(S.shape[1]) / g, resolution)
 
 
 def partition_weights(

@@ -53,6 +53,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from . import losses
 from ._checks import check_choice, check_finite, check_int, check_tensor
 from .similarity import DIRECTIONS, positive_mask
 
@@ -286,6 +287,18 @@ def average_precision(scores: Tensor, is_pos: Tensor) -> float:
     before = torch.arange(pos.numel(), device=s.device)
     neg_at_or_above = (s[~p][None, :] >= pos[:, None]).sum(dim=1)
     return float(((before + 1).double() / (1 + neg_at_or_above + before).double()).mean())
+
+
+def smooth_average_precision(scores: Tensor, is_pos: Tensor, tau: float = 0.01) -> float:
+    """SmoothAP of one query's whole ranking (Bleeker & de Rijke eqs. 7-8), in [0, 1].
+
+    :func:`average_precision` with every "ranked above" indicator replaced by the sigmoid
+    G(x; tau) of ``losses.smooth_step``: read off the library loss as 1 - ``losses.smooth_ap``
+    on the single row, in float64. Without ties it tends to the exact AP as tau -> 0.
+    `scores` [M] and `is_pos` (bool [M]): tensors or arrays.
+    """
+    s, p = _one_query(scores, is_pos)
+    return 1.0 - float(losses.smooth_ap(s.double()[None], tau, pos_mask=p[None]))
 
 
 # -------------------------------------------------------------------- PR-AUC

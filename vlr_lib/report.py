@@ -14,9 +14,10 @@ figures of ``vlr_lib.viz.showdown`` / ``vlr_lib.viz.training`` all read their nu
 - :func:`separations`, :func:`ranking`, :func:`compare`, :func:`reading` -- which differences
   exceed the seed noise, and the prose built from them;
 - :func:`cocos_summary`, :func:`cocos_own_rule` -- COCOS at the selected epoch;
-- :func:`lesson_table`, :func:`lesson_reading` -- the papers' orderings under each condition of
+- :func:`lesson_table`, :func:`lesson_part`, :func:`lesson_reading` -- the papers' orderings under each condition of
   the controlled experiments (``vlr_lib.train.lessons``, notebook 12);
-- :func:`history_frame`, :func:`sweep_values`, :func:`sweep_slice` -- histories and sweeps as tables;
+- :func:`history_frame`, :func:`history_values`, :func:`sweep_values`, :func:`sweep_slice`,
+  :func:`sweep_grid` -- histories and sweeps as tables;
 - :func:`to_markdown`, :func:`markdown_block` -- Markdown for docs/results.md.
 
 Uncertainty. Three seeds give a rough spread, not a significance test. Two configurations
@@ -483,6 +484,19 @@ def history_frame(histories: Mapping[str, object]) -> pd.DataFrame:
     return out
 
 
+def history_values(history: pd.DataFrame, metric: str, relative: bool = False) -> np.ndarray:
+    """One run's `metric` per epoch (its rows of a :func:`history_frame`) as floats, NaN where not recorded.
+
+    `relative` divides by the first finite value: a training loss relative to its start, because the
+    losses live on different scales (sums vs means, 1/gamma).
+    """
+    if metric not in history:
+        return np.full(len(history), np.nan)
+    y = pd.to_numeric(history[metric], errors="coerce").to_numpy(dtype=float)
+    finite = y[np.isfinite(y)]
+    return y / finite[0] if relative and finite.size and finite[0] != 0 else y
+
+
 def loss_rows(runs: pd.DataFrame, loss: str) -> pd.DataFrame:
     """The rows of one loss in a runs table (a ValueError naming the losses it holds otherwise)."""
     if not isinstance(runs, pd.DataFrame) or "loss" not in runs:
@@ -549,6 +563,30 @@ def sweep_slice(runs: pd.DataFrame, loss: str, x: str, fixed: Mapping | None = N
     g = y.groupby(sub[x].to_numpy())
     out = pd.DataFrame({"mean": g.mean(), "std": g.std().fillna(0.0), "n": g.size()})
     return out.rename_axis(x).reset_index().sort_values(x, kind="stable", ignore_index=True)
+
+
+def sweep_grid(runs: pd.DataFrame, loss: str, x: str, y: str, metric: str = "rsum") -> pd.DataFrame:
+    """Mean `metric` over seeds on the grid of two swept parameters of `loss` (e.g. margin x gamma).
+
+    Rows are the values of `y`, columns those of `x` (both sorted, :func:`sweep_values`); a
+    combination without runs is NaN.
+    """
+    values = sweep_values(runs, loss)
+    for name, p in (("x", x), ("y", y)):
+        if p not in values:
+            raise ValueError(f"{name} must be a swept parameter of {loss!r}, one of {list(values)}; got {p!r}")
+    if x == y:
+        raise ValueError("x and y must be different parameters")
+    rows = loss_rows(runs, loss)
+    if metric not in rows:
+        raise ValueError(f"metric {metric!r} is not a column of runs")
+    z = np.full((len(values[y]), len(values[x])), np.nan)
+    for i, yv in enumerate(values[y]):
+        for j, xv in enumerate(values[x]):
+            cell = is_close(rows[x], xv) & is_close(rows[y], yv)
+            if cell.any():
+                z[i, j] = float(pd.to_numeric(rows[metric][cell], errors="coerce").mean())
+    return pd.DataFrame(z, index=pd.Index(values[y], name=y), columns=pd.Index(values[x], name=x))
 
 
 def fmt(value) -> str:
@@ -649,12 +687,20 @@ def lesson_reading(table: pd.DataFrame, labels: Mapping[str, str] | None = None)
     return {"verdicts": verdicts, "text": "\n\n".join(paragraphs)}
 
 
+def lesson_part(table: pd.DataFrame, experiment: str) -> pd.DataFrame:
+    """The rows of one experiment of a :func:`lesson_table`, in the order of its conditions."""
+    if not isinstance(table, pd.DataFrame) or not {"experiment", "order", "comparison", "delta", "noise"} <= set(table):
+        raise TypeError("table must be a lesson table (vlr_lib.report.lesson_table)")
+    part = table[table["experiment"] == experiment]
+    if part.empty:
+        raise ValueError(f"experiment must be one of {list(dict.fromkeys(table['experiment']))}, got {experiment!r}")
+    return part.sort_values("order", kind="stable")
+
+
 def lesson_matrix(table: pd.DataFrame, experiment: str) -> pd.DataFrame:
     """One experiment of a lesson table as text: rows conditions (with the scene overlap when measured), columns
     the comparisons, cells "delta ± noise (verdict)"."""
-    part = table[table["experiment"] == experiment].sort_values("order", kind="stable")
-    if part.empty:
-        raise ValueError(f"experiment must be one of {list(dict.fromkeys(table['experiment']))}, got {experiment!r}")
+    part = lesson_part(table, experiment)
     digits = _digits(part["metric"].iloc[0])
     cells = part.assign(cell=[f"{d:+.{digits}f} ± {n:.{digits}f} ({v})" for d, n, v in
                               zip(part["delta"], part["noise"], part["verdict"])])

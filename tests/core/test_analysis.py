@@ -12,11 +12,13 @@ from __future__ import annotations
 import itertools
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 from torch.autograd.functional import jacobian
 
+from tests.core import references as refs
 from vlr_lib import analysis as A
 from vlr_lib import losses as L
 from vlr_lib.similarity import l2_normalize, similarity
@@ -781,6 +783,26 @@ def test_unified_weights_with_five_captions_per_image():
     S, mask = spread_S(3, 15, seed=8), five_caption_mask()
     torch.testing.assert_close(A.unified_weights(S, 0.2, 10.0, mask),
                                slow_unified_weights(S, 0.2, 10.0, mask.tolist()), rtol=1e-9, atol=1e-14)
+
+
+@pytest.mark.parametrize("margin", [0.0, 0.2, 0.5])
+def test_unified_limit_gap_and_bound_from_the_paper(margin):
+    """Li et al. eq. 6 with a rate: 0 <= unified - triplet_hardest <= 2 P log N / gamma, the gap from loops."""
+    S = spread_S(6, seed=3)
+    diag = [[i == j for j in range(6)] for i in range(6)]
+    r = A.unified_limit(S, margin, [100.0, 1.0, 10.0])
+    assert list(r.gammas) == [1.0, 10.0, 100.0]
+    hn = float(refs.triplet_hardest(S, margin, diag))
+    want = [float(refs.unified(S, margin, g, diag)) - hn for g in r.gammas]
+    np.testing.assert_allclose(r.gap, want, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(r.bound, 2 * 6 * math.log(6) / r.gammas)
+    assert (r.gap >= -r.resolution).all() and (r.gap <= r.bound).all() and r.gap[-1] < r.gap[0]
+    assert 0 < r.resolution < 1e-12  # a few ulps of a loss of order 1
+    for kwargs, arg in [(dict(margin=-0.1), "margin"), (dict(gammas=[1.0, 0.0]), "gammas")]:
+        with pytest.raises(ValueError, match=arg):
+            A.unified_limit(S, **{"margin": 0.2, "gammas": [1.0], **kwargs})
+    with pytest.raises(ValueError, match="S"):
+        A.unified_limit(S[:, :3], 0.2, [1.0])
 
 
 def slow_partition(S: torch.Tensor, q: int, loss: str, topk) -> list[tuple[int, int]]:

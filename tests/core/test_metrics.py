@@ -493,6 +493,28 @@ def test_average_precision_hand_worked():
     assert metrics.average_precision(np.zeros(8), IS_POS) == pytest.approx((1 / 6 + 2 / 7 + 3 / 8) / 3)
 
 
+@pytest.mark.parametrize("tau", [1.0, 0.1, 0.01])
+def test_smooth_average_precision_from_the_paper(tau):
+    """Bleeker & de Rijke eqs. 7-8 with loops: mean over positives i of (1 + sum_{j in P, j != i} G(s_j - s_i)) /
+    (1 + sum_{j != i} G(s_j - s_i)), G the sigmoid of x / tau."""
+    G = lambda x: 1 / (1 + math.exp(-x / tau))  # noqa: E731
+    pos = np.flatnonzero(IS_POS)
+    want = np.mean([(1 + sum(G(SCORES[j] - SCORES[i]) for j in pos if j != i))
+                    / (1 + sum(G(SCORES[j] - SCORES[i]) for j in range(8) if j != i)) for i in pos])
+    assert metrics.smooth_average_precision(SCORES, IS_POS, tau) == pytest.approx(want, rel=1e-12)
+
+
+def test_smooth_average_precision_limit_and_errors():
+    exact = metrics.average_precision(SCORES, IS_POS)
+    assert metrics.smooth_average_precision(torch.tensor(SCORES, dtype=torch.float32), IS_POS, 1e-4) == \
+        pytest.approx(exact, abs=1e-9)  # scores 0.1 apart: tau = 1e-4 is sharp
+    assert abs(metrics.smooth_average_precision(SCORES, IS_POS, 1.0) - exact) > 0.05
+    with pytest.raises(ValueError, match="tau"):
+        metrics.smooth_average_precision(SCORES, IS_POS, 0.0)
+    with pytest.raises(ValueError, match="is_pos"):
+        metrics.smooth_average_precision(SCORES, IS_POS[:4], 0.1)
+
+
 @pytest.mark.parametrize("seed,n,m,layout,ties", CASES)
 def test_average_precision_is_map_at_full_depth(seed, n, m, layout, ties):
     S, c2i = _random_case(seed, n, m, layout, ties)

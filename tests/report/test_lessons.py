@@ -62,3 +62,13 @@ def test_warm_up_names_and_errors():
         report.lesson_table(runs, metric="loss")
     with pytest.raises(ValueError, match="no condition with both roles"):
         report.lesson_table(runs[runs["role"] == "triplet_all"])
+
+
+def test_lesson_part_selects_one_experiment_in_order(table):
+    part = report.lesson_part(table.iloc[::-1], "features")
+    assert set(part["experiment"]) == {"features"} and len(part) == 3 * 2
+    assert part["order"].is_monotonic_increasing
+    with pytest.raises(ValueError, match="experiment must be one of"):
+        report.lesson_part(table, "nope")
+    with pytest.raises(TypeError, match="lesson table"):
+        report.lesson_part(table.drop(columns="delta"), "features")

@@ -225,6 +225,16 @@ def test_history_frame_rejects_bad_input(bad):
         report.history_frame(bad)
 
 
+def test_history_values_relative_loss_and_missing_metrics(histories):
+    f = report.history_frame(histories)
+    b = f[f["run"] == "B"]  # epoch 0 has no loss: relative to the first recorded one, epoch 1
+    np.testing.assert_allclose(report.history_values(b, "rsum"), [r["rsum"] for r in histories["B"]])
+    rel = report.history_values(b, "loss", relative=True)
+    assert math.isnan(rel[0]) and rel[1] == 1.0
+    np.testing.assert_allclose(rel[2:], [r["loss"] / histories["B"][1]["loss"] for r in histories["B"][2:]])
+    assert np.isnan(report.history_values(b, "not recorded")).all() and len(b) == EPOCHS + 1
+
+
 
 
 # --------------------------------------------------------------------------- sweeps
@@ -276,6 +286,22 @@ def test_sweep_slice_defaults_and_errors(sweep):
         report.sweep_slice(sweep, "unified", "gamma", {"tau": 0.1})
     with pytest.raises(ValueError, match="metric"):
         report.sweep_slice(sweep, "unified", "gamma", metric="nope")
+
+
+@pytest.mark.parametrize("x,y", [("gamma", "margin"), ("margin", "gamma")])
+def test_sweep_grid_is_the_slices_side_by_side(sweep, x, y):
+    g = report.sweep_grid(sweep, "unified", x, y)
+    assert (g.index.name, g.columns.name) == (y, x)
+    assert list(g.index) == report.sweep_values(sweep, "unified")[y]
+    for at in g.index:  # each row is a slice, means over seeds from loops
+        ref = slow_slice(sweep, x, y, at, "rsum")
+        np.testing.assert_allclose(g.loc[at].to_numpy(), [ref[v][0] for v in g.columns])
+    holes = sweep[~((sweep["loss"] == "unified") & (sweep["margin"] == MARGINS[0]) & (sweep["gamma"] == GAMMAS[0]))]
+    assert math.isnan(report.sweep_grid(holes, "unified", "gamma", "margin").iloc[0, 0])
+    for args, match in [(("temperature", "margin"), "^x"), (("gamma", "tau"), "^y"), (("gamma", "gamma"), "different"),
+                        (("gamma", "margin", "nope"), "metric")]:
+        with pytest.raises(ValueError, match=match):
+            report.sweep_grid(sweep, "unified", *args)
 
 
 def test_sweep_slice_tolerates_values_read_back_from_csv(sweep):

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from vlr_lib.viz._style import POSITIVE
-from vlr_lib.viz.matrix import similarity_heatmap
+from vlr_lib.viz.matrix import oriented, similarity_heatmap
 
 
 @pytest.mark.parametrize("n", [2, 5, 32])
@@ -33,3 +33,12 @@ def test_heatmap_rejects_bad_input():
         similarity_heatmap(torch.rand(3, 3), marks={"p": torch.eye(2, dtype=torch.bool)})
     with pytest.raises(ValueError, match="zrange"):
         similarity_heatmap(torch.rand(3, 3), zrange=(1.0, -1.0))
+
+
+def test_oriented_puts_the_queries_of_a_direction_in_rows():
+    S, mask = torch.arange(6.0).reshape(2, 3), torch.tensor([[True, False, False], [False, True, True]])
+    assert oriented(S, mask, "i2t")[0] is S
+    S_q, mask_q = oriented(S, mask, "t2i")
+    assert torch.equal(S_q, S.T) and torch.equal(mask_q, mask.T)
+    with pytest.raises(ValueError, match="^direction"):
+        oriented(S, mask, "both")

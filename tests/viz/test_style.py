@@ -9,11 +9,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import plotly.graph_objects as go
 import pytest
+from plotly.subplots import make_subplots
 
 from tests.viz.cases import static_cases
 from tests.widgets.cases import cases
-from vlr_lib.viz._style import FONT_PX, shown
+from vlr_lib.viz._style import ACCENT, FONT_PX, frame_best, frame_cell, increasing, matrix_axes, panels, shown
 
 MIN_PX = 11
 
@@ -95,3 +97,35 @@ def test_shown_prints_a_value_as_its_slider_shows_it(value, spec, text):
 def test_shown_rejects_an_unknown_format():
     with pytest.raises(ValueError, match="spec"):
         shown(1.0, "%.2f")
+
+
+@pytest.mark.parametrize("n, max_cols, rows, cols", [(1, 3, 1, 1), (3, 3, 1, 3), (5, 3, 2, 3), (4, 2, 2, 2)])
+def test_panels_wrap_instead_of_shrinking(n, max_cols, rows, cols):
+    fig, got_cols, height = panels([f"p{k}" for k in range(n)], max_cols, first_px=300, row_px=250)
+    assert got_cols == cols and height == 300 + 250 * (rows - 1)
+    assert len(fig._grid_ref) == rows and len(fig._grid_ref[0]) == cols
+    assert [a.text for a in fig.layout.annotations] == [f"p{k}" for k in range(n)]
+
+
+def test_frames_outline_a_cell_or_the_best_one():
+    fig = go.Figure()
+    frame_cell(fig, 2, 1, name="selected")
+    (shape,) = fig.layout.shapes
+    assert (shape.x0, shape.x1, shape.y0, shape.y1, shape.line.color, shape.name) == (0.5, 1.5, 1.5, 2.5, ACCENT,
+                                                                                       "selected")
+    frame_best(fig, np.array([[1.0, np.nan], [3.0, 2.0]]))
+    assert (fig.layout.shapes[1].x0, fig.layout.shapes[1].y0) == (-0.5, 0.5)  # row 1, column 0
+    frame_best(fig, np.full((2, 2), np.nan))  # nothing finite: no frame
+    assert len(fig.layout.shapes) == 2
+
+
+def test_increasing_and_matrix_axes():
+    assert increasing("x_range", (-1, 0.5)) == (-1, 0.5)
+    with pytest.raises(ValueError, match="^x_range must be increasing"):
+        increasing("x_range", (0.5, 0.5))
+    fig = make_subplots(1, 2)
+    matrix_axes(fig, 1, 2)  # square cells, row 0 at the top
+    assert (fig.layout.yaxis2.autorange, fig.layout.yaxis2.scaleanchor, fig.layout.xaxis2.title.text) == \
+        ("reversed", "x2", "caption j")
+    matrix_axes(fig, 1, 1, square=False)  # a wide S keeps its panel's width
+    assert fig.layout.yaxis.autorange == "reversed" and fig.layout.yaxis.scaleanchor is None

@@ -52,8 +52,6 @@ TITLE_PX, PANEL_PX, FONT_PX = 15, 13, 12  # font sizes: title, panel titles, eve
 LINE = 1.4       # line height / font size
 BELOW = dict(orientation="h", x=0.5, xanchor="center", yref="container", y=0.0, yanchor="bottom")
 """The legend under the plot, centred: the bottom margin grows to hold it (plotly's automargin)."""
-
-
 LOG_READOUT = ".3~g"  # how a log-scale slider shows its value (d3-format), and so how titles print it
 
 
@@ -84,12 +82,6 @@ def lines(text: str | None) -> int:
     return 0 if not text else 1 + len(re.findall(r"<br\s*/?>", text))
 
 
-def _panel_titles(fig: go.Figure) -> list[go.layout.Annotation]:
-    """make_subplots' panel titles: annotations anchored at the bottom, just above a panel (paper coordinates)."""
-    return [a for a in fig.layout.annotations
-            if a.yref == "paper" and a.yanchor == "bottom" and a.xref == "paper" and a.showarrow is False]
-
-
 def style(fig: go.Figure, title: str, *, height: int, xaxis: str | None = None, yaxis: str | None = None,
           subtitle: str | None = None, legend: dict | bool = True, **extra) -> go.Figure:
     """The workbook's look on `fig`: full output width, `height` px, the title (and a smaller `subtitle`)
@@ -97,7 +89,9 @@ def style(fig: go.Figure, title: str, *, height: int, xaxis: str | None = None, 
 
     Call it once the panels exist (it measures their titles); axes may be styled afterwards.
     """
-    panels = _panel_titles(fig)
+    # make_subplots' panel titles: annotations anchored at the bottom, just above a panel (paper coordinates).
+    panels = [a for a in fig.layout.annotations
+              if a.yref == "paper" and a.yanchor == "bottom" and a.xref == "paper" and a.showarrow is False]
     top_row = max((a.y for a in panels), default=None)
     panel_lines = max((lines(a.text) for a in panels if top_row is not None and a.y >= top_row - 1e-9), default=0)
     for a in panels:  # a little above the panel, clear of its highest tick label
@@ -113,10 +107,7 @@ def style(fig: go.Figure, title: str, *, height: int, xaxis: str | None = None, 
         showlegend=bool(legend),
         legend=(BELOW if legend is True else legend) if legend else None,
     )
-    if xaxis is not None:
-        base["xaxis_title"] = xaxis
-    if yaxis is not None:
-        base["yaxis_title"] = yaxis
+    base.update({f"{axis}_title": text for axis, text in (("xaxis", xaxis), ("yaxis", yaxis)) if text is not None})
     base["margin"].update(extra.pop("margin", {}))
     base.update(extra)
     fig.update_layout(**base)
@@ -153,10 +144,34 @@ def grid(rows: int, cols: int, titles, *, height: int, column_gap_px: float = 70
     return make_subplots(rows, cols, subplot_titles=titles, **kw)
 
 
-def wrap(n: int, max_cols: int) -> tuple[int, int]:
-    """(rows, cols) holding `n` panels at most `max_cols` to a row: panels wrap instead of shrinking."""
-    cols = max(1, min(n, max_cols))
-    return math.ceil(n / cols), cols
+def increasing(name: str, pair: tuple[float, float]) -> tuple[float, float]:
+    """`pair` = (lo, hi) with lo < hi (an axis range of a figure), else a ValueError naming it."""
+    lo, hi = pair
+    if not lo < hi:
+        raise ValueError(f"{name} must be increasing, got {pair}")
+    return lo, hi
+
+
+def frame_cell(fig: go.Figure, i: int, j: int, name: str | None = None, **where) -> None:
+    """A thick ACCENT frame round cell (row i, column j) of a heatmap (cell j spans j - 0.5 .. j + 0.5)."""
+    fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5, line=dict(color=ACCENT, width=4),
+                  name=name, **where)
+
+
+def frame_best(fig: go.Figure, z: np.ndarray, name: str | None = None, **where) -> None:
+    """:func:`frame_cell` round the largest finite value of `z` (no frame when none is finite)."""
+    if np.isfinite(z).any():
+        frame_cell(fig, *np.unravel_index(np.nanargmax(z), z.shape), name=name, **where)
+
+
+def panels(titles, max_cols: int, *, first_px: int, row_px: int, **kw) -> tuple[go.Figure, int, int]:
+    """A :func:`grid` of one panel per title, at most `max_cols` to a row (panels wrap instead of shrinking),
+    `first_px` tall with one row and `row_px` more per further row: (figure, cols, height)."""
+    titles = list(titles)
+    cols = max(1, min(len(titles), max_cols))
+    rows = math.ceil(len(titles) / cols)
+    height = first_px + row_px * (rows - 1)
+    return grid(rows, cols, titles, height=height, **kw), cols, height
 
 
 def position(k: int, cols: int) -> tuple[int, int]:
@@ -164,10 +179,12 @@ def position(k: int, cols: int) -> tuple[int, int]:
     return k // cols + 1, k % cols + 1
 
 
-def matrix_axes(fig: go.Figure, row: int | None = None, col: int | None = None,
-                x_title: str | None = None, y_title: str | None = None) -> None:
-    """Axes of S (and of anything laid out like it): row 0 at the top, square cells."""
-    anchor = "x" if row is None else fig.get_subplot(row, col).xaxis.plotly_name.replace("axis", "")
-    fig.update_xaxes(constrain="domain", title_text=x_title, row=row, col=col)
-    fig.update_yaxes(autorange="reversed", scaleanchor=anchor, constrain="domain", title_text=y_title,
-                     row=row, col=col)
+def matrix_axes(fig: go.Figure, row: int | None = None, col: int | None = None, x_title: str | None = "caption j",
+                y_title: str | None = "image i", square: bool = True) -> None:
+    """Axes of S (and of anything laid out like it): row 0 at the top, square cells unless `square` is False
+    (a wide S, a column per caption, keeps the panel's width)."""
+    cells = dict(constrain="domain") if square else {}
+    fig.update_xaxes(title_text=x_title, row=row, col=col, **cells)
+    if square:
+        cells["scaleanchor"] = "x" if row is None else fig.get_subplot(row, col).xaxis.plotly_name.replace("axis", "")
+    fig.update_yaxes(title_text=y_title, autorange="reversed", row=row, col=col, **cells)

@@ -14,11 +14,11 @@ from dataclasses import asdict
 import numpy as np
 import plotly.graph_objects as go
 
-from .. import analysis, losses
+from .. import analysis, losses, report
 from ..analysis import CocosSettings
 from .._checks import check_choice
 from ..similarity import DIRECTIONS
-from ._style import NEGATIVE, PALETTE, POSITIVE, SYMBOL, grid, matrix_axes, shown, style, to_numpy
+from ._style import NEGATIVE, PALETTE, POSITIVE, SYMBOL, grid, matrix_axes, position, shown, style, to_numpy
 
 __all__ = ["RULE_TITLES", "cocos_figure", "cocos_history_figure"]
 
@@ -26,14 +26,6 @@ _LOSS_OF_RULE = {rule: loss for loss, rule in analysis.COCOS_RULE_OF_LOSS.items(
 _EQUATION = {"triplet": "eq. 9b", "triplet_sh": "eq. 9a", "nt_xent": "eq. 11", "smooth_ap": "eq. 13"}
 #: Panel title of each COCOS rule: the loss's one display name and the paper's equation.
 RULE_TITLES = {rule: f"{losses.loss_label(_LOSS_OF_RULE[rule])} ({_EQUATION[rule]})" for rule in analysis.COCOS_LOSSES}
-
-
-def _summary(d: Mapping) -> str:
-    c_q = d["C_q_mean_active"]
-    c_q_text = "–" if np.isnan(c_q) else f"{c_q:.2f}"
-    c_b = d["C_B"]
-    c_b_text = f"{c_b:.1f}" if isinstance(c_b, float) else f"{c_b}"
-    return f"C<sup>q</sup> {c_q_text}, C<sup>B</sup> {c_b_text}, C<sup>0</sup> {d['C_0']}/{d['n_queries']}"
 
 
 def cocos_figure(S: Tensor, settings: CocosSettings = CocosSettings(), direction: str = "i2t") -> go.Figure:
@@ -50,8 +42,11 @@ def cocos_figure(S: Tensor, settings: CocosSettings = CocosSettings(), direction
     titles, masks = [], []
     for name in analysis.COCOS_LOSSES:
         masks.append(analysis.cocos_mask(S, name, settings, direction).cpu().numpy())
-        counts = analysis.cocos(S, name, **asdict(settings))[direction]
-        titles.append(f"{RULE_TITLES[name]}<br>{_summary(counts)}")
+        c = analysis.cocos(S, name, **asdict(settings))[direction]
+        c_q = "–" if np.isnan(c["C_q_mean_active"]) else f"{c['C_q_mean_active']:.2f}"
+        c_b = f"{c['C_B']:.1f}" if isinstance(c["C_B"], float) else f"{c['C_B']}"
+        titles.append(f"{RULE_TITLES[name]}<br>C<sup>q</sup> {c_q}, C<sup>B</sup> {c_b}, "
+                      f"C<sup>0</sup> {c['C_0']}/{c['n_queries']}")
     S_np = to_numpy(S)
     Z = S_np if direction == "i2t" else S_np.T
     diag = np.arange(Z.shape[0])
@@ -59,34 +54,27 @@ def cocos_figure(S: Tensor, settings: CocosSettings = CocosSettings(), direction
     fig = grid(2, 2, titles, height=height)
     queries, cands = ("image", "caption") if direction == "i2t" else ("caption", "image")
     for i, mask in enumerate(masks):
-        row, col = divmod(i, 2)
+        row, col = position(i, 2)
         rows, cols = np.nonzero(mask)
         fig.add_trace(go.Heatmap(z=Z, zmin=-1, zmax=1, colorscale="Greys", reversescale=True, showscale=i == 0,
                                  colorbar=dict(title=dict(text="s"), len=0.8),
                                  hovertemplate="query %{y}, candidate %{x}<br>s = %{z:.3f}<extra></extra>"),
-                      row=row + 1, col=col + 1)
+                      row=row, col=col)
         fig.add_trace(go.Scatter(x=diag, y=diag, mode="markers", name="positive", showlegend=i == 0, hoverinfo="skip",
                                  legendgroup="positive",
                                  marker=dict(symbol=f"{SYMBOL['positive']}-open", size=11, color=POSITIVE,
                                              line=dict(width=2.5))),
-                      row=row + 1, col=col + 1)
+                      row=row, col=col)
         fig.add_trace(go.Scatter(x=cols, y=rows, mode="markers", name="contributes to the query's gradient",
                                  showlegend=i == 0, hoverinfo="skip", legendgroup="contributes",
                                  marker=dict(symbol=SYMBOL["negative"], size=8, color=NEGATIVE,
                                              line=dict(color="black", width=0.5))),
-                      row=row + 1, col=col + 1)
-        matrix_axes(fig, row + 1, col + 1, f"{cands} candidate", f"{queries} query")
+                      row=row, col=col)
+        matrix_axes(fig, row, col, f"{cands} candidate", f"{queries} query")
     style(fig, f"COCOS ({direction}): which candidates contribute to each query's gradient", height=height,
           subtitle=(f"ε = {shown(settings.eps)}, margin α = {settings.margin:.2f}, "
                     f"NT-Xent τ = {shown(settings.temperature)}, SmoothAP τ = {shown(settings.tau)}"))
     return fig
-
-
-def _history_value(record: Mapping, direction: str, key: str) -> float:
-    cocos = record.get("cocos")
-    if not cocos or direction not in cocos or key not in cocos[direction]:
-        return float("nan")
-    return float(cocos[direction][key])
 
 
 def cocos_history_figure(histories: Mapping[str, Sequence[Mapping]], direction: str = "i2t") -> go.Figure:
@@ -99,24 +87,15 @@ def cocos_history_figure(histories: Mapping[str, Sequence[Mapping]], direction: 
     counting rule) is left as a gap.
     """
     check_choice("direction", direction, DIRECTIONS)
-    if not isinstance(histories, Mapping) or not histories:
-        raise ValueError("histories must be a non-empty mapping label -> FitResult.history")
+    frame = report.history_frame(histories)  # the nested COCOS dicts flattened to columns cocos_<direction>_<count>
     fig = grid(1, 3, ["C<sup>q</sup>: contributing<br>candidates per query", "C<sup>0</sup>: queries<br>without gradient",
                       "rsum (validation)"], height=420)
-    for i, (name, history) in enumerate(histories.items()):
-        if not history:
-            raise ValueError(f"histories[{name!r}] is empty")
-        epochs = [int(r["epoch"]) for r in history]
-        colour = PALETTE[i % len(PALETTE)]
-        series = (
-            [_history_value(r, direction, "C_q_mean_active") for r in history],
-            [_history_value(r, direction, "C_0") for r in history],
-            [float(r.get("rsum", float("nan"))) for r in history],
-        )
-        for col, y in enumerate(series, start=1):
-            y = [None if np.isnan(v) else v for v in y]  # gaps, and strict JSON
-            fig.add_trace(go.Scatter(x=epochs, y=y, mode="lines+markers", name=name, legendgroup=name,
-                                     showlegend=col == 1, line=dict(color=colour)), row=1, col=col)
+    for i, name in enumerate(dict.fromkeys(frame["run"])):
+        sub = frame[frame["run"] == name]
+        for col, key in enumerate((f"cocos_{direction}_C_q_mean_active", f"cocos_{direction}_C_0", "rsum"), start=1):
+            y = [None if np.isnan(v) else v for v in report.history_values(sub, key)]  # gaps, and strict JSON
+            fig.add_trace(go.Scatter(x=sub["epoch"].tolist(), y=y, mode="lines+markers", name=name, legendgroup=name,
+                                     showlegend=col == 1, line=dict(color=PALETTE[i % len(PALETTE)])), row=1, col=col)
     style(fig, f"COCOS of the probe batch along training ({direction})", height=420)
     fig.update_xaxes(title_text="epoch", dtick=1)
     fig.update_yaxes(rangemode="tozero")

@@ -16,25 +16,21 @@ from torch import Tensor
 from .. import analysis, losses
 from .._checks import check_int, check_positive, check_similarity
 from ._style import CURVE, HARDEST, NEGATIVE, NEUTRAL, SYMBOL, grid, shown, style, to_numpy
-from .matrix import batch_marks
+from .matrix import batch_marks, oriented
 from .matrix import gradient_heatmap as _gradient_heatmap
 
 __all__ = ["negative_weight_bars", "temperature_sweep", "gradient_heatmap"]
 
 
-def _oriented(S: Tensor, pos_mask: Tensor | None, direction: str) -> tuple[Tensor, Tensor]:
-    """S and its negative mask with the queries of `direction` as rows."""
-    _, pos = check_similarity(S, pos_mask)
-    return (S, pos.neg) if direction == "i2t" else (S.T, pos.neg.T)
-
-
-def _query_negatives(W: Tensor, neg: Tensor, query: int) -> tuple[np.ndarray, np.ndarray]:
-    """Candidate indices and weights of one query's negatives, heaviest first."""
+def _query_negatives(S: Tensor, W: Tensor, pos_mask: Tensor | None, direction: str,
+                     query: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Candidate indices, weights (row `query` of W, queries of `direction` as rows) and scores of one query's
+    negatives, heaviest first."""
+    S_q, neg = oriented(S, check_similarity(S, pos_mask)[1].neg, direction)
     query = check_int("query", query, 0, W.shape[0] - 1)
     idx = torch.nonzero(neg[query]).flatten()
-    w = W[query, idx]
-    order = torch.argsort(w, descending=True, stable=True)
-    return to_numpy(idx[order]).astype(int), to_numpy(w[order])
+    idx = idx[torch.argsort(W[query, idx], descending=True, stable=True)]
+    return to_numpy(idx).astype(int), to_numpy(W[query, idx]), to_numpy(S_q[query, idx])
 
 
 def negative_weight_bars(
@@ -52,28 +48,22 @@ def negative_weight_bars(
     title reads out the effective number of negatives and the positive's weight.
     """
     W = analysis.softmax_weights(S, temperature, pos_mask, direction)
-    S_q, neg = _oriented(S, pos_mask, direction)
-    idx, w = _query_negatives(W, neg, query)
+    idx, w, scores = _query_negatives(S, W, pos_mask, direction, query)
     total = w.sum()
     share = w / total if total > 0 else np.zeros_like(w)
-    scores = to_numpy(S_q[query, torch.as_tensor(idx)])
     rank = np.arange(1, len(w) + 1)
     other = "caption" if direction == "i2t" else "image"
-    fig = go.Figure()
-    fig.add_trace(go.Bar(
-        x=rank, y=share, name="negative: its share of the softmax weight", marker_color=NEGATIVE,
-        customdata=np.stack([idx, scores], axis=1),
-        hovertemplate=(f"{other} %{{customdata[0]:.0f}}<br>s = %{{customdata[1]:.3f}}"
-                       "<br>share %{y:.3f}<extra></extra>"),
-    ))
-    fig.add_trace(go.Scatter(
-        x=[1], y=[1.0], mode="markers", name=f"{losses.loss_label('triplet_hardest')} (τ → 0): the hardest only",
-        marker=dict(color=HARDEST, size=12, symbol=f"{SYMBOL['hardest']}-open", line=dict(width=2.5)),
-    ))
-    fig.add_trace(go.Scatter(
-        x=[0.5, len(w) + 0.5], y=[1.0 / len(w)] * 2, mode="lines", name="uniform (τ → ∞)",
-        line=dict(color=NEUTRAL, dash="dash"),
-    ))
+    fig = go.Figure([
+        go.Bar(x=rank, y=share, name="negative: its share of the softmax weight", marker_color=NEGATIVE,
+               customdata=np.stack([idx, scores], axis=1),
+               hovertemplate=(f"{other} %{{customdata[0]:.0f}}<br>s = %{{customdata[1]:.3f}}"
+                              "<br>share %{y:.3f}<extra></extra>")),
+        go.Scatter(x=[1], y=[1.0], mode="markers",
+                   name=f"{losses.loss_label('triplet_hardest')} (τ → 0): the hardest only",
+                   marker=dict(color=HARDEST, size=12, symbol=f"{SYMBOL['hardest']}-open", line=dict(width=2.5))),
+        go.Scatter(x=[0.5, len(w) + 0.5], y=[1.0 / len(w)] * 2, mode="lines", name="uniform (τ → ∞)",
+                   line=dict(color=NEUTRAL, dash="dash")),
+    ])
     n_eff = analysis.effective_number(w)
     reading = (f"effective number of negatives {n_eff:.2f} of {len(w)}, hardest share {share[0]:.3f}, "
                f"positive weight 1 − p₊ = {total:.3g}")
@@ -100,23 +90,22 @@ def temperature_sweep(
     both curves show the soft mining of NT-Xent -- one negative as tau -> 0, all
     of them equally as tau -> inf.
     """
-    taus = np.asarray(sorted(float(check_positive("temperatures", float(t))) for t in temperatures))
+    taus = np.asarray(sorted(check_positive("temperatures", float(t)) for t in temperatures))
     if taus.size < 2:
         raise ValueError("temperatures must hold at least two values")
-    _, neg = _oriented(S, pos_mask, direction)
     n_eff_q, n_eff_mean, top_q = [], [], []
     for t in taus:
         W = analysis.softmax_weights(S, float(t), pos_mask, direction)
-        _, w = _query_negatives(W, neg, query)
+        _, w, _ = _query_negatives(S, W, pos_mask, direction, query)
         n_eff_q.append(analysis.effective_number(w))
         top_q.append(w[0] / w.sum() if w.sum() > 0 else np.nan)
         # queries whose weights all underflow to 0 get no gradient at all: leave them out of the mean
         live = [analysis.effective_number(row) for row in W if (row > 0).any()]
         n_eff_mean.append(np.mean(live) if live else np.nan)
     fig = grid(1, 2, ("effective number of negatives", "share of the hardest negative"), height=420)
-    fig.add_trace(go.Scatter(x=taus, y=n_eff_q, name=f"query {query}", line=dict(color=CURVE)), row=1, col=1)
-    fig.add_trace(go.Scatter(x=taus, y=n_eff_mean, name="mean over queries", line=dict(color=NEUTRAL, dash="dot")),
-                  row=1, col=1)
+    fig.add_traces([go.Scatter(x=taus, y=n_eff_q, name=f"query {query}", line=dict(color=CURVE)),
+                    go.Scatter(x=taus, y=n_eff_mean, name="mean over queries", line=dict(color=NEUTRAL, dash="dot"))],
+                   rows=1, cols=1)
     fig.add_trace(go.Scatter(x=taus, y=top_q, name=f"query {query}: hardest share", line=dict(color=HARDEST)),
                   row=1, col=2)
     style(fig, f"NT-Xent ({direction}): temperature as soft hard-negative mining", height=420)
@@ -132,7 +121,6 @@ def gradient_heatmap(S: Tensor, temperature: float, pos_mask: Tensor | None = No
     each off-diagonal entry collects its row's and its column's softmax weight / tau.
     Triangles (▶) mark each row's hardest negative.
     """
-    t = check_positive("temperature", temperature)
-    grad = analysis.loss_gradient(S, lambda X: losses.info_nce(X, t, reduction="sum", pos_mask=pos_mask))
-    return _gradient_heatmap(grad, batch_marks(S, pos_mask, ("i2t",)),
-                             f"dL/dS of {losses.loss_label('info_nce')} (both directions, sum), τ = {shown(t)}")
+    grad = analysis.loss_gradient(S, lambda X: losses.info_nce(X, temperature, reduction="sum", pos_mask=pos_mask))
+    title = f"dL/dS of {losses.loss_label('info_nce')} (both directions, sum), τ = {shown(temperature)}"
+    return _gradient_heatmap(grad, batch_marks(S, pos_mask, ("i2t",)), title)

@@ -13,27 +13,19 @@ import plotly.graph_objects as go
 import torch
 
 from .. import metrics
-from .._checks import check_choice, check_int
-from ..similarity import DIRECTIONS
-from ._style import FONT_PX, NEGATIVE, NEUTRAL, POSITIVE, grid, style, to_numpy
-from .matrix import batch_marks, heatmap_traces
+from .._checks import check_int
+from ._style import FONT_PX, NEGATIVE, NEUTRAL, POSITIVE, grid, matrix_axes, style, to_numpy
+from .matrix import batch_marks, heatmap_traces, oriented
 
 # --------------------------------------------------------------------------- data
 
 
-def _as_images(images) -> list[np.ndarray]:
-    arrs = [np.asarray(im) for im in images]
-    for n, a in enumerate(arrs):
-        if a.ndim != 3 or a.shape[-1] != 3:
-            raise ValueError(f"images[{n}] must be an [H, W, 3] RGB array, got shape {a.shape}")
-    return [a.astype(np.uint8) for a in arrs]
-
-
 def _png(image: np.ndarray) -> str:
-    """A uint8 [H, W, 3] image as a PNG data URI: a few kB in the notebook instead of a JSON pixel array."""
+    """An [H, W, 3] image as a uint8 PNG data URI: a few kB in the notebook instead of a JSON pixel array."""
     from ..data.shapes import encode_png  # numpy + zlib only
 
-    return "data:image/png;base64," + base64.b64encode(encode_png(np.ascontiguousarray(image))).decode("ascii")
+    png = encode_png(np.ascontiguousarray(image, dtype=np.uint8))
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
 def image_gallery(images, captions: list[list[str]], titles: list[str] | None = None, wrap: int = 30) -> go.Figure:
@@ -44,7 +36,10 @@ def image_gallery(images, captions: list[list[str]], titles: list[str] | None = 
     Flickr30K and shapes), wrapped at `wrap` characters. Keep images small (thumbnails): they
     are embedded as PNG.
     """
-    arrs = _as_images(images)
+    arrs = [np.asarray(im) for im in images]
+    for n, a in enumerate(arrs):
+        if a.ndim != 3 or a.shape[-1] != 3:
+            raise ValueError(f"images[{n}] must be an [H, W, 3] RGB array, got shape {a.shape}")
     k = len(arrs)
     if k == 0:
         raise ValueError("images must hold at least one image")
@@ -101,10 +96,6 @@ def similarity_figure(S, caption_to_image=None, title: str = "Similarity matrix 
     return fig
 
 
-def _ks(n_images: int, n_captions: int) -> tuple[int, ...]:
-    return tuple(k for k in (1, 5, 10) if k <= min(n_images, n_captions))
-
-
 def retrieval_figure(S, caption_to_image, query: int = 0, direction: str = "i2t", k: int = 5) -> go.Figure:
     """Heatmap of S with positives and hardest negatives (top) and one query's ranking (bottom).
 
@@ -116,18 +107,16 @@ def retrieval_figure(S, caption_to_image, query: int = 0, direction: str = "i2t"
     R@k when a blue bar lies inside it. Ranks are those of `vlr_lib.metrics`
     (1 + the negatives scoring at or above the best positive).
     """
-    check_choice("direction", direction, DIRECTIONS)
     St, c2i, pos = _batch(S, caption_to_image)
-    n_img, n_cap = St.shape
-    i2t = direction == "i2t"
-    query = check_int("query", query, 0, (n_img if i2t else n_cap) - 1)
-    n_cand = n_cap if i2t else n_img
+    Zq, Pq = oriented(St.numpy(), pos.numpy(), direction)  # the queries of `direction` as rows
+    (n_img, n_cap), (n_queries, n_cand), i2t = St.shape, Zq.shape, direction == "i2t"
+    query = check_int("query", query, 0, n_queries - 1)
     k = check_int("k", k, 1, n_cand)
     ranks = (metrics.ranks_i2t if i2t else metrics.ranks_t2i)(St, c2i)
-    scores = metrics.retrieval_metrics(St, c2i, ks=_ks(n_img, n_cap))
+    ks = tuple(r for r in (1, 5, 10) if r <= min(n_img, n_cap))  # the R@K a batch this size has
+    scores = metrics.retrieval_metrics(St, c2i, ks=ks)
 
-    Z, P = St.numpy(), pos.numpy()
-    row, is_pos = (Z[query], P[query]) if i2t else (Z[:, query], P[:, query])
+    row, is_pos = Zq[query], Pq[query]
     order = np.lexsort((is_pos, -row))  # by score, tied negatives first (the metrics' convention)
     cand = "caption" if i2t else "image"
     labels = [f"{cand} {j}" + (f" (of image {int(c2i[j])})" if i2t else "") for j in order]
@@ -137,8 +126,7 @@ def retrieval_figure(S, caption_to_image, query: int = 0, direction: str = "i2t"
     # Stacked, each panel the full width: S is wide (a column per caption), and so is a ranking.
     fig = grid(2, 1, ["S: positives and hardest negatives (the query outlined)", f"{who}: rank {rank}, {verdict}"],
                height=640, row_heights=[0.45, 0.55])
-    for tr in heatmap_traces(Z, batch_marks(St, pos, (direction,))):
-        fig.add_trace(tr, row=1, col=1)
+    fig.add_traces(heatmap_traces(St, batch_marks(St, pos, (direction,))), rows=1, cols=1)
     top = fig.layout.yaxis.domain
     fig.data[0].colorbar.update(y=(top[0] + top[1]) / 2, len=top[1] - top[0], yanchor="middle")
     for positive, name in ((True, "positive candidate"), (False, "negative candidate")):
@@ -157,11 +145,9 @@ def retrieval_figure(S, caption_to_image, query: int = 0, direction: str = "i2t"
     fig.add_shape(type="rect", line=dict(color="black", width=2), row=1, col=1, **box)
     fig.add_vrect(x0=0.5, x1=k + 0.5, fillcolor=NEUTRAL, opacity=0.15, line_width=0, row=2, col=1)
     metric_text = ", ".join(f"{key.replace('_r', ' R@')} {v:.0f}" for key, v in scores.items() if key != "rsum")
-    ks = ",".join(str(k) for k in _ks(n_img, n_cap))
-    style(fig, f"Retrieval on a toy batch: rsum (K = {ks}) {scores['rsum']:.0f}", height=640, subtitle=metric_text,
-          barmode="overlay")
-    fig.update_xaxes(title_text="caption j", row=1, col=1)
-    fig.update_yaxes(title_text="image i", autorange="reversed", row=1, col=1)
+    style(fig, f"Retrieval on a toy batch: rsum (K = {','.join(map(str, ks))}) {scores['rsum']:.0f}", height=640,
+          subtitle=metric_text, barmode="overlay")
+    matrix_axes(fig, 1, 1, square=False)
     fig.update_xaxes(title_text=f"position in the ranking of {n_cand} {cand}s", range=[0.5, n_cand + 0.5], row=2, col=1)
     fig.update_yaxes(title_text="similarity s", range=[-1.0, 1.0], row=2, col=1)
     return fig

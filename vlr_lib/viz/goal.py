@@ -18,7 +18,7 @@ from torch import Tensor
 from .. import goal
 from .._checks import check_choice, check_int
 from ..goal import GoalConfig
-from ._style import ACCENT, FONT_PX, NEGATIVE, POSITIVE, SEQUENTIAL, grid, position, style, to_numpy, wrap
+from ._style import FONT_PX, NEGATIVE, POSITIVE, SEQUENTIAL, frame_cell, grid, panels, position, style, to_numpy
 from .matrix import batch_marks
 from .matrix import gradient_heatmap as _gradient_heatmap
 
@@ -26,12 +26,16 @@ __all__ = ["MAX_GRID", "triplet_diagrams", "pair_weight_curves", "table1_grid", 
 
 MAX_GRID = 80  # surfaces stay <= 80 x 80 so notebooks stay small
 _T_EQ, _P_EQ = {"con": 5, "nca": 7, "cir": 8}, {"con": 9, "lin": 10, "sig": 11, "lin-ms": 13, "sig-ms": 12}
-_LEVELS = dict(start=0.1, end=0.9, size=0.1)  # iso-lines of a weight in [0, 1]
 
 
 def _title(kind: str, name: str) -> str:
     """ "T<sup>nca</sup> (eq. 7)": a weight and its equation in Xuan & Chen."""
     return f"{kind}<sup>{name}</sup> (eq. {(_T_EQ if kind == 'T' else _P_EQ)[name]})"
+
+
+def _ms(pair: str, rel: float) -> dict:
+    """The keyword of the relative term m for the MS pair weights (eqs. 12-13), which alone take one."""
+    return dict(rel=rel) if pair in ("lin-ms", "sig-ms") else {}
 
 
 def _mesh(n: int) -> tuple[np.ndarray, Tensor, Tensor]:
@@ -41,24 +45,12 @@ def _mesh(n: int) -> tuple[np.ndarray, Tensor, Tensor]:
     return s, t[None, :].expand(n, n), t[:, None].expand(n, n)
 
 
-# --------------------------------------------------------------------------- Fig. 2
-
-
 def _display(x) -> np.ndarray:
     """float32 for the browser: plotly ships arrays as binary, and half the bytes keep notebooks small."""
     return to_numpy(x).astype(np.float32)
 
 
-def _triplet_trace(name: str, margin: float, tau: float, n: int, showscale: bool) -> go.Contour:
-    """One T as a heatmap-coloured contour: the colours and the iso-lines 0.1, ..., 0.9 in a single trace."""
-    s, s_pos, s_neg = _mesh(n)
-    T = _display(goal.triplet_weight(name, s_pos, s_neg, margin=margin, tau=tau))
-    return go.Contour(
-        x=s, y=s, z=T, zmin=0.0, zmax=1.0, colorscale=SEQUENTIAL, showscale=showscale, name=f"T^{name}",
-        contours=dict(coloring="heatmap", showlines=True, **_LEVELS), autocontour=False,
-        line=dict(color="white", width=1), colorbar=dict(title="T"),
-        hovertemplate="S_pos %{x:.2f}, S_neg %{y:.2f}<br>T %{z:.3f}<extra></extra>",
-    )
+# --------------------------------------------------------------------------- Fig. 2
 
 
 def triplet_diagrams(margin: float = 0.2, tau: float = 10.0, n: int = 61) -> go.Figure:
@@ -66,10 +58,17 @@ def triplet_diagrams(margin: float = 0.2, tau: float = 10.0, n: int = 61) -> go.
 
     Traces: one contour per panel, in that order.
     """
-    names = goal.GOAL_TRIPLETS
-    fig = grid(1, 3, [_title("T", t) for t in names], height=400, column_gap_px=45)
-    for k, name in enumerate(names, start=1):
-        fig.add_trace(_triplet_trace(name, margin, tau, n, showscale=k == 1), row=1, col=k)
+    s, s_pos, s_neg = _mesh(n)
+    fig = grid(1, 3, [_title("T", t) for t in goal.GOAL_TRIPLETS], height=400, column_gap_px=45)
+    for k, name in enumerate(goal.GOAL_TRIPLETS, start=1):
+        T = _display(goal.triplet_weight(name, s_pos, s_neg, margin=margin, tau=tau))
+        # A heatmap-coloured contour: the colours and the iso-lines 0.1, ..., 0.9 in a single trace.
+        fig.add_trace(go.Contour(
+            x=s, y=s, z=T, zmin=0.0, zmax=1.0, colorscale=SEQUENTIAL, showscale=k == 1, name=f"T^{name}",
+            contours=dict(coloring="heatmap", showlines=True, start=0.1, end=0.9, size=0.1), autocontour=False,
+            line=dict(color="white", width=1), colorbar=dict(title="T"),
+            hovertemplate="S_pos %{x:.2f}, S_neg %{y:.2f}<br>T %{z:.3f}<extra></extra>",
+        ), row=1, col=k)
     style(fig, f"Triplet weights (m = {margin:.2f}, τ = {tau:.0f})", height=400, legend=False)
     _cosine_panels(fig, 3)
     return fig
@@ -80,10 +79,9 @@ def _cosine_panels(fig: go.Figure, cols: int) -> None:
     fig.update_xaxes(range=[-1, 1], title_text="S_pos", constrain="domain")
     fig.update_yaxes(range=[-1, 1], constrain="domain")
     fig.update_yaxes(title_text="S_neg", row=1, col=1)
-    for k in range(1, cols + 1):
-        fig.update_yaxes(scaleanchor=f"x{'' if k == 1 else k}", row=1, col=k)
-        if k > 1:
-            fig.update_yaxes(showticklabels=False, row=1, col=k)
+    for k in range(2, cols + 1):
+        fig.update_yaxes(scaleanchor=f"x{k}", showticklabels=False, row=1, col=k)
+    fig.update_yaxes(scaleanchor="x", row=1, col=1)
 
 
 # --------------------------------------------------------------------------- Fig. 3
@@ -107,30 +105,26 @@ def pair_weight_curves(
         raise ValueError("pairs must name at least one pair weight")
     for p in pairs:
         check_choice("pairs", p, goal.GOAL_PAIRS)
-    s = np.linspace(-1.0, 1.0, check_int("n", n, 2, 1001))
-    st = torch.from_numpy(s)
-    s = s.astype(np.float32)
-    rows, cols = wrap(len(pairs), 3)  # five panels wrap into two rows of three
-    height = 300 + 260 * (rows - 1)
-    fig = grid(rows, cols, [_title("P", p) for p in pairs], height=height, column_gap_px=55)
+    st = torch.linspace(-1.0, 1.0, check_int("n", n, 2, 1001), dtype=torch.float64)
+    s = _display(st)
+    # five panels wrap into two rows of three
+    fig, cols, height = panels([_title("P", p) for p in pairs], 3, first_px=300, row_px=260, column_gap_px=55)
     for k, p in enumerate(pairs):
-        extra = dict(rel=rel) if p in ("lin-ms", "sig-ms") else {}
         row, col = position(k, cols)
         for positive, colour, dash, label in ((True, POSITIVE, "solid", "P₊ (positive pair)"),
                                               (False, NEGATIVE, "dash", "P₋ (negative pair)")):
-            w = _display(goal.pair_weight(p, st, positive, alpha=alpha, beta=beta, lam=lam, **extra))
+            w = _display(goal.pair_weight(p, st, positive, alpha=alpha, beta=beta, lam=lam, **_ms(p, rel)))
             fig.add_trace(
                 go.Scatter(x=s, y=w, mode="lines", name=label, line=dict(color=colour, width=2.5, dash=dash),
                            legendgroup=label, showlegend=k == 0,
                            hovertemplate=f"{p}: s %{{x:.2f}}, weight %{{y:.3f}}<extra></extra>"),
                 row=row, col=col,
             )
-        fig.update_xaxes(title_text="similarity s" if row == rows or k + cols >= len(pairs) else None, row=row, col=col)
+        fig.update_xaxes(title_text="similarity s" if k + cols >= len(pairs) else None, row=row, col=col)  # bottom row
     style(fig, f"Pair weights (α = {alpha:.1f}, β = {beta:.0f}, λ = {lam:.2f}, MS term m = {rel:.2f})", height=height)
     fig.update_xaxes(range=[-1, 1])
     fig.update_yaxes(rangemode="tozero")
-    for row in range(1, rows + 1):
-        fig.update_yaxes(title_text="weight", row=row, col=1)
+    fig.update_yaxes(title_text="weight", col=1)
     return fig
 
 
@@ -152,7 +146,10 @@ def table1_grid(
     `highlight` outlines one cell. Traces: [heatmap]; the outline is a layout shape.
     """
     triplets, pairs = goal.GOAL_TRIPLETS, goal.GOAL_PAIRS
-    if values is not None:
+    names = [[goal.TABLE1[(t, p)] for t in triplets] for p in pairs]
+    if values is None:  # named losses shaded, "New" cells pale
+        z, text = np.array([[n != "New" for n in row] for row in names], dtype=float), names
+    else:
         missing = [key for key in goal.TABLE1 if key not in values]
         extra = [key for key in values if key not in goal.TABLE1]
         if missing or extra:
@@ -162,46 +159,24 @@ def table1_grid(
         z = np.array([[float(values[(t, p)]) for t in triplets] for p in pairs])
         if not np.isfinite(z).all():
             raise ValueError("values must be finite numbers")
-    else:
-        z = np.array([[0.0 if goal.TABLE1[(t, p)] == "New" else 1.0 for t in triplets] for p in pairs])
-    x = [f"T^{t}" for t in triplets]
-    y = [f"P^{p}" for p in pairs]
-    text = [
-        [goal.TABLE1[(t, p)] + ("" if values is None else f"<br><b>{values[(t, p)]:.1f}</b>") for t in triplets]
-        for p in pairs
-    ]
-    heat = go.Heatmap(
-        z=z, x=x, y=y, text=text, texttemplate="%{text}", textfont=dict(size=FONT_PX),
-        colorscale=SEQUENTIAL if values is not None else [[0, "#f2f2f2"], [1, "#9ecae1"]],
+        text = [[f"{n}<br><b>{v:.1f}</b>" for n, v in zip(rn, rz)] for rn, rz in zip(names, z)]
+    fig = go.Figure(go.Heatmap(
+        z=z, x=[f"T^{t}" for t in triplets], y=[f"P^{p}" for p in pairs], text=text, texttemplate="%{text}",
+        textfont=dict(size=FONT_PX), colorscale=SEQUENTIAL if values is not None else [[0, "#f2f2f2"], [1, "#9ecae1"]],
         showscale=values is not None, colorbar=dict(title=dict(text=value_label)), xgap=2, ygap=2,
         hovertemplate="%{x} × %{y}: %{text}<extra></extra>",
-    )
-    fig = go.Figure(heat)
+    ))
     style(fig, title, height=460, xaxis="triplet weight T", yaxis="pair weight P", legend=False)
     fig.update_yaxes(autorange="reversed")
     if highlight is not None:
         if tuple(highlight) not in goal.TABLE1:
             raise ValueError(f"highlight must be a (triplet, pair) key of Table 1, got {highlight!r}")
         t, p = highlight
-        i, j = pairs.index(p), triplets.index(t)
-        fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5,
-                      line=dict(color=ACCENT, width=4), name="selected")
+        frame_cell(fig, pairs.index(p), triplets.index(t), name="selected")
     return fig
 
 
 # --------------------------------------------------------------------------- the composer's figures
-
-
-def _surface_weights(cfg: GoalConfig, rel: float, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    if not isinstance(cfg, GoalConfig):
-        raise TypeError(f"config must be a GoalConfig, got {type(cfg).__name__}")
-    s, s_pos, s_neg = _mesh(n)
-    T = goal.triplet_weight(cfg.triplet, s_pos, s_neg, margin=cfg.margin, tau=cfg.tau)
-    extra = dict(rel=rel) if cfg.pair in ("lin-ms", "sig-ms") else {}
-    pair = dict(alpha=cfg.alpha, beta=cfg.beta, lam=cfg.lam, **extra)
-    w_pos = T * goal.pair_weight(cfg.pair, s_pos, True, **pair)
-    w_neg = T * goal.pair_weight(cfg.pair, s_neg, False, **pair)
-    return s, _display(w_pos), _display(w_neg)
 
 
 def weight_surface(
@@ -217,7 +192,13 @@ def weight_surface(
     (:func:`vlr_lib.goal.batch_triplets`). Traces: [pull heatmap, push heatmap, pull
     points, push points]; both heatmaps share one colour axis from 0 to the larger maximum.
     """
-    s, w_pos, w_neg = _surface_weights(config, rel, n)
+    if not isinstance(config, GoalConfig):
+        raise TypeError(f"config must be a GoalConfig, got {type(config).__name__}")
+    s, s_pos, s_neg = _mesh(n)
+    T = goal.triplet_weight(config.triplet, s_pos, s_neg, margin=config.margin, tau=config.tau)
+    pair = dict(alpha=config.alpha, beta=config.beta, lam=config.lam, **_ms(config.pair, rel))
+    w_pos = _display(T * goal.pair_weight(config.pair, s_pos, True, **pair))
+    w_neg = _display(T * goal.pair_weight(config.pair, s_neg, False, **pair))
     px = py = np.zeros(0)
     if points is not None:
         px, py = (to_numpy(p).ravel() for p in points)

@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .. import report
-from ._style import NEUTRAL, PALETTE, grid, position, style, wrap
+from ._style import NEUTRAL, PALETTE, panels, position, style
 
 __all__ = ["deltas_figure", "overview_figure"]
 
@@ -23,25 +23,11 @@ __all__ = ["deltas_figure", "overview_figure"]
 SYMBOLS = {"holds": "circle", "reverses": "x", "cannot tell": "circle-open"}
 
 
-def _experiment(table: pd.DataFrame, experiment: str) -> pd.DataFrame:
-    if not isinstance(table, pd.DataFrame) or not {"experiment", "comparison", "delta", "noise"} <= set(table):
-        raise TypeError("table must be a lesson table (vlr_lib.report.lesson_table)")
-    part = table[table["experiment"] == experiment]
-    if part.empty:
-        raise ValueError(f"experiment must be one of {list(dict.fromkeys(table['experiment']))}, got {experiment!r}")
-    return part.sort_values("order", kind="stable")
-
-
-def _ticks(part: pd.DataFrame) -> list[str]:
-    """Condition labels in order; with the measured scene overlap under each when the table has it."""
-    first = part.drop_duplicates("condition")
-    if "overlap" in first and first["experiment"].iloc[0] == "difficulty":
-        return [f"{c}<br>overlap {o:.2f}" for c, o in zip(first["condition"], first["overlap"])]
-    return list(first["condition"])
-
-
 def _traces(part: pd.DataFrame, show_legend: bool = True) -> list[go.Scatter]:
-    ticks = dict(zip(part.drop_duplicates("condition")["condition"], _ticks(part)))
+    first = part.drop_duplicates("condition")
+    ticks = dict(zip(first["condition"], first["condition"]))  # the label of each condition on the x axis
+    if "overlap" in first and first["experiment"].iloc[0] == "difficulty":  # with its measured scene overlap
+        ticks = {c: f"{c}<br>overlap {o:.2f}" for c, o in zip(first["condition"], first["overlap"])}
     traces = []
     for k, (comparison, rows) in enumerate(part.groupby("comparison", sort=False)):
         colour = PALETTE[k % len(PALETTE)]
@@ -67,28 +53,23 @@ def deltas_figure(table: pd.DataFrame, experiment: str, title: str | None = None
     NT-Xent − Triplet-SH (Bleeker & de Rijke: < 0). Markers: filled where the papers' ordering
     holds beyond the noise, a cross where it reverses, open where the seeds cannot tell.
     """
-    part = _experiment(table, experiment)
+    part = report.lesson_part(table, experiment)
     fig = go.Figure(_traces(part))
     fig.add_hline(y=0.0, line_color=NEUTRAL, line_dash="dash")
     label = report.METRIC_LABELS[part["metric"].iloc[0]]
-    style(fig, title or f"{experiment}: differences of test {label} between losses", height=460,
-          xaxis="condition", yaxis=f"Δ {label} (a − b)")
-    return fig
+    return style(fig, title or f"{experiment}: differences of test {label} between losses", height=460,
+                 xaxis="condition", yaxis=f"Δ {label} (a − b)")
 
 
 def overview_figure(table: pd.DataFrame, labels: Mapping[str, str] | None = None) -> go.Figure:
     """Every experiment of a lesson table in one grid (two per row), drawn as :func:`deltas_figure` draws one."""
     experiments = list(dict.fromkeys(table["experiment"]))
     labels = dict(labels or {})
-    rows, cols = wrap(len(experiments), 2)
-    height = 380 * rows + 160
-    fig = grid(rows, cols, [labels.get(e, e) for e in experiments], height=height)
+    fig, cols, height = panels([labels.get(e, e) for e in experiments], 2, first_px=540, row_px=380)
     for i, exp in enumerate(experiments):
         row, col = position(i, cols)
-        for trace in _traces(_experiment(table, exp), show_legend=i == 0):
-            fig.add_trace(trace, row=row, col=col)
+        fig.add_traces(_traces(report.lesson_part(table, exp), show_legend=i == 0), rows=row, cols=col)
         fig.add_hline(y=0.0, line_color=NEUTRAL, line_dash="dash", row=row, col=col)
     label = report.METRIC_LABELS[table["metric"].iloc[0]]
-    style(fig, "When do the papers' orderings hold?", height=height,
-          subtitle=f"Δ test {label} between losses, mean ± summed seed std")
-    return fig
+    return style(fig, "When do the papers' orderings hold?", height=height,
+                 subtitle=f"Δ test {label} between losses, mean ± summed seed std")

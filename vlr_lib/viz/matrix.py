@@ -4,10 +4,10 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import torch
 
-from .._checks import check_similarity
+from .._checks import check_choice, check_similarity
 from ..similarity import DIRECTIONS, hardest_negative_mask
-from ._style import (DIVERGING, HARDEST, NEGATIVE, PALETTE, POSITIVE, SEQUENTIAL, SYMBOL, matrix_axes, style,
-                     symmetric_range, to_numpy)
+from ._style import (DIVERGING, HARDEST, NEGATIVE, PALETTE, POSITIVE, SEQUENTIAL, SYMBOL, increasing, matrix_axes,
+                     style, symmetric_range, to_numpy)
 
 HARDEST_MARKS = {"i2t": "hardest negative of the image (row)", "t2i": "hardest negative of the caption (column)"}
 _OTHER_SYMBOLS = ["circle", "star", "x-thin", "hexagon"]
@@ -38,6 +38,11 @@ def mark_traces(mask, name: str, k: int = 0) -> list[go.Scatter]:
     return [halo, mark]
 
 
+def oriented(S, mask, direction: str) -> tuple:
+    """S and a mask laid out like it, both with the queries of `direction` as rows (captions for "t2i")."""
+    return (S, mask) if check_choice("direction", direction, DIRECTIONS) == "i2t" else (S.T, mask.T)
+
+
 def batch_marks(S, pos_mask=None, directions: tuple[str, ...] = DIRECTIONS) -> dict[str, torch.Tensor]:
     """The cells worth outlining on S: its positives and the hardest negative of every query of `directions`
     (``similarity.hardest_negative_mask``, the one the losses and GOAL pick)."""
@@ -55,9 +60,7 @@ def heatmap_traces(
     Z = to_numpy(S)
     if Z.ndim != 2:
         raise ValueError(f"S must be 2-D, got shape {Z.shape}")
-    lo, hi = zrange
-    if not lo < hi:
-        raise ValueError(f"zrange must be increasing, got {zrange}")
+    lo, hi = increasing("zrange", zrange)
     traces = [go.Heatmap(
         z=Z, zmin=lo, zmax=hi, colorscale=DIVERGING if diverging else SEQUENTIAL,
         zmid=0.0 if diverging else None, colorbar=dict(title=dict(text=colorbar_title)),
@@ -88,7 +91,7 @@ def similarity_heatmap(
     """
     fig = go.Figure(heatmap_traces(S, marks, zrange, diverging, colorbar_title))
     style(fig, title, height=520, subtitle=subtitle, legend=bool(marks))
-    matrix_axes(fig, x_title="caption j", y_title="image i")
+    matrix_axes(fig)
     return fig
 
 

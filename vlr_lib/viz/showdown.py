@@ -16,8 +16,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .. import report
+from .._checks import check_choice
 from ..goal import GOAL_PAIRS, GOAL_TRIPLETS
-from ._style import ACCENT, FONT_PX, NEUTRAL, PALETTE, SEQUENTIAL, grid, style
+from ._style import ACCENT, FONT_PX, NEUTRAL, PALETTE, SEQUENTIAL, frame_best, grid, style, symmetric_range
 
 __all__ = ["metric_errorbars", "goal_heatmaps", "cocos_heatmap"]
 
@@ -32,27 +33,25 @@ def metric_errorbars(summary: pd.DataFrame, metric: str = "rsum", group: str = "
     """
     rank = report.ranking(report.group(summary, group), metric)
     kinds = np.where(rank["rank"] == 1, "best", np.where(rank["tied_with_best"], "tied", "separated"))
-    looks = {"best": (ACCENT, "diamond"), "tied": (PALETTE[2], "circle"), "separated": (NEUTRAL, "x")}
-    labels = {"best": "best", "tied": "within the best's seed noise", "separated": "separated from the best"}
+    looks = {"best": (ACCENT, "diamond", "best"), "tied": (PALETTE[2], "circle", "within the best's seed noise"),
+             "separated": (NEUTRAL, "x", "separated from the best")}  # colour, marker, legend
     fig = go.Figure()
-    for kind in ("best", "tied", "separated"):
+    for kind, (colour, symbol, label) in looks.items():
         part = rank[kinds == kind]
         fig.add_trace(go.Scatter(
-            x=part["mean"], y=part["name"], mode="markers", name=labels[kind],
-            marker=dict(color=looks[kind][0], symbol=looks[kind][1], size=10),
-            error_x=dict(type="data", array=part["std"], visible=True, color=looks[kind][0]),
+            x=part["mean"], y=part["name"], mode="markers", name=label,
+            marker=dict(color=colour, symbol=symbol, size=10),
+            error_x=dict(type="data", array=part["std"], visible=True, color=colour),
             customdata=np.stack([part["std"], part["rank"]], axis=1) if len(part) else None,
             hovertemplate="%{y}<br>%{x:.3f} ± %{customdata[0]:.3f} (rank %{customdata[1]})<extra></extra>",
         ))
     best = rank.iloc[0]
     fig.add_vrect(x0=best["mean"] - best["std"], x1=best["mean"] + best["std"], fillcolor=ACCENT, opacity=0.12,
                   line_width=0)
+    lo, hi = float((rank["mean"] - rank["std"]).min()), float((rank["mean"] + rank["std"]).max())
     if chance is not None:
         fig.add_vline(x=float(chance), line_dash="dot", line_color=NEUTRAL,
                       annotation_text=f"chance {chance:.1f}", annotation_position="bottom right")
-    lo = float((rank["mean"] - rank["std"]).min())
-    hi = float((rank["mean"] + rank["std"]).max())
-    if chance is not None:
         lo, hi = min(lo, float(chance)), max(hi, float(chance))
     pad = 0.05 * max(hi - lo, 1e-6)
     label = report.METRIC_LABELS[metric]
@@ -73,8 +72,7 @@ def goal_heatmaps(summary: pd.DataFrame, metric: str = "r1", color: str = "mean"
     paper (Table 2), on a diverging scale; panels share one colour scale. A green frame (a
     layout shape named "best <metric>") marks each panel's best cell.
     """
-    if color not in ("mean", "delta"):
-        raise ValueError(f"color must be 'mean' or 'delta', got {color!r}")
+    check_choice("color", color, ("mean", "delta"))
     panels = ["i2t_r1", "t2i_r1"] if metric == "r1" else [report.check_metric(metric)]
     # One panel under the other, each the full width: the cells hold "mean ± std" and a loss's name.
     height = 130 + 330 * len(panels)
@@ -91,22 +89,18 @@ def goal_heatmaps(summary: pd.DataFrame, metric: str = "r1", color: str = "mean"
         fig.add_trace(go.Heatmap(z=z, x=xs, y=ys, text=text, texttemplate="%{text}", textfont=dict(size=FONT_PX),
                                  name=report.METRIC_LABELS[m], coloraxis="coloraxis", xgap=1, ygap=1,
                                  hovertemplate="%{y} · %{x}<br>%{text}<extra></extra>"), k + 1, 1)
-        if np.isfinite(mean).any():  # frame the best cell (category axes: cell j spans j - 0.5 .. j + 0.5)
-            i, j = np.unravel_index(np.nanargmax(mean), mean.shape)
-            fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5, row=k + 1, col=1,
-                          line=dict(color=ACCENT, width=4), name=f"best {m}")
+        frame_best(fig, mean, name=f"best {m}", row=k + 1, col=1)
         fig.update_yaxes(autorange="reversed", row=k + 1, col=1)
     finite = np.concatenate([z[np.isfinite(z)] for z in zs])
     if color == "delta":  # one diverging scale for every panel, centred on the baseline
-        span = float(np.abs(finite).max()) if finite.size and np.abs(finite).max() > 0 else 1.0
-        axis = dict(colorscale="RdBu", cmid=0.0, cmin=-span, cmax=span, colorbar=dict(title=dict(text="Δ")))
+        lo, hi = symmetric_range(finite)
+        axis = dict(colorscale="RdBu", cmid=0.0, cmin=lo, cmax=hi, colorbar=dict(title=dict(text="Δ")))
     else:  # one scale for every panel: both are recalls of the same kind
         lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
         axis = dict(colorscale=SEQUENTIAL, cmin=lo, cmax=hi if hi > lo else lo + 1.0)
     title = "GOAL grid: " + ("Δ vs (T<sup>con</sup>, P<sup>con</sup>), " if color == "delta" else "") + \
         "mean ± std over seeds"
-    style(fig, title, height=height, legend=False, coloraxis=axis)
-    return fig
+    return style(fig, title, height=height, legend=False, coloraxis=axis)
 
 
 def cocos_heatmap(table: pd.DataFrame, stat: str = "C_q") -> go.Figure:

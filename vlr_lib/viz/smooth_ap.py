@@ -1,8 +1,9 @@
 """Figures for SmoothAP (Bleeker & de Rijke eqs. 5-8): AP of a ranking and its sigmoid relaxation.
 
 A query's candidates are a 1-D array of scores with a bool mask of positives. The
-exact AP is ``vlr_lib.metrics.average_precision``, the smoothed one ``1 -
-vlr_lib.losses.smooth_ap`` on the single row, the sigmoid ``losses.smooth_step``.
+exact AP is ``vlr_lib.metrics.average_precision``, the smoothed one
+``metrics.smooth_average_precision`` (1 - ``losses.smooth_ap`` on the single row), the sigmoid
+``losses.smooth_step``.
 """
 from __future__ import annotations
 
@@ -27,11 +28,6 @@ def _query(scores, is_pos) -> tuple[np.ndarray, np.ndarray, float]:
     return to_numpy(scores), np.asarray(to_numpy(is_pos), dtype=bool), ap
 
 
-def _smoothed(s: np.ndarray, p: np.ndarray, tau: float) -> float:
-    """SmoothAP of one query: 1 - losses.smooth_ap on the single row."""
-    return 1.0 - float(losses.smooth_ap(torch.as_tensor(s)[None], tau, pos_mask=torch.as_tensor(p)[None]))
-
-
 def ranking_figure(scores, is_pos, title: str = "One query's ranking") -> go.Figure:
     """Bars: the candidates sorted by score, positives blue, negatives orange, precision written at each positive."""
     s, p, ap = _query(scores, is_pos)
@@ -49,8 +45,7 @@ def ranking_figure(scores, is_pos, title: str = "One query's ranking") -> go.Fig
         x=rank[at], y=s[order][at], mode="text", name="precision at the positive", showlegend=False,
         text=[f"{h}/{r}" for h, r in zip(hits[at], rank[at])], textposition="top center",
     ))
-    style(fig, f"{title}: AP = {ap:.4f}", height=400, xaxis="rank", yaxis="score s", barmode="overlay")
-    return fig
+    return style(fig, f"{title}: AP = {ap:.4f}", height=400, xaxis="rank", yaxis="score s", barmode="overlay")
 
 
 def smooth_ap_figure(scores, is_pos, tau: float, taus: Sequence[float] = DEFAULT_TAUS) -> go.Figure:
@@ -62,7 +57,6 @@ def smooth_ap_figure(scores, is_pos, tau: float, taus: Sequence[float] = DEFAULT
     (and get gradient). Right: SmoothAP of this query over `taus` with the exact
     AP and a marker at `tau`; small tau recovers the exact AP.
     """
-    t = check_positive("tau", tau)
     s, p, ap = _query(scores, is_pos)
     taus = np.asarray(sorted(check_positive("taus", float(v)) for v in taus))
     diffs = s[None, :] - s[p][:, None]  # x = s_j - s_i for positive i (rows), candidate j
@@ -70,9 +64,9 @@ def smooth_ap_figure(scores, is_pos, tau: float, taus: Sequence[float] = DEFAULT
     not_self[np.arange(p.sum()), np.flatnonzero(p)] = False
     span = max(0.05, float(np.abs(diffs[not_self]).max()) * 1.05)
     x = np.linspace(-span, span, 401)
-    sap = _smoothed(s, p, t)
-    curve = [_smoothed(s, p, float(v)) for v in taus]
-    G = lambda v: losses.smooth_step(torch.as_tensor(v), t).numpy()  # noqa: E731
+    sap = metrics.smooth_average_precision(s, p, tau)
+    curve = [metrics.smooth_average_precision(s, p, float(v)) for v in taus]
+    G = lambda v: losses.smooth_step(torch.as_tensor(v), tau).numpy()  # noqa: E731
 
     fig = grid(1, 2, ("G(x; τ) replaces 1{x > 0}", "SmoothAP of this query against τ"), height=460,
                column_gap_px=80)
@@ -89,10 +83,10 @@ def smooth_ap_figure(scores, is_pos, tau: float, taus: Sequence[float] = DEFAULT
     fig.add_trace(go.Scatter(x=taus, y=curve, name="SmoothAP(τ)", line=dict(color=CURVE)), row=1, col=2)
     fig.add_trace(go.Scatter(x=[taus[0], taus[-1]], y=[ap, ap], name="exact AP",
                              line=dict(color=NEUTRAL, dash="dash")), row=1, col=2)
-    fig.add_trace(go.Scatter(x=[t], y=[sap], mode="markers", name="current τ",
+    fig.add_trace(go.Scatter(x=[tau], y=[sap], mode="markers", name="current τ",
                              marker=dict(color=ACCENT, size=12, symbol="diamond", line=dict(color="black", width=1))),
                   row=1, col=2)
-    style(fig, f"SmoothAP at τ = {shown(t)}: {sap:.4f}, exact AP = {ap:.4f}", height=460,
+    style(fig, f"SmoothAP at τ = {shown(tau)}: {sap:.4f}, exact AP = {ap:.4f}", height=460,
           subtitle=f"one query, {int(p.sum())} positive(s) among {len(s)} candidates")
     fig.update_xaxes(title_text="x = s_j − s_i", row=1, col=1)
     fig.update_yaxes(title_text="G", range=[-0.03, 1.03], row=1, col=1)

@@ -23,10 +23,10 @@ import torch
 from torch import Tensor
 
 from .. import analysis, losses, metrics
-from .._checks import check_choice, check_int
-from ..similarity import DIRECTIONS
-from ._style import CURVE, NEGATIVE, NEUTRAL, PALETTE, POSITIVE, SYMBOL, grid, matrix_axes, shown, style, to_numpy
-from .matrix import mark_traces
+from .._checks import check_int
+from ._style import (CURVE, NEGATIVE, NEUTRAL, PALETTE, POSITIVE, SYMBOL, grid, matrix_axes, position, shown, style,
+                     to_numpy)
+from .matrix import mark_traces, oriented
 
 __all__ = ["VARIANTS", "TITLES", "partition_figure", "pr_figure", "query_scores_figure", "neighbor_count_figure"]
 
@@ -40,14 +40,6 @@ TITLES = {
     "cross_example_mining": "Cross-example negative mining (eq. 6)",
 }
 LOG_FLOOR = -6.0  # weights below 1e-6 share the palest colour (a dot still marks them)
-
-
-def _variant(name: str, k: int, fraction: float) -> tuple[str, int | float | None]:
-    """(library loss, topk) of a variant: SNM keeps `k` negatives of the row, cross-example mining a
-    `fraction` of the batch's negatives (the library's one meaning of topk: int count, float fraction)."""
-    return {"sampled_softmax": ("sampled_softmax", None), "snm": ("sampled_softmax", k),
-            "cross_example_softmax": ("cross_example_softmax", None),
-            "cross_example_mining": ("cross_example_softmax", float(fraction))}[name]
 
 
 def _panel_traces(S: np.ndarray, W: np.ndarray, query: int, first: bool) -> list[go.BaseTraceType]:
@@ -94,9 +86,12 @@ def partition_figure(
     Each subplot title reads out the query's term ℓ_q = -log p+ and the size of its
     partition's negative set.
     """
+    # (library loss, topk) of each variant: SNM keeps `k` negatives of the row, cross-example mining a `fraction`
+    # of the batch's negatives (the library's one meaning of topk: int count, float fraction).
+    losses_topk = [("sampled_softmax", None), ("sampled_softmax", k), ("cross_example_softmax", None),
+                   ("cross_example_softmax", float(fraction))]
     titles, panels = [], []
-    for v in VARIANTS:
-        loss, topk = _variant(v, k, fraction)
+    for v, (loss, topk) in zip(VARIANTS, losses_topk):
         W = to_numpy(analysis.partition_weights(S, query, loss, topk, scale))
         titles.append(f"{TITLES[v]}<br>ℓ_q = {-np.log(W[query, query]):.3f}, {int((W > 0).sum()) - 1} negatives in Z")
         panels.append(W)
@@ -104,15 +99,13 @@ def partition_figure(
     height = 900
     fig = grid(2, 2, titles, height=height)
     for i, W in enumerate(panels):
-        row, col = divmod(i, 2)
-        for tr in _panel_traces(S_np, W, query, first=i == 0):
-            fig.add_trace(tr, row=row + 1, col=col + 1)
+        row, col = position(i, 2)
+        fig.add_traces(_panel_traces(S_np, W, query, first=i == 0), rows=row, cols=col)
         fig.add_shape(type="rect", x0=-0.5, x1=n - 0.5, y0=query - 0.5, y1=query + 0.5,
-                      line=dict(color=POSITIVE, width=1.5, dash="dot"), row=row + 1, col=col + 1)
-        matrix_axes(fig, row + 1, col + 1, "document (column)", "query (row)")
-    style(fig, f"Partition function of query {query}", height=height,
-          subtitle=f"scale λ = {shown(scale)}, SNM k = {k}, cross-example mining batch share = {fraction:.2f}")
-    return fig
+                      line=dict(color=POSITIVE, width=1.5, dash="dot"), row=row, col=col)
+        matrix_axes(fig, row, col, "document (column)", "query (row)")
+    return style(fig, f"Partition function of query {query}", height=height,
+                 subtitle=f"scale λ = {shown(scale)}, SNM k = {k}, cross-example mining batch share = {fraction:.2f}")
 
 
 # --------------------------------------------------------------------------- calibration
@@ -161,13 +154,6 @@ def pr_figure(results: Results) -> go.Figure:
     return fig
 
 
-def _oriented(S: Tensor, c2i: Tensor, direction: str) -> tuple[Tensor, Tensor]:
-    """Scores with the queries of `direction` as rows and the positive mask laid out the same way."""
-    check_choice("direction", direction, DIRECTIONS)
-    pos = metrics.positive_pairs(S, c2i)
-    return (S, pos) if direction == "i2t" else (S.T, pos.T)
-
-
 def _pick_queries(n_queries: int, total: int) -> np.ndarray:
     n_queries = check_int("n_queries", n_queries)
     return np.unique(np.linspace(0, total - 1, min(n_queries, total)).round().astype(int))
@@ -191,21 +177,16 @@ def query_scores_figure(
     fig = grid(1, len(res), list(res), height=480, shared_yaxes=True, column_gap_px=30)
     lo, hi = (threshold, threshold) if threshold is not None else (np.inf, -np.inf)
     for col, (name, (S, c2i)) in enumerate(res.items(), start=1):
-        Sq, pos = _oriented(S, c2i, direction)
+        Sq, pos = oriented(S.numpy(), metrics.positive_pairs(S, c2i).numpy(), direction)
         queries = _pick_queries(n_queries, Sq.shape[0])
-        Sq_np, pos_np = Sq.numpy(), pos.numpy()
         # One positive per caption query; an image query has several (its captions): take the best.
-        best_pos = np.where(pos_np, Sq_np, -np.inf).max(axis=1)
-        order = queries[np.argsort(best_pos[queries], kind="stable")]
-        labels = [f"q{q}" for q in order]
-        xs = np.repeat(labels, (~pos_np[order]).sum(axis=1))
-        fig.add_trace(go.Box(x=xs, y=Sq_np[order][~pos_np[order]], name="negatives", marker_color=NEGATIVE,
-                             boxpoints=False, showlegend=col == 1, legendgroup="negatives", line=dict(width=1)),
-                      row=1, col=col)
-        shown = Sq_np[order]
-        lo, hi = min(lo, float(shown.min())), max(hi, float(shown.max()))
-        px = np.repeat(labels, pos_np[order].sum(axis=1))
-        fig.add_trace(go.Scatter(x=px, y=Sq_np[order][pos_np[order]], mode="markers", name="positive",
+        order = queries[np.argsort(np.where(pos, Sq, -np.inf).max(axis=1)[queries], kind="stable")]
+        Sq, pos, labels = Sq[order], pos[order], [f"q{q}" for q in order]
+        fig.add_trace(go.Box(x=np.repeat(labels, (~pos).sum(axis=1)), y=Sq[~pos], name="negatives",
+                             marker_color=NEGATIVE, boxpoints=False, showlegend=col == 1, legendgroup="negatives",
+                             line=dict(width=1)), row=1, col=col)
+        lo, hi = min(lo, float(Sq.min())), max(hi, float(Sq.max()))
+        fig.add_trace(go.Scatter(x=np.repeat(labels, pos.sum(axis=1)), y=Sq[pos], mode="markers", name="positive",
                                  marker=dict(color=POSITIVE, size=9, symbol=SYMBOL["positive"]), showlegend=col == 1,
                                  legendgroup="positive"),
                       row=1, col=col)
@@ -236,7 +217,6 @@ def neighbor_count_figure(
     The y axis is logarithmic (counts of 0 are not drawn).
     """
     res = _results(results)
-    check_choice("direction", direction, DIRECTIONS)
     lo, hi = percentiles
     if not 0.0 <= lo < hi <= 100.0:
         raise ValueError(f"percentiles must be increasing values in [0, 100], got {percentiles}")

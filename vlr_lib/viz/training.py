@@ -2,8 +2,8 @@
 
 Builders are pure: histories (``FitResult.history`` lists or ``FitResult.frame()``
 tables) or a grid's runs table (``GridResult.runs``) in, a ``go.Figure`` out. The
-tables behind them (``history_frame``, ``sweep_values``, ``sweep_slice``) are
-``vlr_lib.report``'s.
+tables behind them (``history_frame``, ``history_values``, ``sweep_values``, ``sweep_slice``,
+``sweep_grid``) are ``vlr_lib.report``'s.
 
 - :func:`curves_figure` -- one panel per metric, one line per run, against the epoch
   (Li et al. Fig. 3: loss and RSUM per epoch);
@@ -15,7 +15,6 @@ tables behind them (``history_frame``, ``sweep_values``, ``sweep_slice``) are
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -23,33 +22,18 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .. import report
+from .._checks import check_choice
 from ..report import metric_label
-from ._style import ACCENT, HARDEST, NEUTRAL, PALETTE, POSITIVE, SEQUENTIAL, SYMBOL, grid, position, style, wrap
+from ._style import HARDEST, NEUTRAL, PALETTE, POSITIVE, SEQUENTIAL, SYMBOL, frame_best, panels, position, style
 
 # --------------------------------------------------------------------------- histories
 
 
-def _metric_values(frame: pd.DataFrame, metric: str, relative_loss: bool) -> np.ndarray:
-    """One run's metric per epoch as floats (NaN where missing); the loss divided by its first finite value."""
-    if metric not in frame:
-        return np.full(len(frame), np.nan)
-    y = pd.to_numeric(frame[metric], errors="coerce").to_numpy(dtype=float)
-    if metric == "loss" and relative_loss:
-        finite = y[np.isfinite(y)]
-        if finite.size and finite[0] != 0:
-            y = y / finite[0]
-    return y
-
-
-def _check_names(what: str, names: Sequence[str] | None, allowed: Sequence[str]) -> list[str]:
-    if names is None:
-        return list(allowed)
-    if isinstance(names, str):
-        names = [names]
-    unknown = [n for n in names if n not in allowed]
-    if unknown:
-        raise ValueError(f"{what} has {unknown}, not among {list(allowed)}")
-    return list(names)
+def _runs(runs: Sequence[str] | str | None, names: list[str]) -> list[str]:
+    """The runs to draw: `runs` (one name or several, each one of `names`), or all of them."""
+    if runs is None:
+        return names
+    return [check_choice("runs", n, tuple(names)) for n in ([runs] if isinstance(runs, str) else runs)]
 
 
 def run_colors(names: Sequence[str]) -> dict[str, str]:
@@ -77,35 +61,27 @@ def curves_figure(
     """
     frame = report.history_frame(histories)
     names = list(dict.fromkeys(frame["run"]))
-    shown = set(_check_names("runs", runs, names))
-    if isinstance(metrics, str):
-        metrics = [metrics]
-    metrics = list(metrics)
+    shown = set(_runs(runs, names))
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
     colors = run_colors(names)
     if not metrics:
-        fig = go.Figure()
-        style(fig, "choose at least one metric", height=300, xaxis="epoch", legend=False)
-        return fig
+        return style(go.Figure(), "choose at least one metric", height=300, xaxis="epoch", legend=False)
     titles = [("relative " if m == "loss" and relative_loss else "") + metric_label(m) for m in metrics]
-    rows, cols = wrap(len(metrics), 3)  # more than three metrics wrap onto a new row
-    height = 380 + 300 * (rows - 1)
-    fig = grid(rows, cols, titles, height=height, column_gap_px=60)
+    # more than three metrics wrap onto a new row
+    fig, cols, height = panels(titles, 3, first_px=380, row_px=300, column_gap_px=60)
     label = ", ".join(n for n in names if n in shown)
     if len(label) > 60 or not label:
         label = f"{len(shown)} of {len(names)} runs"
     style(fig, f"Training curves: {label}", height=height, subtitle=subtitle)
     for k, metric in enumerate(metrics):
         row, col = position(k, cols)
+        relative = relative_loss and metric == "loss"
         for name in names:
             sub = frame[frame["run"] == name]
-            fig.add_trace(
-                go.Scatter(
-                    x=sub["epoch"].to_numpy(dtype=float), y=_metric_values(sub, metric, relative_loss),
-                    mode="lines+markers", name=name, legendgroup=name, showlegend=k == 0,
-                    line=dict(color=colors[name]), visible=name in shown,
-                ),
-                row=row, col=col,
-            )
+            y = report.history_values(sub, metric, relative)
+            fig.add_trace(go.Scatter(x=sub["epoch"].to_numpy(dtype=float), y=y, mode="lines+markers", name=name,
+                                     legendgroup=name, showlegend=k == 0, line=dict(color=colors[name]),
+                                     visible=name in shown), row=row, col=col)
         fig.update_xaxes(title_text="epoch", row=row, col=col)
         if metric == "rsum" and chance is not None:
             fig.add_hline(y=float(chance), line_dash="dash", line_color=NEUTRAL, row=row, col=col,
@@ -122,13 +98,12 @@ def similarity_figure(histories: Mapping[str, object], runs: Sequence[str] | Non
     The shaded band between them is the gap; the y-axes are shared.
     """
     frame = report.history_frame(histories)
-    names = _check_names("runs", runs, list(dict.fromkeys(frame["run"])))
+    names = _runs(runs, list(dict.fromkeys(frame["run"])))
     for col in ("pos_sim", "hardneg_sim"):
         if col not in frame:
             raise ValueError(f"histories must record {col} (train with a validation split)")
-    rows, cols = wrap(max(1, len(names)), 3)
-    height = 380 + 300 * (rows - 1)
-    fig = grid(rows, cols, names or ["no run selected"], height=height, shared_yaxes=True, column_gap_px=30)
+    fig, cols, height = panels(names or ["no run selected"], 3, first_px=380, row_px=300, shared_yaxes=True,
+                               column_gap_px=30)
     style(fig, "Positive vs hardest-negative similarity on the validation split", height=height, subtitle=subtitle)
     for k, name in enumerate(names):
         row, col = position(k, cols)
@@ -137,7 +112,7 @@ def similarity_figure(histories: Mapping[str, object], runs: Sequence[str] | Non
         for key, color, symbol, label in (("hardneg_sim", HARDEST, SYMBOL["hardest"], "hardest negative"),
                                           ("pos_sim", POSITIVE, SYMBOL["positive"], "positive")):
             fig.add_trace(
-                go.Scatter(x=x, y=_metric_values(sub, key, False), mode="lines+markers", name=label,
+                go.Scatter(x=x, y=report.history_values(sub, key), mode="lines+markers", name=label,
                            legendgroup=key, showlegend=k == 0, line=dict(color=color), marker=dict(symbol=symbol),
                            fill="tonexty" if key == "pos_sim" else None, fillcolor="rgba(127,127,127,0.15)"),
                 row=row, col=col,
@@ -153,13 +128,6 @@ def similarity_figure(histories: Mapping[str, object], runs: Sequence[str] | Non
 
 def _slice_label(fixed: Mapping) -> str:
     return ", ".join(f"{k} = {report.fmt(v)}" for k, v in fixed.items())
-
-
-def _use_log(values: Sequence[float], log_x: bool | None) -> bool:
-    if log_x is not None:
-        return bool(log_x)
-    v = np.asarray([float(a) for a in values], dtype=float)
-    return bool(v.size > 2 and (v > 0).all() and v.max() / v.min() >= 20)
 
 
 def sweep_figure(
@@ -185,10 +153,9 @@ def sweep_figure(
     fixed = {p: (fixed or {}).get(p, vals[0]) for p, vals in values.items() if p != x}
     main = report.sweep_slice(runs, loss, x, fixed, metric)
     fig = go.Figure()
-    others = [p for p in values if p != x]
-    if len(others) == 1:
-        p = others[0]
-        rest = [v for v in values[p] if not report.is_close(pd.Series([v]), fixed[p])[0]]
+    if len(fixed) == 1:  # a two-parameter sweep: every other slice, faint
+        (p, at), = fixed.items()
+        rest = [v for v in values[p] if not report.is_close(pd.Series([v]), at)[0]]
         for i, v in enumerate(rest):
             s = report.sweep_slice(runs, loss, x, {p: v}, metric)
             fig.add_trace(go.Scatter(x=s[x], y=s["mean"], mode="lines", name=f"other {p} values",
@@ -200,8 +167,7 @@ def sweep_figure(
         error_y=dict(type="data", array=main["std"].to_numpy(), visible=True),
         line=dict(color=PALETTE[0], width=3),
     ))
-    ref_names = list(references)
-    for i, ref in enumerate(ref_names):
+    for i, ref in enumerate(references):
         y = float(pd.to_numeric(report.loss_rows(runs, ref)[metric], errors="coerce").mean())
         fig.add_hline(y=y, line_dash="dash", line_color=PALETTE[(i + 1) % len(PALETTE)],
                       annotation_text=ref, annotation_position="top left")
@@ -210,7 +176,8 @@ def sweep_figure(
                       annotation_text="chance", annotation_position="bottom left")
     title = f"{loss}: {metric_label(metric)} vs {x}" + (f" at {_slice_label(fixed)}" if fixed else "")
     style(fig, title, height=420, xaxis=x, yaxis=metric_label(metric))
-    if _use_log(values[x], log_x):
+    v = np.asarray([float(a) for a in values[x]], dtype=float)
+    if log_x or (log_x is None and v.size > 2 and (v > 0).all() and v.max() / v.min() >= 20):
         fig.update_xaxes(type="log")
     return fig
 
@@ -221,28 +188,13 @@ def sweep_heatmap(runs: pd.DataFrame, loss: str, x: str, y: str, metric: str = "
     Cells are placed by rank (equal spacing, labelled with the values); the best cell
     is outlined. Missing combinations stay empty (NaN).
     """
-    values = report.sweep_values(runs, loss)
-    for name, p in (("x", x), ("y", y)):
-        if p not in values:
-            raise ValueError(f"{name} must be a swept parameter of {loss!r}, one of {list(values)}; got {p!r}")
-    if x == y:
-        raise ValueError("x and y must be different parameters")
-    rows = report.loss_rows(runs, loss)
-    xs, ys = values[x], values[y]
-    z = np.full((len(ys), len(xs)), np.nan)
-    for i, yv in enumerate(ys):
-        for j, xv in enumerate(xs):
-            m = report.is_close(rows[x], xv) & report.is_close(rows[y], yv)
-            if m.any():
-                z[i, j] = float(pd.to_numeric(rows[metric][m], errors="coerce").mean())
-    text = [[("" if math.isnan(v) else f"{v:.1f}") for v in row] for row in z]
-    xl, yl = [report.fmt(v) for v in xs], [report.fmt(v) for v in ys]
+    cells = report.sweep_grid(runs, loss, x, y, metric)
+    z = cells.to_numpy()
+    text = [[("" if np.isnan(v) else f"{v:.1f}") for v in row] for row in z]
+    xl, yl = [report.fmt(v) for v in cells.columns], [report.fmt(v) for v in cells.index]
     fig = go.Figure(go.Heatmap(z=z, x=xl, y=yl, colorscale=SEQUENTIAL, text=text, texttemplate="%{text}",
                                textfont=dict(size=12), colorbar=dict(title=dict(text=metric)), hoverongaps=False))
-    if np.isfinite(z).any():
-        i, j = np.unravel_index(np.nanargmax(z), z.shape)
-        fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5,
-                      line=dict(color=ACCENT, width=4))
+    frame_best(fig, z)
     style(fig, f"{loss}: mean {metric_label(metric)} over {x} × {y}", height=420, xaxis=x, yaxis=y, legend=False)
     fig.update_xaxes(type="category")
     fig.update_yaxes(type="category")

@@ -16,14 +16,17 @@ import plotly.graph_objects as go
 import torch
 
 from .. import analysis, losses
-from .._checks import check_choice, check_int, check_nonnegative, check_similarity
-from ._style import CURVE, DIVERGING, HARDEST, NEUTRAL, PALETTE, POSITIVE, SEQUENTIAL, grid, style, to_numpy
+from .._checks import check_choice, check_finite, check_int, check_nonnegative, check_similarity
+from ._style import (CURVE, DIVERGING, HARDEST, NEUTRAL, PALETTE, POSITIVE, SEQUENTIAL, SYMBOL, grid, matrix_axes,
+                     style, to_numpy)
 from .matrix import batch_marks, heatmap_traces
 
 GRADIENT_ZRANGE = (-2.0, 2.0)  # off-diagonal entries of dL/dS lie in {0, 1, 2}; the diagonal saturates
 _GRAD_HOVER = "image %{y}, caption %{x}<br>dL/ds = %{z:.3f}<extra></extra>"
 _NORM_HOVER = "θ(v, t) %{x:.0f}°, θ(v, t̂) %{y:.0f}°<br>norm %{z:.3f}<extra></extra>"
 SIDES = {"same": 0.0, "opposite": math.pi}  # azimuth phi between positive and negative around the anchor
+ROLES = {"anchor": (CURVE, "circle", "anchor v"), "positive": (POSITIVE, SYMBOL["positive"], "positive t"),
+         "negative": (HARDEST, SYMBOL["hardest"], "hardest negative t̂")}  # colour, marker, legend of each vector
 
 
 def gradient_figure(S, margin: float = 0.2) -> go.Figure:
@@ -57,20 +60,11 @@ def gradient_figure(S, margin: float = 0.2) -> go.Figure:
     lo, hi = GRADIENT_ZRANGE
     style(fig, f"dL/dS at margin m = {m:.2f}", height=520, subtitle="red: pushed down, blue: pulled up",
           coloraxis=dict(colorscale=DIVERGING, cmin=lo, cmax=hi, cmid=0.0, colorbar=dict(title=dict(text="dL/ds"))))
-    fig.update_xaxes(title_text="caption j")
-    fig.update_yaxes(title_text="image i", autorange="reversed")
+    matrix_axes(fig, square=False)
     return fig
 
 
 # --------------------------------------------------------------------------- Li et al. sec. 3.3
-
-
-def _check_angle(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number (radians), got {type(value).__name__}")
-    if not 0.0 <= value <= math.pi:
-        raise ValueError(f"{name} must lie in [0, pi] radians, got {value}")
-    return float(value)
 
 
 def tangent_figure(
@@ -85,21 +79,20 @@ def tangent_figure(
     the current angles, the dashed line is the hinge's edge cos(theta_neg) - cos(theta_pos)
     + m = 0 (above it, the loss and its gradient are 0).
     """
-    m = check_nonnegative("margin", margin)
     n_grid = check_int("n_grid", n_grid, 3, 80)
-    theta_pos, theta_neg = _check_angle("theta_pos", theta_pos), _check_angle("theta_neg", theta_neg)
+    for name, angle in (("theta_pos", theta_pos), ("theta_neg", theta_neg)):  # polar angles, as the maps' axes
+        if not 0.0 <= check_finite(name, angle) <= math.pi:
+            raise ValueError(f"{name} must lie in [0, pi] radians, got {angle}")
     phi = SIDES[check_choice("side", side, tuple(SIDES))]
-    here = analysis.triplet_hn_tangent_norm(theta_pos, theta_neg, phi, margin=m)
-    sphere = analysis.triplet_hn_descent(theta_pos, theta_neg, phi, margin=m)
-    xz = lambda v: v.numpy()[[0, 2]]  # noqa: E731  (the picture is the x-z plane)
-    pts = {"anchor": xz(sphere.anchor), "positive": xz(sphere.positive), "negative": xz(sphere.negative)}
-    arrows = {"anchor": xz(sphere.anchor_step), "positive": xz(sphere.positive_step),
-              "negative": xz(sphere.negative_step)}
-    loss = max(0.0, math.cos(theta_neg) - math.cos(theta_pos) + m)
+    here = analysis.triplet_hn_tangent_norm(theta_pos, theta_neg, phi, margin=margin)
+    sphere = analysis.triplet_hn_descent(theta_pos, theta_neg, phi, margin=margin)
+    # Each vector and its descent step in the x-z plane (the picture).
+    xz = {r: (getattr(sphere, r).numpy()[[0, 2]], getattr(sphere, f"{r}_step").numpy()[[0, 2]]) for r in ROLES}
+    loss = max(0.0, math.cos(theta_neg) - math.cos(theta_pos) + margin)
 
     deg = np.linspace(0.0, 180.0, n_grid)
     tp, tn = torch.meshgrid(torch.tensor(np.radians(deg)), torch.tensor(np.radians(deg)), indexing="xy")
-    norms = analysis.triplet_hn_tangent_norm(tp, tn, phi, margin=m)  # z[row = theta_neg, col = theta_pos]
+    norms = analysis.triplet_hn_tangent_norm(tp, tn, phi, margin=margin)  # z[row = theta_neg, col = theta_pos]
 
     # Three panels of one row hold from 900 px: the circle, then the two maps side by side on shared axes.
     fig = grid(1, 3, [f"L = {loss:.3f}: descent directions", f"anchor: ‖g(v)‖ = {float(here.anchor):.3f}<br>(eq. 11)",
@@ -108,23 +101,18 @@ def tangent_figure(
     circle = np.linspace(0.0, 2 * math.pi, 121)
     fig.add_trace(go.Scatter(x=np.cos(circle), y=np.sin(circle), mode="lines", line=dict(color=NEUTRAL, width=1),
                              hoverinfo="skip", showlegend=False), row=1, col=1)
-    colours = {"anchor": CURVE, "positive": POSITIVE, "negative": HARDEST}
-    symbols = {"anchor": "circle", "positive": "square", "negative": "diamond"}
-    labels = {"anchor": "anchor v", "positive": "positive t", "negative": "hardest negative t̂"}
-    for key in ("anchor", "positive", "negative"):
-        x0, y0 = pts[key]
-        x1, y1 = pts[key] + arrows[key]
-        fig.add_trace(go.Scatter(x=[0.0, x0], y=[0.0, y0], mode="lines+markers", name=labels[key],
-                                 line=dict(color=colours[key], width=3),
-                                 marker=dict(size=[0, 10], color=colours[key], symbol=symbols[key])),
-                      row=1, col=1)
-        fig.add_trace(go.Scatter(x=[x0, x1], y=[y0, y1], mode="lines+markers", name="descent (tangent part)",
+    for key, (colour, symbol, label) in ROLES.items():
+        (x0, y0), (dx, dy) = xz[key]
+        fig.add_trace(go.Scatter(x=[0.0, x0], y=[0.0, y0], mode="lines+markers", name=label,
+                                 line=dict(color=colour, width=3),
+                                 marker=dict(size=[0, 10], color=colour, symbol=symbol)), row=1, col=1)
+        fig.add_trace(go.Scatter(x=[x0, x0 + dx], y=[y0, y0 + dy], mode="lines+markers", name="descent (tangent part)",
                                  showlegend=key == "anchor", legendgroup="arrows",
                                  line=dict(color=PALETTE[0], width=3), hoverinfo="skip",
                                  marker=dict(symbol="arrow", angleref="previous", size=[0, 12], color=PALETTE[0])),
                       row=1, col=1)
     # The hinge's edge: cos(theta_neg) = cos(theta_pos) - m, where it exists.
-    c = np.cos(np.radians(deg)) - m
+    c = np.cos(np.radians(deg)) - margin
     ok = c >= -1.0
     edge_y = np.degrees(np.arccos(np.clip(c, -1.0, 1.0)))
     for col, (z, name) in enumerate(((norms.anchor, "anchor"), (norms.negative, "negative")), start=2):
@@ -137,7 +125,7 @@ def tangent_figure(
                                  marker=dict(symbol="x", size=12, color="white", line=dict(color="black", width=1)),
                                  showlegend=False, hoverinfo="skip"), row=1, col=col)
     where = "the same side of v" if side == "same" else "opposite sides of v"
-    style(fig, f"{losses.loss_label('triplet_hardest')} on the unit sphere, margin m = {m:.2f}", height=480,
+    style(fig, f"{losses.loss_label('triplet_hardest')} on the unit sphere, margin m = {margin:.2f}", height=480,
           subtitle=f"t and t̂ on {where}",
           coloraxis=dict(colorscale=SEQUENTIAL, cmin=0.0, cmax=2.0, colorbar=dict(title=dict(text="norm"))))
     fig.update_xaxes(range=[-1.25, 1.25], visible=False, row=1, col=1)

@@ -3,9 +3,9 @@ r"""Figures for the unified loss of Li et al.: margin m, scale gamma and the wei
 Li et al. (eqs. 13-16, gamma written out) differentiate one query's term
 :math:`\frac{1}{\gamma}\log(1 + \sum_j D_j)`, :math:`D_j = e^{\gamma(s_{ij} - s_{ii} + m)}`:
 each negative is pulled down with weight :math:`D_j / (1 + \sum_k D_k)`. The curves
-(one negative: ``analysis.unified_one_negative_loss`` / ``_weight``) and the live
+(one negative: ``analysis.unified_one_negative_loss`` / ``_weight``), the live
 batch's weights (``analysis.unified_weights``) and gradient (``analysis.loss_gradient``)
-all come from vlr_lib.analysis.
+and the gamma -> infinity limit (``analysis.unified_limit``) all come from vlr_lib.analysis.
 """
 from __future__ import annotations
 
@@ -17,26 +17,14 @@ import torch
 from torch import Tensor
 
 from .. import analysis, losses
-from .._checks import check_int, check_nonnegative, check_positive, check_similarity
-from ._style import CURVE, DIVERGING, HARDEST, NEGATIVE, NEUTRAL, PALETTE, SEQUENTIAL, grid, shown, style, to_numpy
+from .._checks import check_int
+from ._style import (CURVE, DIVERGING, HARDEST, NEGATIVE, NEUTRAL, PALETTE, SEQUENTIAL, grid, increasing, matrix_axes,
+                     shown, style, to_numpy)
 from .matrix import gradient_heatmap
 
 __all__ = ["explorer_figure", "surfaces_figure", "gamma_limit_figure"]
 
 UNIFIED, HARDEST_LOSS, NT_XENT = (losses.loss_label(n) for n in ("unified", "triplet_hardest", "info_nce"))
-
-
-def _increasing(name: str, pair: tuple[float, float]) -> tuple[float, float]:
-    lo, hi = pair
-    if not lo < hi:
-        raise ValueError(f"{name} must be increasing, got {pair}")
-    return lo, hi
-
-
-def _row_gaps(S: Tensor) -> tuple[np.ndarray, np.ndarray]:
-    """x = s_ij - s_ii for every negative of a diagonal batch (row view), and its mask."""
-    S, pos = check_similarity(S)
-    return to_numpy(S - S.diagonal()[:, None]), to_numpy(pos.neg).astype(bool)
 
 
 def explorer_figure(
@@ -51,11 +39,10 @@ def explorer_figure(
     autograd of ``losses.unified(S, m, gamma, "sum")``. S must have its positives
     on the diagonal.
     """
-    m, g = check_nonnegative("margin", margin), check_positive("gamma", gamma)
-    lo, hi = _increasing("x_range", x_range)
-    gaps, neg = _row_gaps(S)
-    x = np.linspace(lo, hi, 241)
-    w_batch = to_numpy(analysis.unified_weights(S, m, g))[neg]
+    w_batch = to_numpy(analysis.unified_weights(S, margin, gamma))  # checks S, margin and gamma
+    m, g, (lo, hi) = float(margin), float(gamma), increasing("x_range", x_range)
+    neg = ~np.eye(len(w_batch), dtype=bool)  # S is square, its positives on the diagonal
+    gaps, w_batch, x = to_numpy(S - S.diagonal()[:, None])[neg], w_batch[neg], np.linspace(lo, hi, 241)
     grad = analysis.loss_gradient(S, lambda X: losses.unified(X, m, g, reduction="sum"))
     loss = float(losses.unified(S, m, g))
     hn, vlc = float(losses.triplet_hardest(S, m)), float(losses.info_nce(S, 1.0 / g, "sum")) / g
@@ -70,19 +57,16 @@ def explorer_figure(
                   row=1, col=1)
     fig.add_trace(go.Scatter(x=[lo, -m, -m, hi], y=[0.0, 0.0, 1.0, 1.0], name=f"{HARDEST_LOSS} (γ → ∞)",
                              line=dict(color=HARDEST, dash="dash")), row=1, col=1)
-    fig.add_trace(go.Scatter(x=gaps[neg], y=w_batch, mode="markers", name="live batch: each negative, D/(1+ΣD)",
+    fig.add_trace(go.Scatter(x=gaps, y=w_batch, mode="markers", name="live batch: each negative, D/(1+ΣD)",
                              marker=dict(color=NEGATIVE, size=7, line=dict(color="black", width=0.5)),
                              hovertemplate="x = %{x:.3f}<br>weight %{y:.3g}<extra></extra>"), row=1, col=1)
-    heat = gradient_heatmap(grad, {"positive": torch.eye(S.shape[0], dtype=torch.bool)})
-    for trace in heat.data:
-        fig.add_trace(trace, row=1, col=2)
+    fig.add_traces(gradient_heatmap(grad, {"positive": torch.eye(S.shape[0], dtype=torch.bool)}).data, rows=1, cols=2)
     fig.data[4].colorbar.update(len=0.8)
     style(fig, f"{UNIFIED} loss: margin m = {m:.2f}, scale γ = {shown(g)}", height=500,
           subtitle=f"loss {loss:.3f} ({HARDEST_LOSS} {hn:.3f}, {NT_XENT} / γ {vlc:.3f})")
     fig.update_xaxes(title_text="gap x = s_ij − s_ii", range=[lo, hi], row=1, col=1)
     fig.update_yaxes(title_text="weight of s_ij in dL/dS", range=[-0.03, 1.03], row=1, col=1)
-    fig.update_xaxes(title_text="caption j", row=1, col=2)
-    fig.update_yaxes(title_text="image i", autorange="reversed", row=1, col=2)
+    matrix_axes(fig, 1, 2, square=False)
     return fig
 
 
@@ -98,15 +82,14 @@ def surfaces_figure(
     into a step at x = -m (Triplet-SH, eq. 6); for small gamma the weight is a
     gentle ramp that reaches every negative (NT-Xent-like mining).
     """
-    m = check_nonnegative("margin", margin)
-    lo, hi = _increasing("x_range", x_range)
-    g_lo, g_hi = _increasing("log10_gamma_range", log10_gamma_range)
+    lo, hi = increasing("x_range", x_range)
+    g_lo, g_hi = increasing("log10_gamma_range", log10_gamma_range)
     n = check_int("n", n, 2, 80)  # grid points per axis
     x, lg = np.linspace(lo, hi, n), np.linspace(g_lo, g_hi, n)
     X, LG = np.meshgrid(x, lg)
-    # the library takes a scalar gamma; a grid of gammas is the same formula row by row
-    loss = np.stack([analysis.unified_one_negative_loss(x, m, 10.0 ** v).numpy() for v in lg])
-    weight = np.stack([analysis.unified_one_negative_weight(x, m, 10.0 ** v).numpy() for v in lg])
+    # the library takes a scalar gamma (and checks margin); a grid of gammas is the same formula row by row
+    loss = np.stack([analysis.unified_one_negative_loss(x, margin, 10.0 ** v).numpy() for v in lg])
+    weight = np.stack([analysis.unified_one_negative_weight(x, margin, 10.0 ** v).numpy() for v in lg])
     fig = grid(1, 2, ("loss (1/γ) log(1 + D)", "weight D / (1 + D)"), height=520,
                specs=[[{"type": "surface"}, {"type": "surface"}]], horizontal_spacing=0.02)
     fig.add_trace(go.Surface(x=X, y=LG, z=loss, colorscale=SEQUENTIAL, showscale=False, name="loss"), row=1, col=1)
@@ -115,7 +98,7 @@ def surfaces_figure(
     # Seen from a little further than plotly's default, so the axis titles stay inside each panel.
     camera = dict(eye=dict(x=1.9, y=-1.9, z=1.2), center=dict(x=0, y=0, z=-0.15))
     axes = dict(xaxis_title="x = s_ij − s_ii", yaxis_title="log10 γ", camera=camera, aspectmode="cube")
-    style(fig, f"{UNIFIED} loss with one negative, m = {m:.2f}", height=520, legend=False,
+    style(fig, f"{UNIFIED} loss with one negative, m = {margin:.2f}", height=520, legend=False,
           margin=dict(l=10, r=10, b=10))
     fig.update_layout(scene=dict(**axes, zaxis_title="loss"), scene2=dict(**axes, zaxis_title="weight",
                                                                            zaxis=dict(range=[0, 1])))
@@ -125,28 +108,18 @@ def surfaces_figure(
 def gamma_limit_figure(S: Tensor, margin: float = 0.2, gammas: Sequence[float] = (1, 10, 100, 1e3, 1e4)) -> go.Figure:
     """unified(S, m, gamma) - triplet_hardest(S, m) against gamma, with the bound 2 P log(N) / gamma.
 
-    Each query term satisfies max(0, max_j γ x_j) <= log(1 + sum_j e^{γ x_j}) <= max(0, max_j γ x_j) + log N
-    (N candidates: N - 1 negatives and the 1), so the gap lies in [0, 2 P log N / γ] for
-    P positive pairs and two directions: Li et al. eq. 6 with a rate.
-
-    Both losses are float64 sums of size L, so a gap below a few ulps of L (``resolution``,
-    8 eps L) is rounding, not a measurement: such gammas are not drawn. A dotted line at the
-    resolution and a vertical line at the first gamma whose gap falls under it mark where float64
-    runs out; the y axis spans only what is drawn (no value is clipped to an arbitrary floor).
+    Li et al. eq. 6 with a rate, ``analysis.unified_limit``: the gap lies in [0, 2 P log N / γ]
+    for P positive pairs, N candidates and two directions. A gap below float64's resolution of
+    the loss (a few ulps of it) is rounding, not a measurement: such gammas are not drawn. A dotted
+    line at the resolution and a vertical line at the first gamma whose gap falls under it mark
+    where float64 runs out; the y axis spans only what is drawn (no value is clipped to an arbitrary floor).
     """
-    m = check_nonnegative("margin", margin)
-    S, pos = check_similarity(S)
-    g = np.asarray(sorted(check_positive("gammas", float(v)) for v in gammas))
-    if g.size < 2:
+    if len(gammas) < 2:
         raise ValueError("gammas must hold at least two values")
-    hn = float(losses.triplet_hardest(S, m))
-    unified = np.array([float(losses.unified(S, m, float(v))) for v in g])
-    gap = unified - hn
-    bound = 2 * pos.count * np.log(S.shape[1]) / g
-    resolution = 8 * np.finfo(np.float64).eps * max(abs(hn), float(np.abs(unified).max()), 1e-300)
+    g, gap, bound, resolution = analysis.unified_limit(S, margin, gammas)
     resolved = gap > resolution
-    shown = np.concatenate([bound, gap[resolved], [resolution]])
-    lo, hi = np.log10(shown.min()) - 0.5, np.log10(shown.max()) + 0.5
+    drawn = np.concatenate([bound, gap[resolved], [resolution]])
+    lo, hi = np.log10(drawn.min()) - 0.5, np.log10(drawn.max()) + 0.5
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=g, y=bound, mode="lines", name="bound 2 P log N / γ",
                              line=dict(color=NEUTRAL, dash="dash")))
@@ -160,7 +133,7 @@ def gamma_limit_figure(S: Tensor, margin: float = 0.2, gammas: Sequence[float] =
         first = float(g[np.argmax(~resolved)])
         fig.add_trace(go.Scatter(x=[first, first], y=[10 ** lo, 10 ** hi], mode="lines", hoverinfo="skip",
                                  name=f"from γ = {first:.4g} the gap is below it", line=dict(color=HARDEST, width=1.5)))
-    style(fig, f"γ → ∞ recovers {HARDEST_LOSS} (Li et al. eq. 6), m = {m:.2f}", height=460,
+    style(fig, f"γ → ∞ recovers {HARDEST_LOSS} (Li et al. eq. 6), m = {margin:.2f}", height=460,
           xaxis="scale γ", yaxis="loss gap")
     fig.update_xaxes(type="log", dtick=1)  # ticks at powers of ten only
     fig.update_yaxes(type="log", range=[lo, hi], dtick=2 if hi - lo > 8 else 1, exponentformat="e")
