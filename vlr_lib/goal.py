@@ -44,8 +44,10 @@ Two readings of the MS pair weight (eq. 12), ``ms_form``:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -69,6 +71,7 @@ __all__ = [
     "TRIPLET_PARAMS",
     "PAIR_PARAMS",
     "TABLE1",
+    "table1_values",
     "parse_goal_name",
     "GoalConfig",
     "triplet_weight",
@@ -101,6 +104,19 @@ TABLE1: dict[tuple[str, str], str] = {
     ("con", "sig"): "Binomial deviance",
     ("con", "sig-ms"): "MS",
 }
+
+
+def table1_values(values: Mapping[tuple[str, str], float]) -> np.ndarray:
+    """One finite number per (triplet, pair) combination of Table 1 (e.g. a recall of Tables 3-5) as a 5 x 3
+    array: rows GOAL_PAIRS, columns GOAL_TRIPLETS; a ValueError names missing or unknown keys."""
+    missing = [key for key in TABLE1 if key not in values]
+    extra = [key for key in values if key not in TABLE1]
+    if missing or extra:
+        raise ValueError(f"values must have exactly the 15 (triplet, pair) keys; missing {missing}, unknown {extra}")
+    z = np.array([[float(values[(t, p)]) for t in GOAL_TRIPLETS] for p in GOAL_PAIRS])
+    if not np.isfinite(z).all():
+        raise ValueError("values must be finite numbers")
+    return z
 
 
 def parse_goal_name(name: str) -> tuple[str, str]:
@@ -181,6 +197,19 @@ class GoalConfig:
         form = ("ms_form",) if self.pair == "sig-ms" else ()
         keys = [*TRIPLET_PARAMS[self.triplet], *PAIR_PARAMS[self.pair], *form]
         return {key: getattr(self, key) for key in dict.fromkeys(keys)}
+
+    def pair_weights(self, s: Tensor | float, positive: bool, rel: Tensor | float = 0.1) -> Tensor:
+        """:func:`pair_weight` of this config's pair weight and parameters; `rel` is the relative term m of the
+        MS forms (eqs. 12-13), used by them only (a figure passes one m for every pair weight, Fig. 3: 0.1)."""
+        return pair_weight(self.pair, s, positive, self.alpha, self.beta, self.lam,
+                           rel if self.pair in _MS_PAIRS else None)
+
+    def weights(self, s_pos: Tensor, s_neg: Tensor, rel: Tensor | float = 0.1) -> tuple[Tensor, Tensor]:
+        """The designed gradient of triplets (s_pos, s_neg), Xuan & Chen eqs. 3-4: the pull on the positive
+        T(s_pos, s_neg) P_+(s_pos) = -dL/ds_pos and the push on the hardest negative T P_-(s_neg) = dL/ds_neg,
+        elementwise (`rel` as in :meth:`pair_weights`)."""
+        t = triplet_weight(self.triplet, s_pos, s_neg, margin=self.margin, tau=self.tau)
+        return t * self.pair_weights(s_pos, True, rel), t * self.pair_weights(s_neg, False, rel)
 
 
 _DEFAULT = GoalConfig()

@@ -228,6 +228,33 @@ def test_pair_weight_rel_tensor_broadcasts():
     torch.testing.assert_close(got, want)
 
 
+@pytest.mark.parametrize("triplet, pair", COMBOS)
+def test_config_weights_are_the_designed_gradient_of_each_triplet(triplet, pair):
+    """GoalConfig.weights = (T P_+, T P_-) of the slow references at every (s_pos, s_neg) of a Fig. 2 grid."""
+    cfg = G.GoalConfig(triplet, pair, margin=0.3, tau=5.0, alpha=1.5, beta=20.0, lam=0.4)
+    rel = MS_RELS[pair][1] if pair in MS_RELS else None  # non-MS pair weights ignore the figure's m
+    sp, sn = GRID[:, None].expand(17, 17), GRID[None, :].expand(17, 17)
+    pull, push = cfg.weights(sp, sn, 0.1 if rel is None else rel)
+    grid = GRID.tolist()
+    T = torch.tensor([[ref_T(triplet, a, b, 0.3, 5.0) for b in grid] for a in grid], dtype=torch.float64)
+    P = {positive: torch.tensor([ref_P(pair, s, positive, 1.5, 20.0, 0.4, rel) for s in grid], dtype=torch.float64)
+         for positive in (True, False)}
+    torch.testing.assert_close(pull, T * P[True][:, None], rtol=1e-12, atol=1e-15)
+    torch.testing.assert_close(push, T * P[False][None, :], rtol=1e-12, atol=1e-15)
+
+
+def test_table1_values_lay_out_the_15_combinations_and_name_bad_keys():
+    values = {(t, p): 10.0 * i + j for i, p in enumerate(G.GOAL_PAIRS) for j, t in enumerate(G.GOAL_TRIPLETS)}
+    z = G.table1_values(values)
+    assert z.shape == (5, 3) and z[2, 1] == 21.0  # row: pair "sig", column: triplet "nca"
+    with pytest.raises(ValueError, match=r"missing \[\('con', 'con'\)\]"):
+        G.table1_values({k: v for k, v in values.items() if k != ("con", "con")})
+    with pytest.raises(ValueError, match="unknown"):
+        G.table1_values({**values, ("con", "bad"): 1.0})
+    with pytest.raises(ValueError, match="finite"):
+        G.table1_values({**values, ("con", "con"): float("nan")})
+
+
 @pytest.mark.parametrize("positive", [True, False])
 def test_ms_weights_simplify_to_eq_10_and_11(positive):
     """Paper, sec. 3.3: "when m+sig = m-sig = 1 the pair weights simplify back to ... eq. 11"."""

@@ -311,3 +311,14 @@ def test_sweep_slice_tolerates_values_read_back_from_csv(sweep):
     assert len(s) == len(GAMMAS)
 
 
+@pytest.mark.parametrize("value, spec, text", [
+    (22.387211385683397, ".3~g", "22.4"), (60.0, ".3~g", "60"), (1e4, ".3~g", "1e+4"), (0.001, ".3~g", "0.001"),
+    (0.12345, ".3~g", "0.123"), (0.25, ".2f", "0.25"), (3.0, ".1f", "3.0"), (1e-7, ".3~g", "1e-7"),
+])
+def test_readout_prints_a_value_as_its_slider_shows_it(value, spec, text):
+    assert report.readout(value, spec) == text
+
+
+def test_readout_rejects_an_unknown_format():
+    with pytest.raises(ValueError, match="spec"):
+        report.readout(1.0, "%.2f")

@@ -15,7 +15,7 @@ from plotly.subplots import make_subplots
 
 from tests.viz.cases import static_cases
 from tests.widgets.cases import cases
-from vlr_lib.viz._style import ACCENT, FONT_PX, frame_best, frame_cell, increasing, matrix_axes, panels, shown
+from vlr_lib.viz._style import ACCENT, FONT_PX, frame_best, frame_cell, increasing, matrix_axes, panels
 
 MIN_PX = 11
 
@@ -84,19 +84,6 @@ def test_log_axes_hold_only_finite_positive_values(name):
     for key in logs:
         rng = fig.layout[key].range
         assert rng is None or (all(map(math.isfinite, rng)) and rng[1] - rng[0] < 40), f"{key} range {rng}"
-
-
-@pytest.mark.parametrize("value, spec, text", [
-    (22.387211385683397, ".3~g", "22.4"), (60.0, ".3~g", "60"), (1e4, ".3~g", "1e+4"), (0.001, ".3~g", "0.001"),
-    (0.12345, ".3~g", "0.123"), (0.25, ".2f", "0.25"), (3.0, ".1f", "3.0"), (1e-7, ".3~g", "1e-7"),
-])
-def test_shown_prints_a_value_as_its_slider_shows_it(value, spec, text):
-    assert shown(value, spec) == text
-
-
-def test_shown_rejects_an_unknown_format():
-    with pytest.raises(ValueError, match="spec"):
-        shown(1.0, "%.2f")
 
 
 @pytest.mark.parametrize("n, max_cols, rows, cols", [(1, 3, 1, 1), (3, 3, 1, 3), (5, 3, 2, 3), (4, 2, 2, 2)])

@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 import pytest
 
 from tests.viz.helpers import title
-from vlr_lib.viz._style import shown
+from vlr_lib.report import readout
 from vlr_lib.widgets import _core as W
 
 
@@ -68,7 +68,7 @@ def test_a_linear_slider_shows_as_many_decimals_as_its_step(step, spec):
 def test_a_log_slider_trims_zeros_like_the_titles():
     s = W.slider(ipw.FloatLogSlider, "γ", value=60.0, base=10, min=0, max=4, step=0.05)
     assert isinstance(s, ipw.FloatLogSlider) and s.readout_format == ".3~g"
-    assert shown(s.value, s.readout_format) == "60"
+    assert readout(s.value, s.readout_format) == "60"
 
 
 def test_an_explorer_keeps_its_builder_and_main_control():

@@ -52,31 +52,6 @@ TITLE_PX, PANEL_PX, FONT_PX = 15, 13, 12  # font sizes: title, panel titles, eve
 LINE = 1.4       # line height / font size
 BELOW = dict(orientation="h", x=0.5, xanchor="center", yref="container", y=0.0, yanchor="bottom")
 """The legend under the plot, centred: the bottom margin grows to hold it (plotly's automargin)."""
-LOG_READOUT = ".3~g"  # how a log-scale slider shows its value (d3-format), and so how titles print it
-
-
-def shown(value: float, spec: str = LOG_READOUT) -> str:
-    """`value` exactly as a slider with readout format `spec` shows it (d3-format ".Nf" or ".N~g"), for titles.
-
-    ".N~g" is JavaScript's toPrecision(N) with trailing zeros trimmed: exponent notation only
-    below 1e-6 or from 10^N up (60 -> "60", 22.387 -> "22.4", 1e4 -> "1e+4").
-    """
-    match = re.fullmatch(r"\.(\d+)(~?)([fg])", spec)
-    if match is None:
-        raise ValueError(f"spec must be a d3 format like '.2f' or '.3~g', got {spec!r}")
-    digits, trim, kind = int(match.group(1)), bool(match.group(2)), match.group(3)
-    if kind == "f":
-        return f"{value:.{digits}f}"
-    mantissa, exponent = f"{value:.{max(digits, 1) - 1}e}".split("e")
-    e = int(exponent)
-    text = f"{mantissa}e{e:+d}" if (e < -6 or e >= digits) else f"{value:.{max(digits - 1 - e, 0)}f}"
-    if trim:
-        head, sep, tail = text.partition("e")
-        head = head.rstrip("0").rstrip(".") if "." in head else head
-        text = head + sep + tail
-    return text
-
-
 def lines(text: str | None) -> int:
     """How many lines a plotly text takes (``<br>`` breaks them)."""
     return 0 if not text else 1 + len(re.findall(r"<br\s*/?>", text))

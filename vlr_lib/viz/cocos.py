@@ -17,8 +17,9 @@ import plotly.graph_objects as go
 from .. import analysis, losses, report
 from ..analysis import CocosSettings
 from .._checks import check_choice
+from ..report import readout
 from ..similarity import DIRECTIONS
-from ._style import NEGATIVE, PALETTE, POSITIVE, SYMBOL, grid, matrix_axes, position, shown, style, to_numpy
+from ._style import NEGATIVE, PALETTE, POSITIVE, SYMBOL, grid, matrix_axes, position, style, to_numpy
 
 __all__ = ["RULE_TITLES", "cocos_figure", "cocos_history_figure"]
 
@@ -72,8 +73,8 @@ def cocos_figure(S: Tensor, settings: CocosSettings = CocosSettings(), direction
                       row=row, col=col)
         matrix_axes(fig, row, col, f"{cands} candidate", f"{queries} query")
     style(fig, f"COCOS ({direction}): which candidates contribute to each query's gradient", height=height,
-          subtitle=(f"ε = {shown(settings.eps)}, margin α = {settings.margin:.2f}, "
-                    f"NT-Xent τ = {shown(settings.temperature)}, SmoothAP τ = {shown(settings.tau)}"))
+          subtitle=(f"ε = {readout(settings.eps)}, margin α = {settings.margin:.2f}, "
+                    f"NT-Xent τ = {readout(settings.temperature)}, SmoothAP τ = {readout(settings.tau)}"))
     return fig
 
 

@@ -15,7 +15,8 @@ from torch import Tensor
 
 from .. import analysis, losses
 from .._checks import check_int, check_positive, check_similarity
-from ._style import CURVE, HARDEST, NEGATIVE, NEUTRAL, SYMBOL, grid, shown, style, to_numpy
+from ..report import readout
+from ._style import CURVE, HARDEST, NEGATIVE, NEUTRAL, SYMBOL, grid, style, to_numpy
 from .matrix import batch_marks, oriented
 from .matrix import gradient_heatmap as _gradient_heatmap
 
@@ -69,7 +70,7 @@ def negative_weight_bars(
                f"positive weight 1 − p₊ = {total:.3g}")
     if total == 0:  # e^{-gap/tau} below float64's range: this query gets no gradient at all
         reading += " (every weight underflows to 0)"
-    style(fig, f"NT-Xent weights of {direction} query {query}'s negatives, τ = {shown(temperature)}", height=440,
+    style(fig, f"NT-Xent weights of {direction} query {query}'s negatives, τ = {readout(temperature)}", height=440,
           subtitle=reading, xaxis="negatives, hardest first (rank)", yaxis="share of the negative weight")
     fig.update_yaxes(range=[0.0, 1.05])
     fig.update_xaxes(range=[0.5, len(w) + 0.5])
@@ -122,5 +123,5 @@ def gradient_heatmap(S: Tensor, temperature: float, pos_mask: Tensor | None = No
     Triangles (▶) mark each row's hardest negative.
     """
     grad = analysis.loss_gradient(S, lambda X: losses.info_nce(X, temperature, reduction="sum", pos_mask=pos_mask))
-    title = f"dL/dS of {losses.loss_label('info_nce')} (both directions, sum), τ = {shown(temperature)}"
+    title = f"dL/dS of {losses.loss_label('info_nce')} (both directions, sum), τ = {readout(temperature)}"
     return _gradient_heatmap(grad, batch_marks(S, pos_mask, ("i2t",)), title)

@@ -33,11 +33,6 @@ def _title(kind: str, name: str) -> str:
     return f"{kind}<sup>{name}</sup> (eq. {(_T_EQ if kind == 'T' else _P_EQ)[name]})"
 
 
-def _ms(pair: str, rel: float) -> dict:
-    """The keyword of the relative term m for the MS pair weights (eqs. 12-13), which alone take one."""
-    return dict(rel=rel) if pair in ("lin-ms", "sig-ms") else {}
-
-
 def _mesh(n: int) -> tuple[np.ndarray, Tensor, Tensor]:
     """n cosines covering [-1, 1] and the (S_pos, S_neg) tensors, S_pos along columns, S_neg along rows."""
     s = np.linspace(-1.0, 1.0, check_int("n", n, 2, MAX_GRID))
@@ -113,7 +108,7 @@ def pair_weight_curves(
         row, col = position(k, cols)
         for positive, colour, dash, label in ((True, POSITIVE, "solid", "P₊ (positive pair)"),
                                               (False, NEGATIVE, "dash", "P₋ (negative pair)")):
-            w = _display(goal.pair_weight(p, st, positive, alpha=alpha, beta=beta, lam=lam, **_ms(p, rel)))
+            w = _display(GoalConfig(pair=p, alpha=alpha, beta=beta, lam=lam).pair_weights(st, positive, rel))
             fig.add_trace(
                 go.Scatter(x=s, y=w, mode="lines", name=label, line=dict(color=colour, width=2.5, dash=dash),
                            legendgroup=label, showlegend=k == 0,
@@ -150,15 +145,7 @@ def table1_grid(
     if values is None:  # named losses shaded, "New" cells pale
         z, text = np.array([[n != "New" for n in row] for row in names], dtype=float), names
     else:
-        missing = [key for key in goal.TABLE1 if key not in values]
-        extra = [key for key in values if key not in goal.TABLE1]
-        if missing or extra:
-            raise ValueError(
-                f"values must have exactly the 15 (triplet, pair) keys; missing {missing}, unknown {extra}"
-            )
-        z = np.array([[float(values[(t, p)]) for t in triplets] for p in pairs])
-        if not np.isfinite(z).all():
-            raise ValueError("values must be finite numbers")
+        z = goal.table1_values(values)
         text = [[f"{n}<br><b>{v:.1f}</b>" for n, v in zip(rn, rz)] for rn, rz in zip(names, z)]
     fig = go.Figure(go.Heatmap(
         z=z, x=[f"T^{t}" for t in triplets], y=[f"P^{p}" for p in pairs], text=text, texttemplate="%{text}",
@@ -195,10 +182,7 @@ def weight_surface(
     if not isinstance(config, GoalConfig):
         raise TypeError(f"config must be a GoalConfig, got {type(config).__name__}")
     s, s_pos, s_neg = _mesh(n)
-    T = goal.triplet_weight(config.triplet, s_pos, s_neg, margin=config.margin, tau=config.tau)
-    pair = dict(alpha=config.alpha, beta=config.beta, lam=config.lam, **_ms(config.pair, rel))
-    w_pos = _display(T * goal.pair_weight(config.pair, s_pos, True, **pair))
-    w_neg = _display(T * goal.pair_weight(config.pair, s_neg, False, **pair))
+    w_pos, w_neg = (_display(w) for w in config.weights(s_pos, s_neg, rel))
     px = py = np.zeros(0)
     if points is not None:
         px, py = (to_numpy(p).ravel() for p in points)

@@ -15,7 +15,8 @@ import torch
 
 from .. import losses, metrics
 from .._checks import check_positive
-from ._style import ACCENT, CURVE, NEGATIVE, NEUTRAL, POSITIVE, SYMBOL, grid, shown, style, to_numpy
+from ..report import readout
+from ._style import ACCENT, CURVE, NEGATIVE, NEUTRAL, POSITIVE, SYMBOL, grid, style, to_numpy
 
 __all__ = ["ranking_figure", "smooth_ap_figure"]
 
@@ -86,7 +87,7 @@ def smooth_ap_figure(scores, is_pos, tau: float, taus: Sequence[float] = DEFAULT
     fig.add_trace(go.Scatter(x=[tau], y=[sap], mode="markers", name="current τ",
                              marker=dict(color=ACCENT, size=12, symbol="diamond", line=dict(color="black", width=1))),
                   row=1, col=2)
-    style(fig, f"SmoothAP at τ = {shown(tau)}: {sap:.4f}, exact AP = {ap:.4f}", height=460,
+    style(fig, f"SmoothAP at τ = {readout(tau)}: {sap:.4f}, exact AP = {ap:.4f}", height=460,
           subtitle=f"one query, {int(p.sum())} positive(s) among {len(s)} candidates")
     fig.update_xaxes(title_text="x = s_j − s_i", row=1, col=1)
     fig.update_yaxes(title_text="G", range=[-0.03, 1.03], row=1, col=1)

@@ -24,8 +24,8 @@ from torch import Tensor
 
 from .. import analysis, losses, metrics
 from .._checks import check_int
-from ._style import (CURVE, NEGATIVE, NEUTRAL, PALETTE, POSITIVE, SYMBOL, grid, matrix_axes, position, shown, style,
-                     to_numpy)
+from ..report import readout
+from ._style import CURVE, NEGATIVE, NEUTRAL, PALETTE, POSITIVE, SYMBOL, grid, matrix_axes, position, style, to_numpy
 from .matrix import mark_traces, oriented
 
 __all__ = ["VARIANTS", "TITLES", "partition_figure", "pr_figure", "query_scores_figure", "neighbor_count_figure"]
@@ -105,7 +105,7 @@ def partition_figure(
                       line=dict(color=POSITIVE, width=1.5, dash="dot"), row=row, col=col)
         matrix_axes(fig, row, col, "document (column)", "query (row)")
     return style(fig, f"Partition function of query {query}", height=height,
-                 subtitle=f"scale λ = {shown(scale)}, SNM k = {k}, cross-example mining batch share = {fraction:.2f}")
+                 subtitle=f"scale λ = {readout(scale)}, SNM k = {k}, cross-example mining batch share = {fraction:.2f}")
 
 
 # --------------------------------------------------------------------------- calibration

@@ -1,17 +1,9 @@
-"""Figures of notebooks 09 and 11: training curves per epoch and hyperparameter sweeps.
+"""Figures of notebooks 09 and 11: training curves per epoch (Li et al. Figs. 3-4) and sweeps (Fig. 5).
 
-Builders are pure: histories (``FitResult.history`` lists or ``FitResult.frame()``
-tables) or a grid's runs table (``GridResult.runs``) in, a ``go.Figure`` out. The
-tables behind them (``history_frame``, ``history_values``, ``sweep_values``, ``sweep_slice``,
-``sweep_grid``) are ``vlr_lib.report``'s.
-
-- :func:`curves_figure` -- one panel per metric, one line per run, against the epoch
-  (Li et al. Fig. 3: loss and RSUM per epoch);
-- :func:`similarity_figure` -- mean positive vs mean hardest-negative similarity per
-  epoch, one panel per run (Li et al. Fig. 4);
-- :func:`sweep_figure` -- a metric (mean +- std over seeds) against one loss
-  parameter with the others fixed, every other slice faint (Li et al. Fig. 5);
-- :func:`sweep_heatmap` -- a metric over a two-parameter grid (m x gamma).
+Builders are pure: histories (``FitResult.history`` lists or ``FitResult.frame()`` tables) or a
+grid's runs table (``GridResult.runs``) in, a ``go.Figure`` out. The tables behind them are
+``vlr_lib.report``'s (``history_frame``, ``history_values``, ``sweep_values``, ``sweep_slice``,
+``sweep_grid``); each builder's docstring says which figure of the paper it draws.
 """
 from __future__ import annotations
 

@@ -18,8 +18,9 @@ from torch import Tensor
 
 from .. import analysis, losses
 from .._checks import check_int
+from ..report import readout
 from ._style import (CURVE, DIVERGING, HARDEST, NEGATIVE, NEUTRAL, PALETTE, SEQUENTIAL, grid, increasing, matrix_axes,
-                     shown, style, to_numpy)
+                     style, to_numpy)
 from .matrix import gradient_heatmap
 
 __all__ = ["explorer_figure", "surfaces_figure", "gamma_limit_figure"]
@@ -62,7 +63,7 @@ def explorer_figure(
                              hovertemplate="x = %{x:.3f}<br>weight %{y:.3g}<extra></extra>"), row=1, col=1)
     fig.add_traces(gradient_heatmap(grad, {"positive": torch.eye(S.shape[0], dtype=torch.bool)}).data, rows=1, cols=2)
     fig.data[4].colorbar.update(len=0.8)
-    style(fig, f"{UNIFIED} loss: margin m = {m:.2f}, scale γ = {shown(g)}", height=500,
+    style(fig, f"{UNIFIED} loss: margin m = {m:.2f}, scale γ = {readout(g)}", height=500,
           subtitle=f"loss {loss:.3f} ({HARDEST_LOSS} {hn:.3f}, {NT_XENT} / γ {vlc:.3f})")
     fig.update_xaxes(title_text="gap x = s_ij − s_ii", range=[lo, hi], row=1, col=1)
     fig.update_yaxes(title_text="weight of s_ij in dL/dS", range=[-0.03, 1.03], row=1, col=1)
