@@ -13,6 +13,7 @@ from dataclasses import asdict
 
 import numpy as np
 import plotly.graph_objects as go
+from torch import Tensor
 
 from .. import analysis, losses, report
 from ..analysis import CocosSettings
