@@ -37,9 +37,10 @@
 # 3. read a difference of two losses against its seed noise — holds, reverses, or cannot tell;
 # 4. train with a loss schedule (`"warmup:<first>:<epochs>:<then>"`) and in the three settings.
 #
-# **How long it takes** (Run All on this project's 2-core CPU, 2026-11-23): fast mode (`VLR_FAST=1`)
-# 65 s from a fresh kernel (its cells 57 s; 65-72 s under nbval). Full mode opens the chapter's record (`make record --only 12` remakes it: 102 runs, 12.8
-# min) and re-trains one of its runs (about 7 s); Run All in full mode then trains the exercises'
+# **How long it takes** (Run All on this project's 2-core CPU, nothing else running, 2026-11-23): fast
+# mode (`VLR_FAST=1`) 65 s from a fresh kernel (its cells 57 s; 65-72 s under nbval). Full mode opens
+# the chapter's record (`make record --only 12` remakes it: 102 runs, 12.8 min) and re-trains one of
+# its runs (about 7 s); Run All in full mode then trains the exercises'
 # solutions too: five seeds (68 runs, 7.5 min), a longer warm-up (3 runs), MLP heads for the whole
 # chapter (90 runs, about 27 min) and the end-to-end warm-up (3 runs, 1 min): 36 min in all, measured.
 # Not timed on a GPU.
