@@ -126,5 +126,5 @@ def _showdown(args: argparse.Namespace) -> int:
         if D.rank_and_world()[0] != 0:
             return 0
         common.print_table(report.markdown_block(showdown.runs, showdown.meta), showdown,
-                    "--force to retrain missing cells and rewrite it", args.markdown)
+                           "--force to retrain missing cells and rewrite it", args.markdown)
     return 0
