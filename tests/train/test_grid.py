@@ -13,17 +13,15 @@ from vlr_lib.goal import GOAL_PAIRS, GOAL_TRIPLETS, parse_goal_name
 from vlr_lib.train import expand_configs, goal_grid, grid
 from vlr_lib.train import grid_search as gs
 
+from .toy import toy_features
+
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = dict(epochs=1, batch_size=8, dim=8, lr=5e-3, probe_batch=0)
 
 
 @pytest.fixture(scope="module")
 def data():
-    g = torch.Generator().manual_seed(0)
-    img = torch.randn(16, 12, generator=g)
-    c2i = torch.arange(16).repeat_interleave(2)
-    txt = img[c2i] + 0.5 * torch.randn(32, 12, generator=g)
-    return img, txt, c2i
+    return toy_features(16, 2, 12)
 
 
 class CountingFit:

@@ -15,6 +15,8 @@ import torch
 
 from vlr_lib.train import grid, lessons, record, showdown
 
+from .toy import toy_features
+
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = {"experiment": "test", "epochs": 2, "losses": {"Triplet-SH": ["triplet_hardest", {"margin": 0.2}]}}
 ROWS = [{"run": 0, "epoch": 1, "rsum": 101.30000000000001, "test": {"rsum": 99.5, "C": {"W": float("nan")}},
@@ -109,10 +111,7 @@ def test_check_reproduced_states_the_gap_and_names_the_fix():
 
 
 def test_a_grid_recorded_and_read_back_is_the_grid_runs_table(tmp_path):
-    g = torch.Generator().manual_seed(0)
-    img = torch.randn(16, 12, generator=g)
-    c2i = torch.arange(16).repeat_interleave(2)
-    txt = img[c2i] + 0.5 * torch.randn(32, 12, generator=g)
+    img, txt, c2i = toy_features(16, 2, 12)
     out = tmp_path / "grid"
     runs = grid(["triplet_hardest", "info_nce"], seeds=[0, 1], train=(img, txt, c2i), val=(img, txt, c2i), out=out,
                 epochs=2, batch_size=8, dim=8, lr=5e-3, probe_batch=0, progress=False).runs

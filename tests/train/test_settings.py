@@ -10,13 +10,12 @@ from vlr_lib.train.device import parse_device
 from vlr_lib.train.grid_search import FIT_KEYS, MODEL_KEYS
 from vlr_lib.train.settings import EXPERIMENT_FIELDS, END_TO_END, fields
 
+from .toy import toy_features
+
 
 @pytest.fixture(scope="module")
 def feats():
-    g = torch.Generator().manual_seed(0)
-    img = torch.randn(24, 8, generator=g)
-    c2i = torch.arange(24).repeat_interleave(2)
-    return img, img[c2i] + 0.5 * torch.randn(48, 8, generator=g), c2i
+    return toy_features(24, 2, 8)
 
 
 def test_keywords_and_a_settings_object_are_the_same_run(feats):

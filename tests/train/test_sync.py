@@ -22,6 +22,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from vlr_lib import losses as L
 from vlr_lib.train import TrainingDivergedError, engine, fit, fit_end_to_end
 
+from .toy import toy_features
+
 aten = torch.ops.aten
 #: Operators that wait for the device: a value read on the host, or an output shaped by the data.
 SYNCING = {aten._local_scalar_dense, aten.nonzero, aten.masked_select, aten.bincount, aten._unique, aten._unique2,
@@ -84,11 +86,7 @@ def counted_steps(monkeypatch):
 @pytest.fixture(scope="module")
 def feats():
     """40 images x 5 captions: batches of 20 captions repeat an image in most steps (the masked path)."""
-    g = torch.Generator().manual_seed(0)
-    img = torch.randn(40, 12, generator=g)
-    c2i = torch.arange(40).repeat_interleave(5)
-    txt = img[c2i] + 0.5 * torch.randn(200, 12, generator=g)
-    return img, txt, c2i
+    return toy_features(40, 5, 12)
 
 
 def test_the_counter_sees_synchronisations():
