@@ -25,7 +25,17 @@ mode the analogue of ImageNet pretraining:
    same share of the squared norm; unweighted, the 2 x 2 map (4x more dimensions) would carry
    two thirds of every cosine.
 
-Cache: one folder per request (``encoder_dir``, under ``default_cache_dir()``) with
+Shipped: the encoder of the default recipe (``EncoderSettings()``) ships with the package, in
+``vlr_lib/assets/shapes_encoder/`` (``encoder.pt`` and ``manifest.json``: its sha256, the recipe,
+the kernels and machine it was trained on, the held-out accuracy it reached). How well the recipe
+trains swings with the CPU's arithmetic (held-out shape accuracy 0.80 under torch's portable
+kernels, 0.68 under AVX2 on one machine: docs/shapes_encoder.md), so every machine loads these
+weights instead of training its own, and every machine computes the same features up to inference
+rounding. ``load_or_train_encoder()`` with the default recipe returns :func:`shipped_encoder` and
+never trains; a missing, damaged or other file is an :class:`EncoderFileError` naming the file and
+how to restore it. ``python -m vlr_lib encoder --retrain`` re-trains it on purpose.
+
+Cache (other recipes, e.g. the tests' tiny ones): one folder per request (``encoder_dir``, under ``default_cache_dir()``) with
 ``encoder.pt`` (the ``ShapesEncoder`` state_dict, loadable with ``weights_only=True``) and
 ``manifest.json`` (the request -- format version, pool seed and sizes, image size, width,
 epochs, batch size, lr, torch version -- plus the content hash, the feature size, the
@@ -38,6 +48,7 @@ error is raised as such.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
 import json
@@ -66,7 +77,9 @@ from .paths import cache_root
 
 __all__ = [
     "ATTRIBUTES",
+    "EncoderFileError",
     "EncoderSettings",
+    "SHIPPED_DIR",
     "ShapesEncoder",
     "block_weights",
     "default_cache_dir",
@@ -77,6 +90,9 @@ __all__ = [
     "pretrained_image_features",
     "random_encoder",
     "scene_labels",
+    "shipped_encoder",
+    "shipped_sha256",
+    "write_encoder",
     "task_accuracy",
 ]
 
@@ -84,6 +100,9 @@ FORMAT_VERSION = 1  # bump whenever the pool, the task, the training or the expo
 POOL_BRANCH = 0x504F4F4C  # "POOL": the pool's SeedSequence spawn key, unused by make_shapes' splits
 WEIGHTS_FILE = "encoder.pt"
 MANIFEST_FILE = "manifest.json"
+SHIPPED_DIR = Path(__file__).resolve().parent / "assets" / "shapes_encoder"
+RESTORE = ("restore it with `git checkout -- vlr_lib/assets/shapes_encoder` (or reinstall vlr-workbook), "
+           "or re-train it on purpose with `python -m vlr_lib encoder --retrain`")
 N_CELLS = GRID * GRID
 # What the pretraining head predicts, with the number of classes of each.
 ATTRIBUTES = {"count": MAX_OBJECTS, "occupied": 2, "color": len(COLORS), "shape": len(SHAPES), "size": len(SIZES)}
@@ -375,6 +394,95 @@ def _save(cache_dir: Path, encoder: ShapesEncoder) -> None:
     atomic_write(cache_dir / MANIFEST_FILE, lambda f: f.write(text.encode()))
 
 
+# ---------------------------------------------------------------- the shipped encoder
+class EncoderFileError(ValueError):
+    """The shipped encoder's files are missing, damaged or another encoder's; the message names the file."""
+
+
+def _shipped_fail(path: Path, problem: str) -> EncoderFileError:
+    return EncoderFileError(f"the shipped shapes encoder {path} {problem}; {RESTORE}")
+
+
+def _shipped_manifest(root: Path) -> dict[str, Any]:
+    path = root / MANIFEST_FILE
+    try:
+        manifest = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise _shipped_fail(path, "is missing") from None
+    except (OSError, ValueError) as err:
+        raise _shipped_fail(path, f"cannot be read ({type(err).__name__}: {err})") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("sha256"), str):
+        raise _shipped_fail(path, "is not an encoder manifest (a JSON object with its sha256)")
+    return manifest
+
+
+def shipped_sha256(root: str | os.PathLike | None = None) -> str:
+    """The sha256 of the shipped encoder's weights file, checked against its manifest (EncoderFileError if not)."""
+    root = Path(root) if root is not None else SHIPPED_DIR
+    manifest = _shipped_manifest(root)
+    path = root / WEIGHTS_FILE
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        raise _shipped_fail(path, "is missing") from None
+    except OSError as err:
+        raise _shipped_fail(path, f"cannot be read ({type(err).__name__}: {err})") from None
+    if digest != manifest["sha256"]:
+        raise _shipped_fail(path, f"has sha256 {digest[:12]}..., its manifest says {manifest['sha256'][:12]}... "
+                                  "(damaged, or another encoder)")
+    return digest
+
+
+def shipped_encoder(root: str | os.PathLike | None = None) -> ShapesEncoder:
+    """The pretrained encoder that ships with the package (checked by sha256; never trained here).
+
+    `root` is the folder holding encoder.pt and manifest.json (default ``SHIPPED_DIR``). Its
+    ``manifest`` holds the recipe, the held-out accuracy, the sha256 and how it was trained.
+    """
+    root = Path(root) if root is not None else SHIPPED_DIR
+    digest = shipped_sha256(root)
+    return _shipped(str(root), digest)
+
+
+@functools.lru_cache(maxsize=2)
+def _shipped(root: str, digest: str) -> ShapesEncoder:
+    """Load once per file content (frozen, eval mode: safe to share)."""
+    manifest = _shipped_manifest(Path(root))
+    path = Path(root) / WEIGHTS_FILE
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        encoder = ShapesEncoder(int(manifest["width"]))
+        encoder.load_state_dict(state)
+    except Exception as err:  # noqa: BLE001 - whatever torch says, the file is not this encoder's weights
+        raise _shipped_fail(path, f"cannot be loaded as the encoder's weights ({type(err).__name__})") from None
+    encoder.eval().requires_grad_(False)
+    encoder.manifest = manifest
+    return encoder
+
+
+def _is_shipped_recipe(settings: EncoderSettings) -> bool:
+    return settings == EncoderSettings()
+
+
+def write_encoder(folder: str | os.PathLike, encoder: ShapesEncoder, trained_with: dict[str, Any]) -> dict[str, Any]:
+    """Write `encoder` as a shipped encoder (weights first, manifest last, each atomically); return the manifest.
+
+    The manifest adds to ``encoder.manifest`` the weights' sha256 and `trained_with` (kernels,
+    threads, CPU, date: what the bytes depend on)."""
+    folder = Path(folder)
+    buffer = io.BytesIO()
+    state = encoder.state_dict()
+    torch.save(state, buffer)
+    blob = buffer.getvalue()
+    manifest = {**encoder.manifest, "content_hash": content_hash(state), "file": WEIGHTS_FILE,
+                "sha256": hashlib.sha256(blob).hexdigest(), "trained_with": trained_with,
+                "command": "python -m vlr_lib encoder --retrain", "vlr_lib_version": __version__}
+    atomic_write(folder / WEIGHTS_FILE, lambda f: f.write(blob))
+    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    atomic_write(folder / MANIFEST_FILE, lambda f: f.write(text.encode()))
+    return manifest
+
+
 def load_or_train_encoder(
     cache_dir: str | os.PathLike | None = None,
     settings: EncoderSettings | None = None,
@@ -384,12 +492,16 @@ def load_or_train_encoder(
 ) -> ShapesEncoder:
     """The pretrained encoder of `settings` (default EncoderSettings()), from its cache or trained once.
 
+    The default recipe (``EncoderSettings()``, no `cache_dir`, no `rebuild`) is the encoder
+    that ships with the package (:func:`shipped_encoder`): never trained here.
     `cache_dir` is the folder holding encoder.pt and manifest.json; by default
     ``encoder_dir(settings)`` under ``default_cache_dir()``. A cache built for other
     settings, or corrupt, is rebuilt with a RuntimeWarning; `rebuild` forces it.
     Loading takes milliseconds; training about 35 s with the defaults on a 2-core CPU.
     """
     settings = _settings(settings)
+    if cache_dir is None and not rebuild and _is_shipped_recipe(settings):
+        return shipped_encoder()
     cache_dir = Path(cache_dir) if cache_dir is not None else encoder_dir(settings)
     if not rebuild:
         try:

@@ -87,6 +87,13 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def encoder_sha256() -> str:
+    """The sha256 of the shapes encoder that ships with the package: the features every shapes record was made from."""
+    from ..shapes_encoder import shipped_sha256
+
+    return shipped_sha256()
+
+
 def hardware() -> dict:
     """What the runs were trained on (a GPU only when torch sees one)."""
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
@@ -281,6 +288,10 @@ def read(name: str, settings: Mapping | None, root: Path | None = None) -> Recor
     manifest = json.loads((path / MANIFEST).read_text())
     if settings is not None and manifest["settings_sha256"] != settings_hash(settings):
         return None
+    if manifest.get("shapes_encoder") != encoder_sha256():
+        _damaged(path, f"it was made with the shapes encoder {str(manifest.get('shapes_encoder'))[:12]}..., "
+                       f"this workbook ships {encoder_sha256()[:12]}... (its features differ)")
+        return None
     try:
         tables = {t: decode_table((path / e["file"]).read_bytes()) for t, e in manifest["tables"].items()}
     except (OSError, ValueError, EOFError) as err:
@@ -318,6 +329,7 @@ def write(name: str, settings: Mapping, tables: Mapping[str, Iterable[Mapping]],
         "settings_sha256": settings_hash(settings),
         "library": {"vlr_lib": __version__, "torch": torch.__version__, "python": platform.python_version()},
         "hardware": hardware(),
+        "shapes_encoder": encoder_sha256(),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "wall_seconds": round(float(wall_seconds), 1),
         "train_seconds": None if train_seconds is None else round(float(train_seconds), 1),

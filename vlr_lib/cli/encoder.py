@@ -1,0 +1,87 @@
+"""``python -m vlr_lib encoder``: the pretrained shapes encoder that ships with the package.
+
+    python -m vlr_lib encoder                         # check the shipped encoder, print what it is
+    python -m vlr_lib encoder --retrain               # re-train it with the recipe, replacing the shipped one
+    python -m vlr_lib encoder --retrain --to mine/    # re-train it into another folder
+
+The encoder (``vlr_lib.shapes_encoder``, docs/shapes_encoder.md) is trained once, on purpose, by
+``--retrain`` and never by a notebook, a command or a test: how well the recipe trains swings with the
+CPU's arithmetic, so every machine loads the shipped weights. ``--retrain`` runs the recipe
+single-threaded (about 2 minutes on 2 cores) and writes encoder.pt, then manifest.json, each
+atomically. Run it under ``ATEN_CPU_CAPABILITY=default`` (torch's portable kernels, what the shipped
+one was trained with) to reproduce the shipped bytes. A new encoder makes every record stale: run
+``make record`` after replacing it.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+from . import args as A
+
+
+def parser(prog: str = "python -m vlr_lib encoder") -> A.Parser:
+    p = A.Parser(prog=prog, description=__doc__)
+    p.add_argument("--retrain", action="store_true", help="re-train the encoder with its recipe and write it")
+    p.add_argument("--to", type=A.output_dir, default=None,
+                   help="with --retrain: the folder to write (default: the shipped vlr_lib/assets/shapes_encoder)")
+    p.add_argument("--progress", action="store_true", help="with --retrain: a progress bar over epochs")
+    return p
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "python -m vlr_lib encoder") -> int:
+    p = parser(prog)
+    return A.run(p, argv, _encoder, lambda args: "nothing was written; the shipped encoder is unchanged")
+
+
+def _describe(manifest: dict, where: Path) -> str:
+    acc = manifest.get("pretrain_accuracy", {})
+    trained = manifest.get("trained_with", {})
+    return (f"{where}: sha256 {manifest['sha256']}; held-out accuracy shape {acc.get('shape')}, "
+            f"scene {acc.get('scene')}; trained with {trained.get('kernels', '?')} kernels, "
+            f"{trained.get('threads', '?')} thread(s), torch {manifest.get('torch_version', '?')}, "
+            f"on {trained.get('cpu', '?')} ({str(trained.get('date', '?'))[:10]})")
+
+
+def _encoder(args: argparse.Namespace) -> int:
+    from .. import shapes_encoder as E
+
+    if args.to is not None and not args.retrain:
+        raise A.UsageError("--to", "is for --retrain (the folder to write the re-trained encoder to)")
+    if not args.retrain:
+        encoder = E.shipped_encoder()
+        print(_describe(encoder.manifest, E.SHIPPED_DIR / E.WEIGHTS_FILE))
+        return 0
+    folder = Path(args.to) if args.to is not None else E.SHIPPED_DIR
+    before = _previous_sha(folder)
+    encoder = E.pretrain(progress=args.progress)
+    manifest = E.write_encoder(folder, encoder, trained_with=trained_with())
+    print(f"wrote {folder / E.WEIGHTS_FILE} and {folder / E.MANIFEST_FILE}")
+    print(_describe(manifest, folder / E.WEIGHTS_FILE))
+    if before == manifest["sha256"]:
+        print("identical to the encoder that was there: nothing changed")
+    elif folder.resolve() == E.SHIPPED_DIR.resolve():
+        print("this replaces the shipped encoder: every record made with the old one is now stale (make record)")
+    return 0
+
+
+def _previous_sha(folder: Path) -> str | None:
+    from .. import shapes_encoder as E
+
+    try:
+        return E.shipped_sha256(folder)
+    except E.EncoderFileError:
+        return None
+
+
+def trained_with() -> dict:
+    """What the encoder's bytes depend on besides the recipe: the kernels, the CPU, torch's threads, the date."""
+    from ..train.record import cpu_model
+
+    return {"kernels": os.environ.get("ATEN_CPU_CAPABILITY") or "native (this CPU's best)", "threads": 1,
+            "cpu": cpu_model(), "machine": platform.machine(),
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
