@@ -45,7 +45,6 @@ except ModuleNotFoundError:
     raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
                               "(the folder holding pyproject.toml), then restart the kernel") from None
 
-import dataclasses
 import time
 
 import torch
@@ -53,7 +52,7 @@ from tqdm.auto import tqdm
 
 from vlr_lib import analysis, losses, report, similarity, viz, widgets
 from vlr_lib.notebook import setup, training_features
-from vlr_lib.train import build_heads, chance_rsum, evaluate, fit, make_objective, record
+from vlr_lib.train import build_heads, chance_rsum, evaluate, fit, make_objective, recheck, record
 
 cfg = setup(seed=0)
 SHAPES = cfg.data == "shapes"
@@ -88,7 +87,7 @@ NAME = f"09_training-{cfg.data}-{'fast' if cfg.fast else 'full'}"
 #   small CNN *pretrained* once to read scenes (how many objects; per cell of a 3 × 3 grid its
 #   colour, shape and size) on a pool of scenes that no split contains, then frozen — the
 #   analogue of the ImageNet backbone VSE++ keeps frozen (`vlr_lib.shapes_encoder`,
-#   docs/shapes_encoder.md; cached after ~25 s on first use). Caption features are hashed bags
+#   docs/shapes_encoder.md; its weights ship with the workbook, so every machine computes the same features). Caption features are hashed bags
 #   of words and word pairs (`vlr_lib.train.shapes_features`). We use frozen features rather
 #   than training a CNN and a GRU end to end (`fit_end_to_end`): end to end is tens of times
 #   slower per run on a CPU, and it mixes the loss's effect with the encoders' own learning
@@ -200,14 +199,14 @@ def runs_from(start: str, offset: float, rec) -> dict[int, dict[str, list[dict]]
 
 histories = runs_from("usual", 0.0, rec)
 # Same seed, same history: seed 0's unified run (heads from start_heads) repeats `first` (heads built by fit),
-# exactly when both were trained here; the record (made on another machine) within record.RSUM_TOLERANCE.
+# exactly when both were trained here; the record (made on another machine) within its measured tolerance.
 if rec is None:  # bit for bit on a CPU; on a GPU (bf16 autocast, atomic adds in some backward passes) within 1%
     same_seed = [torch.tensor([(r["loss"], r["rsum"]) for r in h[1:]], dtype=torch.float64)
                  for h in (histories[0]["Unified"], first)]
     torch.testing.assert_close(*same_seed, rtol=0.0 if cfg.device.type == "cpu" else 1e-2, atol=0.0)
 else:
     gap = record.check_reproduced([r["rsum"] for r in histories[0]["Unified"]], [r["rsum"] for r in first],
-                                  "notebook 09's record, Unified seed 0")
+                                  "notebook 09's record, Unified seed 0", name=rec.name)
     print(f"Unified, seed 0, trained here: validation rsum within {gap:.2f} of the record at every epoch")
 
 # The shipped record, checked in every mode: with other settings (fast mode) the first 3 epochs of its Unified run,
@@ -215,17 +214,12 @@ else:
 # they are the record's first 3 epochs) on full-size features; with the record's settings, the runs trained above.
 shipped = record.read(f"09_training-{cfg.data}-full", None)  # integrity checked, any settings
 if shipped is not None and rec is None:
-    made = shipped.manifest["settings"]
-    if record.settings_hash(KEY) == shipped.manifest["settings_sha256"]:
-        again = histories[0]["Unified"][1:]
-    else:
-        full_train, full_val = training_features(dataclasses.replace(cfg, fast=False), **SIZES)
-        loss, kw = made["losses"]["Unified"]
-        again = fit(*full_train, loss=loss, loss_kwargs=kw, head=made["head"], dim=made["dim"], epochs=3,
-                    lr_decay_epoch=made["epochs"] // 2, batch_size=made["batch_size"], lr=made["lr"],
-                    seed=made["seeds"][0], val=full_val, progress=False).history
-    recorded = record.histories_of(shipped.tables["runs"])[f"usual/{made['seeds'][0]}/Unified"][1:len(again) + 1]
-    gap = record.check_reproduced([r["rsum"] for r in recorded], [r["rsum"] for r in again], "notebook 09's record")
+    if record.settings_hash(KEY) == shipped.manifest["settings_sha256"]:  # VLR_RERUN=1: the runs above are its runs
+        recorded = record.histories_of(shipped.tables["runs"])[f"usual/{SEEDS[0]}/Unified"][1:]
+        recorded, again = [r["rsum"] for r in recorded], [r["rsum"] for r in histories[0]["Unified"][1:]]
+    else:  # vlr_lib.train.recheck: the record's own settings, full-size features, its first 3 epochs
+        recorded, again = recheck.training(epochs=3)
+    gap = record.check_reproduced(recorded, again, "notebook 09's record", name=shipped.name)
     print(f"the record's Unified run re-trained ({len(again)} epochs): validation rsum within {gap:.2f} of the record")
 
 summary = report.history_frame({f"{name} / seed {s}": h for s, runs in histories.items() for name, h in runs.items()})

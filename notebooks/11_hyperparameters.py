@@ -44,15 +44,13 @@ except ModuleNotFoundError:
     raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
                               "(the folder holding pyproject.toml), then restart the kernel") from None
 
-import dataclasses
 import time
-from pathlib import Path
 
 import pandas as pd
 
 from vlr_lib import paths, report, viz, widgets
 from vlr_lib.notebook import setup, training_features
-from vlr_lib.train import chance_rsum, fit, grid, record
+from vlr_lib.train import chance_rsum, grid, recheck, record
 
 cfg = setup(seed=0)
 SHAPES = cfg.data == "shapes"
@@ -155,7 +153,7 @@ print(report.summary_table(report.summarize(runs), ("rsum", "i2t_r1", "t2i_r1"))
 # rewritten, and the table is identical. (Opened from the record, nothing is in the cache yet:
 # the call is then made for Triplet-SH with the first seed alone, which trains that one cell
 # first — and that cell, trained here from scratch, must match the record within
-# `record.RSUM_TOLERANCE` rsum points at every epoch.)
+# its measured tolerance (`record.TOLERANCES`) at every epoch.)
 
 # %%
 call = dict(losses=list(SWEEPS), param_grid=SWEEPS, seeds=SEEDS) if rec is None else \
@@ -173,7 +171,8 @@ assert (OUT / "runs.csv").exists() and (OUT / "summary.csv").exists()  # the tab
 if rec is not None:
     trained = record.grid_cells(OUT, runs_again["key"])[0]["history"]
     recorded = record.cell_history(record.cells_of(rec.tables), {"loss": "triplet_hardest"}, SEEDS[0])
-    gap = record.check_reproduced([r["rsum"] for r in recorded], [r["rsum"] for r in trained], "notebook 11's record")
+    gap = record.check_reproduced([r["rsum"] for r in recorded], [r["rsum"] for r in trained], "notebook 11's record",
+                                  name=rec.name)
     print(f"Triplet-SH, seed {SEEDS[0]}, trained here: validation rsum within {gap:.2f} of the record at every epoch")
 
 # %% [markdown]
@@ -209,20 +208,13 @@ assert (runs["rsum"] > chance).all(), runs.loc[runs["rsum"] <= chance, "config"]
 # epochs of Triplet-SH with the record's first seed, re-trained from scratch at the record's
 # settings (read from its manifest; the learning rate decays at the record's epoch, so these are
 # the record's first 3 epochs) on the full-size features, must match the record's validation rsum
-# within `record.RSUM_TOLERANCE`. (Opened from the record, the cell above re-trained a whole run.)
+# within its measured tolerance (`record.TOLERANCES`). (Opened from the record, the cell above re-trained a whole run.)
 
 # %%
 shipped = record.read(f"11_hyperparameters-{cfg.data}-full", None)  # integrity checked, any settings
-if shipped is not None and rec is None:
-    made = shipped.manifest["settings"]
-    full_train, full_val = training_features(dataclasses.replace(cfg, fast=False), **SIZES)
-    assert (full_train[0].shape[0], full_val[0].shape[0]) == (made["n_train"], made["n_val"]), "the record's data sizes"
-    redo = fit(*full_train, loss="triplet_hardest", val=full_val, epochs=3, lr_decay_epoch=made["epochs"] // 2,
-               batch_size=made["batch_size"], lr=made["lr"], dim=made["dim"], seed=made["seeds"][0], probe_batch=0,
-               progress=False).history
-    recorded = record.cell_history(record.cells_of(shipped.tables), {"loss": "triplet_hardest"}, made["seeds"][0])
-    gap = record.check_reproduced([r["rsum"] for r in recorded[:len(redo)]], [r["rsum"] for r in redo],
-                                  "notebook 11's record")
+if shipped is not None and rec is None:  # vlr_lib.train.recheck: the record's settings, full-size features
+    recorded, redo = recheck.sweeps(epochs=3)
+    gap = record.check_reproduced(recorded, redo, "notebook 11's record", name=shipped.name)
     print(f"the record's Triplet-SH, first {len(redo)} epochs re-trained at full size: validation rsum within "
           f"{gap:.2f}")
 print("record:", shipped.line() if shipped else f"none for data={cfg.data}")

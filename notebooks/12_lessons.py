@@ -69,7 +69,7 @@ cfg = setup(seed=0)
 #
 # VSE++ embeds an image with a linear map of a frozen ImageNet ResNet's features; Bleeker & de Rijke keep
 # that ResNet frozen for the whole run (their appendix B.3). The shapes data's analogue is a small CNN
-# pretrained once to *read* scenes — the number of objects and, per cell of the 3 × 3 grid, whether it
+# pretrained once (its weights ship with the workbook) to *read* scenes — the number of objects and, per cell of the 3 × 3 grid, whether it
 # is occupied and the colour, shape and size of its object — on a pool of 4,000 scenes that no split
 # contains (`vlr_lib.shapes_encoder`; recipe and measurements in docs/shapes_encoder.md). It never sees
 # a caption or a retrieval pair. Its frozen features are the default of `vlr_lib.train.shapes_features`;
@@ -80,7 +80,7 @@ cfg = setup(seed=0)
 # heads are as untrained as its convolutions: chance level).
 
 # %%
-encoder = shapes_encoder.load_or_train_encoder(progress=False)  # cached; trained once on first use (~25 s)
+encoder = shapes_encoder.shipped_encoder()  # ships with the workbook: every machine loads the same weights
 untrained = shapes_encoder.random_encoder()
 accuracy = pd.DataFrame({"pretrained": encoder.manifest["pretrain_accuracy"],
                          "random (untrained)": untrained.manifest["pretrain_accuracy"]}).T
@@ -131,7 +131,7 @@ assert quality.loc["pretrained", "caption-overlap Spearman"] >= 0.35  # the issu
 # the spec equals the record's and its table matches its stored hash; `VLR_RERUN=1` or the one-line
 # `lessons.run(spec)` trains instead, with a progress bar and an estimate of the time left. In
 # full mode one recorded run is re-trained from scratch and must match the record within
-# `record.RSUM_TOLERANCE` rsum points (the check after the table; in fast mode the tests make it).
+# its measured tolerance (`record.TOLERANCES`, rsum points; the check after the table; in fast mode the tests make it).
 #
 # `lessons.conditions` lists every condition. Each runs through a showdown spec
 # (`vlr_lib.train.showdown.spec_for`) — the same data sizes, schedule, seeds and selection on validation
@@ -194,7 +194,7 @@ print(f"{len(runs)} rows, {meta['n_cells']} distinct runs; chance rsum on the te
 gap = None if cfg.fast else lessons.check_record(lessons.LessonsSpec(fast=False, device=str(cfg.device)))
 print("the record's check runs in full mode" if cfg.fast else "no record of the chapter to check" if gap is None
       else f"a recorded run (pretrained encoder, Triplet-SH, seed 0) re-trained: last and best validation rsum "
-      f"within {gap:.2f} of the record (tolerance {record.RSUM_TOLERANCE})")
+      f"within {gap:.2f} of the record (tolerance {record.tolerance_of('lessons-shapes-full')})")
 
 # %% [markdown]
 # Each experiment below shows three differences of test rsum per condition, as the papers order the

@@ -23,7 +23,7 @@ from typing import TypeVar
 import numpy as np
 import torch
 
-from ._checks import check_int, check_nonnegative
+from ._checks import check_int, check_nonnegative, env_flag
 from .data import DATA_MODES
 from .paths import feature_cache_root
 from .similarity import l2_normalize
@@ -35,13 +35,6 @@ T = TypeVar("T")
 PLOTLY_RENDERER = "plotly_mimetype"
 # Where plotly itself detected a hosted notebook that cannot draw that output, its choice is kept.
 HOSTED_RENDERERS = ("colab", "kaggle", "azure", "vscode", "nteract", "cocalc", "databricks")
-
-
-def _flag(name: str) -> bool:
-    value = os.environ.get(name, "0").strip().lower()
-    if value not in {"0", "1", "true", "false", "yes", "no", ""}:
-        raise ValueError(f"{name} must be 0 or 1, got {value!r}")
-    return value in {"1", "true", "yes"}
 
 
 @dataclass(frozen=True)
@@ -101,7 +94,7 @@ def setup(seed: int = 0, renderer: str | None = PLOTLY_RENDERER) -> Settings:
 
     device_name = os.environ.get("VLR_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
     device = parse_device(device_name, "VLR_DEVICE")  # a bad name or a missing GPU fails here, not in training
-    settings = Settings(fast=_flag("VLR_FAST"), data=data, device=device, seed=seed, rerun=_flag("VLR_RERUN"))
+    settings = Settings(fast=env_flag("VLR_FAST"), data=data, device=device, seed=seed, rerun=env_flag("VLR_RERUN"))
     seed_everything(seed)
     if settings.fast and settings.device.type == "cpu":
         # Fast mode's matrices are tiny: threads gain nothing, and on a shared 2-core CI

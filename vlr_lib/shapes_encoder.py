@@ -119,7 +119,8 @@ class EncoderSettings:
     """What the pretrained encoder is built from; every field is part of its cache's request.
 
     seed seeds the pool (its own SeedSequence branch), the initial weights and the batch
-    order. The defaults pretrain in about 25 s on one core of the project's 2-core CPU.
+    order. The defaults are the recipe of the shipped encoder (``shipped_encoder``); they pretrain in
+    about 2 minutes single-threaded (``python -m vlr_lib encoder --retrain``).
     """
 
     pool_size: int = 4000
@@ -553,8 +554,8 @@ def pretrained_image_features(
 
     `images`: a split of a shapes DatasetDict (its "image" column) or uint8 images
     [N, H, W, 3] / [N, 3, H, W]. The encoder is `encoder`, or the cached one of `settings`
-    (default: EncoderSettings with the images' size), trained on first use
-    (`load_or_train_encoder`). Deterministic: single-threaded in fixed chunks of 256 images,
+    (default: EncoderSettings with the images' size): the shipped one for 64-pixel images, else
+    trained once into a cache (`load_or_train_encoder`). Deterministic: single-threaded in fixed chunks of 256 images,
     so the same images give the same bytes (the chunk size changes float rounding, ~1e-7).
     """
     x = _as_images(images)

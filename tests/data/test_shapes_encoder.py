@@ -354,7 +354,7 @@ def test_random_encoder_is_the_untrained_baseline(tiny_images, built):
 
 @pytest.mark.slow
 def test_default_encoder_tracks_what_captions_share():
-    """The issue's check, on the real default (cached under default_cache_dir(); trained on first use, ~35 s).
+    """The issue's check, on the real default: the shipped encoder (vlr_lib/assets/shapes_encoder).
 
     Measured on this machine: Spearman 0.40-0.46 over data seeds 0, 1 and difficulty 0, 0.5, 1
     (the random TinyCNN of train.shapes_features 0.16-0.23); held-out pretraining accuracy colour 0.99,
@@ -372,3 +372,116 @@ def test_default_encoder_tracks_what_captions_share():
             rho = Q.overlap_spearman(feats, val["caption"])
             assert rho >= 0.35, (seed, difficulty, rho)
 
+
+
+# ---------------------------------------------------------------- the shipped encoder
+
+
+@pytest.fixture
+def shipped(tmp_path):
+    """A copy of the shipped encoder's folder, to damage."""
+    folder = tmp_path / "shipped"
+    folder.mkdir()
+    for name in (E.WEIGHTS_FILE, E.MANIFEST_FILE):
+        (folder / name).write_bytes((E.SHIPPED_DIR / name).read_bytes())
+    return folder
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    """Nothing may train the encoder in place of the shipped one."""
+    monkeypatch.setattr(E, "pretrain", lambda *a, **k: pytest.fail("the shipped encoder must never be re-trained"))
+    monkeypatch.setattr(E, "_fit", lambda *a, **k: pytest.fail("the shipped encoder must never be re-trained"))
+
+
+def test_the_default_recipe_is_the_shipped_encoder_checked_by_sha256(no_training):
+    import hashlib
+
+    manifest = json.loads((E.SHIPPED_DIR / E.MANIFEST_FILE).read_text())
+    blob = (E.SHIPPED_DIR / E.WEIGHTS_FILE).read_bytes()
+    assert hashlib.sha256(blob).hexdigest() == manifest["sha256"] == E.shipped_sha256()
+    assert len(blob) < 200_000  # about 150 KB ships with the package
+    enc = E.load_or_train_encoder(progress=False)
+    assert enc is E.shipped_encoder()  # loaded once
+    assert E.content_hash(enc.state_dict()) == manifest["content_hash"]
+    settings = E.EncoderSettings()
+    assert {k: manifest[k] for k in settings.request() if k != "torch_version"} == \
+        {k: v for k, v in settings.request().items() if k != "torch_version"}  # the recipe it was trained with
+    assert manifest["trained_with"]["kernels"] and manifest["pretrain_accuracy"]["shape"] > 0.6
+    img = make_shapes(4, 1, 1, seed=0)["train"]
+    assert torch.equal(E.pretrained_image_features(img, progress=False),
+                       E.pretrained_image_features(img, encoder=E.shipped_encoder(), progress=False))
+
+
+def _flip(path: Path, at: int = 2000) -> None:
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _other_encoder(folder: Path) -> None:
+    """A valid weights file of another encoder (the manifest unchanged)."""
+    state = E.ShapesEncoder(32).state_dict()
+    torch.save(state, folder / E.WEIGHTS_FILE)
+
+
+@pytest.mark.parametrize("damage, says", [
+    (lambda f: (f / E.WEIGHTS_FILE).unlink(), "encoder.pt is missing"),
+    (lambda f: (f / E.MANIFEST_FILE).unlink(), "manifest.json is missing"),
+    (lambda f: _flip(f / E.WEIGHTS_FILE), "has sha256"),
+    (lambda f: (f / E.WEIGHTS_FILE).write_bytes((f / E.WEIGHTS_FILE).read_bytes()[:1000]), "has sha256"),
+    (_other_encoder, "another encoder"),
+    (lambda f: (f / E.MANIFEST_FILE).write_text("{not json"), "manifest.json cannot be read"),
+    (lambda f: (f / E.MANIFEST_FILE).write_text("[1, 2]"), "not an encoder manifest"),
+], ids=["weights missing", "manifest missing", "byte flipped", "truncated", "other sha256", "manifest not JSON",
+        "manifest not an object"])
+def test_a_missing_damaged_or_other_shipped_encoder_is_one_line_naming_the_file_and_the_fix(shipped, damage, says,
+                                                                                               no_training):
+    damage(shipped)
+    with pytest.raises(E.EncoderFileError) as err:
+        E.shipped_encoder(shipped)
+    message = str(err.value)
+    assert "\n" not in message and says in message and str(shipped) in message
+    assert "git checkout -- vlr_lib/assets/shapes_encoder" in message and "python -m vlr_lib encoder --retrain" in message
+
+
+def test_a_damaged_shipped_encoder_stops_the_default_recipe_instead_of_training(shipped, monkeypatch, no_training):
+    _flip(shipped / E.WEIGHTS_FILE)
+    monkeypatch.setattr(E, "SHIPPED_DIR", shipped)
+    with pytest.raises(E.EncoderFileError, match="has sha256"):
+        E.load_or_train_encoder(progress=False)
+
+
+def test_the_encoder_command_checks_and_retrains_on_purpose_only(shipped, monkeypatch, capsys, tmp_path):
+    from vlr_lib.cli import encoder as cli
+
+    from ..cli.helpers import call
+
+    code, out, err = call(cli.main, [], capsys)
+    assert code == 0 and E.shipped_sha256() in out and err == ""
+    code, _, err = call(cli.main, ["--to", str(tmp_path / "x")], capsys)
+    assert code == 2 and err.count("\n") == 1 and "argument --to" in err and "--retrain" in err
+    _flip(shipped / E.WEIGHTS_FILE)
+    monkeypatch.setattr(E, "SHIPPED_DIR", shipped)
+    code, _, err = call(cli.main, [], capsys)
+    assert code == 2 and err.count("\n") == 1 and str(shipped / E.WEIGHTS_FILE) in err and "--retrain" in err
+    # --retrain writes a checked encoder where --to says (the recipe shrunk to seconds for the test)
+    tiny = E._build(TINY, train=True)
+    monkeypatch.setattr(E, "pretrain", lambda settings=None, progress=False: tiny)
+    code, out, err = call(cli.main, ["--retrain", "--to", str(tmp_path / "new")], capsys)
+    assert code == 0, err
+    assert f"wrote {tmp_path / 'new' / E.WEIGHTS_FILE}" in out
+    written = json.loads((tmp_path / "new" / E.MANIFEST_FILE).read_text())
+    assert written["sha256"] == E.shipped_sha256(tmp_path / "new") and written["trained_with"]["threads"] == 1
+    code, out, _ = call(cli.main, ["--retrain", "--to", str(tmp_path / "new")], capsys)
+    assert code == 0 and "identical to the encoder that was there" in out
+
+
+def test_an_unknown_image_encoder_is_one_line_naming_the_flag(capsys):
+    from vlr_lib.cli import showdown, train
+
+    from ..cli.helpers import call
+
+    for main in (train.main, showdown.main):
+        code, _, err = call(main, ["--image-encoder", "imagenet"], capsys)
+        assert code == 2 and err.count("\n") == 1 and "--image-encoder" in err and "imagenet" in err

@@ -7,6 +7,7 @@ import math
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -101,13 +102,57 @@ def test_keep_writes_only_where_vlr_record_asks(tmp_path, monkeypatch):
 
 
 def test_check_reproduced_states_the_gap_and_names_the_fix():
-    assert record.check_reproduced([100.0, 200.0], [101.0, 199.5], "x") == 1.0
+    assert record.check_reproduced([100.0, 200.0], [101.0, 199.5], "x", strict=True) == 1.0
     with pytest.raises(AssertionError, match=rf"x: .* > {record.RSUM_TOLERANCE} rsum points.*make record"):
-        record.check_reproduced([100.0, 200.0], [100.0, 200.0 + 2 * record.RSUM_TOLERANCE], "x")
+        record.check_reproduced([100.0, 200.0], [100.0, 200.0 + 2 * record.RSUM_TOLERANCE], "x", strict=True)
     with pytest.raises(AssertionError, match="2 epochs"):
-        record.check_reproduced([100.0, 200.0], [100.0], "x")
+        record.check_reproduced([100.0, 200.0], [100.0], "x", strict=False)
     with pytest.raises(AssertionError):
-        record.check_reproduced([100.0], [float("nan")], "x")
+        record.check_reproduced([100.0], [float("nan")], "x", strict=True)
+
+
+def test_each_record_has_its_measured_tolerance():
+    from vlr_lib.train import recheck
+
+    assert set(record.TOLERANCES) == set(recheck.NAMES) == set(recheck.CHECKS)
+    for name, limit in record.TOLERANCES.items():
+        assert record.tolerance_of(name) == limit and 0 < limit <= record.RSUM_TOLERANCE
+    assert record.tolerance_of("made-elsewhere") == record.tolerance_of(None) == record.RSUM_TOLERANCE
+    name = next(iter(record.TOLERANCES))
+    limit = record.TOLERANCES[name]
+    assert record.check_reproduced([100.0], [100.0 + limit], "x", name=name, strict=True) == limit
+    with pytest.raises(AssertionError, match=f"> {limit} rsum points"):
+        record.check_reproduced([100.0], [100.0 + limit + 0.01], "x", name=name, strict=True)
+
+
+@pytest.mark.parametrize("env, strict", [({}, False), ({"VLR_FAST": "1"}, True), ({"VLR_BOOK": "1"}, True),
+                                         ({"VLR_FAST": "0", "VLR_BOOK": "0"}, False)])
+def test_a_drift_fails_the_tests_and_the_book_and_warns_a_student_in_full_mode(monkeypatch, env, strict):
+    for name in ("VLR_FAST", "VLR_BOOK"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert record.strict_checks() is strict
+    far = [100.0 + 3 * record.RSUM_TOLERANCE]
+    if strict:
+        with pytest.raises(AssertionError, match="regenerate it with make record"):
+            record.check_reproduced([100.0], far, "notebook 09's record")
+        return
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gap = record.check_reproduced([100.0], far, "notebook 09's record")  # the chapter goes on
+    assert gap == 3 * record.RSUM_TOLERANCE
+    (w,) = [w for w in caught if issubclass(w.category, record.RecordDriftWarning)]
+    text = str(w.message)
+    assert "notebook 09's record" in text and f"{gap:.2f}" in text and "goes on with the recorded numbers" in text
+
+
+def test_a_record_of_another_shapes_encoder_is_not_opened(tmp_path, monkeypatch):
+    path = record.write("exp", SETTINGS, {"epochs": ROWS}, command="c", title="t", wall_seconds=1, root=tmp_path)
+    assert json.loads((path / record.MANIFEST).read_text())["shapes_encoder"] == record.encoder_sha256()
+    monkeypatch.setattr(record, "encoder_sha256", lambda: "f" * 64)  # the encoder was re-trained since
+    with pytest.warns(record.RecordWarning, match="made with the shapes encoder"):
+        assert record.read("exp", SETTINGS, root=tmp_path) is None
 
 
 def test_a_grid_recorded_and_read_back_is_the_grid_runs_table(tmp_path):

@@ -174,10 +174,10 @@ def recorded(spec: LessonsSpec) -> Lessons | None:
     return Lessons(pd.DataFrame(rec.tables["runs"]), rec.manifest["meta"], rec.path, reused=True, record=rec)
 
 
-def check_record(spec: LessonsSpec, experiment: str = "features", condition: str = "pretrained encoder",
-                 role: str = "triplet_hardest", seed: int = 0) -> float | None:
-    """Re-train one recorded run of the chapter from scratch and assert its last and best validation rsum match
-    the record's within ``record.RSUM_TOLERANCE``; the largest gap, or None when no record matches `spec`."""
+def recorded_and_again(spec: LessonsSpec, experiment: str = "features", condition: str = "pretrained encoder",
+                       role: str = "triplet_hardest", seed: int = 0) -> tuple[str, list[float], list[float]] | None:
+    """(record name, [last, best] validation rsum of one recorded run, the same of that run re-trained from
+    scratch), or None when no record matches `spec`."""
     done = recorded(spec)
     if done is None:
         return None
@@ -185,8 +185,20 @@ def check_record(spec: LessonsSpec, experiment: str = "features", condition: str
     row = done.runs[(done.runs["experiment"] == experiment) & (done.runs["condition"] == cond.label)
                     & (done.runs["role"] == role) & (done.runs["seed"] == seed)].iloc[0]
     again = [r["rsum"] for r in retrain(cond.spec, cond.losses()[role], seed).history]
-    return R.check_reproduced([row["rsum"], row["best_rsum"]], [again[-1], max(again)],
-                              f"the recorded lessons {done.record.name}, {cond.label}, {role} seed {seed}")
+    return done.record.name, [float(row["rsum"]), float(row["best_rsum"])], [again[-1], max(again)]
+
+
+def check_record(spec: LessonsSpec, experiment: str = "features", condition: str = "pretrained encoder",
+                 role: str = "triplet_hardest", seed: int = 0) -> float | None:
+    """Re-train one recorded run of the chapter from scratch and compare its last and best validation rsum with
+    the record's (``record.check_reproduced``, the record's measured tolerance); the largest gap, or None when no
+    record matches `spec`."""
+    found = recorded_and_again(spec, experiment, condition, role, seed)
+    if found is None:
+        return None
+    name, recorded_rsums, again = found
+    return R.check_reproduced(recorded_rsums, again, f"the recorded lessons {name}, {condition}, {role} seed {seed}",
+                              name=name)
 
 
 def run(spec: LessonsSpec, out: Path | None = None, force: bool = False, progress: bool = False,

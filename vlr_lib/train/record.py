@@ -42,6 +42,7 @@ import pandas as pd
 import torch
 
 from .. import __version__
+from .._checks import env_flag
 from .._io import atomic_dir, atomic_write_json
 from ..paths import _absolute_env
 
@@ -51,16 +52,28 @@ FORMAT = "vlr-record-1"
 RECORD_ENV = "VLR_RECORD"
 REGENERATE = "make record (python data_scripts/record_runs.py)"
 SEP = "/"
-#: How far a run re-trained from scratch may land from its record, in validation rsum points (of 600), at
-#: every epoch compared. On the CPU that made the record the gap is 0 (bit for bit; also with 4 threads).
-#: Another CPU rounds differently; rounding-level noise on the frozen features (relative 1e-6 to 1e-3) moved
-#: the recorded showdown runs by up to 6.1 points at some epoch and 4.7 at the last or best one (measured,
-#: docs/results.md "Recorded runs"), so 10 points allows that and still catches a changed loss or schedule.
-RSUM_TOLERANCE = 10.0
+#: How far a run re-trained from scratch may land from its record, in validation rsum points (of 600), at every
+#: epoch compared, per record. Sized by measurement, not by a guess: with the shipped shapes encoder every machine
+#: computes the same features up to inference rounding, and benchmarks/record_drift.py re-trains each record's
+#: checked run (vlr_lib.train.recheck) under torch's portable, AVX2 and AVX-512 kernels with 1, 2 and 4 threads;
+#: each tolerance is the largest gap measured there with a margin (docs/results.md, "How far a record drifts").
+TOLERANCES: dict[str, float] = {
+    "09_training-shapes-full": 10.0,
+    "11_hyperparameters-shapes-full": 10.0,
+    "showdown-shapes-features-full": 10.0,
+    "showdown-shapes-vsepp-full": 10.0,
+    "lessons-shapes-full": 10.0,
+}
+#: The tolerance of a record that is not in TOLERANCES (one made elsewhere, e.g. with VLR_RECORD).
+RSUM_TOLERANCE = max(TOLERANCES.values())
 
 
 class RecordWarning(UserWarning):
     """A record exists but cannot be used (damaged or hand-edited): the notebook re-trains instead."""
+
+
+class RecordDriftWarning(UserWarning):
+    """A re-trained run landed farther from its record than the tolerance: shown in full mode, an error in tests."""
 
 
 # --------------------------------------------------------------------------- settings and hashes
@@ -361,20 +374,49 @@ def keep_grid(name: str, settings: Mapping, runs: pd.DataFrame, out: Path, **how
 # --------------------------------------------------------------------------- checked, not trusted
 
 
+def tolerance_of(name: str | None) -> float:
+    """The measured tolerance of the record `name` (:data:`TOLERANCES`), else :data:`RSUM_TOLERANCE`."""
+    return TOLERANCES.get(name, RSUM_TOLERANCE) if name else RSUM_TOLERANCE
+
+
+def strict_checks() -> bool:
+    """Whether a drift beyond tolerance is an error: under the tests and CI (VLR_FAST=1) and in the book build
+    (VLR_BOOK=1); in full mode (``make lab``) it is a warning and the chapter goes on from the record."""
+    return env_flag("VLR_FAST") or env_flag("VLR_BOOK")
+
+
 def check_reproduced(recorded: Sequence[float], again: Sequence[float], what: str,
-                     tolerance: float = RSUM_TOLERANCE) -> float:
-    """Assert that a re-trained run's per-epoch rsums match the record's within `tolerance`; return the largest gap."""
+                     tolerance: float | None = None, *, name: str | None = None,
+                     strict: bool | None = None) -> float:
+    """Compare a re-trained run's per-epoch rsums with the record's; return the largest gap.
+
+    The tolerance is `tolerance`, else the measured one of the record `name`. Beyond it (or a
+    different number of epochs, or a NaN): an AssertionError when `strict` (default
+    :func:`strict_checks`), else a :class:`RecordDriftWarning` with the numbers and what they mean.
+    """
+    limit = tolerance_of(name) if tolerance is None else float(tolerance)
+    strict = strict_checks() if strict is None else strict
     recorded, again = [float(x) for x in recorded], [float(x) for x in again]
     if len(recorded) != len(again):
         raise AssertionError(f"{what}: the record has {len(recorded)} epochs, the re-trained run {len(again)}")
     gap = max((abs(a - b) for a, b in zip(recorded, again)), default=0.0)
-    if not math.isfinite(gap) or gap > tolerance:
+    if math.isfinite(gap) and gap <= limit:
+        return gap
+    if strict:
         raise AssertionError(f"{what}: re-trained rsums {again} differ from the record's {recorded} by up to "
-                             f"{gap:.2f} > {tolerance} rsum points: the code or the data changed since the record "
+                             f"{gap:.2f} > {limit} rsum points: the code or the data changed since the record "
                              f"was made; regenerate it with {REGENERATE}")
+    warnings.warn(RecordDriftWarning(
+        f"{what}: the run re-trained on this machine lands {gap:.2f} rsum points from the record at some epoch, "
+        f"more than the {limit} measured across CPU kernels and thread counts (docs/results.md). Your CPU or "
+        f"your copy of the code computes differently from the one that made the record; this chapter goes on "
+        f"with the recorded numbers. Re-trained: {[round(x, 1) for x in again]}; recorded: "
+        f"{[round(x, 1) for x in recorded]}. If you changed the code or the data, regenerate the record with "
+        f"{REGENERATE}."), stacklevel=2)
     return gap
 
 
-__all__ = ["RECORDED", "RSUM_TOLERANCE", "REGENERATE", "RecordWarning", "Record", "settings_hash", "read", "write",
+__all__ = ["RECORDED", "RSUM_TOLERANCE", "TOLERANCES", "RecordDriftWarning", "tolerance_of", "strict_checks",
+           "encoder_sha256", "REGENERATE", "RecordWarning", "Record", "settings_hash", "read", "write",
            "problems", "destination", "keep", "keep_grid", "history_rows", "histories_of", "cell_rows", "cells_of", "grid_cells", "cell_table", "cell_history", "train_seconds",
            "check_reproduced", "hardware"]

@@ -1,0 +1,161 @@
+"""How far each shipped record's checked run drifts under other CPU kernels and thread counts, and what a real change does.
+
+    python benchmarks/record_drift.py                        # kernels default,avx2,avx512 x threads 1,2,4
+    python benchmarks/record_drift.py --kernels default,avx2 --threads 1 --json drift.json
+
+For every kernel set (``ATEN_CPU_CAPABILITY``: torch's portable kernels, AVX2, AVX-512 where the CPU
+has it; the same values another CPU's torch picks) and thread count, a fresh process re-trains each
+record's checked run (``vlr_lib.train.recheck``: the run the notebooks and tests re-train) at full
+length with the shipped shapes encoder, and prints the largest gap to the record over the epochs the
+checks compare: every epoch, and the first 3 (what fast mode re-trains for 09 and 11). Then, under this
+CPU's own kernels, the same run with ONE thing changed -- the margin 0.2 -> 0.3, the learning rate x2, or
+another loss -- must land farther from the record than the tolerance: those gaps say what the check
+catches. It prints a table and the tolerance each record would get (the largest drift x 1.5 + 1,
+rounded up to half a point); ``record.TOLERANCES`` holds the values chosen (docs/results.md).
+
+A record's run pinned to one thread by the code (the showdown's and the lessons' cells; fast mode
+pins every notebook to one) cannot depend on the thread count: the rows with 2 and 4 threads show it.
+Takes about 2 minutes per kernel set and thread count on the project's 2-core CPU.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FAST_EPOCHS = 3  # what fast mode re-trains of notebooks 09 and 11
+MARK = "record_drift rows: "
+
+
+def _gaps(recorded: list[float], again: list[float]) -> dict[str, float]:
+    every = [abs(a - b) for a, b in zip(recorded, again)]
+    return {"every": max(every), "first3": max(every[:FAST_EPOCHS]), "epochs": len(every)}
+
+
+def one(threads: int, changes: bool) -> list[dict]:
+    """In this process: each record's checked run, re-trained; with `changes`, the changed runs instead."""
+    import torch
+
+    from vlr_lib.train import recheck
+
+    torch.set_num_threads(threads)
+    rows = []
+    for name, pair in (_changed() if changes else recheck.CHECKS).items():
+        t0 = time.perf_counter()
+        recorded, again = pair(None)
+        rows.append({"record": name, **_gaps(recorded, again), "seconds": round(time.perf_counter() - t0, 1),
+                     "threads": torch.get_num_threads()})
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    return rows
+
+
+def _changed() -> dict:
+    """The record 09's and the showdown's checked runs with one setting changed (what the check exists to catch)."""
+    from vlr_lib.train import recheck
+    from vlr_lib.train import record as R
+    from vlr_lib.train import showdown as S
+
+    def heads(loss: str, kw: dict, lr_factor: float = 1.0):
+        def pair(epochs):
+            rec = R.read("09_training-shapes-full", None)
+            made = dict(rec.manifest["settings"], lr=rec.manifest["settings"]["lr"] * lr_factor)
+            again = recheck._heads_run(made, loss, kw, epochs, head=made["head"])
+            recorded = R.histories_of(rec.tables["runs"])[f"usual/{made['seeds'][0]}/Unified"][1:]
+            return [r["rsum"] for r in recorded], again
+        return pair
+
+    def race(loss: str, **kw):
+        def pair(epochs):
+            spec = S.spec_for("shapes", False, "features")
+            rec = S.recorded(spec).record
+            history = R.cell_history(R.cells_of(rec.tables), {"loss": "triplet_hardest"}, 0)
+            again = S.retrain(spec, loss, 0) if not kw else _retrain_kw(S, spec, loss, kw)
+            return [r["rsum"] for r in history], [r["rsum"] for r in again.history]
+        return pair
+
+    return {"09 Unified, margin 0.3": heads("unified", {"margin": 0.3, "gamma": 60.0}),
+            "09 Unified, lr x2": heads("unified", {"margin": 0.2, "gamma": 60.0}, lr_factor=2.0),
+            "09 Unified -> NT-Xent": heads("info_nce", {"temperature": 0.1}),
+            "showdown Triplet-SH, margin 0.3": race("triplet_hardest", margin=0.3),
+            "showdown Triplet-SH -> Triplet (all)": race("triplet_all")}
+
+
+def _retrain_kw(S, spec, loss: str, kw: dict):
+    """``showdown.retrain`` with loss parameters (its cells take the loss's defaults)."""
+    from vlr_lib.train.grid_search import trainer
+
+    data = S.load_data(spec)
+    callback = S.ShowdownMetrics(data.test, S.probe_batch(data.train, min(spec.probe, data.train[0].shape[0])))
+    with S.cpu_threads(1):
+        return trainer(spec.setting)(*data.train, loss=loss, loss_kwargs=kw, val=data.val, **spec.model(),
+                                     settings=spec.settings().replace(seed=0, callbacks=[callback]))
+
+
+def _child(kernels: str, threads: int, changes: bool = False) -> list[dict]:
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONPATH=str(ROOT))
+    if kernels != "native":
+        env["ATEN_CPU_CAPABILITY"] = kernels
+    else:
+        env.pop("ATEN_CPU_CAPABILITY", None)
+    cmd = [sys.executable, __file__, "--one", str(threads)] + (["--changes"] if changes else [])
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"record_drift: the child for kernels={kernels} threads={threads} failed:\n{out.stderr[-2000:]}")
+    line = next(x for x in reversed(out.stdout.splitlines()) if x.startswith(MARK))
+    return [dict(r, kernels=kernels) for r in json.loads(line[len(MARK):])]
+
+
+def tolerance(drift: float) -> float:
+    """The tolerance a measured drift gives: x 1.5 + 1 rsum point, rounded up to half a point."""
+    return math.ceil((1.5 * drift + 1.0) * 2) / 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kernels", default="default,avx2,avx512", help="ATEN_CPU_CAPABILITY values (native: unset)")
+    p.add_argument("--threads", default="1,2,4", help="torch thread counts")
+    p.add_argument("--no-changes", action="store_true", help="skip the runs with one setting changed")
+    p.add_argument("--json", type=Path, default=None, help="also write every row here")
+    p.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--changes", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.one is not None:
+        print(MARK + json.dumps(one(args.one, args.changes)))
+        return 0
+    rows = []
+    for kernels in args.kernels.split(","):
+        for threads in (int(t) for t in args.threads.split(",")):
+            t0 = time.perf_counter()
+            rows += _child(kernels, threads)
+            print(f"kernels={kernels} threads={threads}: {time.perf_counter() - t0:.0f} s", flush=True)
+    changed = [] if args.no_changes else _child("native", 1, changes=True)
+    _report(rows, changed)
+    if args.json:
+        args.json.write_text(json.dumps({"drift": rows, "changed": changed}, indent=1) + "\n")
+    return 0
+
+
+def _report(rows: list[dict], changed: list[dict]) -> None:
+    from vlr_lib.train import record as R
+
+    print("\n| record | kernels | threads | largest gap, every epoch | first 3 epochs |\n|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['record']} | {r['kernels']} | {r['threads']} | {r['every']:.2f} | {r['first3']:.2f} |")
+    print("\n| record | largest drift | tolerance it gives (x1.5 + 1) | record.TOLERANCES |\n|---|---|---|---|")
+    for name in dict.fromkeys(r["record"] for r in rows):
+        drift = max(r["every"] for r in rows if r["record"] == name)
+        print(f"| {name} | {drift:.2f} | {tolerance(drift)} | {R.tolerance_of(name)} |")
+    if changed:
+        print("\n| one thing changed | gap, every epoch | first 3 epochs |\n|---|---|---|")
+        for r in changed:
+            print(f"| {r['record']} | {r['every']:.2f} | {r['first3']:.2f} |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

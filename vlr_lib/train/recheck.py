@@ -1,0 +1,108 @@
+"""Each shipped record's check: one recorded run re-trained from scratch, its validation rsums beside the record's.
+
+The records (``vlr_lib.train.record``) are checked, never trusted: notebooks 09-12 re-train one
+recorded run in every mode, the tests do so in fast mode, and ``benchmarks/record_drift.py``
+measures how far these re-trained runs land from the record under other CPU kernels and thread
+counts -- the measurements that size ``record.TOLERANCES``. One function per record gives
+``(recorded, again)``: the record's per-epoch validation rsums and the re-trained run's, so the
+notebooks, the tests and the measurement re-train exactly the same run.
+
+- ``09_training-shapes-full``: notebook 09's Unified run (m 0.2, gamma 60), its first seed;
+- ``11_hyperparameters-shapes-full``: notebook 11's Triplet-SH cell, its first seed;
+- ``showdown-shapes-features-full`` / ``showdown-shapes-vsepp-full``: the showdown's Triplet-SH, seed 0;
+- ``lessons-shapes-full``: notebook 12's Triplet-SH on the pretrained encoder, seed 0 (the record keeps
+  each run's last and best rsum, so those two are compared).
+
+``epochs`` cuts a run short (fast mode re-trains the first 3 epochs of 09 and 11: the learning rate
+still decays at the record's epoch, so they are the record's first 3 epochs).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from . import record as R
+
+NAMES = ("09_training-shapes-full", "11_hyperparameters-shapes-full", "showdown-shapes-features-full",
+         "showdown-shapes-vsepp-full", "lessons-shapes-full")
+Pair = tuple[list[float], list[float]]
+
+
+def _shipped(name: str) -> R.Record:
+    rec = R.read(name, None)
+    if rec is None:
+        raise FileNotFoundError(f"no usable record {name} in {R.record_root()}: regenerate it with {R.REGENERATE}")
+    return rec
+
+
+def _features(made: dict):
+    """The shapes train and validation features of a notebook record's settings (notebook.training_features)."""
+    from ..data import make_shapes
+    from .inputs import shapes_features
+
+    data = make_shapes(n_train=made["n_train"], n_val=made["n_val"], n_test=1, seed=made["seed"])
+    feats = shapes_features(data, seed=made["seed"], splits=("train", "validation"))
+    return feats["train"], feats["validation"]
+
+
+def _heads_run(made: dict, loss: str, loss_kwargs: dict, epochs: int | None, **extra) -> list[float]:
+    from .fit_features import fit
+
+    train, val = _features(made)
+    result = fit(*train, loss=loss, loss_kwargs=loss_kwargs, val=val, dim=made["dim"], epochs=epochs or made["epochs"],
+                 lr_decay_epoch=made["epochs"] // 2, batch_size=made["batch_size"], lr=made["lr"],
+                 seed=made["seeds"][0], progress=False, **extra)
+    return [r["rsum"] for r in result.history]
+
+
+def training(epochs: int | None = None) -> Pair:
+    """Notebook 09: the record's Unified run of its first seed (epoch 0, the untrained heads, left out)."""
+    rec = _shipped("09_training-shapes-full")
+    made = rec.manifest["settings"]
+    loss, kw = made["losses"]["Unified"]
+    again = _heads_run(made, loss, kw, epochs, head=made["head"])
+    recorded = R.histories_of(rec.tables["runs"])[f"usual/{made['seeds'][0]}/Unified"][1:]
+    return [r["rsum"] for r in recorded][: len(again)], again
+
+
+def sweeps(epochs: int | None = None) -> Pair:
+    """Notebook 11: the record's Triplet-SH cell of its first seed."""
+    rec = _shipped("11_hyperparameters-shapes-full")
+    made = rec.manifest["settings"]
+    again = _heads_run(made, "triplet_hardest", {}, epochs, probe_batch=0)
+    recorded = R.cell_history(R.cells_of(rec.tables), {"loss": "triplet_hardest"}, made["seeds"][0])
+    return [r["rsum"] for r in recorded][: len(again)], again
+
+
+def showdown(setting: str) -> Callable[[int | None], Pair]:
+    """The showdown of `setting` (notebook 10): Triplet-SH, seed 0."""
+    def pair(epochs: int | None = None) -> Pair:
+        from . import showdown as S
+
+        found = S.recorded_and_again(S.spec_for("shapes", False, setting))
+        if found is None:
+            raise FileNotFoundError(f"no record of the {setting} showdown matches the code: {R.REGENERATE}")
+        return found[1], found[2]
+    return pair
+
+
+def lessons(epochs: int | None = None) -> Pair:
+    """Notebook 12: Triplet-SH on the pretrained encoder, seed 0; its last and best rsum."""
+    from . import lessons as L
+
+    found = L.recorded_and_again(L.LessonsSpec())
+    if found is None:
+        raise FileNotFoundError(f"no record of notebook 12's experiments matches the code: {R.REGENERATE}")
+    return found[1], found[2]
+
+
+CHECKS: dict[str, Callable[[int | None], Pair]] = {
+    "09_training-shapes-full": training, "11_hyperparameters-shapes-full": sweeps,
+    "showdown-shapes-features-full": showdown("features"), "showdown-shapes-vsepp-full": showdown("vsepp"),
+    "lessons-shapes-full": lessons,
+}
+
+
+def check(name: str, epochs: int | None = None, strict: bool | None = None) -> float:
+    """Re-train the record `name`'s checked run and compare it (``record.check_reproduced``); the largest gap."""
+    recorded, again = CHECKS[name](epochs)
+    return R.check_reproduced(recorded, again, f"the record {name}", name=name, strict=strict)
