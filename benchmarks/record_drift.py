@@ -59,42 +59,14 @@ def _changed() -> dict:
     """The record 09's and the showdown's checked runs with one setting changed (what the check exists to catch)."""
     from vlr_lib.train import recheck
     from vlr_lib.train import record as R
-    from vlr_lib.train import showdown as S
 
-    def heads(loss: str, kw: dict, lr_factor: float = 1.0):
-        def pair(epochs):
-            rec = R.read("09_training-shapes-full", None)
-            made = dict(rec.manifest["settings"], lr=rec.manifest["settings"]["lr"] * lr_factor)
-            again = recheck._heads_run(made, loss, kw, epochs, head=made["head"])
-            recorded = R.histories_of(rec.tables["runs"])[f"usual/{made['seeds'][0]}/Unified"][1:]
-            return [r["rsum"] for r in recorded], again
-        return pair
-
-    def race(loss: str, **kw):
-        def pair(epochs):
-            spec = S.spec_for("shapes", False, "features")
-            rec = S.recorded(spec).record
-            history = R.cell_history(R.cells_of(rec.tables), {"loss": "triplet_hardest"}, 0)
-            again = S.retrain(spec, loss, 0) if not kw else _retrain_kw(S, spec, loss, kw)
-            return [r["rsum"] for r in history], [r["rsum"] for r in again.history]
-        return pair
-
-    return {"09 Unified, margin 0.3": heads("unified", {"margin": 0.3, "gamma": 60.0}),
-            "09 Unified, lr x2": heads("unified", {"margin": 0.2, "gamma": 60.0}, lr_factor=2.0),
-            "09 Unified -> NT-Xent": heads("info_nce", {"temperature": 0.1}),
-            "showdown Triplet-SH, margin 0.3": race("triplet_hardest", margin=0.3),
-            "showdown Triplet-SH -> Triplet (all)": race("triplet_all")}
-
-
-def _retrain_kw(S, spec, loss: str, kw: dict):
-    """``showdown.retrain`` with loss parameters (its cells take the loss's defaults)."""
-    from vlr_lib.train.grid_search import trainer
-
-    data = S.load_data(spec)
-    callback = S.ShowdownMetrics(data.test, S.probe_batch(data.train, min(spec.probe, data.train[0].shape[0])))
-    with S.cpu_threads(1):
-        return trainer(spec.setting)(*data.train, loss=loss, loss_kwargs=kw, val=data.val, **spec.model(),
-                                     settings=spec.settings().replace(seed=0, callbacks=[callback]))
+    lr = R.read("09_training-shapes-full", None).manifest["settings"]["lr"]
+    race = recheck.CHECKS["showdown-shapes-features-full"]
+    return {"09 Unified, margin 0.3": lambda e: recheck.training(e, loss=("unified", {"margin": 0.3, "gamma": 60.0})),
+            "09 Unified, lr x2": lambda e: recheck.training(e, lr=2 * lr),
+            "09 Unified -> NT-Xent": lambda e: recheck.training(e, loss=("info_nce", {"temperature": 0.1})),
+            "showdown Triplet-SH, margin 0.3": lambda e: race(e, margin=0.3),
+            "showdown Triplet-SH -> Triplet (all)": lambda e: race(e, loss="triplet_all")}
 
 
 def _child(kernels: str, threads: int, changes: bool = False) -> list[dict]:

@@ -54,12 +54,15 @@ def _heads_run(made: dict, loss: str, loss_kwargs: dict, epochs: int | None, **e
     return [r["rsum"] for r in result.history]
 
 
-def training(epochs: int | None = None) -> Pair:
-    """Notebook 09: the record's Unified run of its first seed (epoch 0, the untrained heads, left out)."""
+def training(epochs: int | None = None, loss: tuple[str, dict] | None = None, **changed) -> Pair:
+    """Notebook 09: the record's Unified run of its first seed (epoch 0, the untrained heads, left out).
+
+    `loss` ((name, parameters)) and `changed` (settings of the record, e.g. ``lr=``) re-train the
+    same run with one thing changed: what the check exists to catch."""
     rec = _shipped("09_training-shapes-full")
-    made = rec.manifest["settings"]
-    loss, kw = made["losses"]["Unified"]
-    again = _heads_run(made, loss, kw, epochs, head=made["head"])
+    made = {**rec.manifest["settings"], **changed}
+    name, kw = loss or made["losses"]["Unified"]
+    again = _heads_run(made, name, kw, epochs, head=made["head"])
     recorded = R.histories_of(rec.tables["runs"])[f"usual/{made['seeds'][0]}/Unified"][1:]
     return [r["rsum"] for r in recorded][: len(again)], again
 
@@ -73,15 +76,19 @@ def sweeps(epochs: int | None = None) -> Pair:
     return [r["rsum"] for r in recorded][: len(again)], again
 
 
-def showdown(setting: str) -> Callable[[int | None], Pair]:
-    """The showdown of `setting` (notebook 10): Triplet-SH, seed 0."""
-    def pair(epochs: int | None = None) -> Pair:
+def showdown(setting: str) -> Callable[..., Pair]:
+    """The showdown of `setting` (notebook 10): Triplet-SH, seed 0. The pair's `loss` and `loss_kwargs`
+    re-train the same cell with another loss or other parameters (what the check exists to catch)."""
+    def pair(epochs: int | None = None, loss: str = "triplet_hardest", **loss_kwargs) -> Pair:
         from . import showdown as S
 
-        found = S.recorded_and_again(S.spec_for("shapes", False, setting))
-        if found is None:
+        spec = S.spec_for("shapes", False, setting)
+        race = S.recorded(spec)
+        if race is None:
             raise FileNotFoundError(f"no record of the {setting} showdown matches the code: {R.REGENERATE}")
-        return found[1], found[2]
+        history = R.cell_history(R.cells_of(race.record.tables), {"loss": "triplet_hardest"}, 0)
+        again = S.retrain(spec, loss, 0, loss_kwargs=loss_kwargs or None)
+        return [r["rsum"] for r in history], [r["rsum"] for r in again.history]
     return pair
 
 

@@ -428,15 +428,17 @@ def recorded(spec: ShowdownSpec) -> Showdown | None:
     return Showdown(R.cell_table(R.cells_of(rec.tables)), rec.manifest["meta"], rec.path, reused=True, record=rec)
 
 
-def retrain(spec: ShowdownSpec, loss: str = "triplet_hardest", seed: int = 0, data: ShowdownData | None = None):
-    """One cell of `spec` trained from scratch, with the showdown's callback (a ``FitResult``)."""
+def retrain(spec: ShowdownSpec, loss: str = "triplet_hardest", seed: int = 0, data: ShowdownData | None = None,
+            loss_kwargs: dict | None = None):
+    """One cell of `spec` trained from scratch, with the showdown's callback (a ``FitResult``); `loss_kwargs`
+    change the loss's parameters (the showdown's cells use each loss's defaults)."""
     from .grid_search import trainer
 
     data = data or load_data(spec)
     device = default_device(spec.device)
     callback = ShowdownMetrics(data.test, probe_batch(data.train, min(spec.probe, data.train[0].shape[0])))
     with cpu_threads(1 if device.type == "cpu" else torch.get_num_threads()):
-        return trainer(spec.setting)(*data.train, loss=loss, val=data.val, **spec.model(),
+        return trainer(spec.setting)(*data.train, loss=loss, loss_kwargs=loss_kwargs, val=data.val, **spec.model(),
                                      settings=spec.settings().replace(seed=seed, callbacks=[callback], device=device))
 
 
