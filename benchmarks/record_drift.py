@@ -38,15 +38,17 @@ def _gaps(recorded: list[float], again: list[float]) -> dict[str, float]:
     return {"every": max(every), "first3": max(every[:FAST_EPOCHS]), "epochs": len(every)}
 
 
-def one(threads: int, changes: bool) -> list[dict]:
-    """In this process: each record's checked run, re-trained; with `changes`, the changed runs instead."""
+def one(threads: int, changes: bool, names: list[str] | None = None) -> list[dict]:
+    """In this process: each record's checked run (of `names`, default all), re-trained; with `changes`, the
+    changed runs instead."""
     import torch
 
     from vlr_lib.train import recheck
 
     torch.set_num_threads(threads)
     rows = []
-    for name, pair in (_changed() if changes else recheck.CHECKS).items():
+    checks = _changed() if changes else {n: recheck.CHECKS[n] for n in names or recheck.NAMES}
+    for name, pair in checks.items():
         t0 = time.perf_counter()
         recorded, again = pair(None)
         rows.append({"record": name, **_gaps(recorded, again), "seconds": round(time.perf_counter() - t0, 1),
@@ -69,13 +71,14 @@ def _changed() -> dict:
             "showdown Triplet-SH -> Triplet (all)": lambda e: race(e, loss="triplet_all")}
 
 
-def _child(kernels: str, threads: int, changes: bool = False) -> list[dict]:
+def _child(kernels: str, threads: int, changes: bool = False, names: list[str] | None = None) -> list[dict]:
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONPATH=str(ROOT))
     if kernels != "native":
         env["ATEN_CPU_CAPABILITY"] = kernels
     else:
         env.pop("ATEN_CPU_CAPABILITY", None)
-    cmd = [sys.executable, __file__, "--one", str(threads)] + (["--changes"] if changes else [])
+    cmd = [sys.executable, __file__, "--one", str(threads)] + (["--changes"] if changes else []) \
+        + (["--records", ",".join(names)] if names else [])
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"record_drift: the child for kernels={kernels} threads={threads} failed:\n{out.stderr[-2000:]}")
@@ -92,19 +95,22 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kernels", default="default,avx2,avx512", help="ATEN_CPU_CAPABILITY values (native: unset)")
     p.add_argument("--threads", default="1,2,4", help="torch thread counts")
+    p.add_argument("--records", default=None, help="comma-separated record names (default: every shipped record)")
     p.add_argument("--no-changes", action="store_true", help="skip the runs with one setting changed")
+    p.add_argument("--only-changes", action="store_true", help="only the runs with one setting changed")
     p.add_argument("--json", type=Path, default=None, help="also write every row here")
     p.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--changes", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    names = args.records.split(",") if args.records else None
     if args.one is not None:
-        print(MARK + json.dumps(one(args.one, args.changes)))
+        print(MARK + json.dumps(one(args.one, args.changes, names)))
         return 0
     rows = []
-    for kernels in args.kernels.split(","):
+    for kernels in [] if args.only_changes else args.kernels.split(","):
         for threads in (int(t) for t in args.threads.split(",")):
             t0 = time.perf_counter()
-            rows += _child(kernels, threads)
+            rows += _child(kernels, threads, names=names)
             print(f"kernels={kernels} threads={threads}: {time.perf_counter() - t0:.0f} s", flush=True)
     changed = [] if args.no_changes else _child("native", 1, changes=True)
     _report(rows, changed)
