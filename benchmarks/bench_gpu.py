@@ -20,16 +20,25 @@
    the Karpathy sizes (random, with a learnable signal), through ``vlr_lib.train.showdown.run``
    (test split and COCOS every epoch, selection on validation). Target: < 15 min on a GPU.
    Baseline: 66 x 15 of part 2's epochs; the ratio is the showdown's own cost (test split, COCOS).
+   Fewer seeds or epochs (``--seeds``, ``--epochs``) are scaled linearly to 66 x 15, as an
+   extrapolation: that also multiplies each run's fixed costs, so it errs high.
+4. The losses at N = 4096 and 16384 (``--loss-sizes``), D = 512: ``bench_losses.bench_size`` (the
+   table of ``make bench``), each loss's forward+backward on S as a ratio to the matmul
+   S = img @ txt.T of the same run, forward alone and forward+backward. An N that does not fit
+   the device's memory is one line.
 
+A part that raises prints its traceback and the others still run (exit status 1 at the end).
 Everything is written under a temporary folder and deleted; nothing touches the user's caches.
 """
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import sys
 import tempfile
 import time
+import traceback
 import warnings
 from pathlib import Path
 
@@ -197,12 +206,32 @@ def showdown(args, device: torch.device, work: Path, epoch_s: float | None) -> N
     wall = time.perf_counter() - t0
     assert len(result.runs) == runs
     full = wall * (66 / runs) * (15 / spec.epochs) * (29_000 / sizes["train"])
-    print(f"  wall time {wall:.1f} s for {runs} runs; scaled to 66 runs x 15 epochs x 29,000 images: "
-          f"{full / 60:.1f} min (target < {SHOWDOWN_TARGET_S / 60:.0f} min on a GPU: {full / SHOWDOWN_TARGET_S:.2f} "
+    scaled = (runs, spec.epochs, sizes["train"]) != (66, 15, 29_000)
+    print(f"  wall time {wall:.1f} s for {runs} runs x {spec.epochs} epochs"
+          + ("; extrapolated linearly to 66 runs x 15 epochs x 29,000 images: " if scaled else ": ")
+          + f"{full / 60:.1f} min (target < {SHOWDOWN_TARGET_S / 60:.0f} min on a GPU: {full / SHOWDOWN_TARGET_S:.2f} "
           "of the budget)")
+    if spec.epochs == 1:  # each run's one epoch: its training and validation, without the test split and COCOS
+        epochs = float(result.runs["seconds"].sum())
+        print(f"  of which the runs' epochs (training + validation): {epochs:.1f} s; the rest (data, models, test "
+              f"split and COCOS per epoch): {wall - epochs:.1f} s")
     if epoch_s is not None:
         base = 66 * 15 * epoch_s
         print(f"  baseline 66 x 15 epochs of part 2: {base / 60:.1f} min; ratio showdown / baseline {full / base:.2f}")
+
+
+# --------------------------------------------------------------------------- 4. the losses
+
+
+def loss_ratios(args, device: torch.device) -> None:
+    """make bench's table (bench_losses.bench_size) at the sizes of a GPU, with the forward+backward matmul too."""
+    from bench_losses import bench_size_if_it_fits
+
+    print(f"[4. losses] forward+backward of each loss on S, as ratios to the matmul S = img @ txt.T (D = 512) "
+          f"timed in the same run; float32, TF32 matmuls "
+          f"{'on' if torch.backends.cuda.matmul.allow_tf32 else 'off'}; medians after a warm-up")
+    for n in args.loss_sizes:
+        bench_size_if_it_fits(n, 512, device, skip_pml_above=0, mm_backward=True)
 
 
 def main(argv=None) -> None:
@@ -215,11 +244,12 @@ def main(argv=None) -> None:
     p.add_argument("--seeds", type=int, default=3, help="part 3: seeds per configuration")
     p.add_argument("--epochs", type=int, default=15, help="part 3: epochs per run")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--skip", default="", help="comma-separated parts to skip: 1,2,3")
+    p.add_argument("--loss-sizes", type=int, nargs="+", default=[4096, 16_384], help="part 4: batch sizes N")
+    p.add_argument("--skip", default="", help="comma-separated parts to skip: 1,2,3,4")
     args = p.parse_args(argv)
     if args.cpu_smoke:
         args.device, args.images, args.train_images, args.val_images = "cpu", 48, 2_900, 200
-        args.seeds, args.epochs, args.repeats = 1, 1, 1
+        args.seeds, args.epochs, args.repeats, args.loss_sizes = 1, 1, 1, [256]
         torch.set_num_threads(1)  # as the showdown on a CPU: tiny matmuls, threads only contend
     device = torch.device(args.device)
     skip = set(args.skip.split(","))
@@ -227,13 +257,32 @@ def main(argv=None) -> None:
     print(f"torch {torch.__version__}, device {device} ({name}), {torch.get_num_threads()} CPU threads"
           + (" -- CPU smoke run at reduced sizes: the GPU targets do not apply" if args.cpu_smoke else ""))
     datasets.disable_progress_bars()
+    failed = []
+
+    def part(number: str, fn, *a):
+        """fn(*a) unless skipped; a part that raises prints its traceback and the next still runs."""
+        if number in skip:
+            return None
+        try:
+            return fn(*a)
+        except Exception:  # noqa: BLE001 -- reported, and the exit status says so
+            traceback.print_exc()
+            print(f"[{number}] stopped by the error above", flush=True)
+            failed.append(number)
+            return None
+        finally:
+            gc.collect()
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+
     with tempfile.TemporaryDirectory(prefix="vlr-bench-gpu-") as tmp:
         work = Path(tmp)
-        if "1" not in skip:
-            extraction(args, device, work)
-        epoch_s = one_epoch(args, device) if "2" not in skip else None
-        if "3" not in skip:
-            showdown(args, device, work, epoch_s)
+        part("1", extraction, args, device, work)
+        epoch_s = part("2", one_epoch, args, device)
+        part("3", showdown, args, device, work, epoch_s)
+        part("4", loss_ratios, args, device)
+    if failed:
+        sys.exit(f"parts {', '.join(failed)} stopped by an error")
 
 
 if __name__ == "__main__":

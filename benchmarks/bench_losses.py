@@ -14,6 +14,7 @@ Run: `make bench` (or `python benchmarks/bench_losses.py --sizes 128 1024`).
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import time
 from collections.abc import Callable
@@ -26,21 +27,28 @@ from vlr_lib.similarity import similarity
 
 
 def timeit(fn: Callable[[], object], device: torch.device, min_time: float = 0.3, max_reps: int = 50) -> float:
-    """Median seconds of fn() after one warm-up call."""
+    """Median seconds of fn() after one warm-up call (on CUDA: between CUDA events, each call awaited)."""
+    cuda = device.type == "cuda"
 
-    def sync():
-        if device.type == "cuda":
-            torch.cuda.synchronize()
+    def once() -> float:
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / 1e3
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
 
     fn()
-    sync()
+    if cuda:
+        torch.cuda.synchronize(device)
     times: list[float] = []
     start = time.perf_counter()
     while len(times) < 3 or (time.perf_counter() - start < min_time and len(times) < max_reps):
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - t0)
+        times.append(once())
     return statistics.median(times)
 
 
@@ -110,22 +118,35 @@ def goal_pairs() -> list[tuple[str, Callable, Callable]]:
     ]
 
 
-def bench_size(n: int, d: int, device: torch.device, skip_pml_above: int) -> None:
-    """Print one table for this N; each row as soon as it is measured."""
+def bench_size(n: int, d: int, device: torch.device, skip_pml_above: int, mm_backward: bool = False) -> None:
+    """Print one table for this N; each row as soon as it is measured.
+
+    `mm_backward`: also time the matmul forward+backward (the two products of its backward against a
+    given gradient) and add each loss's ratio to it as a column.
+    """
     g = torch.Generator(device="cpu").manual_seed(0)
     img = torch.randn(n, d, generator=g).to(device).requires_grad_()
     txt = torch.randn(n, d, generator=g).to(device).requires_grad_()
     S0 = similarity(img.detach(), txt.detach())
     t_mm = timeit(lambda: img.detach() @ txt.detach().T, device)
     show = lambda line: print(line, flush=True)  # noqa: E731
-    show(f"\nN = {n}, D = {d}, device = {device.type}: matmul S = img @ txt.T takes {t_mm * 1e3:.2f} ms")
-    show(f"{'loss':<28}{'fwd+bwd on S':>14}{'/ matmul':>10}{'from emb.':>12}{'PML':>12}{'ours/PML':>10}")
+    line = f"\nN = {n}, D = {d}, device = {device.type}: matmul S = img @ txt.T takes {t_mm * 1e3:.2f} ms"
+    if mm_backward:
+        grad = torch.randn(n, n, generator=g).to(device)
+        t_fb = timeit(lambda: (img @ txt.T).backward(grad), device)
+        del grad
+        img.grad = txt.grad = None
+        line += f", forward+backward {t_fb * 1e3:.2f} ms"
+    show(line)
+    show(f"{'loss':<28}{'fwd+bwd on S':>14}{'/ matmul':>10}" + (f"{'/ mm f+b':>10}" if mm_backward else "")
+         + f"{'from emb.':>12}{'PML':>12}{'ours/PML':>10}")
     pml = {k: fn for k, (fn, max_n) in pml_equivalents().items() if n <= min(max_n, skip_pml_above)}
     for name, fn in closed_form_losses().items():
         S = S0.clone().requires_grad_()
         t_loss = timeit(lambda: fn(S).backward(), device)
         t_e2e = timeit(lambda: fn(similarity(img, txt)).backward(), device)
-        row = f"{name:<28}{t_loss * 1e3:>11.2f} ms{t_loss / t_mm:>9.2f}x{t_e2e * 1e3:>9.2f} ms"
+        row = f"{name:<28}{t_loss * 1e3:>11.2f} ms{t_loss / t_mm:>9.2f}x"
+        row += (f"{t_loss / t_fb:>9.2f}x" if mm_backward else "") + f"{t_e2e * 1e3:>9.2f} ms"
         if name in pml:
             t_pml = timeit(lambda: pml[name](img, txt).backward(), device, min_time=0.0, max_reps=3)
             row += f"{t_pml * 1e3:>9.2f} ms{t_e2e / t_pml:>9.2f}x"
@@ -135,6 +156,31 @@ def bench_size(n: int, d: int, device: torch.device, skip_pml_above: int) -> Non
         t_goal = timeit(lambda: goal_fn(S).backward(), device)
         t_ref = timeit(lambda: loss_fn(S).backward(), device)
         show(f"{label:<36}{t_goal * 1e3:>9.2f} ms vs {t_ref * 1e3:.2f} ms  ratio {t_goal / t_ref:.2f}x")
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """A CUDA out-of-memory error, or the CPU allocator's refusal."""
+    return isinstance(exc, torch.cuda.OutOfMemoryError) or (
+        isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc))
+
+
+def bench_size_if_it_fits(n: int, d: int, device: torch.device, skip_pml_above: int, mm_backward: bool = False) -> bool:
+    """:func:`bench_size`, or one line saying that N does not fit the device's memory (False)."""
+    try:
+        bench_size(n, d, device, skip_pml_above, mm_backward)
+        return True
+    except (RuntimeError, MemoryError) as exc:
+        if not (isinstance(exc, MemoryError) or _out_of_memory(exc)):
+            raise
+    gc.collect()
+    where = device.type
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        total = torch.cuda.get_device_properties(device).total_memory
+        where = f"{torch.cuda.get_device_name(device)}, {total / 2**30:.0f} GiB"
+    print(f"N = {n}: does not fit in the memory of {device} ({where}); skipped (rows above, if any, were measured)",
+          flush=True)
+    return False
 
 
 def main() -> None:
@@ -147,7 +193,7 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
     for device in devices:
         for n in args.sizes:
-            bench_size(n, args.dim, device, args.skip_pml_above)
+            bench_size_if_it_fits(n, args.dim, device, args.skip_pml_above)
 
 
 if __name__ == "__main__":
