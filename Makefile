@@ -22,7 +22,7 @@ help:
 	@echo "make test         set up (first time) and run every test, notebooks included"
 	@echo "make test-portable  notebooks 09-12 again under torch's portable kernels (another CPU's rounding)"
 	@echo "make record       regenerate the recorded runs notebooks 09-12 open in full mode (CPU: about an hour)"
-	@echo "make book         the static HTML book (notebooks executed in fast mode) in build/book"
+	@echo "make book         the static HTML book in build/book (09-12 from their records, the rest in fast mode)"
 	@echo "make bench        loss speed benchmark (ratios against the matmul that makes S)"
 	@echo "make bench-train  trainer throughput against a plain DataLoader loop"
 	@echo "make bench-gpu    the Flickr30K path on a GPU: extraction, one epoch, the showdown, against targets"
@@ -78,15 +78,17 @@ test-portable: setup
 record: setup
 	OMP_NUM_THREADS=1 $(PY) -m vlr_lib record
 
-# The book: every notebook executed in fast mode, then Sphinx; a failing cell stops it, naming the
-# notebook and the cell, and the previous book stays as it was. BOOK_ARGS e.g. "--jobs 1".
+# The book: every notebook executed (09-12 from their shipped records, the others in fast mode), then
+# Sphinx; a failing cell stops it, naming the notebook and the cell, and the previous book stays as it
+# was. BOOK_ARGS e.g. "--jobs 1".
 BOOK_ARGS ?=
 book: setup
 	$(PY) book/build.py $(BOOK_ARGS)
 
-# The browser tests of the built book (CI runs them after `make book`).
+# The tests of the built book (CI runs them after `make book`): two pages in a browser, and the experiment
+# chapters' pages against the shipped records.
 test-book: setup
-	VLR_BOOK_DIR=$(CURDIR)/build/book $(PY) -m pytest tests/browser/test_book.py -p no:cacheprovider || { rc=$$?; [ $$rc -ne 5 ] || echo "pytest collected no tests" >&2; exit $$rc; }
+	VLR_BOOK_DIR=$(CURDIR)/build/book $(PY) -m pytest tests/browser/test_book.py tests/book/test_pages.py -p no:cacheprovider || { rc=$$?; [ $$rc -ne 5 ] || echo "pytest collected no tests" >&2; exit $$rc; }
 
 bench: setup
 	$(PY) benchmarks/bench_losses.py

@@ -1,12 +1,17 @@
-"""`make book`: execute every notebook in fast mode, then build the static HTML book.
+"""`make book`: execute every notebook, then build the static HTML book.
 
     python book/build.py [--out build/book] [--jobs 2] [--notebooks notebooks]
 
 1. The sources are assembled in a temporary folder beside --out: the README (its introduction is
    the front page), docs/*.md, book/*.md and book/conf.py.
-2. Each notebook (the jupytext .py) is executed top to bottom with VLR_FAST=1 and VLR_BOOK=1
-   (vlr_lib.book), in a fresh runs folder, --jobs at a time. A cell that fails stops the build
-   with one line per failed notebook naming the file, the cell, its line and the error.
+2. Each notebook (the jupytext .py) is executed top to bottom with VLR_BOOK=1 (vlr_lib.book), in a
+   fresh runs folder, --jobs at a time: the experiment chapters (vlr_lib.book.RECORDED_CHAPTERS,
+   notebooks 09-12) in full mode, from the full-size records that ship with the workbook, every
+   other chapter in fast mode (vlr_lib.book.chapter_env). A cell tagged book-skip (a solution that
+   would train new full-size runs) is shown, not run, with a note saying so. A cell that fails stops
+   the build with one line per failed notebook naming the file, the cell, its line and the error;
+   so does an experiment chapter whose outputs show no record line or report fast mode
+   (vlr_lib.book.page_problems).
 3. Sphinx (myst-nb, sphinx-book-theme) renders them; plotly.js and MathJax are copied into
    _static from the installed plotly and jupyter-server-mathjax packages, so the book needs
    no network, from the file system or from any static server.
@@ -27,6 +32,8 @@ import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+
+from vlr_lib import book
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = Path(__file__).resolve().parent
@@ -66,18 +73,48 @@ def cell_seconds(cell) -> float:
     return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds() if start and end else 0.0
 
 
-def execute(py: Path, out: Path) -> tuple[float, float]:
-    """Run notebook `py` top to bottom into `out` (an .ipynb with outputs); returns the seconds it took, and
-    the seconds its exercises' solutions took."""
+def outputs_text(nb) -> str:
+    """Everything an executed notebook's cells show as text: streams, errors, and the text, Markdown and
+    HTML of displayed results (plotly figures' titles and names included)."""
+    parts = []
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "stream":
+                parts.append(output.get("text", ""))
+            elif output.get("output_type") == "error":
+                parts.append(f"{output.get('ename')}: {output.get('evalue')}")
+            else:
+                data = output.get("data", {})
+                parts += [data[m] for m in ("text/plain", "text/markdown", "text/html") if isinstance(data.get(m), str)]
+    return "\n".join(parts)
+
+
+def skipped_note(nb) -> int:
+    """Give every cell tagged book.SKIP_TAG (shown, not run) the note that says so; returns how many."""
+    import nbformat
+
+    skipped = [c for c in nb.cells if c.cell_type == "code" and book.SKIP_TAG in c.metadata.get("tags", [])]
+    for cell in skipped:
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=book.SKIPPED_NOTE)]
+    return len(skipped)
+
+
+def execute(py: Path, out: Path, env: dict[str, str] | None = None) -> tuple[float, float]:
+    """Run notebook `py` top to bottom into `out` (an .ipynb with outputs), its kernel with `env` added to the
+    environment; returns the seconds it took, and the seconds its exercises' solutions took. Cells tagged
+    book.SKIP_TAG are not run; a recorded chapter (book.RECORDED_CHAPTERS) must show its record and never
+    report fast mode (book.page_problems)."""
     import jupytext
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
+    os.environ.update(env or {})  # this worker runs one notebook at a time: the kernel inherits the variables
     nb = jupytext.read(py)
     start = time.perf_counter()
     # No widget state: it would carry plotly's widget bundle (5 MB) per explorer into the page.
     client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, startup_timeout=KERNEL_START_S, kernel_name="python3",
-                            store_widget_state=False, resources={"metadata": {"path": str(py.parent)}})
+                            store_widget_state=False, skip_cells_with_tag=book.SKIP_TAG,
+                            resources={"metadata": {"path": str(py.parent)}})
     try:
         client.execute()
     except (CellExecutionError, CellTimeoutError, DeadKernelError) as exc:
@@ -86,6 +123,9 @@ def execute(py: Path, out: Path) -> tuple[float, float]:
         raise NotebookFailed(f"{py.name}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
     import nbformat
 
+    if py.stem in book.RECORDED_CHAPTERS and (found := book.page_problems(outputs_text(nb))):
+        raise NotebookFailed(f"{py.name}: executed for the book, but {'; '.join(found)}")
+    skipped_note(nb)
     solutions = [c for c in nb.cells if "solution" in c.metadata.get("tags", [])]
     for cell in solutions:  # "Show solution 2" rather than the same words on every toggle
         number = re.match(r"# Solution (\d+)", cell.source)
@@ -118,15 +158,17 @@ def assemble(src: Path, notebooks: list[Path]) -> None:
 
 
 def run_notebooks(notebooks: list[Path], dest: Path, jobs: int, env: dict[str, str]) -> None:
-    """Execute every notebook into dest, `jobs` at a time, their kernels with `env` added to the environment;
-    raise NotebookFailed listing every failure."""
+    """Execute every notebook into dest, `jobs` at a time, their kernels with `env` and the chapter's mode
+    (book.chapter_env) added to the environment; raise NotebookFailed listing every failure."""
     failures = []
-    with ProcessPoolExecutor(max_workers=jobs, initializer=os.environ.update, initargs=(env,)) as pool:
-        futures = {py: pool.submit(execute, py, dest / py.with_suffix(".ipynb").name) for py in notebooks}
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {py: pool.submit(execute, py, dest / py.with_suffix(".ipynb").name,
+                                   {**env, **book.chapter_env(py.stem)}) for py in notebooks}
         for py, future in futures.items():
             try:
                 seconds, solutions = future.result()
-                print(f"  executed {py.name} in {seconds:.0f} s (its solutions {solutions:.1f} s)", flush=True)
+                mode = "from its records" if py.stem in book.RECORDED_CHAPTERS else "fast mode"
+                print(f"  executed {py.name} in {seconds:.0f} s, {mode} (its solutions {solutions:.1f} s)", flush=True)
             except NotebookFailed as exc:
                 failures.append(str(exc))
                 print(f"  FAILED {py.name}", flush=True)
@@ -204,8 +246,10 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(work)
         src, html = work / "src", work / "html"
         assemble(src, args.sources)
-        env = dict(VLR_FAST="1", VLR_BOOK="1", VLR_RUNS=str(work / "runs"))  # fast mode, fresh runs
-        print(f"make book: executing {len(args.sources)} notebooks in fast mode, {args.jobs} at a time", flush=True)
+        env = {"VLR_BOOK": "1", "VLR_RUNS": str(work / "runs")}  # fresh runs; each chapter's mode: book.chapter_env
+        recorded = sum(py.stem in book.RECORDED_CHAPTERS for py in args.sources)
+        print(f"make book: executing {len(args.sources)} notebooks ({recorded} from their records, the others in "
+              f"fast mode), {args.jobs} at a time", flush=True)
         try:
             run_notebooks(args.sources, src / "notebooks", args.jobs, env)
             print("make book: rendering", flush=True)

@@ -446,7 +446,7 @@ box.value = True
 # 3. Replace the linear heads by MLP heads (`build_heads("mlp", ...)`). Does the ranking of
 #    the losses change?
 
-# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell", "book-skip"]
 # Solution 1.
 # One change in LOSSES, then the comparison again (only NT-Xent is retrained). NT-Xent and Unified
 # now differ only by the margin m = 0.2; notebook 11 sweeps m at fixed gamma properly (Li et al.,
@@ -459,7 +459,7 @@ for seed in SEEDS:
     assert min(rsum.values()) > chance
 LOSSES["NT-Xent"] = ("info_nce", {"temperature": 0.1})  # back to the chapter's setting
 
-# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell", "book-skip"]
 # Solution 2.
 # The shared bias pushes every embedding towards one direction: the larger it is, the more alike
 # all pairs start (about 0.7 at offset 5, 0.9 at 10 and 0.96 at 20 on the shapes features), and the
@@ -472,7 +472,7 @@ for offset in (5.0, 10.0):
     print(offset, [round(r["pos_sim"], 2) for r in h], round(h[-1]["rsum"], 1))
 assert starts[5.0] < starts[10.0], "a larger shared bias: more alike at the start"
 
-# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell", "book-skip"]
 # Solution 3.
 # Set HEAD = "mlp" in the settings cell and run the whole notebook again; here, one seed of the three
 # losses. `start_heads` still sets `h.fc.bias`: an MLPHead computes norm(Wx + b + MLP(x)), so its

@@ -455,7 +455,7 @@ assert len(both) == len(summary)  # every configuration ranked both ways
 # 3. **Enter a new contestant.** Add the unified loss with $\gamma = 20$ (Li et al. Fig. 5b: too small a
 #    scale) to the race on the same features, seeds and schedule, and place it in the table.
 
-# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell", "book-skip"]
 # Solution 3.
 extra, _, _, _ = showdown.train_cells(spec, [{"loss": "unified", "gamma": 20.0}], spec.out)  # same data, seeds, schedule
 both = pd.concat([runs, extra.runs], ignore_index=True)

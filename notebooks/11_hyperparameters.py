@@ -320,7 +320,7 @@ c["loss"].value = "unified"
 # 3. Sweep the scale $\lambda$ of the cross-example softmax (`scale`, 20 in Veit & Wilber)
 #    together with $k$: a two-parameter sweep the explorer can slice.
 
-# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell", "book-skip"]
 # Solution 1.
 # Only the new cells train: two gammas per margin value and seed. Whether the curve approaches the
 # Triplet-SH line is what you read off the figure.
@@ -332,7 +332,7 @@ print(counter.epochs, "epochs trained")
 assert counter.epochs == 2 * len(SWEEPS["unified"]["margin"]) * len(SEEDS) * EPOCHS
 viz.training.sweep_figure(runs, "unified", "gamma", {"margin": 0.2}, references=["triplet_hardest"], log_x=True)
 
-# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell", "book-skip"]
 # Solution 2.
 # SEEDS = (0, 1), then run again from the grid cell on: the error bars appear and the seed spread
 # printed by `best` is no longer "n/a". A difference smaller than about two standard deviations is
@@ -344,7 +344,7 @@ spread = paired.groupby("config")["rsum"].agg(["mean", "std"])
 print(spread.round(1).to_string())
 assert (paired.groupby("config")["seed"].nunique() == 2).all() and spread["std"].notna().all()
 
-# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell", "book-skip"]
 # Solution 3.
 # A grid over k and the scale lambda (in fast mode two values of each). Here one slice, k at the
 # smallest scale; `widgets.training.sweep_explorer(result.runs, loss="cross_example_softmax")` slices it

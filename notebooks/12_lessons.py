@@ -315,7 +315,7 @@ viz.lessons.overview_figure(table, lessons.EXPERIMENTS)
 #    (`showdown.train_cells(condition.spec, [{"loss": ...}], spec.out)`): does it learn now, and how far
 #    from Triplet (all)?
 
-# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell", "book-skip"]
 # Solution 1.
 # With five seeds the standard deviations are estimated better; the rule still compares the difference
 # with the summed stds, so only differences large against the run-to-run spread become verdicts. The
@@ -329,7 +329,7 @@ assert (more.runs.groupby(["experiment", "condition"])["seed"].nunique() == 5).a
 five_table = report.lesson_table(more.runs)
 display(Markdown(report.lesson_reading(five_table, lessons.EXPERIMENTS)["text"]))
 
-# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell", "book-skip"]
 # Solution 2.
 # Only the new condition (three epochs of Triplet before Triplet-SH) is trained; the others come from
 # the cache. With few epochs in fast mode, a long warm-up is mostly Triplet (all) -- is it still
@@ -339,7 +339,7 @@ longer = lessons.run(dataclasses.replace(spec, warmup_epochs=(1, 2, 3),
 assert "3 epochs of Triplet first" in set(longer.runs["condition"])
 display(report.lesson_matrix(report.lesson_table(longer.runs), "warmup"))
 
-# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell", "book-skip"]
 # Solution 3.
 # MLP heads change every condition, so everything is trained again; in fast mode this cell runs
 # experiment (a) with one seed for two epochs (a first look, "cannot tell" everywhere), in full mode the
@@ -351,7 +351,7 @@ mlp_runs = lessons.run(mlp).runs
 assert set(mlp_runs["condition"]) >= {"random encoder", "pretrained encoder"}
 display(report.lesson_matrix(report.lesson_table(mlp_runs), "features"))
 
-# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell", "book-skip"]
 # Solution 4.
 # The end-to-end condition's own spec (same data, schedule and seeds; one seed in fast mode, to keep the
 # notebook quick); the new loss's cells are cached beside the chapter's.

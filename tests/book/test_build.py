@@ -1,5 +1,7 @@
 """book/build.py (`make book`): a notebook that fails stops the build, names itself and its cell,
-and leaves no half-built book; the command line refuses bad arguments in one line.
+and leaves no half-built book; the command line refuses bad arguments in one line; each chapter runs
+in its book mode (vlr_lib.book.chapter_env), and an experiment chapter that shows no record, or
+reports fast mode, fails the build.
 
 The full build (every notebook, then Sphinx) is CI's `make book`; its result is checked in a browser
 by tests/browser/test_book.py.
@@ -10,7 +12,10 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import nbformat
 import pytest
+
+from vlr_lib import book
 
 BUILD = Path(__file__).resolve().parents[2] / "book" / "build.py"
 spec = importlib.util.spec_from_file_location("book_build", BUILD)
@@ -64,3 +69,47 @@ def test_bad_arguments_are_one_line_and_exit_2(args, message, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert message in err[-1]
+
+
+FAST_CHAPTER = """# %%
+import os
+print("VLR_FAST", os.environ["VLR_FAST"], "VLR_BOOK", os.environ["VLR_BOOK"])
+
+# %% tags=["solution", "hide-cell", "book-skip"]
+# Solution 1.
+raise RuntimeError("a book-skip cell must not run in the book")
+"""
+RECORDED_CHAPTER = """# %%
+import os
+print("VLR_FAST", os.environ["VLR_FAST"], "VLR_RERUN", os.environ["VLR_RERUN"])
+print("Opened from the record toy-full of 2026-11-23 (2-core AMD EPYC, torch 2.0, 1 thread(s); 1.0 min).")
+"""
+FAST_RECORDED_CHAPTER = """# %%
+print("vlr-workbook settings: fast mode, data=shapes, device=cpu, seed=0")
+"""
+
+
+def test_chapters_run_in_their_book_mode_and_a_recorded_one_must_show_its_record(tmp_path, monkeypatch):
+    """09-12 (book.RECORDED_CHAPTERS) run in full mode and must print their record's line and never "fast mode";
+    the others run in fast mode; a book-skip cell is shown with a note, not run."""
+    monkeypatch.setenv("VLR_FAST", "1")  # as CI exports it: the recorded chapters run in full mode all the same
+    monkeypatch.setenv("VLR_RERUN", "1")
+    notebooks, dest = tmp_path / "notebooks", tmp_path / "out"
+    notebooks.mkdir()
+    dest.mkdir()
+    (notebooks / "00_fine.py").write_text(FAST_CHAPTER)
+    (notebooks / "09_training.py").write_text(RECORDED_CHAPTER)
+    (notebooks / "10_showdown.py").write_text(FAST_RECORDED_CHAPTER)
+    with pytest.raises(build.NotebookFailed) as failed:
+        build.run_notebooks(sorted(notebooks.glob("*.py")), dest, 2, {"VLR_BOOK": "1", "VLR_RUNS": str(tmp_path)})
+    lines = str(failed.value).splitlines()
+    assert len(lines) == 1 and lines[0].startswith("10_showdown.py: executed for the book, but it shows no record")
+    assert "it reports fast mode: 'vlr-workbook settings: fast mode, data=shapes" in lines[0]
+
+    fine = nbformat.read(dest / "00_fine.ipynb", as_version=4)
+    shown = [line for line in build.outputs_text(fine).splitlines() if line]
+    assert shown == ["VLR_FAST 1 VLR_BOOK 1", book.SKIPPED_NOTE.strip()]
+    assert fine.cells[1].execution_count is None  # shown, not run
+    recorded = build.outputs_text(nbformat.read(dest / "09_training.ipynb", as_version=4))
+    assert recorded.startswith("VLR_FAST 0 VLR_RERUN 0\nOpened from the record toy-full of 2026-11-23")
+    assert not (dest / "10_showdown.ipynb").exists()
