@@ -72,7 +72,8 @@ def _changed() -> dict:
 
 
 def _child(kernels: str, threads: int, changes: bool = False, names: list[str] | None = None) -> list[dict]:
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONPATH=str(ROOT))
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONPATH=path)
     if kernels != "native":
         env["ATEN_CPU_CAPABILITY"] = kernels
     else:
