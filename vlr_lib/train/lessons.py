@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -177,7 +177,8 @@ def recorded(spec: LessonsSpec) -> Lessons | None:
 def recorded_and_again(spec: LessonsSpec, experiment: str = "features", condition: str = "pretrained encoder",
                        role: str = "triplet_hardest", seed: int = 0) -> tuple[str, list[float], list[float]] | None:
     """(record name, [last, best] validation rsum of one recorded run, the same of that run re-trained from
-    scratch), or None when no record matches `spec`."""
+    scratch), or None when no record matches `spec`. The run re-trains on the CPU, as the records were made."""
+    spec = replace(spec, device="cpu")
     done = recorded(spec)
     if done is None:
         return None

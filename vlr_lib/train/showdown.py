@@ -445,7 +445,9 @@ def retrain(spec: ShowdownSpec, loss: str = "triplet_hardest", seed: int = 0, da
 def recorded_and_again(spec: ShowdownSpec, loss: str = "triplet_hardest",
                        seed: int = 0) -> tuple[str, list[float], list[float]] | None:
     """(record name, its per-epoch validation rsums, those of the same cell re-trained from scratch) for `spec`'s
-    record, or None when no record matches `spec`."""
+    record, or None when no record matches `spec`. The cell re-trains on the CPU, as the records were made
+    (on a GPU it lands far from them: ``vlr_lib.train.recheck``)."""
+    spec = replace(spec, device="cpu")
     race = recorded(spec)
     if race is None:
         return None
