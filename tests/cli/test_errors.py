@@ -98,6 +98,20 @@ TRAIN_CASES = [
     (["--setting", "vsepp", "--min-count", "0"], "--min-count"),
     (["--data", "flickr30k", "--image-encoder", "random"], "--image-encoder"),
     (["--no-such-flag"], "--no-such-flag"),
+    # issue 23: numbers range-checked in the parser, before anything is allocated
+    (["--seed", str(2**64)], "--seed"),  # was: "Overflow when unpacking long long"
+    (["--seed", str(2**63)], "--seed"),
+    (["--data-seed", str(2**63)], "--data-seed"),
+    (["--batch-size", str(10**12)], "--batch-size"),  # was: --loss named, a C++ stack frame
+    (["--n-train", str(10**14)], "--n-train"),  # was: MemoryError, exit 1
+    (["--n-train", "1e14"], "--n-train"),
+    (["--n-val", str(10**14)], "--n-val"),
+    (["--dim", str(10**12)], "--dim"),  # was: MemoryError, exit 1
+    (["--lr", "1e308"], "--lr"),  # was: "cannot be converted to type float without overflow", exit 1
+    (["--loss", "unified", "--gamma", "1e308"], "--gamma"),  # was: --loss named
+    (["--loss", "info_nce", "--temperature", "1e-320"], "--temperature"),  # was: --loss, "temperature=0"
+    (["--loss", "sampled_softmax", "--scale", "3e38"], "--scale"),  # float32-finite, the loss overflows: was --loss
+    (["--dist-timeout", "1e308"], "--dist-timeout"),  # was: OverflowError
 ]
 
 
@@ -130,6 +144,10 @@ GRID_CASES = [
     (["--epochs", "0"], "--epochs"),
     (["--device", "bogus"], "--device"),
     (["--n-val", "1"], "--n-val"),
+    (["--seeds", f"0,{2**64}"], "--seeds"),  # was: "Overflow when unpacking long long"
+    (["--batch-size", str(10**12)], "--batch-size"),
+    (["--param", "gamma=1e308"], "--param"),
+    (["--dist-timeout", "1e308"], "--dist-timeout"),
 ]
 
 
@@ -151,6 +169,8 @@ SHOWDOWN_CASES = [
     (["--setting", "e2e", "--image-encoder", "random"], "--image-encoder"),
     (["--data-path", "afile"], "--data-path"),
     (["--setting", "vit"], "--setting"),
+    (["--seeds", str(2**63)], "--seeds"),
+    (["--dist-timeout", "1e308"], "--dist-timeout"),
 ]
 
 
@@ -165,6 +185,7 @@ LESSONS_CASES = [
     (["--markdown", "afile/r.md"], "--markdown"),
     (["--out", "afile"], "--out"),
     (["--epochs", "3"], "--epochs"),  # the chapter fixes its schedules
+    (["--seeds", str(2**64)], "--seeds"),
 ]
 
 
@@ -196,6 +217,9 @@ SCRIPT_CASES = [
     ("make_shapes", ["--out", "s", "--difficulty", "2"], "--difficulty"),
     ("make_shapes", ["--out", "s", "--image-size", "8"], "--image-size"),
     ("make_shapes", [], "--out"),
+    ("make_shapes", ["--out", "s", "--n-train", str(10**14)], "--n-train"),
+    ("make_shapes", ["--out", "s", "--seed", str(2**64)], "--seed"),
+    ("extract_features", ["--seed", str(2**64)], "--seed"),
     ("prepare_flickr30k", ["--out", "afile"], "--out"),
     ("prepare_flickr30k", ["--out", "f", "--path", "missing"], "--path"),
     ("prepare_flickr30k", ["--out", "f", "--path", "afile", "--revision", "main"], "--path"),

@@ -74,13 +74,15 @@ def _int(text: str) -> int:
         _fail(f"must be an integer, got {text!r}")
 
 
-def int_at_least(low: int) -> Callable[[str], int]:
-    """An integer >= `low` (``--epochs 0`` is an error, never the default)."""
+def int_at_least(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An integer >= `low` (``--epochs 0`` is an error, never the default), and <= `high` when given."""
 
     def parse(text: str) -> int:
         value = _int(text)
         if value < low:
             _fail(f"must be an integer >= {low}, got {value}")
+        if high is not None and value > high:
+            _fail(f"must be an integer <= {high}, got {value}")
         return value
 
     parse.__name__ = f"int>={low}"
@@ -89,16 +91,54 @@ def int_at_least(low: int) -> Callable[[str], int]:
 
 positive_int = int_at_least(1)
 nonnegative_int = int_at_least(0)
+#: numpy and torch seed generators with a signed 64-bit integer: a larger seed fails deep inside them.
+SEED_MAX = 2**63 - 1
+seed = int_at_least(0, SEED_MAX)
+
+
+def memory_bytes() -> int:
+    """This machine's physical memory in bytes (a large number where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 2**50
+
+
+def sized(low: int, bytes_of: Callable[[int], float], what: str) -> Callable[[str], int]:
+    """An integer >= `low` whose memory, at least ``bytes_of(value)``, fits this machine (checked before allocating).
+
+    The estimate is a lower bound of what the run holds at once (`what` says of what), so a value refused
+    here could never have run; one accepted may still run out later, which is reported as such.
+    """
+    at_least = int_at_least(low)
+
+    def parse(text: str) -> int:
+        value = at_least(text)
+        need, have = bytes_of(value), memory_bytes()
+        if need > have:
+            _fail(f"{value} needs at least {need / 2**30:.3g} GiB of memory ({what}); this machine has "
+                  f"{have / 2**30:.3g} GiB")
+        return value
+
+    return parse
 
 
 def finite_float(text: str) -> float:
+    """A number whose float32 value is finite and, unless 0, not rounded to 0 (the trainer computes in float32)."""
     try:
         value = float(text)
     except ValueError:
         _fail(f"must be a number, got {text!r}")
     if not math.isfinite(value):
         _fail(f"must be a finite number, got {text!r}")
+    if abs(value) > FLOAT32_MAX:
+        _fail(f"must be at most {FLOAT32_MAX:.4g} in size (float32 overflows to inf), got {text}")
+    if value != 0 and abs(value) < FLOAT32_TINY:
+        _fail(f"must be 0 or at least {FLOAT32_TINY:.4g} in size (float32 rounds it to 0), got {text}")
     return value
+
+
+FLOAT32_MAX, FLOAT32_TINY = 3.4028234663852886e38, 1.1754943508222875e-38
 
 
 def positive_float(text: str) -> float:
@@ -106,6 +146,18 @@ def positive_float(text: str) -> float:
     if value <= 0:
         _fail(f"must be a number > 0, got {text}")
     return value
+
+
+def positive_float_at_most(high: float, why: str) -> Callable[[str], float]:
+    """A number in (0, `high`]; `why` says where the bound comes from."""
+
+    def parse(text: str) -> float:
+        value = positive_float(text)
+        if value > high:
+            _fail(f"must be at most {high:g} ({why}), got {text}")
+        return value
+
+    return parse
 
 
 def probability(text: str) -> float:
@@ -145,7 +197,7 @@ def seeds(text: str) -> list[int]:
     parts = [p.strip() for p in text.split(",") if p.strip()]
     if not parts:
         _fail("needs at least one seed, e.g. 0,1,2")
-    out = [nonnegative_int(p) for p in parts]
+    out = [seed(p) for p in parts]
     repeated = sorted({s for s in out if out.count(s) > 1})
     if repeated:
         _fail(f"seeds must be distinct, got {text!r} ({', '.join(map(str, repeated))} repeated)")

@@ -43,7 +43,7 @@ def parser(prog: str = "python -m vlr_lib showdown") -> A.Parser:
     p.add_argument("--seeds", type=A.seeds, default=None, help="comma-separated distinct seeds (default 0,1,2)")
     p.add_argument("--epochs", type=A.positive_int, default=None, help="override the mode's epochs")
     p.add_argument("--device", type=A.device, default=None, help="cpu, cuda, cuda:N or mps (default: cuda if available)")
-    p.add_argument("--dist-timeout", type=A.positive_float, default=600.0,
+    p.add_argument("--dist-timeout", type=common.dist_timeout, default=600.0,
                    help="under torchrun: seconds a rank waits for the others before failing (default 600)")
     p.add_argument("--cache-root", type=A.existing_path, default=None,
                    help="flickr30k: feature caches (default $VLR_CACHE/features, else ~/.cache/vlr-workbook/features)")

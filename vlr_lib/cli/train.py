@@ -18,7 +18,7 @@ def parser(prog: str = "vlr-train") -> A.Parser:
     common.add_data_options(p)
     common.add_schedule_options(p)
     common.add_loss_options(p)
-    p.add_argument("--seed", type=A.nonnegative_int, default=0, help="heads' initialisation and batch order")
+    p.add_argument("--seed", type=A.seed, default=0, help="heads' initialisation and batch order")
     p.add_argument("--checkpoint-dir", type=A.output_dir, default=None, help="save every epoch; resume from it")
     p.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint and start over")
     p.add_argument("--history", type=A.suffix(".csv", ".json"), default=None,

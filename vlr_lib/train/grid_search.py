@@ -153,7 +153,7 @@ def check_seeds(seeds: Sequence[int]) -> list[int]:
 
     if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence):
         raise TypeError(f"seeds must be a list of ints, got {seeds!r}")
-    out = [check_int("seeds", s, 0) for s in seeds]
+    out = [check_int("seeds", s, 0, 2**63 - 1) for s in seeds]  # numpy and torch seed with int64
     if not out:
         raise ValueError("seeds is empty: give at least one seed")
     repeated = sorted({s for s in out if out.count(s) > 1})
