@@ -144,6 +144,8 @@ GRID_CASES = [
     (["--epochs", "0"], "--epochs"),
     (["--device", "bogus"], "--device"),
     (["--n-val", "1"], "--n-val"),
+    (["--losses", "info_nce,info_nce"], "--losses"),  # issue 23: was "± 0.0 over 2 seeds" for one run
+    (["--losses", "unified", "--param", "margin=0.1,0.10"], "--param"),
     (["--seeds", f"0,{2**64}"], "--seeds"),  # was: "Overflow when unpacking long long"
     (["--batch-size", str(10**12)], "--batch-size"),
     (["--param", "gamma=1e308"], "--param"),

@@ -78,6 +78,11 @@ def _product(params: Mapping) -> list[dict]:
     for k, v in zip(keys, values):
         if not v:
             raise ValueError(f"param_grid {k!r} has no values")
+        typed = [(type(x).__name__, x) for x in v]  # topk 1 (a count) and 1.0 (a fraction) differ
+        twice = next((x for i, (t, x) in enumerate(typed) if (t, x) in typed[:i]), None)
+        if twice is not None:
+            raise ValueError(f"param_grid {k!r} lists {twice!r} twice ({list(v)}): one run would count as two, "
+                             "a fake spread over seeds")
     return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
 
 
@@ -128,7 +133,18 @@ def expand_configs(losses: Sequence[str | Mapping], param_grid: Mapping | None =
             continue
         grid_ = param_grid.get(item, {}) if per_loss else {k: v for k, v in param_grid.items() if _takes(item, k)}
         configs.extend({"loss": item, **combo} for combo in _product(grid_))
+    _check_distinct(configs)
     return configs
+
+
+def _check_distinct(configs: Sequence[Mapping]) -> None:
+    """No configuration twice (``info_nce,info_nce``, or 'goal' and one of its combinations)."""
+    seen: set = set()
+    for config in configs:
+        blob = json.dumps(config, sort_keys=True, default=repr)
+        if blob in seen:
+            raise ValueError(f"losses select {report.config_label(config)!r} twice: list each configuration once")
+        seen.add(blob)
 
 
 def _check_config(config: Mapping) -> None:
