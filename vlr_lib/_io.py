@@ -114,6 +114,44 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=1))
 
 
+# --------------------------------------------------------------------------- run folders
+
+#: The file that marks a folder as a run folder (grid, showdown, lessons): only such a folder is written into.
+RUN_MARKER = ".vlr-run"
+
+
+def is_run_folder(path: str | os.PathLike) -> bool:
+    """`path` holds the marker, or a ``cells/`` folder (run folders written before the marker existed)."""
+    path = Path(path)
+    return (path / RUN_MARKER).is_file() or (path / "cells").is_dir()
+
+
+def run_folder_problem(path: str | os.PathLike) -> str | None:
+    """Why the workbook may not write its runs into `path` (None when it may: missing, empty or a run folder)."""
+    path = Path(path)
+    if not path.is_dir() or is_run_folder(path):
+        return None
+    entries = sorted(p.name for p in path.iterdir())
+    if not entries:
+        return None
+    shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+    return (f"{str(path)!r} is a folder of other files ({shown}), not a run folder (no {RUN_MARKER}); "
+            "choose a new or empty folder, so that nothing of yours is overwritten")
+
+
+def claim_run_folder(path: str | os.PathLike, name: str = "out", mark: bool = True) -> Path:
+    """Create and mark `path` as a run folder (unless not `mark`: under torchrun only rank 0 writes, every rank
+    checks); a ValueError naming `name` when it holds other files."""
+    problem = run_folder_problem(path)
+    if problem:
+        raise ValueError(f"{name} {problem}")
+    path = Path(path)
+    if mark and not (path / RUN_MARKER).is_file():
+        atomic_write_text(path / RUN_MARKER, "a run folder of vlr_lib (grid, showdown, lessons): its cells and "
+                                             "tables are rewritten by the runs\n")
+    return path
+
+
 def read_back(path: str | os.PathLike, read: Callable[[Path], T], what: str, fix: str) -> T:
     """``read(path)``, with every failure turned into an error that names the file and the fix.
 

@@ -33,6 +33,8 @@ def work(tmp_path, monkeypatch):
     (tmp_path / "afile").write_text("x")
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "keep.txt").write_text("mine")
+    (tmp_path / "mine").mkdir()  # a folder of the user's that looks like a grid's, but has no marker
+    (tmp_path / "mine" / "runs.csv").write_text("my,own\n1,2\n")
     return tmp_path
 
 
@@ -98,6 +100,9 @@ TRAIN_CASES = [
     (["--setting", "vsepp", "--min-count", "0"], "--min-count"),
     (["--data", "flickr30k", "--image-encoder", "random"], "--image-encoder"),
     (["--no-such-flag"], "--no-such-flag"),
+    (["--checkpoint-dir", ""], "--checkpoint-dir"),  # issue 23: was last.pt in the current folder
+    (["--checkpoint-dir", "/proc"], "--checkpoint-dir"),
+    (["--history", ""], "--history"),
     # issue 23: numbers range-checked in the parser, before anything is allocated
     (["--seed", str(2**64)], "--seed"),  # was: "Overflow when unpacking long long"
     (["--seed", str(2**63)], "--seed"),
@@ -146,6 +151,10 @@ GRID_CASES = [
     (["--n-val", "1"], "--n-val"),
     (["--losses", "info_nce,info_nce"], "--losses"),  # issue 23: was "± 0.0 over 2 seeds" for one run
     (["--losses", "unified", "--param", "margin=0.1,0.10"], "--param"),
+    (["--out", ""], "--out"),  # issue 23: was cells/ and runs.csv in the current folder
+    (["--out", "notes"], "--out"),  # a folder of other files
+    (["--out", "mine"], "--out"),  # was: the user's runs.csv overwritten, exit 0
+    (["--out", "/proc"], "--out"),  # was: trained, then "[Errno 2] ... '/proc/cells'"
     (["--seeds", f"0,{2**64}"], "--seeds"),  # was: "Overflow when unpacking long long"
     (["--batch-size", str(10**12)], "--batch-size"),
     (["--param", "gamma=1e308"], "--param"),
@@ -172,6 +181,9 @@ SHOWDOWN_CASES = [
     (["--data-path", "afile"], "--data-path"),
     (["--setting", "vit"], "--setting"),
     (["--seeds", str(2**63)], "--seeds"),
+    (["--out", "notes"], "--out"),  # issue 23: was written into
+    (["--out", ""], "--out"),
+    (["--out", "/proc"], "--out"),
     (["--dist-timeout", "1e308"], "--dist-timeout"),
 ]
 
@@ -188,6 +200,8 @@ LESSONS_CASES = [
     (["--out", "afile"], "--out"),
     (["--epochs", "3"], "--epochs"),  # the chapter fixes its schedules
     (["--seeds", str(2**64)], "--seeds"),
+    (["--out", "mine"], "--out"),
+    (["--out", ""], "--out"),
 ]
 
 

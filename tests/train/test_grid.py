@@ -239,3 +239,24 @@ def test_a_collapsed_epoch_is_never_the_selected_one(data):
     assert row["best_epoch"] == 1  # the grid's selection
     assert row["sel_epoch"] == 1  # the showdown's selection (ShowdownMetrics)
     assert row["rsum"] < row["best_rsum"]  # the collapsed epoch scores below the real one
+
+
+def test_a_folder_of_other_files_is_never_written_into(data, tmp_path):
+    """Issue 23: a folder with the user's own runs.csv is refused (ValueError naming out), before any training."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "runs.csv").write_text("my,own\n")
+    with pytest.raises(ValueError, match=r"^out .*mine.*runs\.csv.*not a run folder"):
+        grid(["info_nce"], seeds=[0], train=data, val=data, out=mine, progress=False, **SETTINGS)
+    assert sorted(p.name for p in mine.iterdir()) == ["runs.csv"] and (mine / "runs.csv").read_text() == "my,own\n"
+
+
+def test_a_run_folder_is_marked_and_an_old_one_without_the_marker_is_still_one(data, tmp_path):
+    from vlr_lib._io import RUN_MARKER, is_run_folder
+
+    grid(["info_nce"], seeds=[0], train=data, val=data, out=tmp_path / "g", progress=False, **SETTINGS)
+    assert (tmp_path / "g" / RUN_MARKER).is_file()
+    (tmp_path / "g" / RUN_MARKER).unlink()  # a folder written before the marker: its cells/ say what it is
+    assert is_run_folder(tmp_path / "g")
+    grid(["info_nce"], seeds=[1], train=data, val=data, out=tmp_path / "g", progress=False, **SETTINGS)
+    assert (tmp_path / "g" / RUN_MARKER).is_file() and len(pd.read_csv(tmp_path / "g" / "runs.csv")) == 2

@@ -215,13 +215,15 @@ def existing_path(text: str) -> Path:
 
 
 def _writable(path: Path, text: str, folder: bool) -> Path:
+    if not text.strip():  # Path("") is the current folder: never written into by accident
+        _fail("is an empty path; name a folder or file, e.g. runs/mine")
     if path.exists() or path.is_symlink():
         target = path.resolve()
         if folder != target.is_dir() and target.exists():
             _fail(f"{text!r} is {'a file, not a folder' if folder else 'a folder, not a file'}")
         if target.exists() and not os.access(target, os.W_OK | (os.X_OK if folder else 0)):
             _fail(f"{text!r} is not writable (permission denied)")
-        parent = target.parent
+        parent = target if folder and target.is_dir() else target.parent  # an existing folder is written into
     else:
         parent = path.parent
     while not parent.exists():  # the nearest existing ancestor must be a writable folder: the rest is created
@@ -246,6 +248,17 @@ def output_file(text: str) -> Path:
 def output_dir(text: str) -> Path:
     """A folder to write into: not a file, writable or creatable."""
     return _writable(Path(text).expanduser(), text, folder=True)
+
+
+def run_dir(text: str) -> Path:
+    """A run folder to write into (grid, showdown, lessons ``--out``): writable, and missing, empty or a run folder
+    already (``vlr_lib._io.RUN_MARKER``), never a folder of the user's other files."""
+    from .._io import run_folder_problem
+
+    path = Path(text).expanduser()
+    if text.strip() and (problem := run_folder_problem(path)):
+        _fail(problem)
+    return output_dir(text)
 
 
 def check_replaceable(path: Path, flag: str = "--out") -> None:

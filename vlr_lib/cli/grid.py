@@ -16,7 +16,7 @@ def parser(prog: str = "vlr-grid") -> A.Parser:
     p.add_argument("--param", action="append", default=[], metavar="NAME=V1,V2",
                    help="a loss parameter grid, repeatable; applied to the losses that take it "
                         "(topk=50 is a count, topk=0.5 a fraction)")
-    p.add_argument("--out", type=A.output_dir, default=None,
+    p.add_argument("--out", type=A.run_dir, default=None,
                    help="results folder (default <runs>/grid-<data>-<setting>, <runs> = $VLR_RUNS or ~/.cache/vlr-workbook/runs); its tables hold "
                         "every cell ever trained there")
     common.add_data_options(p)

@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 
 from .. import report
-from .._io import UnreadableFileError, atomic_write, atomic_write_json, read_json
+from .._io import UnreadableFileError, atomic_write, atomic_write_json, claim_run_folder, read_json
 from . import distributed as D
 from .end_to_end import fit_encoders, fit_end_to_end
 from .fit_features import fit
@@ -335,6 +335,8 @@ def grid(
         make_objective(name, loss_kw).check(cell.batch_size)
     data_id = data_id or _data_id(data)
     hashed = {"setting": setting, **{k: v for k, v in base.experiment().items() if k != "seed"}, **model}
+    if out is not None:  # never into a folder of the user's other files
+        claim_run_folder(out, mark=D.rank_and_world()[0] == 0)
     cells = Path(out) / "cells" if out is not None else None
     todo = list(itertools.product(configs, seeds))
     rows = [_cell(c, s, data, data_id, base, model, hashed, cells) for c, s in _progress(todo, progress)]
