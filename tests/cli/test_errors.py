@@ -100,6 +100,12 @@ TRAIN_CASES = [
     (["--setting", "vsepp", "--min-count", "0"], "--min-count"),
     (["--data", "flickr30k", "--image-encoder", "random"], "--image-encoder"),
     (["--no-such-flag"], "--no-such-flag"),
+    (["--cache-root", "afile"], "--cache-root"),  # issue 23: flags of another mode were silently ignored
+    (["--data", "shapes", "--cache-root", "."], "--cache-root"),
+    (["--setting", "e2e", "--head", "mlp"], "--head"),
+    (["--head", "mlp"], "--head"),  # shapes' default setting is e2e
+    (["--loss", "warmup:triplet_all:2:triplet_hardest", "--epochs", "2"], "--loss"),  # Triplet-SH never trains
+    (["--loss", "warmup:triplet_all:3:triplet_hardest", "--epochs", "2"], "--loss"),
     (["--checkpoint-dir", ""], "--checkpoint-dir"),  # issue 23: was last.pt in the current folder
     (["--checkpoint-dir", "/proc"], "--checkpoint-dir"),
     (["--history", ""], "--history"),
@@ -151,6 +157,7 @@ GRID_CASES = [
     (["--n-val", "1"], "--n-val"),
     (["--losses", "info_nce,info_nce"], "--losses"),  # issue 23: was "± 0.0 over 2 seeds" for one run
     (["--losses", "unified", "--param", "margin=0.1,0.10"], "--param"),
+    (["--losses", "info_nce,warmup:triplet_all:2:triplet_hardest"], "--losses"),  # TINY has --epochs 2
     (["--out", ""], "--out"),  # issue 23: was cells/ and runs.csv in the current folder
     (["--out", "notes"], "--out"),  # a folder of other files
     (["--out", "mine"], "--out"),  # was: the user's runs.csv overwritten, exit 0
@@ -182,6 +189,7 @@ SHOWDOWN_CASES = [
     (["--setting", "vit"], "--setting"),
     (["--seeds", str(2**63)], "--seeds"),
     (["--out", "notes"], "--out"),  # issue 23: was written into
+    (["--cache-root", "notes"], "--cache-root"),  # shapes data: was silently ignored
     (["--out", ""], "--out"),
     (["--out", "/proc"], "--out"),
     (["--dist-timeout", "1e308"], "--dist-timeout"),

@@ -50,7 +50,8 @@ def test_a_bad_value_is_one_line_and_exit_2_in_a_real_process(tmp_path):
 
 
 def test_module_entry_point_lists_and_dispatches_commands(capsys):
-    assert entry.main([]) == 2 and "python -m vlr_lib train" in capsys.readouterr().out
+    assert entry.main([]) == 2 and "python -m vlr_lib train" in capsys.readouterr().err  # issue 23: was stdout
+    assert entry.main(["--help"]) == 0 and "python -m vlr_lib train" in capsys.readouterr().out
     assert entry.main(["nope"]) == 2
     assert capsys.readouterr().err == ("python -m vlr_lib: error: unknown command 'nope'; "
                                        "choose one of train, grid, showdown, lessons, check, record\n")

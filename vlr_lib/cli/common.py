@@ -69,7 +69,7 @@ joint_dim = A.sized(1, lambda d: 16 * 64 * d, "a head's weights, gradients and A
 #: torch keeps the process group's timeout in milliseconds of a signed 64-bit integer; a year is plenty.
 dist_timeout = A.positive_float_at_most(365 * 86400, "one year, in seconds")
 SHAPES_ONLY = ("n_train", "n_val", "difficulty", "data_seed", "image_encoder")
-FLICKR_ONLY = ("data_path", "backbone", "revision", "weights", "dtype")
+FLICKR_ONLY = ("data_path", "backbone", "cache_root", "revision", "weights", "dtype")
 #: Flags of the settings that train a text encoder, and of the VSE++ setting alone.
 TEXT_ONLY = ("text_encoder",)
 VSEPP_ONLY = ("word_dim", "hidden", "min_count")
@@ -127,7 +127,8 @@ def add_schedule_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--lr-decay-epoch", type=A.nonnegative_int, default=None,
                    help="lr x 0.1 from this epoch (default: halfway)")
     g.add_argument("--dim", type=joint_dim, default=None, help="joint space size (default 64 / 512)")
-    g.add_argument("--head", choices=("linear", "mlp"), default="linear", help="features modes")
+    g.add_argument("--head", choices=("linear", "mlp"), default=None,
+                   help="features and vsepp: the head on the frozen features (default linear)")
     g.add_argument("--text-encoder", choices=("gru", "bag"), default=None, help="vsepp and e2e (default gru)")
     g.add_argument("--word-dim", type=A.positive_int, default=None, help="vsepp: word embedding size")
     g.add_argument("--hidden", type=A.positive_int, default=None, help="vsepp: the GRU's size")
@@ -168,6 +169,9 @@ def resolve_setting(args: argparse.Namespace) -> str:
     if wrong:
         raise A.UsageError(f"--{wrong[0].replace('_', '-')}", f"is for --data "
                            f"{'shapes' if args.data == 'flickr30k' else 'flickr30k'}, not --data {args.data}")
+    if setting == "e2e" and args.head is not None:
+        raise A.UsageError("--head", "is for the settings on frozen features (features, vsepp), not e2e, which "
+                                     "trains its encoders end to end")
     if setting == "e2e" and args.image_encoder is not None:
         raise A.UsageError("--image-encoder", "is for the settings on frozen image features (features, vsepp), "
                                               "not e2e, which trains its CNN from scratch")
@@ -200,7 +204,7 @@ def schedule(args: argparse.Namespace, setting: str) -> tuple[dict, dict]:
     if setting != "features":
         model["text_encoder"] = args.text_encoder or "gru"
     if setting != "e2e":
-        model["head"] = args.head
+        model["head"] = args.head or "linear"
     if setting == "vsepp":
         model.update(word_dim=value("word_dim"), hidden=value("hidden"))
     return settings, model
@@ -239,6 +243,18 @@ def _param_of(message: str, kwargs: dict) -> str | None:
     (an overflow says "info_nce overflowed ...: temperature=... is too small")."""
     return (next((k for k in kwargs if message.startswith(k)), None)
             or next((k for k in kwargs if re.search(rf"\b{k}=", message)), None))
+
+
+def check_warmup(loss: str, epochs: int, flag: str = "--loss") -> None:
+    """A warm-up ("warmup:<first>:<n>:<then>") shorter than the run: else `then` would never train."""
+    from ..train.objective import WARMUP_PREFIX, parse_warmup_name
+
+    if not loss.startswith(WARMUP_PREFIX):
+        return
+    first, n, then = parse_warmup_name(loss)
+    if n >= epochs:
+        raise A.UsageError(flag, f"the warm-up of {loss!r} lasts {n} epoch(s) and the run {epochs} (--epochs): "
+                                 f"{then!r} would never train; make --epochs larger than {n} or the warm-up shorter")
 
 
 # --------------------------------------------------------------------------- data

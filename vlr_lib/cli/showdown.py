@@ -96,7 +96,7 @@ def _overrides(args: argparse.Namespace) -> dict:
                                         "only: use features or vsepp")
     if args.data == "flickr30k" and args.image_encoder is not None:
         raise A.UsageError("--image-encoder", "is for --data shapes (flickr30k's image features are cached)")
-    for name in ("data_path", "revision", "weights", "dtype"):
+    for name in ("data_path", "cache_root", "revision", "weights", "dtype"):
         if args.data == "shapes" and getattr(args, name) is not None:
             raise A.UsageError(f"--{name.replace('_', '-')}", "is for --data flickr30k, not --data shapes")
     if args.image_encoder is not None:

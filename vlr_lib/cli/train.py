@@ -46,6 +46,7 @@ def _train(args: argparse.Namespace) -> int:
     settings = TrainSettings(**fields, seed=args.seed, checkpoint_dir=args.checkpoint_dir, resume=not args.no_resume)
     loss_kwargs = common.given_loss_params(args)
     common.check_loss(args.loss, loss_kwargs, settings.batch_size)
+    common.check_warmup(args.loss, settings.epochs)
     with D.process_group(args.device, args.dist_timeout) as device:
         settings = settings.replace(device=device)
         data = common.load_data(args, setting, device)
