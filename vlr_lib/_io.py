@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import stat
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -131,7 +132,7 @@ def run_folder_problem(path: str | os.PathLike) -> str | None:
     path = Path(path)
     if not path.is_dir() or is_run_folder(path):
         return None
-    entries = sorted(p.name for p in path.iterdir())
+    entries = sorted(p.name for p in path.iterdir() if p.name != LOCK_FILE)
     if not entries:
         return None
     shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
@@ -150,6 +151,35 @@ def claim_run_folder(path: str | os.PathLike, name: str = "out", mark: bool = Tr
         atomic_write_text(path / RUN_MARKER, "a run folder of vlr_lib (grid, showdown, lessons): its cells and "
                                              "tables are rewritten by the runs\n")
     return path
+
+
+LOCK_FILE = ".vlr-run.lock"
+
+
+@contextlib.contextmanager
+def locked(folder: str | os.PathLike, lock_file: str = LOCK_FILE) -> Iterator[None]:
+    """Hold the write lock of `folder` (``folder/lock_file``) inside the block; a second writer waits for it.
+
+    Two runs writing one folder would delete each other's partial checkpoints and rebuild its
+    tables from different sets of cells; with the lock they take turns, and the one that waits
+    says so in one line on stderr. Re-entrant in a process (showdown and lessons hold it around
+    the grid that takes it too).
+    """
+    from filelock import FileLock, Timeout
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(folder / lock_file, is_singleton=True)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        print(f"vlr_lib: waiting for {folder}: another run is writing there (it goes on when that one ends; "
+              "Ctrl-C stops waiting)", file=sys.stderr, flush=True)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def read_back(path: str | os.PathLike, read: Callable[[Path], T], what: str, fix: str) -> T:

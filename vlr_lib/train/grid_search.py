@@ -18,12 +18,13 @@ trained or written. Under torchrun every rank trains every cell; rank 0 alone wr
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +33,7 @@ import torch
 from torch import Tensor
 
 from .. import report
-from .._io import UnreadableFileError, atomic_write, atomic_write_json, claim_run_folder, read_json
+from .._io import UnreadableFileError, atomic_write, atomic_write_json, claim_run_folder, locked, read_json
 from . import distributed as D
 from .end_to_end import fit_encoders, fit_end_to_end
 from .fit_features import fit
@@ -335,15 +336,29 @@ def grid(
         make_objective(name, loss_kw).check(cell.batch_size)
     data_id = data_id or _data_id(data)
     hashed = {"setting": setting, **{k: v for k, v in base.experiment().items() if k != "seed"}, **model}
-    if out is not None:  # never into a folder of the user's other files
-        claim_run_folder(out, mark=D.rank_and_world()[0] == 0)
     cells = Path(out) / "cells" if out is not None else None
     todo = list(itertools.product(configs, seeds))
-    rows = [_cell(c, s, data, data_id, base, model, hashed, cells) for c, s in _progress(todo, progress)]
-    runs = pd.DataFrame(rows)
-    if out is not None and D.rank_and_world()[0] == 0:
-        save_tables(Path(out))
+    with writing(out):  # the tables are rebuilt under the lock: another run's cells are never left out
+        rows = [_cell(c, s, data, data_id, base, model, hashed, cells) for c, s in _progress(todo, progress)]
+        runs = pd.DataFrame(rows)
+        if out is not None and D.rank_and_world()[0] == 0:
+            save_tables(Path(out))
     return GridResult(runs, report.summarize(runs), None if out is None else str(out))
+
+
+@contextlib.contextmanager
+def writing(out: str | os.PathLike | None) -> Iterator[None]:
+    """Inside the block, `out` is a run folder (never a folder of other files) whose lock this process holds.
+
+    Under torchrun rank 0 alone writes, so it alone marks and locks; every rank checks the folder.
+    """
+    if out is None:
+        yield
+        return
+    rank0 = D.rank_and_world()[0] == 0
+    claim_run_folder(out, mark=rank0)
+    with locked(out) if rank0 else contextlib.nullcontext():
+        yield
 
 
 def _progress(todo, progress: bool):

@@ -41,7 +41,7 @@ from ..paths import runs_dir
 from . import distributed as D
 from . import record as R
 from .device import default_device
-from .grid_search import check_seeds
+from .grid_search import check_seeds, writing
 from .inputs import check_setting
 from .showdown import SEEDS, Showdown, ShowdownSpec, hardware, retrain, spec_for, train_cells
 
@@ -197,6 +197,11 @@ def run(spec: LessonsSpec, out: Path | None = None, force: bool = False, progres
     out = Path(out or spec.out)
     if record and not force and (found := recorded(spec)) is not None:
         return found
+    with writing(out):  # one writer at a time: the table agrees with the cells
+        return _stored_or_trained(spec, out, command, force, progress)
+
+
+def _stored_or_trained(spec: LessonsSpec, out: Path, command: str, force: bool, progress: bool) -> Lessons:
     if not force and (found := stored(spec, out)) is not None:
         return _recorded_now(spec, found)
     every = conditions(spec)

@@ -42,7 +42,7 @@ import pandas as pd
 import torch
 
 from .. import __version__
-from .._io import atomic_dir, atomic_write_json
+from .._io import atomic_dir, atomic_write_json, locked
 from ..paths import _absolute_env
 
 RECORDED = Path(__file__).resolve().parents[1] / "recorded"
@@ -325,7 +325,7 @@ def write(name: str, settings: Mapping, tables: Mapping[str, Iterable[Mapping]],
                    for t, (rows, data) in encoded.items()},
         "meta": dict(meta or {}),
     }
-    with atomic_dir(path) as tmp:
+    with locked(path.parent, f".{name}.lock"), atomic_dir(path) as tmp:  # one writer of a record at a time
         for t, (_, data) in encoded.items():
             (tmp / f"{t}.csv.gz").write_bytes(data)
         atomic_write_json(tmp / MANIFEST, manifest)

@@ -63,7 +63,7 @@ from .device import default_device
 from .end_to_end import chance_rsum
 from .evaluate import probe_indices, split_metrics
 from .fit_features import Triple
-from .grid_search import GridResult, goal_grid, grid, tensor_id
+from .grid_search import GridResult, goal_grid, grid, tensor_id, writing
 from .inputs import SETTING_LABELS, check_setting, shapes_inputs, with_caption_ids
 from .settings import TrainSettings
 
@@ -464,6 +464,11 @@ def run(spec: ShowdownSpec, command: str = "", out: Path | None = None, force: b
     out = Path(out or spec.out)
     if record and not force and (found := recorded(spec)) is not None:
         return found
+    with writing(out):  # one writer at a time: the table and showdown.json agree with the cells
+        return _stored_or_trained(spec, out, command, force, progress)
+
+
+def _stored_or_trained(spec: ShowdownSpec, out: Path, command: str, force: bool, progress: bool) -> Showdown:
     if not force and (found := stored(spec, out)) is not None:
         return _recorded_now(spec, found)
     result, data, callback, wall = train_cells(spec, configs(), out, progress)
