@@ -163,7 +163,8 @@ def locked(folder: str | os.PathLike, lock_file: str = LOCK_FILE) -> Iterator[No
     Two runs writing one folder would delete each other's partial checkpoints and rebuild its
     tables from different sets of cells; with the lock they take turns, and the one that waits
     says so in one line on stderr. Re-entrant in a process (showdown and lessons hold it around
-    the grid that takes it too).
+    the grid that takes it too). The lock file stays after the block: deleting it would let a
+    third writer lock a new file while a second one waits on the old.
     """
     from filelock import FileLock, Timeout
 

@@ -60,7 +60,7 @@ def test_write_then_read_only_for_the_same_settings(tmp_path):
 def test_write_replaces_the_old_record_and_leaves_no_temp_folder(tmp_path):
     record.write("exp", SETTINGS, {"epochs": ROWS}, command="old", title="t", wall_seconds=1, root=tmp_path)
     record.write("exp", SETTINGS, {"epochs": ROWS[:1]}, command="new", title="t", wall_seconds=1, root=tmp_path)
-    assert [p.name for p in tmp_path.iterdir()] == ["exp"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".exp.lock", "exp"]  # the writers' lock file stays
     assert record.read("exp", SETTINGS, root=tmp_path).manifest["command"] == "new"
 
 
