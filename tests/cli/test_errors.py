@@ -283,6 +283,15 @@ def test_a_damaged_grid_cell_names_the_file_and_the_fix(work, capsys):
     assert "delete it" in line
 
 
+def test_a_damaged_cell_of_other_seeds_is_named_before_any_training(work, capsys):
+    """Issue 23: was found only after the new cells had trained."""
+    assert call(grid.main, [*TINY, "--losses", "info_nce", "--out", "g"], capsys)[0] == 0
+    cell = next((work / "g" / "cells").glob("*.json"))
+    cell.write_text(json.dumps({**json.loads(cell.read_text()), "seed": None}))
+    line = check(grid.main, [*TINY, "--losses", "info_nce", "--seeds", "1", "--out", "g"], cell.name, work, capsys)
+    assert "no integer seed" in line and "delete it" in line
+
+
 def test_a_manifest_that_is_a_json_list_names_the_file(work, capsys):
     folder = work / "cache" / "x"
     folder.mkdir(parents=True)

@@ -260,3 +260,26 @@ def test_a_run_folder_is_marked_and_an_old_one_without_the_marker_is_still_one(d
     assert is_run_folder(tmp_path / "g")
     grid(["info_nce"], seeds=[1], train=data, val=data, out=tmp_path / "g", progress=False, **SETTINGS)
     assert (tmp_path / "g" / RUN_MARKER).is_file() and len(pd.read_csv(tmp_path / "g" / "runs.csv")) == 2
+
+
+@pytest.mark.parametrize("cell, problem", [
+    ({"config": {}, "seed": 0, "history": [{"epoch": 1}]}, "no loss name"),  # was: KeyError: 'loss'
+    ({"config": {"loss": "info_nce"}, "history": [{"epoch": 1}]}, "no integer seed"),  # was: KeyError: 'seed'
+    ({"config": {"loss": "info_nce"}, "seed": "0", "history": [{"epoch": 1}]}, "no integer seed"),
+    ({"config": {"loss": "info_nce"}, "seed": 0, "history": [{"epoch": 1, "rsum": "high"}]},
+     "rsum is 'high', not a number"),  # was: "agg function failed"
+    ({"config": {"loss": "info_nce"}, "seed": 0, "history": [3]}, "epoch record 1 is a int"),
+])
+def test_a_bad_cell_outside_the_selection_is_named_before_anything_is_trained(data, tmp_path, monkeypatch, cell,
+                                                                             problem):
+    """Issue 23: every cell of the folder is read first (the tables are rebuilt from all of them)."""
+    import json
+
+    (tmp_path / "cells").mkdir()
+    bad = tmp_path / "cells" / "0123456789abcdef0123.json"
+    bad.write_text(json.dumps(cell))
+    counter = CountingFit()
+    monkeypatch.setattr(gs, "fit", counter)
+    with pytest.raises(UnreadableFileError, match=rf"{bad.name} .*{problem}.*delete it"):
+        grid(["info_nce"], seeds=[5], train=data, val=data, out=tmp_path, progress=False, **SETTINGS)
+    assert counter.calls == 0 and [p.name for p in (tmp_path / "cells").iterdir()] == [bad.name]

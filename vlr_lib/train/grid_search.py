@@ -219,11 +219,41 @@ def row(config: Mapping, seed: int, key: str, history: list[dict], data_id: str 
 def read_cell(path: Path) -> dict:
     """A cell file, checked; an unreadable one names itself and the fix."""
     cell = read_json(path, "grid cell", CELL_FIX)
-    history = cell.get("history")
-    if not isinstance(cell.get("config"), dict) or not isinstance(history, list) or not history:
+    problem = _cell_problem(cell)
+    if problem:
         raise UnreadableFileError(f"the grid cell {path} is not a cell written by vlr_lib.train.grid "
-                                  f"(no config or history); {CELL_FIX}")
+                                  f"({problem}); {CELL_FIX}")
     return cell
+
+
+def _cell_problem(cell: dict) -> str | None:
+    """What a cell lacks to make a runs-table row: a config with a loss name, an int seed, a history of epochs
+    whose numbers are numbers (a text rsum would break the summary's mean)."""
+    config, history = cell.get("config"), cell.get("history")
+    if not isinstance(config, dict) or not isinstance(history, list) or not history:
+        return "no config or history"
+    if not isinstance(config.get("loss"), str):
+        return "its config has no loss name"
+    if not isinstance(cell.get("seed"), int) or isinstance(cell.get("seed"), bool):
+        return "no integer seed"
+    for i, record in enumerate(history, 1):
+        if not isinstance(record, dict):
+            return f"epoch record {i} is a {type(record).__name__}, not an object"
+        bad = [k for k in ("epoch", "loss", "rsum") if record.get(k) is not None and not _is_number(record[k])]
+        if bad:
+            return f"epoch record {i}: {bad[0]} is {record[bad[0]]!r}, not a number"
+    return None
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_cells(out: str | os.PathLike) -> None:
+    """Read every cell under ``out/cells`` (each names itself when damaged), before anything is trained:
+    the tables are rebuilt from all of them, this run's selection or not."""
+    for path in sorted((Path(out) / "cells").glob("*.json")):
+        read_cell(path)
 
 
 def _row_of_file(path: Path) -> dict:
@@ -339,6 +369,8 @@ def grid(
     cells = Path(out) / "cells" if out is not None else None
     todo = list(itertools.product(configs, seeds))
     with writing(out):  # the tables are rebuilt under the lock: another run's cells are never left out
+        if out is not None:
+            check_cells(out)
         rows = [_cell(c, s, data, data_id, base, model, hashed, cells) for c, s in _progress(todo, progress)]
         runs = pd.DataFrame(rows)
         if out is not None and D.rank_and_world()[0] == 0:
