@@ -12,6 +12,7 @@ never as a damaged file, so nothing is rebuilt or retrained because of it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -29,6 +30,31 @@ _UMASK_LOCK = threading.Lock()
 
 class UnreadableFileError(ValueError):
     """A file the workbook wrote cannot be read back: truncated, damaged, or not of the expected shape."""
+
+
+class NoSpaceError(OSError):
+    """The disk (or quota) is full while writing; ``str()`` is the one line "no space left on <folder>"."""
+
+    def __init__(self, folder: Path):
+        super().__init__(errno.ENOSPC, f"no space left on {folder}")
+        self.folder = folder
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
+def _no_space(err: BaseException, folder: Path) -> bool:
+    """`err` means a full disk: an ENOSPC / EDQUOT somewhere in its chain, or torch's zip writer failing on a
+    short write ("unexpected pos", which drops the OSError) while under 1 MiB is free."""
+    seen = err
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    if isinstance(err, RuntimeError):
+        with contextlib.suppress(OSError):
+            return shutil.disk_usage(folder).free < 2**20
+    return False
 
 
 def _umask() -> int:
@@ -64,9 +90,12 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -
             os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:  # interrupts included
+    except BaseException as err:  # interrupts included
+        full = isinstance(err, Exception) and _no_space(err, path.parent)  # measured before the temp file goes
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if full:
+            raise NoSpaceError(path.parent) from err
         raise
     with contextlib.suppress(OSError):  # make the rename durable; not possible on every OS
         dir_fd = os.open(path.parent, os.O_RDONLY)

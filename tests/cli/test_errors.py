@@ -330,3 +330,17 @@ def test_a_local_copy_that_is_not_flickr30k_is_one_line_naming_the_path(make, wo
     check(load_script("prepare_flickr30k").main, ["--out", "f", "--path", "copy"], "--path", work, capsys)
     check(load_script("extract_features").main, ["--data", "flickr30k", "--data-path", "copy"], "--data-path",
           work, capsys)
+
+
+def test_a_full_disk_is_one_line_naming_the_folder(work, capsys, monkeypatch):
+    """Issue 23: ENOSPC while saving a checkpoint (torch.save) was a C++ enforce failure naming nothing."""
+    import errno
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", full)
+    code, _, err = call(train.main, [*TINY, "--checkpoint-dir", "ck"], capsys)
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith("vlr-train: error: no space left on ck; free some space")
+    assert list((work / "ck").iterdir()) == []  # no temp file left behind

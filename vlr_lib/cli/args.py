@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import math
 import os
 import re
@@ -378,6 +379,10 @@ def run(parser: Parser, argv: Sequence[str] | None, body: Callable[[argparse.Nam
         print(f"{prog}: error: " + (f"argument {where}: " if where else "") + text, file=sys.stderr)
         return EXIT_USAGE
     except Exception as err:  # noqa: BLE001 - a failure of the run itself: one line, the traceback on --debug
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+            print(f"{prog}: error: {_no_space_line(err)}; free some space and run the same command again "
+                  "(finished work is kept)", file=sys.stderr)
+            return EXIT_FAILED
         if out_of_memory(err):
             print(f"{prog}: error: {_oom_message(err, parser, args)}", file=sys.stderr)
             return EXIT_FAILED
@@ -385,6 +390,15 @@ def run(parser: Parser, argv: Sequence[str] | None, body: Callable[[argparse.Nam
         return EXIT_FAILED
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _no_space_line(err: OSError) -> str:
+    """"no space left on <folder>" (``_io.NoSpaceError`` says it; a raw ENOSPC names its file)."""
+    from .._io import NoSpaceError
+
+    if isinstance(err, NoSpaceError):
+        return str(err)
+    return f"no space left on {Path(err.filename).parent}" if err.filename else "no space left on the device"
 
 
 def out_of_memory(err: BaseException) -> bool:
