@@ -15,6 +15,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import shutil
 import stat
 import sys
@@ -231,9 +232,28 @@ def read_back(path: str | os.PathLike, read: Callable[[Path], T], what: str, fix
             "(it is not damaged, so nothing was rebuilt)"
         ) from err
     except Exception as err:  # noqa: BLE001 - json, zip, pickle and EOF errors all mean "damaged"
+        foreign = foreign_objects(err)
+        if foreign is not None:
+            raise UnreadableFileError(f"the {what} {path} {foreign}; {fix}") from None
         raise UnreadableFileError(
             f"the {what} {path} cannot be read, it is truncated or damaged ({type(err).__name__}: {err}); {fix}"
         ) from err
+
+
+def foreign_objects(err: BaseException) -> str | None:
+    """What to say when ``torch.load(weights_only=True)`` refused a pickle of Python objects (None for other errors).
+
+    torch's own message suggests ``weights_only=False``, which would run the file's code: never shown.
+    """
+    import pickle
+
+    text = str(err)
+    if not isinstance(err, pickle.UnpicklingError) or "weights_only" not in text:
+        return None
+    found = re.search(r"GLOBAL ([\w.]+)", text)
+    named = f" ({found.group(1)})" if found else ""
+    return (f"holds pickled Python objects{named}, not only tensors: it was not written by vlr_lib and is never "
+            "loaded (loading it could run code)")
 
 
 def read_json(path: str | os.PathLike, what: str, fix: str, kind: type = dict) -> Any:

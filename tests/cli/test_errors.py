@@ -275,6 +275,20 @@ def test_a_damaged_checkpoint_names_the_file_and_the_fix(work, capsys):
     assert torch.load(ck / "last.pt", weights_only=True)["epoch"] == 2
 
 
+class _Payload:
+    def __reduce__(self):
+        return (exec, ("import pathlib; pathlib.Path('PWNED').touch()",))
+
+
+def test_a_pickle_payload_checkpoint_is_one_line_without_torchs_hint(work, capsys):
+    """Issue 23: torch's advice to retry with weights_only=False (which would run the payload) is never shown."""
+    (work / "ck").mkdir()
+    torch.save({"epoch": _Payload()}, work / "ck" / "last.pt")
+    line = check(train.main, [*TINY, "--checkpoint-dir", "ck"], "last.pt", work, capsys)
+    assert "holds pickled Python objects (exec)" in line and "--no-resume" in line
+    assert "weights_only" not in line and not (work / "PWNED").exists()
+
+
 def test_a_damaged_grid_cell_names_the_file_and_the_fix(work, capsys):
     assert call(grid.main, [*TINY, "--losses", "info_nce", "--out", "g"], capsys)[0] == 0
     cell = next((work / "g" / "cells").glob("*.json"))
