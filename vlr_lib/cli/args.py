@@ -13,7 +13,11 @@ Used by ``vlr-train`` / ``vlr-grid`` / ``python -m vlr_lib ...`` and by the scri
   goes through ``vlr_lib._io.atomic_write``);
 - a GPU that runs out of memory (training or feature extraction) is one line naming
   ``--batch-size`` and its value, exit code 1;
-- ``--debug`` shows the traceback instead of the one line.
+- ``--debug`` shows the traceback instead of the one line;
+- under torchrun every rank finds a bad value alike, before the process group starts: rank 0
+  alone prints the line and every rank exits 2. torchrun then adds its own report of the failed
+  children (``ChildFailedError``: a traceback of the launcher and one block per rank saying
+  ``exitcode : 2``, about 40 lines) and exits 1 itself; that part is torchrun's, out of the ranks' reach.
 """
 from __future__ import annotations
 
@@ -49,7 +53,15 @@ class Parser(argparse.ArgumentParser):
         self.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
 
     def error(self, message: str):  # argparse's own errors: unknown flags, bad choices, our type= checks
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message)}\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message)}\n" if first_rank() else None)
+
+
+def first_rank() -> bool:
+    """This process is rank 0 of a torchrun job, or not under torchrun: the one that prints a usage error.
+
+    Read from the environment: a usage error is found before the process group starts, on every rank alike.
+    """
+    return os.environ.get("RANK", "0").strip() in ("", "0")
 
 
 def one_line(message: str) -> str:
@@ -376,7 +388,8 @@ def run(parser: Parser, argv: Sequence[str] | None, body: Callable[[argparse.Nam
     except _user_errors() as err:
         where = err.flag if isinstance(err, UsageError) else _flag_of(str(err), parser)
         text = one_line(err)
-        print(f"{prog}: error: " + (f"argument {where}: " if where else "") + text, file=sys.stderr)
+        if first_rank():  # every rank finds the same bad value: one line, not one per process
+            print(f"{prog}: error: " + (f"argument {where}: " if where else "") + text, file=sys.stderr)
         return EXIT_USAGE
     except Exception as err:  # noqa: BLE001 - a failure of the run itself: one line, the traceback on --debug
         if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
