@@ -53,7 +53,7 @@ import torch
 from torch import Tensor
 
 from .. import __version__
-from .._io import atomic_write_json, read_back, read_json
+from .._io import atomic_write_json, claim_run_folder, read_back, read_json
 from ..data import DATA_MODES
 from ..features import flickr_feature_dirs
 from ..paths import feature_cache_root, flickr30k_path, runs_dir
@@ -464,11 +464,7 @@ def run(spec: ShowdownSpec, command: str = "", out: Path | None = None, force: b
     out = Path(out or spec.out)
     if record and not force and (found := recorded(spec)) is not None:
         return found
-    with writing(out):  # one writer at a time: the table and showdown.json agree with the cells
-        return _stored_or_trained(spec, out, command, force, progress)
-
-
-def _stored_or_trained(spec: ShowdownSpec, out: Path, command: str, force: bool, progress: bool) -> Showdown:
+    claim_run_folder(out, mark=False)  # never a folder of other files; grid marks and locks it when it trains
     if not force and (found := stored(spec, out)) is not None:
         return _recorded_now(spec, found)
     result, data, callback, wall = train_cells(spec, configs(), out, progress)
@@ -491,7 +487,8 @@ def _stored_or_trained(spec: ShowdownSpec, out: Path, command: str, force: bool,
         "keys": list(result.runs["key"]),
     }
     if D.rank_and_world()[0] == 0:
-        atomic_write_json(out / META_FILE, meta)
+        with writing(out):
+            atomic_write_json(out / META_FILE, meta)
     return _recorded_now(spec, Showdown(result.runs, meta, out, reused=False))
 
 
