@@ -227,6 +227,15 @@ def test_showdown_rejects_bad_environment(var, value, work, capsys, monkeypatch)
     check(showdown.main, ["--out", "sd"], var, work, capsys)
 
 
+def test_grid_checks_its_default_folder_before_loading_data(work, capsys, monkeypatch):
+    """$VLR_RUNS pointing into a file: the default --out named, before anything is loaded."""
+    monkeypatch.setenv("VLR_RUNS", str(work / "afile"))
+    before = snapshot(work)
+    code, _, err = call(grid.main, TINY, capsys)
+    assert code == 2 and err.startswith("vlr-grid: error: argument --out: the default ") and "afile" in err
+    assert len(err.strip().splitlines()) == 1 and snapshot(work) == before
+
+
 def test_showdown_without_flickr_features_says_what_to_run(work, capsys):
     (work / "empty").mkdir()
     line = check(showdown.main, ["--data", "flickr30k", "--cache-root", "empty", "--out", "sd"], "extract_features.py",

@@ -303,6 +303,14 @@ def from_env(name: str, parse: Callable[[str], object], default: object) -> obje
         raise UsageError(None, f"environment variable {name}={text!r}: {err}") from None
 
 
+def default_checked(parse: Callable[[str], object], text: str, flag: str) -> object:
+    """A default value (e.g. a folder under $VLR_RUNS) checked like the flag's own values: a UsageError naming it."""
+    try:
+        return parse(text)
+    except argparse.ArgumentTypeError as err:
+        raise UsageError(flag, f"the default {text!r}: {err}") from None
+
+
 def flag(text: str) -> bool:
     """0/1, true/false, yes/no (the VLR_FAST convention)."""
     value = text.strip().lower()

@@ -89,7 +89,7 @@ def _grid(args: argparse.Namespace) -> int:
         loss_kw = {k: v for k, v in config.items() if k != "loss" and k not in FIT_KEYS}
         common.check_loss(config["loss"], loss_kw, settings.batch_size, flag="--losses", param_flag="--param")
         common.check_warmup(config["loss"], settings.epochs, flag="--losses")
-    out = args.out or runs_dir() / f"grid-{args.data}-{setting}"
+    out = args.out or A.default_checked(A.run_dir, str(runs_dir() / f"grid-{args.data}-{setting}"), "--out")
     with D.process_group(args.device, args.dist_timeout) as device:
         data = common.load_data(args, setting, device)
         result = grid(configs, seeds=args.seeds, out=out, progress=not args.no_progress, setting=setting,
