@@ -35,10 +35,11 @@ def _interrupted(args: argparse.Namespace) -> str:
 
 
 def losses(spec: str) -> list[str]:
-    """Comma-separated loss names, 'goal' expanded to the 15 GOAL combinations."""
+    """Comma-separated loss names ("goal:cir,sig-ms" is one), 'goal' expanded to the 15 GOAL combinations."""
     from ..train import goal_grid
+    from ..train.objective import split_loss_names
 
-    names = [s.strip() for s in spec.split(",") if s.strip()]
+    names = split_loss_names(spec)
     if not names:
         raise A.UsageError("--losses", "no loss selected; e.g. --losses info_nce,unified (or goal)")
     out: list = []
