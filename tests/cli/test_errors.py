@@ -156,6 +156,7 @@ GRID_CASES = [
     (["--device", "bogus"], "--device"),
     (["--n-val", "1"], "--n-val"),
     (["--losses", "info_nce,info_nce"], "--losses"),  # issue 23: was "± 0.0 over 2 seeds" for one run
+    (["--losses", "goal,goal:cir,sig-ms"], "--losses"),  # a GOAL combination twice
     (["--losses", "unified", "--param", "margin=0.1,0.10"], "--param"),
     (["--losses", "info_nce,warmup:triplet_all:2:triplet_hardest"], "--losses"),  # TINY has --epochs 2
     (["--out", ""], "--out"),  # issue 23: was cells/ and runs.csv in the current folder

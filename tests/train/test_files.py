@@ -10,7 +10,8 @@ import stat
 import pytest
 import torch
 
-from vlr_lib._io import NoSpaceError, UnreadableFileError, atomic_dir, atomic_write, atomic_write_text, read_back, read_json
+from vlr_lib._io import (NoSpaceError, UnreadableFileError, atomic_dir, atomic_write,
+                          atomic_write_text, read_back, read_json)
 from vlr_lib.train import checkpoint as ck
 
 

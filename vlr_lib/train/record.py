@@ -18,8 +18,8 @@ caller's settings equals the manifest's, and every table's bytes hash to the man
 a damaged, truncated or hand-edited record is skipped with a :class:`RecordWarning` (the caller
 re-trains), never drawn. The manifest is validated as a whole (its keys and types; table files are
 plain names of regular files in the record's own folder) and hashes to its own ``manifest_sha256``,
-so an edited date, hardware or meta shows too. The notebooks also re-train one recorded run from scratch in every
-mode and assert it matches within :data:`RSUM_TOLERANCE` (:func:`check_reproduced`).
+so an edited date, hardware or meta shows too. The notebooks also re-train one recorded run from
+scratch in every mode and assert it matches within :data:`RSUM_TOLERANCE` (:func:`check_reproduced`).
 
 Writing (:func:`write`) happens only where ``$VLR_RECORD`` names a folder (``make record``,
 ``data_scripts/record_runs.py``, sets it to ``vlr_lib/recorded``): each record is built in a
@@ -260,7 +260,7 @@ def manifest_hash(manifest: Mapping) -> str:
 
 
 def _field_problems(where: str, obj: dict, types: Mapping) -> list[str]:
-    """Each key of `types` present in `obj` with a value of its type (never a bool for a number)."""
+    """The keys of `types` that `obj` lacks or holds with another type (a bool is never a number)."""
     return [f"{where}: {k} is missing" if k not in obj else f"{where}: {k} is a {type(obj[k]).__name__}"
             for k, kind in types.items()
             if k not in obj or not isinstance(obj[k], kind) or isinstance(obj[k], bool)]
