@@ -39,7 +39,7 @@ def parser() -> A.Parser:
                    help="saved dataset folder (make_shapes.py / prepare_flickr30k.py output); shapes without it "
                         "are generated with --seed/--difficulty; flickr30k without it: VLR_DATA_PATH, the default "
                         "prepared copy, else the Hub")
-    p.add_argument("--seed", type=A.nonnegative_int, default=0, help="shapes: seed when generating (default 0)")
+    p.add_argument("--seed", type=A.seed, default=0, help="shapes: seed when generating (default 0)")
     p.add_argument("--difficulty", type=A.probability, default=0.5,
                    help="shapes: difficulty when generating, 0..1 (default 0.5)")
     p.add_argument("--dataset-id", default=None,

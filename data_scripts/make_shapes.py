@@ -21,19 +21,20 @@ except ImportError:  # run from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vlr_lib.cli import args as A
+from vlr_lib.cli import common
 
 
 def parser() -> A.Parser:
     p = A.Parser(prog="make_shapes.py", description=__doc__)
     p.add_argument("--out", required=True, type=A.output_dir, help="output folder (created; a saved dataset is replaced)")
-    p.add_argument("--n-train", type=A.positive_int, default=2000, help="training images (default 2000)")
-    p.add_argument("--n-val", type=A.positive_int, default=200, help="validation images (default 200)")
+    p.add_argument("--n-train", type=common.n_images(1), default=2000, help="training images (default 2000)")
+    p.add_argument("--n-val", type=common.n_images(1), default=200, help="validation images (default 200)")
     p.add_argument("--n-test", type=A.positive_int, default=200, help="test images (default 200)")
     p.add_argument("--image-size", type=A.int_at_least(16), default=64, help="image side in pixels (default 64)")
     p.add_argument("--difficulty", type=A.probability, default=0.5,
                    help="0..1: share of attributes scenes copy from their group's base scene (default 0.5)")
     p.add_argument("--group-size", type=A.positive_int, default=4, help="scenes per group of similar scenes (default 4)")
-    p.add_argument("--seed", type=A.nonnegative_int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=A.seed, default=0, help="random seed (default 0)")
     return p
 
 

@@ -25,8 +25,8 @@ COMMANDS = ("train", "grid", "showdown", "lessons", "check", "record", "encoder"
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__.strip())
+    if not argv or argv[0] in ("-h", "--help"):  # asked for: stdout, exit 0; no command: an error, stderr, exit 2
+        print(__doc__.strip(), file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:

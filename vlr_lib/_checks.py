@@ -43,6 +43,8 @@ def check_tensor(name: str, x: object, ndim: int | None = None) -> Tensor:
         raise ValueError(f"{name} must be {ndim}-D, got shape {tuple(x.shape)}")
     if not torch.is_floating_point(x):
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+    if x.is_meta:  # a shape without values: every check and formula below would fail in .item()
+        raise ValueError(f"{name} is a meta tensor (a shape without values); create it on cpu or cuda")
     if x.numel() and values_checked() and not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name} contains NaN or inf")
     return x

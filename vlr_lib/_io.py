@@ -12,10 +12,13 @@ never as a damaged file, so nothing is rebuilt or retrained because of it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import re
 import shutil
 import stat
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -28,6 +31,31 @@ _UMASK_LOCK = threading.Lock()
 
 class UnreadableFileError(ValueError):
     """A file the workbook wrote cannot be read back: truncated, damaged, or not of the expected shape."""
+
+
+class NoSpaceError(OSError):
+    """The disk (or quota) is full while writing; ``str()`` is the one line "no space left on <folder>"."""
+
+    def __init__(self, folder: Path):
+        super().__init__(errno.ENOSPC, f"no space left on {folder}")
+        self.folder = folder
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
+def _no_space(err: BaseException, folder: Path) -> bool:
+    """`err` means a full disk: an ENOSPC / EDQUOT somewhere in its chain, or torch's zip writer failing on a
+    short write ("unexpected pos", which drops the OSError) while under 1 MiB is free."""
+    seen = err
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    if isinstance(err, RuntimeError):
+        with contextlib.suppress(OSError):
+            return shutil.disk_usage(folder).free < 2**20
+    return False
 
 
 def _umask() -> int:
@@ -63,9 +91,12 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -
             os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:  # interrupts included
+    except BaseException as err:  # interrupts included
+        full = isinstance(err, Exception) and _no_space(err, path.parent)  # measured before the temp file goes
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if full:
+            raise NoSpaceError(path.parent) from err
         raise
     with contextlib.suppress(OSError):  # make the rename durable; not possible on every OS
         dir_fd = os.open(path.parent, os.O_RDONLY)
@@ -114,6 +145,74 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=1))
 
 
+# --------------------------------------------------------------------------- run folders
+
+#: The file that marks a folder as a run folder (grid, showdown, lessons): only such a folder is written into.
+RUN_MARKER = ".vlr-run"
+
+
+def is_run_folder(path: str | os.PathLike) -> bool:
+    """`path` holds the marker, or a ``cells/`` folder (run folders written before the marker existed)."""
+    path = Path(path)
+    return (path / RUN_MARKER).is_file() or (path / "cells").is_dir()
+
+
+def run_folder_problem(path: str | os.PathLike) -> str | None:
+    """Why the workbook may not write its runs into `path` (None when it may: missing, empty or a run folder)."""
+    path = Path(path)
+    if not path.is_dir() or is_run_folder(path):
+        return None
+    entries = sorted(p.name for p in path.iterdir() if p.name != LOCK_FILE)
+    if not entries:
+        return None
+    shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+    return (f"{str(path)!r} is a folder of other files ({shown}), not a run folder (no {RUN_MARKER}); "
+            "choose a new or empty folder, so that nothing of yours is overwritten")
+
+
+def claim_run_folder(path: str | os.PathLike, name: str = "out", mark: bool = True) -> Path:
+    """Create and mark `path` as a run folder (unless not `mark`: under torchrun only rank 0 writes, every rank
+    checks); a ValueError naming `name` when it holds other files."""
+    problem = run_folder_problem(path)
+    if problem:
+        raise ValueError(f"{name} {problem}")
+    path = Path(path)
+    if mark and not (path / RUN_MARKER).is_file():
+        atomic_write_text(path / RUN_MARKER, "a run folder of vlr_lib (grid, showdown, lessons): its cells and "
+                                             "tables are rewritten by the runs\n")
+    return path
+
+
+LOCK_FILE = ".vlr-run.lock"
+
+
+@contextlib.contextmanager
+def locked(folder: str | os.PathLike, lock_file: str = LOCK_FILE) -> Iterator[None]:
+    """Hold the write lock of `folder` (``folder/lock_file``) inside the block; a second writer waits for it.
+
+    Two runs writing one folder would delete each other's partial checkpoints and rebuild its
+    tables from different sets of cells; with the lock they take turns, and the one that waits
+    says so in one line on stderr. Re-entrant in a process (showdown and lessons hold it around
+    the grid that takes it too). The lock file stays after the block: deleting it would let a
+    third writer lock a new file while a second one waits on the old.
+    """
+    from filelock import FileLock, Timeout
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(folder / lock_file, is_singleton=True)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        print(f"vlr_lib: waiting for {folder}: another run is writing there (it goes on when that one ends; "
+              "Ctrl-C stops waiting)", file=sys.stderr, flush=True)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 def read_back(path: str | os.PathLike, read: Callable[[Path], T], what: str, fix: str) -> T:
     """``read(path)``, with every failure turned into an error that names the file and the fix.
 
@@ -133,9 +232,28 @@ def read_back(path: str | os.PathLike, read: Callable[[Path], T], what: str, fix
             "(it is not damaged, so nothing was rebuilt)"
         ) from err
     except Exception as err:  # noqa: BLE001 - json, zip, pickle and EOF errors all mean "damaged"
+        foreign = foreign_objects(err)
+        if foreign is not None:
+            raise UnreadableFileError(f"the {what} {path} {foreign}; {fix}") from None
         raise UnreadableFileError(
             f"the {what} {path} cannot be read, it is truncated or damaged ({type(err).__name__}: {err}); {fix}"
         ) from err
+
+
+def foreign_objects(err: BaseException) -> str | None:
+    """What to say when ``torch.load(weights_only=True)`` refused a pickle of Python objects (None for other errors).
+
+    torch's own message suggests ``weights_only=False``, which would run the file's code: never shown.
+    """
+    import pickle
+
+    text = str(err)
+    if not isinstance(err, pickle.UnpicklingError) or "weights_only" not in text:
+        return None
+    found = re.search(r"GLOBAL ([\w.]+)", text)
+    named = f" ({found.group(1)})" if found else ""
+    return (f"holds pickled Python objects{named}, not only tensors: it was not written by vlr_lib and is never "
+            "loaded (loading it could run code)")
 
 
 def read_json(path: str | os.PathLike, what: str, fix: str, kind: type = dict) -> Any:

@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from . import goal, losses
+from ._checks import check_finite, check_nonnegative
 
 #: Metric key -> label. Recalls and rsum are percent; mAP@5 and PR-AUC fractions; similarities cosines.
 METRIC_LABELS: dict[str, str] = {
@@ -171,7 +172,9 @@ def _digits(metric: str) -> int:
 
 
 def mean_std(mean: float, std: float, metric: str) -> str:
-    """'71.3 ± 1.2' (percentages) or '0.712 ± 0.012' (fractions)."""
+    """'71.3 ± 1.2' (percentages) or '0.712 ± 0.012' (fractions); a NaN or inf is an error, never printed."""
+    check_finite("mean", mean)
+    check_nonnegative("std", check_finite("std", std))
     digits = _digits(metric)
     return f"{mean:.{digits}f} ± {std:.{digits}f}"
 
@@ -239,12 +242,30 @@ def summarize(runs: pd.DataFrame, prefix: str = "", metrics: Sequence[str] | Non
     return out.reset_index()
 
 
+#: The columns every :func:`summarize` result has (besides ``<metric>_mean`` / ``_std``).
+SUMMARY_COLUMNS = ("config", "loss", "name", "n_seeds")
+
+
+def check_summary(summary: object, metrics: Sequence[str] = ()) -> pd.DataFrame:
+    """A :func:`summarize` result: a non-empty DataFrame with its columns (and those of `metrics`)."""
+    if not isinstance(summary, pd.DataFrame):
+        raise TypeError(f"summary must be a pandas DataFrame (vlr_lib.report.summarize), got {type(summary).__name__}")
+    if summary.empty:
+        raise ValueError("summary is empty: summarize a runs table with at least one run (vlr_lib.report.summarize)")
+    missing = [c for c in (*SUMMARY_COLUMNS, *(f"{m}_{s}" for m in metrics for s in ("mean", "std")))
+               if c not in summary.columns]
+    if missing:
+        raise ValueError(f"summary lacks the columns {missing}; make it with vlr_lib.report.summarize")
+    return summary
+
+
 def summary_table(summary: pd.DataFrame, metrics: Sequence[str] = ("rsum", "i2t_r1", "t2i_r1")) -> str:
     """Text table of a :func:`summarize` result: configuration, seeds, "mean ± std" per metric.
 
     When configurations of several data sets or schedules share the table, a "setup" column
     numbers them so that equal labels are not mistaken for one configuration.
     """
+    check_summary(summary)
     table = pd.DataFrame({"config": summary["config"], "seeds": summary["n_seeds"]})
     setups = [c for c in SETUP_COLUMNS if c in summary]
     if setups and summary.duplicated("config").any():
@@ -300,7 +321,7 @@ def group(summary: pd.DataFrame, which: str) -> pd.DataFrame:
     """The rows of one of :data:`GROUPS`: all, the closed-form losses, or the GOAL cells."""
     if which not in GROUPS:
         raise ValueError(f"group must be one of {GROUPS}, got {which!r}")
-    is_goal = summary["loss"].str.startswith("goal:")
+    is_goal = check_summary(summary)["loss"].str.startswith("goal:")
     out = summary.loc[{"all": slice(None), "closed-form": ~is_goal, "GOAL": is_goal}[which]]
     if out.empty:
         raise ValueError(f"group {which!r} has no configurations in the summary")
@@ -309,6 +330,7 @@ def group(summary: pd.DataFrame, which: str) -> pd.DataFrame:
 
 def _stats(summary: pd.DataFrame, metric: str) -> pd.DataFrame:
     metric = check_metric(metric)
+    check_summary(summary, [metric])
     return summary[["config", "loss", "name"]].assign(mean=summary[f"{metric}_mean"], std=summary[f"{metric}_std"])
 
 
@@ -607,6 +629,7 @@ def readout(value: float, spec: str = LOG_READOUT) -> str:
     ".N~g" is JavaScript's toPrecision(N) with trailing zeros trimmed: exponent notation only
     below 1e-6 or from 10^N up (60 -> "60", 22.387 -> "22.4", 1e4 -> "1e+4").
     """
+    check_finite("value", value)
     match = re.fullmatch(r"\.(\d+)(~?)([fg])", spec)
     if match is None:
         raise ValueError(f"spec must be a d3 format like '.2f' or '.3~g', got {spec!r}")
@@ -822,13 +845,32 @@ def training_line(spec: Mapping) -> str:
             "library defaults")
 
 
+#: What :func:`markdown_block` reads of a showdown's metadata (``vlr_lib.train.showdown.run``), and of its spec.
+META_KEYS = ("spec", "date", "command", "data", "n_test_images", "chance_rsum_test", "hardware", "wall_seconds",
+             "n_runs", "epochs_trained_now")
+META_SPEC_KEYS = ("data", "fast", "seeds")
+
+
+def _check_meta(meta: object) -> Mapping:
+    if not isinstance(meta, Mapping):
+        raise TypeError(f"meta must be a showdown's metadata (a dict), got {type(meta).__name__}")
+    missing = [k for k in META_KEYS if k not in meta]
+    if not missing and isinstance(meta["spec"], Mapping):
+        missing = [f"spec.{k}" for k in META_SPEC_KEYS if k not in meta["spec"]]
+    elif not missing:
+        missing = ["spec (a dict)"]
+    if missing:
+        raise ValueError(f"meta lacks {', '.join(missing)}: pass the metadata of vlr_lib.train.showdown.run")
+    return meta
+
+
 def markdown_block(runs: pd.DataFrame, meta: Mapping) -> str:
     """The docs/results.md section of one showdown: provenance, the Table 1 layout, the GOAL grids, the reading.
 
     `runs` and `meta` are a finished showdown's table and metadata (``vlr_lib.train.showdown.run``).
     """
-    spec = meta["spec"]
     summary = summarize(runs, prefix="sel_")
+    spec = _check_meta(meta)["spec"]
     lines = [
         f"### {spec['data']}, setting {spec.get('setting', 'features')} ({'fast' if spec['fast'] else 'full'} size), "
         f"{meta['date'][:10]}",

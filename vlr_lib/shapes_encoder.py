@@ -69,7 +69,7 @@ from torch import Tensor, nn
 
 from . import __version__
 from ._checks import check_int, check_positive
-from ._io import atomic_write
+from ._io import atomic_write, foreign_objects
 from .data.shapes import COLORS, GRID, MAX_OBJECTS, SHAPES, SIZES, Scenes, render, sample_scenes
 from .features import content_hash
 from .models import TinyCNN
@@ -366,7 +366,7 @@ def _load(cache_dir: Path, request: dict[str, Any]) -> ShapesEncoder | None:
         encoder = ShapesEncoder(request["width"])
         encoder.load_state_dict(state)
     except Exception as err:  # noqa: BLE001 - any unreadable or mismatching weights file is a corrupt cache
-        raise _Unusable(f"cannot load {cache_dir / WEIGHTS_FILE}: {err}") from err
+        raise _Unusable(f"cannot load {cache_dir / WEIGHTS_FILE}: {foreign_objects(err) or err}") from err
     if content_hash(state) != manifest.get("content_hash"):
         raise _Unusable(f"the content hash of {cache_dir / WEIGHTS_FILE} does not match its manifest "
                         "(interrupted write or damaged file)")

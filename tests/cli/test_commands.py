@@ -151,3 +151,18 @@ def test_lessons_writes_the_markdown_block_and_reuses_the_stored_table(here, cap
         assert f"**{heading}**" in text
     code, out, _ = call(lessons_cli.main, ["--fast", "--seeds", "0,1", "--out", "l"], capsys)
     assert code == 0 and "stored table reused" in out
+
+
+@pytest.mark.parametrize("text, names", [
+    ("goal:cir,sig-ms", ["goal:cir,sig-ms"]),  # issue 23: was split into 'goal:cir' and 'sig-ms'
+    ("info_nce, goal:cir , sig-ms,unified", ["info_nce", "goal:cir,sig-ms", "unified"]),
+    ("warmup:triplet_all:1:goal:cir,sig-ms,info_nce", ["warmup:triplet_all:1:goal:cir,sig-ms", "info_nce"]),
+])
+def test_grid_losses_keep_a_goal_combination_whole(text, names):
+    assert grid.losses(text) == names
+
+
+def test_a_warm_up_into_a_goal_combination_trains_from_the_command_line(here, capsys):
+    """Issue 23: --loss warmup:triplet_all:1:goal:cir,sig-ms failed, its colon split breaking the GOAL name."""
+    code, out, err = call(train.main, [*TINY, "--loss", "warmup:triplet_all:1:goal:cir,sig-ms"], capsys)
+    assert code == 0 and "rsum" in out, err

@@ -33,6 +33,8 @@ def work(tmp_path, monkeypatch):
     (tmp_path / "afile").write_text("x")
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "keep.txt").write_text("mine")
+    (tmp_path / "mine").mkdir()  # a folder of the user's that looks like a grid's, but has no marker
+    (tmp_path / "mine" / "runs.csv").write_text("my,own\n1,2\n")
     return tmp_path
 
 
@@ -98,6 +100,29 @@ TRAIN_CASES = [
     (["--setting", "vsepp", "--min-count", "0"], "--min-count"),
     (["--data", "flickr30k", "--image-encoder", "random"], "--image-encoder"),
     (["--no-such-flag"], "--no-such-flag"),
+    (["--cache-root", "afile"], "--cache-root"),  # issue 23: flags of another mode were silently ignored
+    (["--data", "shapes", "--cache-root", "."], "--cache-root"),
+    (["--setting", "e2e", "--head", "mlp"], "--head"),
+    (["--head", "mlp"], "--head"),  # shapes' default setting is e2e
+    (["--loss", "warmup:triplet_all:2:triplet_hardest", "--epochs", "2"], "--loss"),  # Triplet-SH never trains
+    (["--loss", "warmup:triplet_all:3:triplet_hardest", "--epochs", "2"], "--loss"),
+    (["--checkpoint-dir", ""], "--checkpoint-dir"),  # issue 23: was last.pt in the current folder
+    (["--checkpoint-dir", "/proc"], "--checkpoint-dir"),
+    (["--history", ""], "--history"),
+    # issue 23: numbers range-checked in the parser, before anything is allocated
+    (["--seed", str(2**64)], "--seed"),  # was: "Overflow when unpacking long long"
+    (["--seed", str(2**63)], "--seed"),
+    (["--data-seed", str(2**63)], "--data-seed"),
+    (["--batch-size", str(10**12)], "--batch-size"),  # was: --loss named, a C++ stack frame
+    (["--n-train", str(10**14)], "--n-train"),  # was: MemoryError, exit 1
+    (["--n-train", "1e14"], "--n-train"),
+    (["--n-val", str(10**14)], "--n-val"),
+    (["--dim", str(10**12)], "--dim"),  # was: MemoryError, exit 1
+    (["--lr", "1e308"], "--lr"),  # was: "cannot be converted to type float without overflow", exit 1
+    (["--loss", "unified", "--gamma", "1e308"], "--gamma"),  # was: --loss named
+    (["--loss", "info_nce", "--temperature", "1e-320"], "--temperature"),  # was: --loss, "temperature=0"
+    (["--loss", "sampled_softmax", "--scale", "3e38"], "--scale"),  # float32-finite, the loss overflows: was --loss
+    (["--dist-timeout", "1e308"], "--dist-timeout"),  # was: OverflowError
 ]
 
 
@@ -130,6 +155,18 @@ GRID_CASES = [
     (["--epochs", "0"], "--epochs"),
     (["--device", "bogus"], "--device"),
     (["--n-val", "1"], "--n-val"),
+    (["--losses", "info_nce,info_nce"], "--losses"),  # issue 23: was "± 0.0 over 2 seeds" for one run
+    (["--losses", "goal,goal:cir,sig-ms"], "--losses"),  # a GOAL combination twice
+    (["--losses", "unified", "--param", "margin=0.1,0.10"], "--param"),
+    (["--losses", "info_nce,warmup:triplet_all:2:triplet_hardest"], "--losses"),  # TINY has --epochs 2
+    (["--out", ""], "--out"),  # issue 23: was cells/ and runs.csv in the current folder
+    (["--out", "notes"], "--out"),  # a folder of other files
+    (["--out", "mine"], "--out"),  # was: the user's runs.csv overwritten, exit 0
+    (["--out", "/proc"], "--out"),  # was: trained, then "[Errno 2] ... '/proc/cells'"
+    (["--seeds", f"0,{2**64}"], "--seeds"),  # was: "Overflow when unpacking long long"
+    (["--batch-size", str(10**12)], "--batch-size"),
+    (["--param", "gamma=1e308"], "--param"),
+    (["--dist-timeout", "1e308"], "--dist-timeout"),
 ]
 
 
@@ -151,6 +188,12 @@ SHOWDOWN_CASES = [
     (["--setting", "e2e", "--image-encoder", "random"], "--image-encoder"),
     (["--data-path", "afile"], "--data-path"),
     (["--setting", "vit"], "--setting"),
+    (["--seeds", str(2**63)], "--seeds"),
+    (["--out", "notes"], "--out"),  # issue 23: was written into
+    (["--cache-root", "notes"], "--cache-root"),  # shapes data: was silently ignored
+    (["--out", ""], "--out"),
+    (["--out", "/proc"], "--out"),
+    (["--dist-timeout", "1e308"], "--dist-timeout"),
 ]
 
 
@@ -165,6 +208,9 @@ LESSONS_CASES = [
     (["--markdown", "afile/r.md"], "--markdown"),
     (["--out", "afile"], "--out"),
     (["--epochs", "3"], "--epochs"),  # the chapter fixes its schedules
+    (["--seeds", str(2**64)], "--seeds"),
+    (["--out", "mine"], "--out"),
+    (["--out", ""], "--out"),
 ]
 
 
@@ -182,6 +228,15 @@ def test_showdown_rejects_bad_environment(var, value, work, capsys, monkeypatch)
     check(showdown.main, ["--out", "sd"], var, work, capsys)
 
 
+def test_grid_checks_its_default_folder_before_loading_data(work, capsys, monkeypatch):
+    """$VLR_RUNS pointing into a file: the default --out named, before anything is loaded."""
+    monkeypatch.setenv("VLR_RUNS", str(work / "afile"))
+    before = snapshot(work)
+    code, _, err = call(grid.main, TINY, capsys)
+    assert code == 2 and err.startswith("vlr-grid: error: argument --out: the default ") and "afile" in err
+    assert len(err.strip().splitlines()) == 1 and snapshot(work) == before
+
+
 def test_showdown_without_flickr_features_says_what_to_run(work, capsys):
     (work / "empty").mkdir()
     line = check(showdown.main, ["--data", "flickr30k", "--cache-root", "empty", "--out", "sd"], "extract_features.py",
@@ -196,6 +251,9 @@ SCRIPT_CASES = [
     ("make_shapes", ["--out", "s", "--difficulty", "2"], "--difficulty"),
     ("make_shapes", ["--out", "s", "--image-size", "8"], "--image-size"),
     ("make_shapes", [], "--out"),
+    ("make_shapes", ["--out", "s", "--n-train", str(10**14)], "--n-train"),
+    ("make_shapes", ["--out", "s", "--seed", str(2**64)], "--seed"),
+    ("extract_features", ["--seed", str(2**64)], "--seed"),
     ("prepare_flickr30k", ["--out", "afile"], "--out"),
     ("prepare_flickr30k", ["--out", "f", "--path", "missing"], "--path"),
     ("prepare_flickr30k", ["--out", "f", "--path", "afile", "--revision", "main"], "--path"),
@@ -227,12 +285,35 @@ def test_a_damaged_checkpoint_names_the_file_and_the_fix(work, capsys):
     assert torch.load(ck / "last.pt", weights_only=True)["epoch"] == 2
 
 
+class _Payload:
+    def __reduce__(self):
+        return (exec, ("import pathlib; pathlib.Path('PWNED').touch()",))
+
+
+def test_a_pickle_payload_checkpoint_is_one_line_without_torchs_hint(work, capsys):
+    """Issue 23: torch's advice to retry with weights_only=False (which would run the payload) is never shown."""
+    (work / "ck").mkdir()
+    torch.save({"epoch": _Payload()}, work / "ck" / "last.pt")
+    line = check(train.main, [*TINY, "--checkpoint-dir", "ck"], "last.pt", work, capsys)
+    assert "holds pickled Python objects (exec)" in line and "--no-resume" in line
+    assert "weights_only" not in line and not (work / "PWNED").exists()
+
+
 def test_a_damaged_grid_cell_names_the_file_and_the_fix(work, capsys):
     assert call(grid.main, [*TINY, "--losses", "info_nce", "--out", "g"], capsys)[0] == 0
     cell = next((work / "g" / "cells").glob("*.json"))
     cell.write_text(cell.read_text()[:40])  # truncated
     line = check(grid.main, [*TINY, "--losses", "info_nce", "--out", "g"], cell.name, work, capsys)
     assert "delete it" in line
+
+
+def test_a_damaged_cell_of_other_seeds_is_named_before_any_training(work, capsys):
+    """Issue 23: was found only after the new cells had trained."""
+    assert call(grid.main, [*TINY, "--losses", "info_nce", "--out", "g"], capsys)[0] == 0
+    cell = next((work / "g" / "cells").glob("*.json"))
+    cell.write_text(json.dumps({**json.loads(cell.read_text()), "seed": None}))
+    line = check(grid.main, [*TINY, "--losses", "info_nce", "--seeds", "1", "--out", "g"], cell.name, work, capsys)
+    assert "no integer seed" in line and "delete it" in line
 
 
 def test_a_manifest_that_is_a_json_list_names_the_file(work, capsys):
@@ -273,3 +354,17 @@ def test_a_local_copy_that_is_not_flickr30k_is_one_line_naming_the_path(make, wo
     check(load_script("prepare_flickr30k").main, ["--out", "f", "--path", "copy"], "--path", work, capsys)
     check(load_script("extract_features").main, ["--data", "flickr30k", "--data-path", "copy"], "--data-path",
           work, capsys)
+
+
+def test_a_full_disk_is_one_line_naming_the_folder(work, capsys, monkeypatch):
+    """Issue 23: ENOSPC while saving a checkpoint (torch.save) was a C++ enforce failure naming nothing."""
+    import errno
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", full)
+    code, _, err = call(train.main, [*TINY, "--checkpoint-dir", "ck"], capsys)
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith("vlr-train: error: no space left on ck; free some space")
+    assert list((work / "ck").iterdir()) == []  # no temp file left behind

@@ -50,7 +50,8 @@ def test_a_bad_value_is_one_line_and_exit_2_in_a_real_process(tmp_path):
 
 
 def test_module_entry_point_lists_and_dispatches_commands(capsys):
-    assert entry.main([]) == 2 and "python -m vlr_lib train" in capsys.readouterr().out
+    assert entry.main([]) == 2 and "python -m vlr_lib train" in capsys.readouterr().err  # issue 23: was stdout
+    assert entry.main(["--help"]) == 0 and "python -m vlr_lib train" in capsys.readouterr().out
     assert entry.main(["nope"]) == 2
     assert capsys.readouterr().err == ("python -m vlr_lib: error: unknown command 'nope'; "
                                        "choose one of train, grid, showdown, lessons, check, record\n")
@@ -148,3 +149,14 @@ def test_a_rank_that_dies_stops_the_others_with_a_message(tmp_path):
     assert time.monotonic() - start < 120, "the surviving rank must not wait for its dead peer"
     text = done.stdout + done.stderr
     assert ("stopped by SIGTERM" in text) or ("another process of the job failed" in text), text[-3000:]
+
+
+def test_a_bad_value_under_torchrun_is_one_line_from_rank_0_and_exit_2_on_every_rank(tmp_path):
+    """Issue 23: the line came once per rank. torchrun itself then adds its own report of the failed children
+    (ChildFailedError, about 40 lines naming each rank's exit code 2) and exits 1: that part is torchrun's."""
+    for bad in (["--epochs", "0"], ["--loss", "nope"]):  # a parser error and one found after parsing
+        done = torchrun(2, ["-m", "vlr_lib", "train", *TINY, *bad], cwd=tmp_path)
+        ours = [line for line in done.stderr.splitlines() if line.startswith("python -m vlr_lib train: error:")]
+        assert len(ours) == 1 and bad[0] in ours[0], done.stderr[-3000:]
+        assert done.returncode != 0 and "exitcode  : 2" in done.stderr  # every rank's code, as torchrun reports it
+        assert "exitcode  : 1" not in done.stderr and list(tmp_path.iterdir()) == []

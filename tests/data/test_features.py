@@ -239,6 +239,27 @@ def test_corrupt_cache_is_detected_and_rebuilt(copy, data, resnet):
         V.load_features(cache)
 
 
+class _Payload:
+    """A pickle that would run code on load (it never may)."""
+
+    def __reduce__(self):
+        return (exec, ("import pathlib; pathlib.Path('PWNED').touch()",))
+
+
+def test_a_pickle_payload_is_refused_in_one_line_without_torchs_weights_only_hint(copy, tmp_path, monkeypatch):
+    """Issue 23: the refusal was 3 lines, one of them torch's advice to retry with weights_only=False."""
+    monkeypatch.chdir(tmp_path)
+    cache, good = copy
+    torch.save({"img": _Payload(), "txt": good.txt, "caption_to_image": good.caption_to_image},
+               cache / V.FEATURES_FILE)
+    with pytest.raises(V.FeatureCacheCorruptError) as err:
+        V.load_features(cache)
+    text = str(err.value)
+    assert "features.pt holds pickled Python objects (exec), not only tensors" in text and "--rebuild" in text
+    assert "weights_only=False" not in text and "weights_only` set to `False" not in text and "\n" not in text
+    assert not (tmp_path / "PWNED").exists()
+
+
 def test_a_manifest_that_is_not_an_object_is_a_corrupt_cache_named_with_its_fix(copy):
     cache, _ = copy
     (cache / V.MANIFEST_FILE).write_text("[1, 2, 3]")

@@ -322,3 +322,47 @@ def test_readout_prints_a_value_as_its_slider_shows_it(value, spec, text):
 def test_readout_rejects_an_unknown_format():
     with pytest.raises(ValueError, match="spec"):
         report.readout(1.0, "%.2f")
+
+
+EMPTY = pd.DataFrame()
+
+
+def _bad_library_calls():
+    """Issue 23: each was a KeyError, an unpacking error, a silent 'inf ± nan' or a NaN drawn as a blank."""
+    import torch
+
+    from vlr_lib import viz
+
+    nan_s = torch.tensor([[1.0, float("nan")], [0.0, 1.0]])
+    return [
+        ("markdown_block(empty, {})", lambda: report.markdown_block(EMPTY, {}), ValueError, "^runs is empty"),
+        ("summary_table(empty)", lambda: report.summary_table(EMPTY), ValueError, "^summary is empty"),
+        ("summary_table(list)", lambda: report.summary_table([]), TypeError, "^summary must be a pandas DataFrame"),
+        ("summary_table(no n_seeds)", lambda: report.summary_table(pd.DataFrame({"config": ["a"]})), ValueError,
+         r"^summary lacks the columns \['loss', 'name', 'n_seeds'\]"),
+        ("metric_errorbars(empty)", lambda: viz.showdown.metric_errorbars(EMPTY), ValueError, "^summary is empty"),
+        ("readout(nan)", lambda: report.readout(float("nan")), ValueError, "^value must be a finite number"),
+        ("readout(inf)", lambda: report.readout(math.inf, ".2f"), ValueError, "^value must be a finite number"),
+        ("mean_std(inf, nan)", lambda: report.mean_std(math.inf, math.nan, "rsum"), ValueError, "^mean must be"),
+        ("mean_std(1, nan)", lambda: report.mean_std(1.0, math.nan, "rsum"), ValueError, "^std must be"),
+        ("mean_std(1, -1)", lambda: report.mean_std(1.0, -1.0, "rsum"), ValueError, "^std must be"),
+        ("similarity_heatmap(nan)", lambda: viz.matrix.similarity_heatmap(nan_s), ValueError, "^S contains NaN or inf"),
+        ("gradient_heatmap(inf)", lambda: viz.matrix.gradient_heatmap(nan_s.nan_to_num(nan=math.inf)), ValueError,
+         "^S contains NaN or inf"),
+        ("info_nce(meta)", lambda: losses.info_nce(torch.empty(4, 4, device="meta")), ValueError,
+         "^S is a meta tensor"),
+    ]
+
+
+@pytest.mark.parametrize("call, error, match", [c[1:] for c in _bad_library_calls()],
+                         ids=[c[0] for c in _bad_library_calls()])
+def test_bad_library_calls_raise_a_named_error(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_markdown_block_names_what_meta_lacks(runs):
+    with pytest.raises(ValueError, match="^meta lacks spec, date, command"):
+        report.markdown_block(runs, {})
+    with pytest.raises(TypeError, match="^meta must be"):
+        report.markdown_block(runs, None)

@@ -1,13 +1,17 @@
 """vlr_lib._io: atomic writes with the umask's permissions, through symlinks; reading back with a named fix."""
 from __future__ import annotations
 
+import errno
+import io
 import os
+import shutil
 import stat
 
 import pytest
 import torch
 
-from vlr_lib._io import UnreadableFileError, atomic_dir, atomic_write, atomic_write_text, read_back, read_json
+from vlr_lib._io import (NoSpaceError, UnreadableFileError, atomic_dir, atomic_write,
+                          atomic_write_text, read_back, read_json)
 from vlr_lib.train import checkpoint as ck
 
 
@@ -98,3 +102,43 @@ def test_a_truncated_checkpoint_says_delete_or_no_resume(tmp_path):
     path.write_bytes(path.read_bytes()[:50])
     with pytest.raises(UnreadableFileError, match=r"checkpoint .*last.pt.*truncated or damaged.*--no-resume"):
         ck.load_checkpoint(path)
+
+
+def _full(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+@pytest.mark.parametrize("write", [
+    lambda f: _full(),  # the writer itself
+    lambda f: torch.save({"w": torch.zeros(3)}, _FullFile()),  # torch.save hitting a full disk
+])
+def test_a_full_disk_is_one_error_naming_the_folder(tmp_path, write):
+    """Issue 23: was "RuntimeError: [enforce fail at inline_container.cc:672] . unexpected pos ..."."""
+    (tmp_path / "ck").mkdir()
+    (tmp_path / "ck" / "last.pt").write_text("old")
+    with pytest.raises(NoSpaceError) as err:
+        atomic_write(tmp_path / "ck" / "last.pt", write)
+    assert str(err.value) == f"no space left on {tmp_path / 'ck'}" and err.value.errno == errno.ENOSPC
+    assert [p.name for p in (tmp_path / "ck").iterdir()] == ["last.pt"]  # the old file, no temp file
+    assert (tmp_path / "ck" / "last.pt").read_text() == "old"
+
+
+class _FullFile(io.RawIOBase):
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        _full()
+
+
+def test_a_short_write_of_torch_is_a_full_disk_only_when_the_disk_is_full(tmp_path, monkeypatch):
+    """torch's zip writer drops the OSError of a short write ("unexpected pos"): the free space decides."""
+    def short(f):
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64 vs 0")
+
+    usage = shutil.disk_usage(tmp_path)
+    with pytest.raises(RuntimeError, match="unexpected pos"):
+        atomic_write(tmp_path / "a.pt", short)
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage._replace(free=4096))
+    with pytest.raises(NoSpaceError, match=f"^no space left on {tmp_path}$"):
+        atomic_write(tmp_path / "a.pt", short)

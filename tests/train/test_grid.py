@@ -159,6 +159,10 @@ def test_cells_of_other_data_or_schedules_are_never_averaged_together(data, tmp_
     (["unified"], {"margin": [-0.1]}, [0], "^margin"),
     (["info_nce"], None, [0, 0], "^seeds must be distinct"),
     (["info_nce"], None, [], "^seeds is empty"),
+    (["info_nce", "info_nce"], None, [0], "^losses select 'info_nce' twice"),
+    (goal_grid() + ["goal:cir,sig-ms"], None, [0], "^losses select .* twice"),
+    (["unified"], {"margin": [0.1, 0.10]}, [0], "^param_grid 'margin' lists 0.1 twice"),
+    (["info_nce"], None, [2**63], "^seeds must be >= 0 and <= 9223372036854775807"),  # numpy/torch take int64
     ([{"loss": "info_nce", "epochs": 0}], None, [0], "^epochs"),
 ])
 def test_bad_selections_are_rejected_before_anything_is_trained_or_written(data, tmp_path, monkeypatch, losses,
@@ -235,3 +239,47 @@ def test_a_collapsed_epoch_is_never_the_selected_one(data):
     assert row["best_epoch"] == 1  # the grid's selection
     assert row["sel_epoch"] == 1  # the showdown's selection (ShowdownMetrics)
     assert row["rsum"] < row["best_rsum"]  # the collapsed epoch scores below the real one
+
+
+def test_a_folder_of_other_files_is_never_written_into(data, tmp_path):
+    """Issue 23: a folder with the user's own runs.csv is refused (ValueError naming out), before any training."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "runs.csv").write_text("my,own\n")
+    with pytest.raises(ValueError, match=r"^out .*mine.*runs\.csv.*not a run folder"):
+        grid(["info_nce"], seeds=[0], train=data, val=data, out=mine, progress=False, **SETTINGS)
+    assert sorted(p.name for p in mine.iterdir()) == ["runs.csv"] and (mine / "runs.csv").read_text() == "my,own\n"
+
+
+def test_a_run_folder_is_marked_and_an_old_one_without_the_marker_is_still_one(data, tmp_path):
+    from vlr_lib._io import RUN_MARKER, is_run_folder
+
+    grid(["info_nce"], seeds=[0], train=data, val=data, out=tmp_path / "g", progress=False, **SETTINGS)
+    assert (tmp_path / "g" / RUN_MARKER).is_file()
+    (tmp_path / "g" / RUN_MARKER).unlink()  # a folder written before the marker: its cells/ say what it is
+    assert is_run_folder(tmp_path / "g")
+    grid(["info_nce"], seeds=[1], train=data, val=data, out=tmp_path / "g", progress=False, **SETTINGS)
+    assert (tmp_path / "g" / RUN_MARKER).is_file() and len(pd.read_csv(tmp_path / "g" / "runs.csv")) == 2
+
+
+@pytest.mark.parametrize("cell, problem", [
+    ({"config": {}, "seed": 0, "history": [{"epoch": 1}]}, "no loss name"),  # was: KeyError: 'loss'
+    ({"config": {"loss": "info_nce"}, "history": [{"epoch": 1}]}, "no integer seed"),  # was: KeyError: 'seed'
+    ({"config": {"loss": "info_nce"}, "seed": "0", "history": [{"epoch": 1}]}, "no integer seed"),
+    ({"config": {"loss": "info_nce"}, "seed": 0, "history": [{"epoch": 1, "rsum": "high"}]},
+     "rsum is 'high', not a number"),  # was: "agg function failed"
+    ({"config": {"loss": "info_nce"}, "seed": 0, "history": [3]}, "epoch record 1 is a int"),
+])
+def test_a_bad_cell_outside_the_selection_is_named_before_anything_is_trained(data, tmp_path, monkeypatch, cell,
+                                                                             problem):
+    """Issue 23: every cell of the folder is read first (the tables are rebuilt from all of them)."""
+    import json
+
+    (tmp_path / "cells").mkdir()
+    bad = tmp_path / "cells" / "0123456789abcdef0123.json"
+    bad.write_text(json.dumps(cell))
+    counter = CountingFit()
+    monkeypatch.setattr(gs, "fit", counter)
+    with pytest.raises(UnreadableFileError, match=rf"{bad.name} .*{problem}.*delete it"):
+        grid(["info_nce"], seeds=[5], train=data, val=data, out=tmp_path, progress=False, **SETTINGS)
+    assert counter.calls == 0 and [p.name for p in (tmp_path / "cells").iterdir()] == [bad.name]

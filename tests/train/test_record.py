@@ -61,7 +61,7 @@ def test_write_then_read_only_for_the_same_settings(tmp_path):
 def test_write_replaces_the_old_record_and_leaves_no_temp_folder(tmp_path):
     record.write("exp", SETTINGS, {"epochs": ROWS}, command="old", title="t", wall_seconds=1, root=tmp_path)
     record.write("exp", SETTINGS, {"epochs": ROWS[:1]}, command="new", title="t", wall_seconds=1, root=tmp_path)
-    assert [p.name for p in tmp_path.iterdir()] == ["exp"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".exp.lock", "exp"]  # the writers' lock file stays
     assert record.read("exp", SETTINGS, root=tmp_path).manifest["command"] == "new"
 
 
@@ -227,3 +227,105 @@ def test_no_record_is_stale(path, tmp_path):
     assert record.settings_hash(current) == manifest["settings_sha256"], (
         f"the record {path.name} is stale: the settings in the code changed since it was made "
         f"({manifest['date']}); regenerate it with {record.REGENERATE} --only <step>")
+
+
+# --------------------------------------------------------------------------- issue 23: the manifest as a whole
+
+
+def _edit(path: Path, change, rehash: bool) -> None:
+    """Apply `change` to the manifest; with `rehash`, as a forger who also recomputes the manifest's own hash
+    (so that only the check under test can catch it)."""
+    manifest = path / record.MANIFEST
+    m = json.loads(manifest.read_text())
+    change(m, path)
+    if rehash and isinstance(m, dict):
+        m[record.MANIFEST_HASH] = record.manifest_hash(m)
+    manifest.write_text(json.dumps(m))
+
+
+def _foreign(m: dict, path: Path) -> None:
+    """Point the table at another record's file, with that file's sha256 and row count."""
+    other = record.write("other", SETTINGS, {"epochs": ROWS[:1]}, command="c", title="t", wall_seconds=1,
+                         root=path.parent)
+    m["tables"]["epochs"] = {**json.loads((other / record.MANIFEST).read_text())["tables"]["epochs"],
+                             "file": "../other/epochs.csv.gz"}
+
+
+MANIFEST_CASES = [  # (name, change, rehash, the problem it must be reported as)
+    ("edited date", lambda m, p: m.update(date="2020-01-01T00:00:00+00:00"), False, "date, hardware, meta"),
+    ("edited hardware", lambda m, p: m["hardware"].update(cpu="a faster CPU"), False, "date, hardware, meta"),
+    ("edited meta", lambda m, p: m["meta"].update(note="best ever"), False, "date, hardware, meta"),
+    ("missing rows", lambda m, p: m["tables"]["epochs"].pop("rows"), True, "table epochs: rows is missing"),
+    ("text rows", lambda m, p: m["tables"]["epochs"].update(rows="2"), True, "table epochs: rows is a str"),
+    ("tables a list", lambda m, p: m.update(tables=[]), True, "tables is a list"),
+    ("tables empty", lambda m, p: m.update(tables={}), True, "tables is empty"),
+    ("no hardware", lambda m, p: m.pop("hardware"), True, "hardware is missing"),
+    ("hardware without cores", lambda m, p: m["hardware"].pop("cores"), True, "hardware has no cores"),
+    ("another record's table", _foreign, True, "not a plain file name inside the record's folder"),
+    ("a hidden file", lambda m, p: m["tables"]["epochs"].update(file=".epochs.csv.gz"), True, "not a plain file"),
+]
+
+
+@pytest.mark.parametrize("change, rehash, problem", [c[1:] for c in MANIFEST_CASES], ids=[c[0] for c in MANIFEST_CASES])
+def test_a_manifest_edited_or_malformed_anywhere_warns_and_is_not_used(tmp_path, change, rehash, problem):
+    """Was: an edited date/hardware/meta shown as fact, a KeyError ('rows'), an AttributeError (tables []), and
+    another record's rows opened through '../'."""
+    path = record.write("exp", SETTINGS, {"epochs": ROWS}, command="c", title="t", wall_seconds=1, root=tmp_path)
+    _edit(path, change, rehash)
+    with pytest.warns(record.RecordWarning, match=problem):
+        assert record.read("exp", SETTINGS, root=tmp_path) is None
+
+
+@pytest.mark.parametrize("which", ["epochs.csv.gz", record.MANIFEST])
+def test_a_fifo_in_a_record_is_refused_without_reading_it(tmp_path, which):
+    """Was: read() hung forever on a table file that is a FIFO."""
+    path = record.write("exp", SETTINGS, {"epochs": ROWS}, command="c", title="t", wall_seconds=1, root=tmp_path)
+    (path / which).unlink()
+    os.mkfifo(path / which)
+    with pytest.warns(record.RecordWarning, match="is not a regular file"):
+        assert record.read("exp", SETTINGS, root=tmp_path) is None
+
+
+def test_a_record_made_before_the_manifest_hash_is_still_read(tmp_path):
+    path = record.write("exp", SETTINGS, {"epochs": ROWS}, command="c", title="t", wall_seconds=1, root=tmp_path)
+    _edit(path, lambda m, p: m.pop(record.MANIFEST_HASH), rehash=False)
+    assert record.read("exp", SETTINGS, root=tmp_path) is not None
+
+
+#: A writer that SIGKILLs itself right after the rename number `argv[2]` of atomic_dir (1: the old record moved
+#: aside, 2: the new one moved in), replacing the record in `argv[1]`.
+KILLED_WRITER = """
+import os, signal, sys
+from pathlib import Path
+from vlr_lib import _io
+from vlr_lib.train import record
+
+root, after = Path(sys.argv[1]), int(sys.argv[2])
+real, renames = os.replace, []
+
+def replace(src, dst):
+    real(src, dst)
+    if Path(dst).parent == root:  # atomic_dir's renames, not the files written inside the new folder
+        renames.append(dst)
+        if len(renames) == after:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+_io.os.replace = replace
+settings = {"experiment": "test", "epochs": 2, "losses": {"Triplet-SH": ["triplet_hardest", {"margin": 0.2}]}}
+record.write("exp", settings, {"epochs": [{"run": 0, "epoch": 1, "rsum": 1.0}]}, command="new", title="t",
+             wall_seconds=1, root=root)
+"""
+
+
+@pytest.mark.parametrize("after, command", [(1, "old"), (2, "new")])
+def test_a_write_killed_between_its_renames_leaves_the_old_or_the_new_record(tmp_path, after, command):
+    """Was: killed after the first rename, no record at all (only .old-PID and .tmp leftovers), read() None."""
+    record.write("exp", SETTINGS, {"epochs": ROWS}, command="old", title="t", wall_seconds=1, root=tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", KILLED_WRITER, str(tmp_path), str(after)], env=env, timeout=120,
+                          capture_output=True, text=True)
+    assert done.returncode == -9, done.stderr
+    found = record.read("exp", SETTINGS, root=tmp_path)
+    assert found is not None and found.manifest["command"] == command
+    record.write("exp", SETTINGS, {"epochs": ROWS}, command="again", title="t", wall_seconds=1, root=tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".exp.lock", "exp"]  # the next write tidies up

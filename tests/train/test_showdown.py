@@ -340,3 +340,12 @@ def test_the_cli_trains_flickr_in_the_vsepp_setting(flickr_cache, capsys):
     code, out, err = call(train_cli.main, argv, capsys)
     assert code == 0, err
     assert "setting: vsepp" in out
+
+
+def test_a_folder_of_other_files_is_refused_before_anything_is_loaded(tmp_path, monkeypatch):
+    """Issue 23: showdown.run(out=notes) wrote into any folder."""
+    (tmp_path / "notes.md").write_text("mine")
+    monkeypatch.setattr(sd, "load_data", lambda spec: pytest.fail("loaded data for a folder it must refuse"))
+    with pytest.raises(ValueError, match=r"^out .*notes\.md.*not a run folder"):
+        sd.run(tiny_spec(), out=tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.md"]

@@ -44,12 +44,25 @@ def test_the_objective_of_each_epoch():
     assert mixed.at_epoch(0).kwargs == {"temperature": 0.05} and mixed.at_epoch(2).kwargs == {"gamma": 30.0}
 
 
+@pytest.mark.parametrize("name, phases", [
+    ("warmup:triplet_all:1:goal:cir,sig-ms", ("triplet_all", 1, "goal:cir,sig-ms")),  # issue 23
+    ("warmup:goal:cir,sig-ms:2:triplet_hardest", ("goal:cir,sig-ms", 2, "triplet_hardest")),
+    ("warmup:goal:cir,sig-ms:1:goal:nca,lin", ("goal:cir,sig-ms", 1, "goal:nca,lin")),
+])
+def test_a_goal_combination_is_a_phase(name, phases):
+    from vlr_lib.train.objective import parse_warmup_name
+
+    assert parse_warmup_name(name) == phases
+    make_objective(name).check(8)
+
+
 @pytest.mark.parametrize("name, match", [
     ("warmup:triplet_all:0:triplet_hardest", "epochs >= 1"),
     ("warmup:triplet_all:x:triplet_hardest", "must look like"),
     ("warmup:triplet_all:triplet_hardest", "must look like"),
     ("warmup:nope:1:triplet_hardest", "phases of .* must be loss names"),
     ("warmup:triplet_all:1:warmup:a:1:b", "must look like"),
+    ("warmup:triplet_all:1:goal:cir", "must look like .goal:<triplet>,<pair>."),  # its pair missing
 ])
 def test_bad_schedule_names_are_errors(name, match):
     with pytest.raises(ValueError, match=match):

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import ipywidgets as W
 import numpy as np
-import plotly.graph_objects as go
 import pytest
 
 from tests.viz.helpers import title

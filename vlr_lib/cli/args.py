@@ -13,12 +13,17 @@ Used by ``vlr-train`` / ``vlr-grid`` / ``python -m vlr_lib ...`` and by the scri
   goes through ``vlr_lib._io.atomic_write``);
 - a GPU that runs out of memory (training or feature extraction) is one line naming
   ``--batch-size`` and its value, exit code 1;
-- ``--debug`` shows the traceback instead of the one line.
+- ``--debug`` shows the traceback instead of the one line;
+- under torchrun every rank finds a bad value alike, before the process group starts: rank 0
+  alone prints the line and every rank exits 2. torchrun then adds its own report of the failed
+  children (``ChildFailedError``: a traceback of the launcher and one block per rank saying
+  ``exitcode : 2``, about 40 lines) and exits 1 itself; that part is torchrun's, out of the ranks' reach.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import math
 import os
 import re
@@ -48,7 +53,15 @@ class Parser(argparse.ArgumentParser):
         self.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
 
     def error(self, message: str):  # argparse's own errors: unknown flags, bad choices, our type= checks
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message)}\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message)}\n" if first_rank() else None)
+
+
+def first_rank() -> bool:
+    """This process is rank 0 of a torchrun job, or not under torchrun: the one that prints a usage error.
+
+    Read from the environment: a usage error is found before the process group starts, on every rank alike.
+    """
+    return os.environ.get("RANK", "0").strip() in ("", "0")
 
 
 def one_line(message: str) -> str:
@@ -74,13 +87,15 @@ def _int(text: str) -> int:
         _fail(f"must be an integer, got {text!r}")
 
 
-def int_at_least(low: int) -> Callable[[str], int]:
-    """An integer >= `low` (``--epochs 0`` is an error, never the default)."""
+def int_at_least(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An integer >= `low` (``--epochs 0`` is an error, never the default), and <= `high` when given."""
 
     def parse(text: str) -> int:
         value = _int(text)
         if value < low:
             _fail(f"must be an integer >= {low}, got {value}")
+        if high is not None and value > high:
+            _fail(f"must be an integer <= {high}, got {value}")
         return value
 
     parse.__name__ = f"int>={low}"
@@ -89,16 +104,54 @@ def int_at_least(low: int) -> Callable[[str], int]:
 
 positive_int = int_at_least(1)
 nonnegative_int = int_at_least(0)
+#: numpy and torch seed generators with a signed 64-bit integer: a larger seed fails deep inside them.
+SEED_MAX = 2**63 - 1
+seed = int_at_least(0, SEED_MAX)
+
+
+def memory_bytes() -> int:
+    """This machine's physical memory in bytes (a large number where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 2**50
+
+
+def sized(low: int, bytes_of: Callable[[int], float], what: str) -> Callable[[str], int]:
+    """An integer >= `low` whose memory, at least ``bytes_of(value)``, fits this machine (checked before allocating).
+
+    The estimate is a lower bound of what the run holds at once (`what` says of what), so a value refused
+    here could never have run; one accepted may still run out later, which is reported as such.
+    """
+    at_least = int_at_least(low)
+
+    def parse(text: str) -> int:
+        value = at_least(text)
+        need, have = bytes_of(value), memory_bytes()
+        if need > have:
+            _fail(f"{value} needs at least {need / 2**30:.3g} GiB of memory ({what}); this machine has "
+                  f"{have / 2**30:.3g} GiB")
+        return value
+
+    return parse
 
 
 def finite_float(text: str) -> float:
+    """A number whose float32 value is finite and, unless 0, not rounded to 0 (the trainer computes in float32)."""
     try:
         value = float(text)
     except ValueError:
         _fail(f"must be a number, got {text!r}")
     if not math.isfinite(value):
         _fail(f"must be a finite number, got {text!r}")
+    if abs(value) > FLOAT32_MAX:
+        _fail(f"must be at most {FLOAT32_MAX:.4g} in size (float32 overflows to inf), got {text}")
+    if value != 0 and abs(value) < FLOAT32_TINY:
+        _fail(f"must be 0 or at least {FLOAT32_TINY:.4g} in size (float32 rounds it to 0), got {text}")
     return value
+
+
+FLOAT32_MAX, FLOAT32_TINY = 3.4028234663852886e38, 1.1754943508222875e-38
 
 
 def positive_float(text: str) -> float:
@@ -106,6 +159,18 @@ def positive_float(text: str) -> float:
     if value <= 0:
         _fail(f"must be a number > 0, got {text}")
     return value
+
+
+def positive_float_at_most(high: float, why: str) -> Callable[[str], float]:
+    """A number in (0, `high`]; `why` says where the bound comes from."""
+
+    def parse(text: str) -> float:
+        value = positive_float(text)
+        if value > high:
+            _fail(f"must be at most {high:g} ({why}), got {text}")
+        return value
+
+    return parse
 
 
 def probability(text: str) -> float:
@@ -145,7 +210,7 @@ def seeds(text: str) -> list[int]:
     parts = [p.strip() for p in text.split(",") if p.strip()]
     if not parts:
         _fail("needs at least one seed, e.g. 0,1,2")
-    out = [nonnegative_int(p) for p in parts]
+    out = [seed(p) for p in parts]
     repeated = sorted({s for s in out if out.count(s) > 1})
     if repeated:
         _fail(f"seeds must be distinct, got {text!r} ({', '.join(map(str, repeated))} repeated)")
@@ -163,13 +228,15 @@ def existing_path(text: str) -> Path:
 
 
 def _writable(path: Path, text: str, folder: bool) -> Path:
+    if not text.strip():  # Path("") is the current folder: never written into by accident
+        _fail("is an empty path; name a folder or file, e.g. runs/mine")
     if path.exists() or path.is_symlink():
         target = path.resolve()
         if folder != target.is_dir() and target.exists():
             _fail(f"{text!r} is {'a file, not a folder' if folder else 'a folder, not a file'}")
         if target.exists() and not os.access(target, os.W_OK | (os.X_OK if folder else 0)):
             _fail(f"{text!r} is not writable (permission denied)")
-        parent = target.parent
+        parent = target if folder and target.is_dir() else target.parent  # an existing folder is written into
     else:
         parent = path.parent
     while not parent.exists():  # the nearest existing ancestor must be a writable folder: the rest is created
@@ -194,6 +261,17 @@ def output_file(text: str) -> Path:
 def output_dir(text: str) -> Path:
     """A folder to write into: not a file, writable or creatable."""
     return _writable(Path(text).expanduser(), text, folder=True)
+
+
+def run_dir(text: str) -> Path:
+    """A run folder to write into (grid, showdown, lessons ``--out``): writable, and missing, empty or a run folder
+    already (``vlr_lib._io.RUN_MARKER``), never a folder of the user's other files."""
+    from .._io import run_folder_problem
+
+    path = Path(text).expanduser()
+    if text.strip() and (problem := run_folder_problem(path)):
+        _fail(problem)
+    return output_dir(text)
 
 
 def check_replaceable(path: Path, flag: str = "--out") -> None:
@@ -223,6 +301,14 @@ def from_env(name: str, parse: Callable[[str], object], default: object) -> obje
         return parse(text)
     except argparse.ArgumentTypeError as err:
         raise UsageError(None, f"environment variable {name}={text!r}: {err}") from None
+
+
+def default_checked(parse: Callable[[str], object], text: str, flag: str) -> object:
+    """A default value (e.g. a folder under $VLR_RUNS) checked like the flag's own values: a UsageError naming it."""
+    try:
+        return parse(text)
+    except argparse.ArgumentTypeError as err:
+        raise UsageError(flag, f"the default {text!r}: {err}") from None
 
 
 def flag(text: str) -> bool:
@@ -310,9 +396,14 @@ def run(parser: Parser, argv: Sequence[str] | None, body: Callable[[argparse.Nam
     except _user_errors() as err:
         where = err.flag if isinstance(err, UsageError) else _flag_of(str(err), parser)
         text = one_line(err)
-        print(f"{prog}: error: " + (f"argument {where}: " if where else "") + text, file=sys.stderr)
+        if first_rank():  # every rank finds the same bad value: one line, not one per process
+            print(f"{prog}: error: " + (f"argument {where}: " if where else "") + text, file=sys.stderr)
         return EXIT_USAGE
     except Exception as err:  # noqa: BLE001 - a failure of the run itself: one line, the traceback on --debug
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+            print(f"{prog}: error: {_no_space_line(err)}; free some space and run the same command again "
+                  "(finished work is kept)", file=sys.stderr)
+            return EXIT_FAILED
         if out_of_memory(err):
             print(f"{prog}: error: {_oom_message(err, parser, args)}", file=sys.stderr)
             return EXIT_FAILED
@@ -320,6 +411,15 @@ def run(parser: Parser, argv: Sequence[str] | None, body: Callable[[argparse.Nam
         return EXIT_FAILED
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _no_space_line(err: OSError) -> str:
+    """"no space left on <folder>" (``_io.NoSpaceError`` says it; a raw ENOSPC names its file)."""
+    from .._io import NoSpaceError
+
+    if isinstance(err, NoSpaceError):
+        return str(err)
+    return f"no space left on {Path(err.filename).parent}" if err.filename else "no space left on the device"
 
 
 def out_of_memory(err: BaseException) -> bool:

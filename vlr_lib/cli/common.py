@@ -33,6 +33,7 @@ is an error. ``--topk``: an integer is a count of negatives, a decimal a fractio
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from . import args as A
@@ -54,8 +55,21 @@ LOSS_PARAMS = {
 #: Setting defaults, resolved from None (never from a falsy value); vsepp's are its showdown's (spec_for).
 DEFAULTS = {"e2e": {"epochs": 20, "batch_size": 32, "lr": 2e-3, "dim": 64, "sampling": "images"},
             "features": {"epochs": 10, "batch_size": 128, "lr": 2e-4, "dim": 512, "sampling": "captions"}}
+#: Lower bounds of the memory a size needs (bytes), checked by the parser before anything is allocated.
+IMAGE_BYTES = 64 * 64 * 3  # one shapes image, uint8
+
+
+def n_images(low: int):
+    """A number of shapes images >= `low` whose pixels fit in memory."""
+    return A.sized(low, lambda n: n * IMAGE_BYTES, "64 x 64 RGB images, 12 KiB each")
+
+
+batch = A.sized(2, lambda b: 8 * b * b, "the batch x batch similarities and their gradient, float32")
+joint_dim = A.sized(1, lambda d: 16 * 64 * d, "a head's weights, gradients and Adam moments, float32, >= 64 inputs")
+#: torch keeps the process group's timeout in milliseconds of a signed 64-bit integer; a year is plenty.
+dist_timeout = A.positive_float_at_most(365 * 86400, "one year, in seconds")
 SHAPES_ONLY = ("n_train", "n_val", "difficulty", "data_seed", "image_encoder")
-FLICKR_ONLY = ("data_path", "backbone", "revision", "weights", "dtype")
+FLICKR_ONLY = ("data_path", "backbone", "cache_root", "revision", "weights", "dtype")
 #: Flags of the settings that train a text encoder, and of the VSE++ setting alone.
 TEXT_ONLY = ("text_encoder",)
 VSEPP_ONLY = ("word_dim", "hidden", "min_count")
@@ -70,11 +84,11 @@ def add_data_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--mode", choices=("e2e", "features", "vsepp"), default=None, help="the old name of --setting")
     g.add_argument("--image-encoder", choices=("pretrained", "random"), default=None,
                    help="shapes, features / vsepp: the frozen image encoder (default pretrained)")
-    g.add_argument("--n-train", type=A.int_at_least(2), default=None, help="shapes: training images (default 1000)")
-    g.add_argument("--n-val", type=A.int_at_least(2), default=None, help="shapes: validation images (default 200)")
+    g.add_argument("--n-train", type=n_images(2), default=None, help="shapes: training images (default 1000)")
+    g.add_argument("--n-val", type=n_images(2), default=None, help="shapes: validation images (default 200)")
     g.add_argument("--difficulty", type=A.probability, default=None,
                    help="shapes: how alike the negatives are, 0..1 (default 0.5)")
-    g.add_argument("--data-seed", type=A.nonnegative_int, default=None, help="shapes: seed of the generated data")
+    g.add_argument("--data-seed", type=A.seed, default=None, help="shapes: seed of the generated data")
     add_flickr_options(g)
 
 
@@ -107,13 +121,14 @@ def add_feature_choice_options(g, hub: bool = True) -> None:
 def add_schedule_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("training (defaults: shapes e2e / features)")
     g.add_argument("--epochs", type=A.positive_int, default=None, help="default 20 / 10")
-    g.add_argument("--batch-size", type=A.int_at_least(2), default=None,
+    g.add_argument("--batch-size", type=batch, default=None,
                    help="the global batch (split over processes under torchrun); default 32 / 128")
     g.add_argument("--lr", type=A.positive_float, default=None, help="default 2e-3 / 2e-4")
     g.add_argument("--lr-decay-epoch", type=A.nonnegative_int, default=None,
                    help="lr x 0.1 from this epoch (default: halfway)")
-    g.add_argument("--dim", type=A.positive_int, default=None, help="joint space size (default 64 / 512)")
-    g.add_argument("--head", choices=("linear", "mlp"), default="linear", help="features modes")
+    g.add_argument("--dim", type=joint_dim, default=None, help="joint space size (default 64 / 512)")
+    g.add_argument("--head", choices=("linear", "mlp"), default=None,
+                   help="features and vsepp: the head on the frozen features (default linear)")
     g.add_argument("--text-encoder", choices=("gru", "bag"), default=None, help="vsepp and e2e (default gru)")
     g.add_argument("--word-dim", type=A.positive_int, default=None, help="vsepp: word embedding size")
     g.add_argument("--hidden", type=A.positive_int, default=None, help="vsepp: the GRU's size")
@@ -122,7 +137,7 @@ def add_schedule_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--sampling", choices=("captions", "images"), default=None,
                    help="an epoch = every caption (VSE++, features default) or one caption per image (e2e default)")
     g.add_argument("--device", type=A.device, default=None, help="cpu, cuda, cuda:N or mps (default: cuda if available)")
-    g.add_argument("--dist-timeout", type=A.positive_float, default=600.0,
+    g.add_argument("--dist-timeout", type=dist_timeout, default=600.0,
                    help="under torchrun: seconds a rank waits for the others before failing (default 600)")
     g.add_argument("--no-progress", action="store_true", help="no progress bars")
 
@@ -154,6 +169,9 @@ def resolve_setting(args: argparse.Namespace) -> str:
     if wrong:
         raise A.UsageError(f"--{wrong[0].replace('_', '-')}", f"is for --data "
                            f"{'shapes' if args.data == 'flickr30k' else 'flickr30k'}, not --data {args.data}")
+    if setting == "e2e" and args.head is not None:
+        raise A.UsageError("--head", "is for the settings on frozen features (features, vsepp), not e2e, which "
+                                     "trains its encoders end to end")
     if setting == "e2e" and args.image_encoder is not None:
         raise A.UsageError("--image-encoder", "is for the settings on frozen image features (features, vsepp), "
                                               "not e2e, which trains its CNN from scratch")
@@ -186,7 +204,7 @@ def schedule(args: argparse.Namespace, setting: str) -> tuple[dict, dict]:
     if setting != "features":
         model["text_encoder"] = args.text_encoder or "gru"
     if setting != "e2e":
-        model["head"] = args.head
+        model["head"] = args.head or "linear"
     if setting == "vsepp":
         model.update(word_dim=value("word_dim"), hidden=value("hidden"))
     return settings, model
@@ -216,8 +234,27 @@ def check_loss(loss: str, kwargs: dict, batch_size: int, flag: str = "--loss", p
     try:
         make_objective(loss, kwargs).check(batch_size)
     except (ValueError, TypeError, FloatingPointError) as err:
-        name = next((k for k in kwargs if str(err).startswith(k)), None)
+        name = _param_of(str(err), kwargs)
         raise A.UsageError(where(name) if name else flag, str(err)) from None
+
+
+def _param_of(message: str, kwargs: dict) -> str | None:
+    """The parameter a loss's message is about: the one it starts with, else the one it quotes as ``name=``
+    (an overflow says "info_nce overflowed ...: temperature=... is too small")."""
+    return (next((k for k in kwargs if message.startswith(k)), None)
+            or next((k for k in kwargs if re.search(rf"\b{k}=", message)), None))
+
+
+def check_warmup(loss: str, epochs: int, flag: str = "--loss") -> None:
+    """A warm-up ("warmup:<first>:<n>:<then>") shorter than the run: else `then` would never train."""
+    from ..train.objective import WARMUP_PREFIX, parse_warmup_name
+
+    if not loss.startswith(WARMUP_PREFIX):
+        return
+    first, n, then = parse_warmup_name(loss)
+    if n >= epochs:
+        raise A.UsageError(flag, f"the warm-up of {loss!r} lasts {n} epoch(s) and the run {epochs} (--epochs): "
+                                 f"{then!r} would never train; make --epochs larger than {n} or the warm-up shorter")
 
 
 # --------------------------------------------------------------------------- data

@@ -16,7 +16,7 @@ def parser(prog: str = "vlr-grid") -> A.Parser:
     p.add_argument("--param", action="append", default=[], metavar="NAME=V1,V2",
                    help="a loss parameter grid, repeatable; applied to the losses that take it "
                         "(topk=50 is a count, topk=0.5 a fraction)")
-    p.add_argument("--out", type=A.output_dir, default=None,
+    p.add_argument("--out", type=A.run_dir, default=None,
                    help="results folder (default <runs>/grid-<data>-<setting>, <runs> = $VLR_RUNS or ~/.cache/vlr-workbook/runs); its tables hold "
                         "every cell ever trained there")
     common.add_data_options(p)
@@ -35,10 +35,11 @@ def _interrupted(args: argparse.Namespace) -> str:
 
 
 def losses(spec: str) -> list[str]:
-    """Comma-separated loss names, 'goal' expanded to the 15 GOAL combinations."""
+    """Comma-separated loss names ("goal:cir,sig-ms" is one), 'goal' expanded to the 15 GOAL combinations."""
     from ..train import goal_grid
+    from ..train.objective import split_loss_names
 
-    names = [s.strip() for s in spec.split(",") if s.strip()]
+    names = split_loss_names(spec)
     if not names:
         raise A.UsageError("--losses", "no loss selected; e.g. --losses info_nce,unified (or goal)")
     out: list = []
@@ -88,7 +89,8 @@ def _grid(args: argparse.Namespace) -> int:
     for config in configs:
         loss_kw = {k: v for k, v in config.items() if k != "loss" and k not in FIT_KEYS}
         common.check_loss(config["loss"], loss_kw, settings.batch_size, flag="--losses", param_flag="--param")
-    out = args.out or runs_dir() / f"grid-{args.data}-{setting}"
+        common.check_warmup(config["loss"], settings.epochs, flag="--losses")
+    out = args.out or A.default_checked(A.run_dir, str(runs_dir() / f"grid-{args.data}-{setting}"), "--out")
     with D.process_group(args.device, args.dist_timeout) as device:
         data = common.load_data(args, setting, device)
         result = grid(configs, seeds=args.seeds, out=out, progress=not args.no_progress, setting=setting,

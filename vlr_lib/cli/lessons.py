@@ -28,7 +28,7 @@ def parser(prog: str = "python -m vlr_lib lessons") -> A.Parser:
     p.add_argument("--fast", action="store_true", default=None, help="the CI size (default: VLR_FAST)")
     p.add_argument("--seeds", type=A.seeds, default=None, help="comma-separated distinct seeds (default 0,1,2)")
     p.add_argument("--device", type=A.device, default=None, help="cpu, cuda, cuda:N or mps (default: cuda if available)")
-    p.add_argument("--out", type=A.output_dir, default=None,
+    p.add_argument("--out", type=A.run_dir, default=None,
                    help="results folder (default <runs>/lessons-shapes-<size>, <runs> = $VLR_RUNS or "
                         "~/.cache/vlr-workbook/runs)")
     p.add_argument("--markdown", type=A.output_file, default=None, help="also write the docs/results.md block here")

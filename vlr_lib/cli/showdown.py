@@ -43,14 +43,16 @@ def parser(prog: str = "python -m vlr_lib showdown") -> A.Parser:
     p.add_argument("--seeds", type=A.seeds, default=None, help="comma-separated distinct seeds (default 0,1,2)")
     p.add_argument("--epochs", type=A.positive_int, default=None, help="override the mode's epochs")
     p.add_argument("--device", type=A.device, default=None, help="cpu, cuda, cuda:N or mps (default: cuda if available)")
-    p.add_argument("--dist-timeout", type=A.positive_float, default=600.0,
+    p.add_argument("--dist-timeout", type=common.dist_timeout, default=600.0,
                    help="under torchrun: seconds a rank waits for the others before failing (default 600)")
     p.add_argument("--cache-root", type=A.existing_path, default=None,
                    help="flickr30k: feature caches (default $VLR_CACHE/features, else ~/.cache/vlr-workbook/features)")
     common.add_feature_choice_options(p, hub=False)
     p.add_argument("--data-path", type=A.existing_path, default=None,
                    help="flickr30k vsepp: the local copy the cached features were extracted from (its captions)")
-    p.add_argument("--out", type=A.output_dir, default=None, help="results folder (default <runs>/showdown-<data>-<size>, <runs> = $VLR_RUNS or ~/.cache/vlr-workbook/runs)")
+    p.add_argument("--out", type=A.run_dir, default=None,
+                   help="results folder (default <runs>/showdown-<data>-<size>, <runs> = $VLR_RUNS or "
+                        "~/.cache/vlr-workbook/runs); a new, empty or earlier run folder")
     p.add_argument("--markdown", type=A.output_file, default=None, help="also write the docs/results.md block here")
     p.add_argument("--force", action="store_true", help="ignore a stored table (cached cells are still reused)")
     p.add_argument("--progress", action="store_true", help="progress bar over cells")
@@ -96,7 +98,7 @@ def _overrides(args: argparse.Namespace) -> dict:
                                         "only: use features or vsepp")
     if args.data == "flickr30k" and args.image_encoder is not None:
         raise A.UsageError("--image-encoder", "is for --data shapes (flickr30k's image features are cached)")
-    for name in ("data_path", "revision", "weights", "dtype"):
+    for name in ("data_path", "cache_root", "revision", "weights", "dtype"):
         if args.data == "shapes" and getattr(args, name) is not None:
             raise A.UsageError(f"--{name.replace('_', '-')}", "is for --data flickr30k, not --data shapes")
     if args.image_encoder is not None:

@@ -18,7 +18,7 @@ def parser(prog: str = "vlr-train") -> A.Parser:
     common.add_data_options(p)
     common.add_schedule_options(p)
     common.add_loss_options(p)
-    p.add_argument("--seed", type=A.nonnegative_int, default=0, help="heads' initialisation and batch order")
+    p.add_argument("--seed", type=A.seed, default=0, help="heads' initialisation and batch order")
     p.add_argument("--checkpoint-dir", type=A.output_dir, default=None, help="save every epoch; resume from it")
     p.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint and start over")
     p.add_argument("--history", type=A.suffix(".csv", ".json"), default=None,
@@ -46,6 +46,7 @@ def _train(args: argparse.Namespace) -> int:
     settings = TrainSettings(**fields, seed=args.seed, checkpoint_dir=args.checkpoint_dir, resume=not args.no_resume)
     loss_kwargs = common.given_loss_params(args)
     common.check_loss(args.loss, loss_kwargs, settings.batch_size)
+    common.check_warmup(args.loss, settings.epochs)
     with D.process_group(args.device, args.dist_timeout) as device:
         settings = settings.replace(device=device)
         data = common.load_data(args, setting, device)

@@ -18,12 +18,13 @@ trained or written. Under torchrun every rank trains every cell; rank 0 alone wr
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +33,7 @@ import torch
 from torch import Tensor
 
 from .. import report
-from .._io import UnreadableFileError, atomic_write, atomic_write_json, read_json
+from .._io import UnreadableFileError, atomic_write, atomic_write_json, claim_run_folder, locked, read_json
 from . import distributed as D
 from .end_to_end import fit_encoders, fit_end_to_end
 from .fit_features import fit
@@ -78,6 +79,11 @@ def _product(params: Mapping) -> list[dict]:
     for k, v in zip(keys, values):
         if not v:
             raise ValueError(f"param_grid {k!r} has no values")
+        typed = [(type(x).__name__, x) for x in v]  # topk 1 (a count) and 1.0 (a fraction) differ
+        twice = next((x for i, (t, x) in enumerate(typed) if (t, x) in typed[:i]), None)
+        if twice is not None:
+            raise ValueError(f"param_grid {k!r} lists {twice!r} twice ({list(v)}): one run would count as two, "
+                             "a fake spread over seeds")
     return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
 
 
@@ -128,7 +134,18 @@ def expand_configs(losses: Sequence[str | Mapping], param_grid: Mapping | None =
             continue
         grid_ = param_grid.get(item, {}) if per_loss else {k: v for k, v in param_grid.items() if _takes(item, k)}
         configs.extend({"loss": item, **combo} for combo in _product(grid_))
+    _check_distinct(configs)
     return configs
+
+
+def _check_distinct(configs: Sequence[Mapping]) -> None:
+    """No configuration twice (``info_nce,info_nce``, or 'goal' and one of its combinations)."""
+    seen: set = set()
+    for config in configs:
+        blob = json.dumps(config, sort_keys=True, default=repr)
+        if blob in seen:
+            raise ValueError(f"losses select {report.config_label(config)!r} twice: list each configuration once")
+        seen.add(blob)
 
 
 def _check_config(config: Mapping) -> None:
@@ -153,7 +170,7 @@ def check_seeds(seeds: Sequence[int]) -> list[int]:
 
     if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence):
         raise TypeError(f"seeds must be a list of ints, got {seeds!r}")
-    out = [check_int("seeds", s, 0) for s in seeds]
+    out = [check_int("seeds", s, 0, 2**63 - 1) for s in seeds]  # numpy and torch seed with int64
     if not out:
         raise ValueError("seeds is empty: give at least one seed")
     repeated = sorted({s for s in out if out.count(s) > 1})
@@ -202,11 +219,41 @@ def row(config: Mapping, seed: int, key: str, history: list[dict], data_id: str 
 def read_cell(path: Path) -> dict:
     """A cell file, checked; an unreadable one names itself and the fix."""
     cell = read_json(path, "grid cell", CELL_FIX)
-    history = cell.get("history")
-    if not isinstance(cell.get("config"), dict) or not isinstance(history, list) or not history:
+    problem = _cell_problem(cell)
+    if problem:
         raise UnreadableFileError(f"the grid cell {path} is not a cell written by vlr_lib.train.grid "
-                                  f"(no config or history); {CELL_FIX}")
+                                  f"({problem}); {CELL_FIX}")
     return cell
+
+
+def _cell_problem(cell: dict) -> str | None:
+    """What a cell lacks to make a runs-table row: a config with a loss name, an int seed, a history of epochs
+    whose numbers are numbers (a text rsum would break the summary's mean)."""
+    config, history = cell.get("config"), cell.get("history")
+    if not isinstance(config, dict) or not isinstance(history, list) or not history:
+        return "no config or history"
+    if not isinstance(config.get("loss"), str):
+        return "its config has no loss name"
+    if not isinstance(cell.get("seed"), int) or isinstance(cell.get("seed"), bool):
+        return "no integer seed"
+    for i, record in enumerate(history, 1):
+        if not isinstance(record, dict):
+            return f"epoch record {i} is a {type(record).__name__}, not an object"
+        bad = [k for k in ("epoch", "loss", "rsum") if record.get(k) is not None and not _is_number(record[k])]
+        if bad:
+            return f"epoch record {i}: {bad[0]} is {record[bad[0]]!r}, not a number"
+    return None
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_cells(out: str | os.PathLike) -> None:
+    """Read every cell under ``out/cells`` (each names itself when damaged), before anything is trained:
+    the tables are rebuilt from all of them, this run's selection or not."""
+    for path in sorted((Path(out) / "cells").glob("*.json")):
+        read_cell(path)
 
 
 def _row_of_file(path: Path) -> dict:
@@ -321,11 +368,29 @@ def grid(
     hashed = {"setting": setting, **{k: v for k, v in base.experiment().items() if k != "seed"}, **model}
     cells = Path(out) / "cells" if out is not None else None
     todo = list(itertools.product(configs, seeds))
-    rows = [_cell(c, s, data, data_id, base, model, hashed, cells) for c, s in _progress(todo, progress)]
-    runs = pd.DataFrame(rows)
-    if out is not None and D.rank_and_world()[0] == 0:
-        save_tables(Path(out))
+    with writing(out):  # the tables are rebuilt under the lock: another run's cells are never left out
+        if out is not None:
+            check_cells(out)
+        rows = [_cell(c, s, data, data_id, base, model, hashed, cells) for c, s in _progress(todo, progress)]
+        runs = pd.DataFrame(rows)
+        if out is not None and D.rank_and_world()[0] == 0:
+            save_tables(Path(out))
     return GridResult(runs, report.summarize(runs), None if out is None else str(out))
+
+
+@contextlib.contextmanager
+def writing(out: str | os.PathLike | None) -> Iterator[None]:
+    """Inside the block, `out` is a run folder (never a folder of other files) whose lock this process holds.
+
+    Under torchrun rank 0 alone writes, so it alone marks and locks; every rank checks the folder.
+    """
+    if out is None:
+        yield
+        return
+    rank0 = D.rank_and_world()[0] == 0
+    claim_run_folder(out, mark=rank0)
+    with locked(out) if rank0 else contextlib.nullcontext():
+        yield
 
 
 def _progress(todo, progress: bool):

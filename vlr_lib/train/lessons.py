@@ -36,12 +36,12 @@ import pandas as pd
 import torch
 
 from .._checks import check_int
-from .._io import atomic_write, atomic_write_json, read_back, read_json
+from .._io import atomic_write, atomic_write_json, claim_run_folder, read_back, read_json
 from ..paths import runs_dir
 from . import distributed as D
 from . import record as R
 from .device import default_device
-from .grid_search import check_seeds
+from .grid_search import check_seeds, writing
 from .inputs import check_setting
 from .showdown import SEEDS, Showdown, ShowdownSpec, hardware, retrain, spec_for, train_cells
 
@@ -210,6 +210,7 @@ def run(spec: LessonsSpec, out: Path | None = None, force: bool = False, progres
     out = Path(out or spec.out)
     if record and not force and (found := recorded(spec)) is not None:
         return found
+    claim_run_folder(out, mark=False)  # never a folder of other files; grid marks and locks it when it trains
     if not force and (found := stored(spec, out)) is not None:
         return _recorded_now(spec, found)
     every = conditions(spec)
@@ -241,8 +242,9 @@ def run(spec: LessonsSpec, out: Path | None = None, force: bool = False, progres
             "wall_seconds": round(time.perf_counter() - t0, 1),
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "torch": torch.__version__}
     if D.rank_and_world()[0] == 0:
-        atomic_write(out / TABLE_FILE, lambda f: f.write(runs.to_csv(index=False).encode()))
-        atomic_write_json(out / META_FILE, meta)
+        with writing(out):
+            atomic_write(out / TABLE_FILE, lambda f: f.write(runs.to_csv(index=False).encode()))
+            atomic_write_json(out / META_FILE, meta)
     return _recorded_now(spec, Lessons(runs, meta, out, reused=False))
 
 

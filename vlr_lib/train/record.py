@@ -16,12 +16,15 @@ cells (configuration, seed, per-epoch history; ``vlr_lib.train.grid``) become tw
 Reading (:func:`read`) is checked, never trusted: a record is used only when the sha256 of the
 caller's settings equals the manifest's, and every table's bytes hash to the manifest's sha256;
 a damaged, truncated or hand-edited record is skipped with a :class:`RecordWarning` (the caller
-re-trains), never drawn. The notebooks also re-train one recorded run from scratch in every
-mode and assert it matches within :data:`RSUM_TOLERANCE` (:func:`check_reproduced`).
+re-trains), never drawn. The manifest is validated as a whole (its keys and types; table files are
+plain names of regular files in the record's own folder) and hashes to its own ``manifest_sha256``,
+so an edited date, hardware or meta shows too. The notebooks also re-train one recorded run from
+scratch in every mode and assert it matches within :data:`RSUM_TOLERANCE` (:func:`check_reproduced`).
 
 Writing (:func:`write`) happens only where ``$VLR_RECORD`` names a folder (``make record``,
 ``data_scripts/record_runs.py``, sets it to ``vlr_lib/recorded``): each record is built in a
-new folder that then takes the old one's place (``_io.atomic_dir``).
+new folder that then takes the old one's place (``_io.atomic_dir``), one writer at a time; a write killed
+between the two renames leaves the previous record aside, which reading and the next write put back.
 """
 from __future__ import annotations
 
@@ -32,6 +35,8 @@ import json
 import math
 import os
 import platform
+import shutil
+import stat
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -43,7 +48,7 @@ import torch
 
 from .. import __version__
 from .._checks import env_flag
-from .._io import atomic_dir, atomic_write_json
+from .._io import atomic_dir, atomic_write_json, locked
 from ..paths import _absolute_env
 
 RECORDED = Path(__file__).resolve().parents[1] / "recorded"
@@ -258,30 +263,110 @@ def _damaged(path: Path, why: str) -> None:
                                 f"(regenerate the record with {REGENERATE})"), stacklevel=3)
 
 
+#: The manifest's keys and their JSON types (more keys may come; none of these may go), and those of a table entry.
+MANIFEST_TYPES: dict[str, type | tuple[type, ...]] = {
+    "format": str, "name": str, "title": str, "command": str, "settings": dict, "settings_sha256": str,
+    "library": dict, "hardware": dict, "date": str, "wall_seconds": (int, float),
+    "train_seconds": (int, float, type(None)), "tables": dict, "meta": dict}
+TABLE_TYPES: dict[str, type] = {"file": str, "rows": int, "sha256": str}
+NESTED_KEYS = {"library": ("vlr_lib", "torch", "python"), "hardware": ("cpu", "cores", "torch_threads", "gpu")}
+#: The manifest's hash of its own content (all of it but this key): an edited date, hardware or meta shows.
+MANIFEST_HASH = "manifest_sha256"
+
+
+def manifest_hash(manifest: Mapping) -> str:
+    """sha256 of the manifest's canonical JSON without :data:`MANIFEST_HASH`."""
+    return settings_hash({k: v for k, v in manifest.items() if k != MANIFEST_HASH})
+
+
+def _field_problems(where: str, obj: dict, types: Mapping) -> list[str]:
+    """The keys of `types` that `obj` lacks or holds with another type (a bool is never a number)."""
+    return [f"{where}: {k} is missing" if k not in obj else f"{where}: {k} is a {type(obj[k]).__name__}"
+            for k, kind in types.items()
+            if k not in obj or not isinstance(obj[k], kind) or isinstance(obj[k], bool)]
+
+
+def _shape_problems(manifest) -> list[str]:
+    """The manifest's keys and types, as a whole (so nothing below meets a KeyError or a list for a dict)."""
+    if not isinstance(manifest, dict):
+        return [f"{MANIFEST} holds a {type(manifest).__name__}, not an object"]
+    found = _field_problems(MANIFEST, manifest, MANIFEST_TYPES)
+    for key, needed in NESTED_KEYS.items():
+        if isinstance(manifest.get(key), dict):
+            found += [f"{MANIFEST}: {key} has no {n}" for n in needed if n not in manifest[key]]
+    tables = manifest.get("tables")
+    if not isinstance(tables, dict):
+        return found
+    if not tables:
+        found.append(f"{MANIFEST}: tables is empty")
+    for name, entry in tables.items():
+        found += (_field_problems(f"table {name}", entry, TABLE_TYPES) if isinstance(entry, dict)
+                  else [f"table {name}: a {type(entry).__name__}, not an object"])
+    return found
+
+
+def _plain_file(folder: Path, name: str) -> str | None:
+    """Why `name` is not a regular file directly inside `folder` (None when it is): never another folder's file
+    ("../x"), a link, or a FIFO, which would hang the read."""
+    if name in ("", ".", "..") or name != Path(name).name or "\\" in name or name.startswith("."):
+        return f"{name!r} is not a plain file name inside the record's folder"
+    try:
+        mode = os.lstat(folder / name).st_mode
+    except OSError as err:
+        return f"{name!r}: {type(err).__name__}: {err.strerror}"
+    return None if stat.S_ISREG(mode) else f"{name!r} is not a regular file"
+
+
 def problems(path: Path, settings: Mapping | None = None) -> list[str]:
     """What is wrong with the record in `path` (empty when it is sound and, given `settings`, matches them)."""
+    unsafe = _plain_file(path, MANIFEST)
+    if unsafe:
+        return [f"{MANIFEST} unreadable ({unsafe})"]
     try:
         manifest = json.loads((path / MANIFEST).read_text())
-        tables = manifest["tables"]
-        declared = manifest["settings_sha256"]
-    except (OSError, ValueError, KeyError, TypeError) as err:
+    except (OSError, ValueError) as err:
         return [f"{MANIFEST} unreadable ({type(err).__name__}: {err})"]
-    found = []
+    found = _shape_problems(manifest)
+    if found:
+        return found
+    tables, declared = manifest["tables"], manifest["settings_sha256"]
     if manifest.get("format") != FORMAT:
         found.append(f"format {manifest.get('format')!r}, expected {FORMAT!r}")
     if settings_hash(manifest.get("settings", {})) != declared:
         found.append("the manifest's settings do not hash to its settings_sha256 (edited by hand?)")
+    if MANIFEST_HASH in manifest and manifest[MANIFEST_HASH] != manifest_hash(manifest):  # absent: made before it
+        found.append(f"the manifest does not hash to its {MANIFEST_HASH}: its date, hardware, meta or another "
+                     "field was edited by hand")
     if settings is not None and settings_hash(settings) != declared:
         found.append(f"stale: recorded for other settings (regenerate with {REGENERATE})")
     for name, entry in tables.items():
+        unsafe = _plain_file(path, entry["file"])
+        if unsafe:
+            found.append(f"table {name}: {unsafe}")
+            continue
         try:
             data = (path / entry["file"]).read_bytes()
-        except (OSError, KeyError, TypeError) as err:
+        except OSError as err:
             found.append(f"table {name}: {type(err).__name__}: {err}")
             continue
         if hashlib.sha256(data).hexdigest() != entry.get("sha256"):
             found.append(f"table {name} ({entry['file']}): sha256 differs from the manifest (truncated or edited)")
     return found
+
+
+def _recovered(path: Path) -> Path:
+    """`path`, or -- when a write was killed between its two renames (``_io.atomic_dir``) -- the previous record
+    it had moved aside, put back in place where the folder is writable (read from where it lies otherwise)."""
+    if path.exists():
+        return path
+    olds = sorted(path.parent.glob(f".{path.name}.old-*"), key=lambda p: p.stat().st_mtime)
+    if not olds:
+        return path
+    try:
+        os.replace(olds[-1], path)
+    except OSError:
+        return olds[-1]
+    return path
 
 
 def read(name: str, settings: Mapping | None, root: Path | None = None) -> Record | None:
@@ -291,8 +376,8 @@ def read(name: str, settings: Mapping | None, root: Path | None = None) -> Recor
     trains. A damaged or hand-edited record: None with a :class:`RecordWarning`. ``settings=None``
     skips the match (to re-train a record's run from the settings in its manifest).
     """
-    path = Path(root or record_root()) / name
-    if not (path / MANIFEST).exists():
+    path = _recovered(Path(root or record_root()) / name)
+    if not (path / MANIFEST).exists() and not (path / MANIFEST).is_symlink():
         return None
     found = problems(path)
     if found:
@@ -350,11 +435,22 @@ def write(name: str, settings: Mapping, tables: Mapping[str, Iterable[Mapping]],
                    for t, (rows, data) in encoded.items()},
         "meta": dict(meta or {}),
     }
-    with atomic_dir(path) as tmp:
-        for t, (_, data) in encoded.items():
-            (tmp / f"{t}.csv.gz").write_bytes(data)
-        atomic_write_json(tmp / MANIFEST, manifest)
+    manifest[MANIFEST_HASH] = manifest_hash(manifest)  # last: it covers every other field
+    with locked(path.parent, f".{name}.lock"):  # one writer of a record at a time
+        _tidy(path)
+        with atomic_dir(path) as tmp:
+            for t, (_, data) in encoded.items():
+                (tmp / f"{t}.csv.gz").write_bytes(data)
+            atomic_write_json(tmp / MANIFEST, manifest)
     return path
+
+
+def _tidy(path: Path) -> None:
+    """Under the writers' lock: what killed writes left -- the previous record put back when one was killed
+    between its renames, then the moved-aside and half-filled folders (no writer is using them)."""
+    _recovered(path)
+    for left in [*path.parent.glob(f".{path.name}.old-*"), *path.parent.glob(f".{path.name}.*.tmp")]:
+        shutil.rmtree(left, ignore_errors=True)
 
 
 def keep(name: str, settings: Mapping, tables: Mapping[str, Iterable[Mapping]], **how) -> Path | None:

@@ -53,7 +53,7 @@ import torch
 from torch import Tensor
 
 from .. import __version__
-from .._io import atomic_write_json, read_back, read_json
+from .._io import atomic_write_json, claim_run_folder, read_back, read_json
 from ..data import DATA_MODES
 from ..features import flickr_feature_dirs
 from ..paths import feature_cache_root, flickr30k_path, runs_dir
@@ -63,7 +63,7 @@ from .device import default_device
 from .end_to_end import chance_rsum
 from .evaluate import probe_indices, split_metrics
 from .fit_features import Triple
-from .grid_search import GridResult, goal_grid, grid, tensor_id
+from .grid_search import GridResult, goal_grid, grid, tensor_id, writing
 from .inputs import SETTING_LABELS, check_setting, shapes_inputs, with_caption_ids
 from .settings import TrainSettings
 
@@ -479,6 +479,7 @@ def run(spec: ShowdownSpec, command: str = "", out: Path | None = None, force: b
     out = Path(out or spec.out)
     if record and not force and (found := recorded(spec)) is not None:
         return found
+    claim_run_folder(out, mark=False)  # never a folder of other files; grid marks and locks it when it trains
     if not force and (found := stored(spec, out)) is not None:
         return _recorded_now(spec, found)
     result, data, callback, wall = train_cells(spec, configs(), out, progress)
@@ -501,7 +502,8 @@ def run(spec: ShowdownSpec, command: str = "", out: Path | None = None, force: b
         "keys": list(result.runs["key"]),
     }
     if D.rank_and_world()[0] == 0:
-        atomic_write_json(out / META_FILE, meta)
+        with writing(out):
+            atomic_write_json(out / META_FILE, meta)
     return _recorded_now(spec, Showdown(result.runs, meta, out, reused=False))
 
 

@@ -1,6 +1,7 @@
 """The similarity matrix S of a batch and anything laid out like it (gradients, weights)."""
 from __future__ import annotations
 
+import numpy as np
 import plotly.graph_objects as go
 import torch
 
@@ -89,6 +90,8 @@ def similarity_heatmap(
     "hardest negative of the image (row)": hn}); the name picks the look (``mark_look``).
     `diverging=True` centres the colour scale on zero (for gradients dL/dS).
     """
+    if not np.isfinite(to_numpy(S)).all():  # plotly would draw a NaN as a gap and clip an inf: a wrong picture
+        raise ValueError("S contains NaN or inf; a heatmap would show them as blank or clipped cells")
     fig = go.Figure(heatmap_traces(S, marks, zrange, diverging, colorbar_title))
     style(fig, title, height=520, subtitle=subtitle, legend=bool(marks))
     matrix_axes(fig)
