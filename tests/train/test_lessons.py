@@ -110,5 +110,6 @@ def test_a_recorded_chapter_is_checked_by_retraining_one_of_its_runs(tmp_path, m
         return result
 
     monkeypatch.setattr(lessons, "retrain", drifted)
+    monkeypatch.setenv("VLR_FAST", "1")  # the tests' and CI's mode: a drift is an error (full mode warns)
     with pytest.raises(AssertionError, match="make record"):
         lessons.check_record(spec)
