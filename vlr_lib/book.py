@@ -23,11 +23,12 @@ In JupyterLab (VLR_BOOK unset) nothing here is used.
 """
 from __future__ import annotations
 
-import os
 import re
 
 import plotly.io as pio
 from plotly.io.base_renderers import MimetypeRenderer
+
+from ._checks import env_flag
 
 ENV = "VLR_BOOK"
 RENDERER = "vlr_book"
@@ -44,11 +45,8 @@ FAST_MODE = re.compile(r"fast mode", re.IGNORECASE)
 
 
 def active() -> bool:
-    """True while `make book` executes the notebooks (VLR_BOOK=1)."""
-    value = os.environ.get(ENV, "0").strip().lower()
-    if value not in {"0", "1", ""}:
-        raise ValueError(f"{ENV} must be 0 or 1, got {value!r}")
-    return value == "1"
+    """True while `make book` executes the notebooks (VLR_BOOK=1; read like every on/off variable, _checks.env_flag)."""
+    return env_flag(ENV)
 
 
 def chapter_env(stem: str) -> dict[str, str]:
