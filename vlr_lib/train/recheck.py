@@ -86,13 +86,11 @@ def showdown(setting: str) -> Callable[..., Pair]:
     def pair(epochs: int | None = None, loss: str = "triplet_hardest", **loss_kwargs) -> Pair:
         from . import showdown as S
 
-        spec = S.spec_for("shapes", False, setting, device="cpu")
-        race = S.recorded(spec)
-        if race is None:
+        found = S.recorded_and_again(S.spec_for("shapes", False, setting), retrain_as=loss,
+                                     loss_kwargs=loss_kwargs or None)
+        if found is None:
             raise FileNotFoundError(f"no record of the {setting} showdown matches the code: {R.REGENERATE}")
-        history = R.cell_history(R.cells_of(race.record.tables), {"loss": "triplet_hardest"}, 0)
-        again = S.retrain(spec, loss, 0, loss_kwargs=loss_kwargs or None)
-        return [r["rsum"] for r in history], [r["rsum"] for r in again.history]
+        return found[1], found[2]
     return pair
 
 

@@ -19,7 +19,8 @@ a damaged, truncated or hand-edited record is skipped with a :class:`RecordWarni
 re-trains), never drawn. The manifest is validated as a whole (its keys and types; table files are
 plain names of regular files in the record's own folder) and hashes to its own ``manifest_sha256``,
 so an edited date, hardware or meta shows too. The notebooks also re-train one recorded run from
-scratch in every mode and assert it matches within :data:`RSUM_TOLERANCE` (:func:`check_reproduced`).
+scratch in every mode and compare it with the record within the record's measured tolerance
+(:data:`TOLERANCES`, :func:`check_reproduced`).
 
 Writing (:func:`write`) happens only where ``$VLR_RECORD`` names a folder (``make record``,
 ``data_scripts/record_runs.py``, sets it to ``vlr_lib/recorded``): each record is built in a
@@ -390,9 +391,10 @@ def read(name: str, settings: Mapping | None, root: Path | None = None) -> Recor
     manifest = json.loads((path / MANIFEST).read_text())
     if settings is not None and manifest["settings_sha256"] != settings_hash(settings):
         return None
-    if manifest.get("shapes_encoder") != encoder_sha256():
+    shipped = encoder_sha256()
+    if manifest.get("shapes_encoder") != shipped:
         _damaged(path, f"it was made with the shapes encoder {str(manifest.get('shapes_encoder'))[:12]}..., "
-                       f"this workbook ships {encoder_sha256()[:12]}... (its features differ)")
+                       f"this workbook ships {shipped[:12]}... (its features differ)")
         return None
     try:
         tables = {t: decode_table((path / e["file"]).read_bytes()) for t, e in manifest["tables"].items()}

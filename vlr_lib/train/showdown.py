@@ -442,17 +442,19 @@ def retrain(spec: ShowdownSpec, loss: str = "triplet_hardest", seed: int = 0, da
                                      settings=spec.settings().replace(seed=seed, callbacks=[callback], device=device))
 
 
-def recorded_and_again(spec: ShowdownSpec, loss: str = "triplet_hardest",
-                       seed: int = 0) -> tuple[str, list[float], list[float]] | None:
+def recorded_and_again(spec: ShowdownSpec, loss: str = "triplet_hardest", seed: int = 0, *,
+                       retrain_as: str | None = None,
+                       loss_kwargs: dict | None = None) -> tuple[str, list[float], list[float]] | None:
     """(record name, its per-epoch validation rsums, those of the same cell re-trained from scratch) for `spec`'s
     record, or None when no record matches `spec`. The cell re-trains on the CPU, as the records were made
-    (on a GPU it lands far from them: ``vlr_lib.train.recheck``)."""
+    (on a GPU it lands far from them: ``vlr_lib.train.recheck``); `retrain_as` (another loss) and `loss_kwargs`
+    re-train it with one thing changed, what the check exists to catch."""
     spec = replace(spec, device="cpu")
     race = recorded(spec)
     if race is None:
         return None
     history = R.cell_history(R.cells_of(race.record.tables), {"loss": loss}, seed)
-    again = retrain(spec, loss, seed)
+    again = retrain(spec, retrain_as or loss, seed, loss_kwargs=loss_kwargs)
     return race.record.name, [r["rsum"] for r in history], [r["rsum"] for r in again.history]
 
 
