@@ -123,6 +123,12 @@ TRAIN_CASES = [
     (["--loss", "info_nce", "--temperature", "1e-320"], "--temperature"),  # was: --loss, "temperature=0"
     (["--loss", "sampled_softmax", "--scale", "3e38"], "--scale"),  # float32-finite, the loss overflows: was --loss
     (["--dist-timeout", "1e308"], "--dist-timeout"),  # was: OverflowError
+    # issue 22: clipping at 0 would stop training; a negative norm means nothing
+    (["--grad-clip", "0"], "--grad-clip"),
+    (["--grad-clip", "-2"], "--grad-clip"),
+    (["--grad-clip", "nan"], "--grad-clip"),
+    (["--grad-clip", "two"], "--grad-clip"),
+    (["--optimizer-at-switch", "reset"], "--optimizer-at-switch"),
 ]
 
 
@@ -167,6 +173,8 @@ GRID_CASES = [
     (["--batch-size", str(10**12)], "--batch-size"),
     (["--param", "gamma=1e308"], "--param"),
     (["--dist-timeout", "1e308"], "--dist-timeout"),
+    (["--grad-clip", "0"], "--grad-clip"),
+    (["--grad-clip", "-1"], "--grad-clip"),
 ]
 
 

@@ -76,3 +76,15 @@ def test_cuda_without_a_gpu_is_an_error_here_not_during_training():
     with pytest.raises(ValueError, match="no CUDA device is available"):
         parse_device("cuda:0")
     assert parse_device(" CPU ") == torch.device("cpu")
+
+
+@pytest.mark.parametrize("value", [0, -1.0, float("nan"), float("inf")])
+def test_grad_clip_must_be_a_positive_number(value):
+    with pytest.raises(ValueError, match="grad_clip"):
+        TrainSettings(grad_clip=value)
+
+
+def test_optimizer_at_switch_is_fresh_or_carry():
+    assert TrainSettings().optimizer_at_switch == "fresh"
+    with pytest.raises(ValueError, match="optimizer_at_switch must be one of"):
+        TrainSettings(optimizer_at_switch="reset")

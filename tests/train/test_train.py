@@ -411,3 +411,21 @@ def test_chance_rsum_of_a_split_smaller_than_k_leaves_those_recalls_out():
     """A one-image validation split (vlr-train --n-val 1 died here with ZeroDivisionError after training)."""
     assert chance_rsum([0] * 5) == pytest.approx(200.0)  # R@1 both ways is certain; R@5 and R@10 do not exist
     assert chance_rsum([0, 0, 1, 1, 1]) == pytest.approx(50.0 + 50.0)  # K = 1 only: (0.4 + 0.6) / 2 and 1 / 2
+
+
+# --------------------------------------------------------------------------- gradient norm and clipping
+
+
+def test_every_epoch_records_the_unclipped_gradient_norm(feats):
+    plain, clipped = run(feats, epochs=2), run(feats, epochs=2, grad_clip=1e-3)
+    for r in plain.history:
+        assert math.isfinite(r["grad_norm"]) and r["grad_norm"] > 1e-3
+    # the record is the norm the loss handed over, before the clip: epoch 1's first step is the same in both,
+    # and every later step's norm is still far above the clip
+    assert all(r["grad_norm"] > 1e-3 for r in clipped.history)
+
+
+def test_clipping_changes_training_only_when_the_norm_exceeds_it(feats):
+    plain = run(feats, epochs=2)
+    assert strip_time(run(feats, epochs=2, grad_clip=1e9).history) == strip_time(plain.history)
+    assert strip_time(run(feats, epochs=2, grad_clip=1e-3).history) != strip_time(plain.history)

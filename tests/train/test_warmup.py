@@ -83,10 +83,26 @@ def test_training_switches_loss_after_the_warm_up(feats):
     assert strip(warm.history)[0] == strip(first.history)[0]  # epoch 1: Triplet (all), the same run
     assert warm.history[1]["loss"] != first.history[1]["loss"]  # then the hardest negative
     assert warm.history[1]["loss"] < first.history[1]["loss"]  # one hinge per query instead of a sum of them
-    same = fit(*feats, "warmup:triplet_hardest:1:triplet_hardest", val=feats, **RUN)
+    # The same loss in both phases: with Adam's state carried over it is the one-loss run, step for step ...
+    same = fit(*feats, "warmup:triplet_hardest:1:triplet_hardest", val=feats, optimizer_at_switch="carry", **RUN)
     assert strip(same.history) == strip(hardest.history)
-    longer = fit(*feats, "warmup:triplet_all:5:triplet_hardest", val=feats, **RUN)  # never switches in 3 epochs
-    assert strip(longer.history) == strip(first.history)
+    # ... and by default the switch starts a fresh Adam, so epoch 2 differs from the one-loss run
+    fresh = fit(*feats, "warmup:triplet_hardest:1:triplet_hardest", val=feats, **RUN)
+    assert strip(fresh.history)[0] == strip(hardest.history)[0]
+    assert fresh.history[1]["loss"] != hardest.history[1]["loss"]
+
+
+def test_a_schedule_must_switch_inside_the_run(feats):
+    with pytest.raises(ValueError, match=r"epochs is 3 but the loss schedule .* switches after 5 epoch"):
+        fit(*feats, "warmup:triplet_all:5:triplet_hardest", val=feats, **RUN)
+
+
+def test_adams_state_is_what_a_fresh_switch_resets(feats):
+    """Carried or fresh, the warm-up epoch is the same run; after the switch only Adam's state differs."""
+    carry = fit(*feats, WARMUP, val=feats, optimizer_at_switch="carry", **RUN)
+    fresh = fit(*feats, WARMUP, val=feats, **RUN)
+    assert strip(carry.history)[0] == strip(fresh.history)[0]
+    assert carry.history[1]["loss"] != fresh.history[1]["loss"]
 
 
 def test_a_resumed_run_keeps_the_schedule(feats, tmp_path):

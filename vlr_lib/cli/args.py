@@ -161,6 +161,11 @@ def positive_float(text: str) -> float:
     return value
 
 
+def clip_norm(text: str) -> float | str:
+    """A gradient-clipping norm > 0, or "off" (no clipping)."""
+    return "off" if text.strip().lower() == "off" else positive_float(text)
+
+
 def positive_float_at_most(high: float, why: str) -> Callable[[str], float]:
     """A number in (0, `high`]; `why` says where the bound comes from."""
 

@@ -126,6 +126,12 @@ def add_schedule_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--lr", type=A.positive_float, default=None, help="default 2e-3 / 2e-4")
     g.add_argument("--lr-decay-epoch", type=A.nonnegative_int, default=None,
                    help="lr x 0.1 from this epoch (default: halfway)")
+    g.add_argument("--grad-clip", type=A.clip_norm, default=None,
+                   help="clip the gradient's norm to this value before each step, or off (default: 2 in the vsepp "
+                        "setting, as VSE++ and VSE-infinity train; off otherwise)")
+    g.add_argument("--optimizer-at-switch", choices=("fresh", "carry"), default="fresh",
+                   help="a warm-up schedule's switch: a fresh Adam for the second loss (default), or carry the "
+                        "first loss's Adam state over")
     g.add_argument("--dim", type=joint_dim, default=None, help="joint space size (default 64 / 512)")
     g.add_argument("--head", choices=("linear", "mlp"), default=None,
                    help="features and vsepp: the head on the frozen features (default linear)")
@@ -190,7 +196,7 @@ def _defaults(args: argparse.Namespace, setting: str) -> dict:
 
     spec = spec_for(args.data, False, "vsepp")
     return {k: getattr(spec, k) for k in ("epochs", "batch_size", "lr", "dim", "sampling", "word_dim", "hidden",
-                                          "min_count")}
+                                          "min_count", "grad_clip")}
 
 
 def schedule(args: argparse.Namespace, setting: str) -> tuple[dict, dict]:
@@ -199,7 +205,8 @@ def schedule(args: argparse.Namespace, setting: str) -> tuple[dict, dict]:
     value = lambda name: getattr(args, name) if getattr(args, name) is not None else defaults[name]  # noqa: E731
     settings = {"epochs": value("epochs"), "batch_size": value("batch_size"), "lr": value("lr"),
                 "lr_decay_epoch": args.lr_decay_epoch, "sampling": value("sampling"), "device": args.device,
-                "progress": not args.no_progress}
+                "progress": not args.no_progress, "optimizer_at_switch": args.optimizer_at_switch,
+                "grad_clip": grad_clip(args.grad_clip, defaults.get("grad_clip"))}
     model = {"dim": value("dim")}
     if setting != "features":
         model["text_encoder"] = args.text_encoder or "gru"
@@ -208,6 +215,11 @@ def schedule(args: argparse.Namespace, setting: str) -> tuple[dict, dict]:
     if setting == "vsepp":
         model.update(word_dim=value("word_dim"), hidden=value("hidden"))
     return settings, model
+
+
+def grad_clip(given: float | str | None, default: float | None) -> float | None:
+    """--grad-clip's value: the setting's default when not given, None for "off"."""
+    return default if given is None else None if given == "off" else given
 
 
 def given_loss_params(args: argparse.Namespace) -> dict:

@@ -2,9 +2,13 @@
 
 One step (VSE++ recipe, Faghri et al.; Li et al. sec. 4.1): a batch of captions
 with their images, embeddings from the two models, S = img @ txt.T, the
-objective on S with repeated images masked as false negatives, Adam. The
+objective on S with repeated images masked as false negatives, the gradient's
+norm clipped when ``grad_clip`` is set (VSE++ and VSE∞ clip at 2), Adam. The
 learning rate is multiplied by 0.1 from epoch ``lr_decay_epoch`` on (the
-papers decay once, halfway). Everything the loop needs lives on the device;
+papers decay once, halfway). At a loss schedule's switch the new loss gets a fresh
+Adam unless ``optimizer_at_switch="carry"`` (``settings.TrainSettings``). Each epoch's
+record holds ``grad_norm``, the mean norm of the (unclipped) gradient over its steps: the
+scale each loss hands the optimizer. Everything the loop needs lives on the device;
 batches are index tensors drawn on the device (``sampling.epoch_batches``).
 
 No step waits for the device (no host synchronisation; tests/train/test_sync.py counts them):
@@ -131,13 +135,15 @@ def _diverged(plan: Plan, epoch: int, step: int, what: str, last_good: int) -> T
 
 
 def _step(models, opt, split: Split, local: Tensor, global_idx: Tensor, pairs: Pairs | None,
-          objective: Objective, amp: tuple) -> tuple[Tensor, Tensor]:
-    """One optimisation step, without a host synchronisation: (detached loss, [2] bool flags on the device).
+          objective: Objective, amp: tuple, grad_clip: float | None) -> tuple[Tensor, Tensor, Tensor]:
+    """One optimisation step, without a host synchronisation: (detached loss, [2] bool flags, gradient norm),
+    all on the device.
 
     Local embeddings (each under its model's autocast dtype, `amp`), gathered over ranks with
     gradients, S, the epoch's objective with the batch's pos_mask when an image repeats (`pairs`: its
-    positives, from ``sampling.epoch_positives``), backward, gradient averaging, Adam. The flags
-    say whether the embeddings (S) and the loss are finite.
+    positives, from ``sampling.epoch_positives``), backward, gradient averaging, the gradient's
+    norm (clipped to `grad_clip` when set), Adam. The flags say whether the embeddings (S) and the
+    loss are finite.
     """
     img_model, txt_model = models
     with autocast(amp[0]):
@@ -152,9 +158,13 @@ def _step(models, opt, split: Split, local: Tensor, global_idx: Tensor, pairs: P
     opt.zero_grad(set_to_none=True)
     loss.backward()
     D.average_gradients(list(models))
+    grads = [p.grad for m in models for p in m.parameters() if p.grad is not None]
+    norm = torch.nn.utils.get_total_norm(grads)
+    if grad_clip is not None:
+        torch.nn.utils.clip_grads_with_norm_([p for m in models for p in m.parameters()], grad_clip, norm)
     opt.step()
     loss = loss.detach()
-    return loss, torch.stack([torch.isfinite(S.detach()).all(), torch.isfinite(loss)])
+    return loss, torch.stack([torch.isfinite(S.detach()).all(), torch.isfinite(loss)]), norm.detach()
 
 
 def _check_finite(flags: Tensor, plan: Plan, epoch: int, last_good: int) -> None:
@@ -167,8 +177,8 @@ def _check_finite(flags: Tensor, plan: Plan, epoch: int, last_good: int) -> None
     raise _diverged(plan, epoch, step, what, last_good)
 
 
-def _train_epoch(models, opt, split: Split, plan: Plan, epoch: int, last_good: int) -> tuple[float, int]:
-    """One pass over the epoch's batches; returns (mean loss, number of steps)."""
+def _train_epoch(models, opt, split: Split, plan: Plan, epoch: int, last_good: int) -> tuple[float, float, int]:
+    """One pass over the epoch's batches; returns (mean loss, mean gradient norm, number of steps)."""
     from tqdm.auto import tqdm
 
     rank, world = D.rank_and_world()
@@ -181,20 +191,25 @@ def _train_epoch(models, opt, split: Split, plan: Plan, epoch: int, last_good: i
     objective = plan.objective.at_epoch(epoch)  # a loss schedule's phase of this epoch
     steps = batches.shape[0]
     total = torch.zeros((), device=split.txt.device)
+    norms = torch.zeros((), device=split.txt.device)
     flags = torch.ones(steps, 2, dtype=torch.bool, device=split.txt.device)
     bar = tqdm(range(steps), desc=f"epoch {epoch + 1}", leave=False, disable=not s.progress or rank)
     for step in bar:
         try:
-            loss, flags[step] = _step(models, opt, split, local[step], batches[step], positives[step], objective, amp)
+            loss, flags[step], norm = _step(models, opt, split, local[step], batches[step], positives[step],
+                                            objective, amp, s.grad_clip)
         except FloatingPointError as err:  # a custom loss's own check
             raise _diverged(plan, epoch, step, f"the loss is not finite ({err})", last_good) from None
         total += loss
+        norms += norm
         if (step + 1) % CHECK_EVERY == 0 or step + 1 == steps:
             _check_finite(flags[: step + 1], plan, epoch, last_good)
             if not bar.disable:
                 bar.set_postfix(loss=f"{float(total) / (step + 1):.4f}")
     bar.close()
-    return (float(total) / steps if steps else math.nan), steps
+    if not steps:
+        return math.nan, math.nan, 0
+    return float(total) / steps, float(norms) / steps, steps
 
 
 # --------------------------------------------------------------------------- checkpoints
@@ -251,8 +266,8 @@ def _lr(plan: Plan, epoch: int) -> float:
     return s.lr * (0.1 if epoch >= s.lr_decay_epoch else 1.0)
 
 
-def _record(models, split, val, plan, probe, epoch, loss, steps, t_train, t0) -> dict:
-    rec: dict = {"epoch": epoch + 1, "loss": loss, "lr": _lr(plan, epoch), "steps": steps}
+def _record(models, split, val, plan, probe, epoch, loss, grad_norm, steps, t_train, t0) -> dict:
+    rec: dict = {"epoch": epoch + 1, "loss": loss, "grad_norm": grad_norm, "lr": _lr(plan, epoch), "steps": steps}
     if val is not None:
         rec.update(evaluate(*models, val.img, val.txt, val.caption_to_image))
     if probe is not None:
@@ -270,6 +285,10 @@ def _run_callbacks(plan: Plan, record: dict, result: FitResult) -> None:
         cb(record, result)
 
 
+def _optimizer(models, lr: float) -> torch.optim.Adam:
+    return torch.optim.Adam([p for m in models for p in m.parameters()], lr=lr)
+
+
 def train_models(models: tuple[nn.Module, nn.Module], split: Split, val: Split | None, plan: Plan) -> FitResult:
     """Train (img_model, txt_model) on `split` under `plan`, resuming from a checkpoint when there is one.
 
@@ -281,7 +300,7 @@ def train_models(models: tuple[nn.Module, nn.Module], split: Split, val: Split |
 
     rank, _ = D.rank_and_world()
     s = plan.settings
-    opt = torch.optim.Adam([p for m in models for p in m.parameters()], lr=s.lr)
+    opt = _optimizer(models, s.lr)
     start, history = _restore(models, opt, plan)
     D.broadcast_modules(list(models))
     probe = None
@@ -292,13 +311,16 @@ def train_models(models: tuple[nn.Module, nn.Module], split: Split, val: Split |
     bar = tqdm(range(start, s.epochs), desc=plan.objective.describe(), disable=not s.progress or rank)
     for epoch in bar:
         t0 = time.perf_counter()
+        if epoch in plan.objective.switches() and s.optimizer_at_switch == "fresh":
+            opt = _optimizer(models, s.lr)  # the new loss must not inherit the old one's moments
         for group in opt.param_groups:
             group["lr"] = _lr(plan, epoch)
-        loss, steps = _train_epoch(models, opt, split, plan, epoch, last_good=epoch)
+        loss, grad_norm, steps = _train_epoch(models, opt, split, plan, epoch, last_good=epoch)
         _check_params(models, plan, epoch, last_good=epoch)
         record = None
         if rank == 0:
-            record = _record(models, split, val, plan, probe, epoch, loss, steps, time.perf_counter() - t0, t0)
+            record = _record(models, split, val, plan, probe, epoch, loss, grad_norm, steps,
+                             time.perf_counter() - t0, t0)
             history.append(record)
             try:
                 _run_callbacks(plan, record, result)  # before the save: the keys they add are checkpointed too

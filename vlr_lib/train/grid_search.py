@@ -413,7 +413,16 @@ def _text_tensor(texts) -> Tensor:
     return torch.as_tensor(texts)
 
 
+def _cell_settings(config: Mapping, hashed: dict) -> dict:
+    """The settings that key a cell: optimizer_at_switch acts only at a loss schedule's switch, so one-loss runs
+    leave it out and share their cells whatever it is."""
+    if str(config.get("loss", "")).startswith("warmup:"):
+        return hashed
+    return {k: v for k, v in hashed.items() if k != "optimizer_at_switch"}
+
+
 def _cell(config, seed, data, data_id, base, model, hashed, cells: Path | None) -> dict:
+    hashed = _cell_settings(config, hashed)
     key = cell_key(config, seed, data_id, hashed)
     path = cells / f"{key}.json" if cells is not None else None
     if D.broadcast_object(path is not None and path.exists()):  # rank 0 decides: every rank trains the same cells

@@ -29,7 +29,16 @@ def prepare(settings: TrainSettings | None, overrides: dict, n_images: int, loss
     settings = settings.resolve(n_images, D.rank_and_world()[1])
     objective = make_objective(loss, loss_kwargs)
     objective.check(settings.batch_size)
+    check_schedule(objective, settings.epochs)
     return settings, objective
+
+
+def check_schedule(objective: Objective, epochs: int) -> None:
+    """A loss schedule must switch inside the run: a first phase of `epochs` or more would never train the second loss."""
+    late = [k for k in objective.switches() if k >= epochs]
+    if late:
+        raise ValueError(f"epochs is {epochs} but the loss schedule {objective.name!r} switches after {late[0]} "
+                         f"epoch(s): its second loss would never train; give more epochs or a shorter first phase")
 
 
 def _split(inputs: Inputs, device) -> Split:

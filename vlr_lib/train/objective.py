@@ -13,8 +13,10 @@ way (i2t + t2i); Veit & Wilber's eq. 5 is written for one direction.
 Loss schedules. "warmup:<first>:<epochs>:<then>" trains with the loss `first` for the first
 `epochs` epochs and with `then` afterwards, e.g. "warmup:triplet_all:1:triplet_hardest": the sum
 over all negatives while the embeddings are still random, then the hardest negative, as VSE∞
-(Chen et al., "Learning the Best Pooling Strategy for Visual Semantic Embedding", whose code
-uses the mean over negatives for a first warm-up epoch) trains. Bleeker & de Rijke (sec. 5)
+(Chen et al., "Learning the Best Pooling Strategy for Visual Semantic Embedding") trains: its code
+sums the hinge over every negative for a first warm-up epoch and clips the gradient's norm at 2
+throughout (here ``TrainSettings.grad_clip``). At the switch the second loss gets a fresh Adam
+by default (``TrainSettings.optimizer_at_switch``). Bleeker & de Rijke (sec. 5)
 explain why: at the start every negative violates the margin, so the all-negatives gradient is
 dominated by uninformative negatives, while the hardest negative alone is noisy on random
 embeddings. The engine asks the objective for the epoch's loss (:meth:`Objective.at_epoch`);
@@ -56,6 +58,10 @@ class Objective:
         if not self.phases:
             return self
         return [obj for start, obj in self.phases if start <= epoch][-1]
+
+    def switches(self) -> tuple[int, ...]:
+        """The epochs (0-based) at which a loss schedule changes its loss; () for one loss."""
+        return tuple(start for start, _ in self.phases[1:])
 
     def __call__(self, S: Tensor, pos_mask: Tensor | None = None) -> Tensor:
         if self.phases:

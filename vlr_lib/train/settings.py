@@ -24,7 +24,10 @@ from .._checks import check_int, check_positive
 from .device import parse_device
 from .sampling import SAMPLINGS
 
-EXPERIMENT_FIELDS = ("epochs", "batch_size", "lr", "lr_decay_epoch", "sampling", "probe_batch", "seed")
+EXPERIMENT_FIELDS = ("epochs", "batch_size", "lr", "lr_decay_epoch", "sampling", "probe_batch", "seed", "grad_clip",
+                     "optimizer_at_switch")
+#: What a loss schedule's switch does to Adam: a fresh state for the new loss, or the old loss's state carried over.
+OPTIMIZER_AT_SWITCH = ("fresh", "carry")
 RUN_FIELDS = ("device", "callbacks", "checkpoint_dir", "resume", "progress")
 #: Defaults of the end-to-end shapes mode (from scratch on a CPU: small batches, a larger lr, 5x cheaper epochs).
 END_TO_END = {"epochs": 20, "batch_size": 32, "lr": 2e-3, "sampling": "images"}
@@ -36,6 +39,13 @@ class TrainSettings:
 
     - ``epochs``; ``batch_size`` captions (with their images) per step, >= 2; Adam at ``lr``,
       x0.1 from epoch ``lr_decay_epoch`` (0-based; None: halfway, as VSE++ / Li et al.);
+    - ``grad_clip``: clip the gradient's global L2 norm to this value before each step (None: off;
+      VSE++ and VSE∞ clip at 2.0);
+    - ``optimizer_at_switch``: at a loss schedule's switch ("warmup:..."), "fresh" (the default) gives
+      the new loss a new Adam, "carry" keeps the state the first loss built. Adam's second moment
+      (beta2 = 0.999: a memory of ~1,000 steps) remembers the first loss's gradient scale; Triplet
+      (all)'s is ~77x Triplet-SH's, so carried over it shrinks Triplet-SH's steps for the rest of a
+      short run (docs/results.md, run 7);
     - ``sampling``: "captions" (an epoch visits every caption, VSE++) or "images" (one random
       caption per image);
     - ``probe_batch``: distinct training images of the fixed COCOS probe (None: the batch
@@ -52,6 +62,8 @@ class TrainSettings:
     sampling: str = "captions"
     probe_batch: int | None = None
     seed: int = 0
+    grad_clip: float | None = None
+    optimizer_at_switch: str = "fresh"
     device: str | torch.device | None = None
     callbacks: Callable | Sequence[Callable] | None = ()
     checkpoint_dir: str | os.PathLike | None = None
@@ -69,6 +81,10 @@ class TrainSettings:
         if self.probe_batch is not None and check_int("probe_batch", self.probe_batch, 0) == 1:
             raise ValueError("probe_batch must be 0 (off) or >= 2 (COCOS needs negatives)")
         check_int("seed", self.seed, 0)
+        if self.grad_clip is not None:
+            check_positive("grad_clip", self.grad_clip)
+        if self.optimizer_at_switch not in OPTIMIZER_AT_SWITCH:
+            raise ValueError(f"optimizer_at_switch must be one of {OPTIMIZER_AT_SWITCH}, got {self.optimizer_at_switch!r}")
         if self.device is not None:
             object.__setattr__(self, "device", parse_device(self.device))
         object.__setattr__(self, "callbacks", _callbacks(self.callbacks))
