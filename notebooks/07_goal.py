@@ -279,7 +279,7 @@ viz.goal.table1_grid()
 
 # %%
 named = {key: name for key, name in goal.TABLE1.items() if name != "New"}
-assert named == {("con", "con"): "Triplet", ("nca", "con"): "NT-Xent / NCA", ("cir", "lin"): "Circle",
+assert named == {("con", "con"): "Triplet", ("nca", "con"): "hard-negative NCA", ("cir", "lin"): "Circle",
                  ("con", "sig"): "Binomial deviance", ("con", "sig-ms"): "MS"}
 assert sum(name == "New" for name in goal.TABLE1.values()) == 10
 

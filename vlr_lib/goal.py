@@ -95,11 +95,13 @@ PAIR_PARAMS: dict[str, tuple[str, ...]] = {"con": (), "lin": (), "sig": ("alpha"
                                            "sig-ms": ("alpha", "beta", "lam", "eps")}
 
 #: Table 1 of the paper: the existing loss each (triplet weight, pair weight) combination
-#: reproduces; "New" marks the combinations that only GOAL can train.
+#: reproduces; "New" marks the combinations that only GOAL can train. Table 1 calls (nca, con)
+#: "NT-Xent loss", but its eq. 6 is the *hard-negative* NCA (one hardest negative per query, as
+#: Triplet-SH), not NT-Xent over every negative of the batch (``losses.info_nce``): named so here.
 TABLE1: dict[tuple[str, str], str] = {
     **{(t, p): "New" for t in GOAL_TRIPLETS for p in GOAL_PAIRS},
     ("con", "con"): "Triplet",
-    ("nca", "con"): "NT-Xent / NCA",
+    ("nca", "con"): "hard-negative NCA",
     ("cir", "lin"): "Circle",
     ("con", "sig"): "Binomial deviance",
     ("con", "sig-ms"): "MS",
@@ -141,16 +143,24 @@ class GoalConfig:
     :meth:`params`. ``GoalConfig.from_name("goal:cir,sig-ms", beta=50)`` builds one from
     the trainer's loss name. Frozen, so one config can be shared by a figure, a widget
     and a training run.
+
+    Where the defaults come from: margin = 0.2 is the triplet margin of VSE++ and of the
+    paper's sec. 4; tau = 10 is the value of the paper's *figures* (Fig. 2: T^nca and T^cir
+    "with tau = 10"), alpha = 2, beta = 10 and lam = 0.5 those of Fig. 3's pair-weight curves;
+    eps = 0.1 is MS loss's mining margin (Wang et al. 2019). The paper gives no training recipe
+    for them: these are values for drawing the weights, not tuned ones. On cosines, T^cir at
+    tau = 10 has a median weight of ~0.004 and trains slowly; the showdown trains T^cir at a
+    tau chosen on validation (``vlr_lib.train.showdown.CIR_TAU``).
     """
 
     triplet: str = "con"
     pair: str = "con"
-    margin: float = 0.2
-    tau: float = 10.0
-    alpha: float = 2.0
-    beta: float = 10.0
-    lam: float = 0.5
-    eps: float = 0.1
+    margin: float = 0.2  # VSE++ and the paper's sec. 4
+    tau: float = 10.0  # from the paper's Fig. 2, not a training recipe
+    alpha: float = 2.0  # from the paper's Fig. 3
+    beta: float = 10.0  # from the paper's Fig. 3
+    lam: float = 0.5  # from the paper's Fig. 3
+    eps: float = 0.1  # MS loss's mining margin (Wang et al. 2019)
     ms_form: str = "ms-loss"
 
     def __post_init__(self) -> None:
@@ -465,20 +475,26 @@ def batch_triplets(S: Tensor, pos_mask: Tensor | None = None) -> tuple[Tensor, T
 def _ms_sets(S: Tensor, pos: Positives, s_pos: Tensor, s_neg: Tensor, neg_col: Tensor, eps: float):
     r"""Candidates and members of :math:`\mathcal{P}` and :math:`\mathcal{N}` (sec. 3.3), rows as queries.
 
-    :math:`\mathcal{P}`: the similarities of the *other positive pairs of the batch*
-    (every positive pair but this one, any query) below this query's hardest
-    negative + eps -- the paper's :math:`R < \max\{S_{x,y'}, R'\} + \epsilon`, whose max
-    is s_neg. :math:`\mathcal{N}`: this query's *other negatives* (all but the hardest)
-    above the lowest positive similarity of the batch - eps -- the paper's
-    :math:`R' > \min\{S_{x,y}, R\} - \epsilon`. These are MS loss's pair-mining rules
-    with GOAL's batch (the authors' code builds the same sets).
+    Both sets are the *anchor's own* pairs, as in MS loss (Wang et al. 2019, eqs. 6-8) and as
+    eq. 12's notation :math:`R_{x,y^i}` (anchor x, its other positives y^i) writes them.
+    :math:`\mathcal{P}`: the anchor's other positives below its hardest negative + eps -- the
+    paper's :math:`R < \max\{S_{x,y'}, R'\} + \epsilon`, whose max is s_neg.
+    :math:`\mathcal{N}`: the anchor's other negatives (all but the hardest) above its lowest
+    positive - eps -- the paper's :math:`R' > \min\{S_{x,y}, R\} - \epsilon`.
+    With one caption per image a caption query has no other positive, so its m_+ is empty
+    (P^sig-ms_+ = P^sig_+). Versions before 2026-11-26 took :math:`\mathcal{P}` over every
+    positive pair of the batch and the batch's lowest positive: |P| ~ 90 there, m_+ ~ 100, and
+    the positive pull all but vanished (docs/results.md, run 7).
     """
     n_pairs = s_pos.numel()
     others_pos = s_pos[None, :].expand(n_pairs, n_pairs)
-    not_self = ~torch.eye(n_pairs, dtype=torch.bool, device=S.device)
-    in_p = not_self & (others_pos < s_neg[:, None] + eps)
+    same_anchor = pos.rows[:, None] == pos.rows[None, :]
+    same_anchor.fill_diagonal_(False)
+    in_p = same_anchor & (others_pos < s_neg[:, None] + eps)
+    lowest_pos = torch.full((S.shape[0],), math.inf, dtype=S.dtype, device=S.device)
+    lowest_pos = lowest_pos.scatter_reduce(0, pos.rows, s_pos, reduce="amin")
     rows = S[pos.rows]
-    in_n = pos.neg[pos.rows] & (rows > s_pos.min() - eps)
+    in_n = pos.neg[pos.rows] & (rows > (lowest_pos[pos.rows] - eps)[:, None])
     in_n[torch.arange(n_pairs, device=S.device), neg_col] = False
     return (others_pos, in_p), (rows, in_n)
 
