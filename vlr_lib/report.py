@@ -39,6 +39,7 @@ import pandas as pd
 
 from . import goal, losses
 from ._checks import check_finite, check_nonnegative
+from .stats import VERDICTS, paired_interval, verdict
 
 #: Metric key -> label. Recalls and rsum are percent; mAP@5 and PR-AUC fractions; similarities cosines.
 METRIC_LABELS: dict[str, str] = {
@@ -52,6 +53,7 @@ METRIC_LABELS: dict[str, str] = {
     "rsum": "rsum",
     "pr_auc": "PR-AUC",
     "loss": "training loss",
+    "grad_norm": "gradient norm (mean per epoch)",
     "pos_sim": "mean positive similarity",
     "hardneg_sim": "mean hardest-negative similarity",
     "sim_gap": "positive − hardest negative",
@@ -70,7 +72,8 @@ COCOS_STATS = ("C_q", "C_0", "W_neg", "W_pos")
 #: Columns that tell runs of different data or schedules apart (never averaged together).
 SETUP_COLUMNS = ("data_id", "settings")
 #: Columns of a grid's runs table that hold training settings (``vlr_lib.train.grid_search.FIT_KEYS``).
-SETTING_COLUMNS = ("epochs", "batch_size", "lr", "lr_decay_epoch", "sampling", "probe_batch", "head", "dim",
+SETTING_COLUMNS = ("epochs", "batch_size", "lr", "lr_decay_epoch", "sampling", "probe_batch", "grad_clip",
+                   "optimizer_at_switch", "head", "dim",
                    "text_encoder", "width", "word_dim", "hidden", "min_count")
 #: Xuan & Chen's Table 1 names the hardest-negative triplet "Triplet"; ours is Triplet-SH.
 _TABLE1_NAMES = {"Triplet": "Triplet-SH"}
@@ -419,7 +422,10 @@ def reading(summary: pd.DataFrame, metric: str = "rsum") -> dict:
            f"{len(tied)} are not told apart by {int(summary['n_seeds'].min())} seeds."
            if len(tied) > 1 else "No other configuration is within its seed noise."),
         f"Of the {len(seps)} pairs of configurations, {n_sep} differ by more than their summed seed stds on "
-        f"{METRIC_LABELS[metric]}; the rest ({len(seps) - n_sep}) cannot be ordered here.",
+        f"{METRIC_LABELS[metric]}; the rest ({len(seps) - n_sep}) cannot be ordered here. With {len(seps)} "
+        "comparisons at once, some pairs separate by chance alone: one separated pair is a lead to re-run "
+        "with more seeds, not a finding; the papers' orderings below, each named before the runs, are single "
+        "comparisons and read more safely.",
     ]
     if goal_best is not None:
         row = goal_rank.iloc[0]
@@ -654,19 +660,17 @@ LESSON_DELTAS: tuple[tuple[str, str, int, str], ...] = (
     ("unified", "triplet_hardest", +1, "Li et al. Tables 1, 7"),
     ("info_nce", "triplet_hardest", -1, "Bleeker & de Rijke obs. 3"),
 )
-VERDICTS = ("holds", "reverses", "cannot tell")
-
-
 def lesson_table(runs: pd.DataFrame, metric: str = "rsum", prefix: str = "sel_") -> pd.DataFrame:
-    """Each condition's three differences of :data:`LESSON_DELTAS`, with their seed noise and verdict.
+    """Each condition's three differences of :data:`LESSON_DELTAS`, paired by seed, with a 95% interval and verdict.
 
     `runs`: one row per (experiment, condition, role, seed) with ``order`` (position of the
-    condition) and ``<prefix><metric>`` (``vlr_lib.train.lessons.run``). For a difference
-    a - b of two roles: ``delta`` = mean_a - mean_b over seeds, ``noise`` = std_a + std_b (the
-    module's rule), ``verdict`` "holds" when |delta| > noise with the papers' sign, "reverses"
-    when |delta| > noise against it, else "cannot tell"; ``seed_min`` / ``seed_max`` are the
-    smallest and largest per-seed difference (same seed: same initialisation and batches), so
-    ``seed_min > 0`` says a is ahead on every seed. One row per (experiment, condition, comparison).
+    condition) and ``<prefix><metric>``. For a difference a - b of two roles the seeds are
+    paired (same seed: same initialisation and batches): ``delta`` is the mean per-seed
+    difference, ``ci_low`` / ``ci_high`` its paired t 95% interval (``vlr_lib.stats``), ``half``
+    the interval's half-width, ``verdict`` "holds" when the interval lies on the papers' side
+    of 0, "reverses" when on the other side, else "cannot tell" (always, with one seed).
+    ``seed_min`` / ``seed_max`` are the smallest and largest per-seed difference. One row per
+    (experiment, condition, comparison).
     """
     metric = check_metric(metric)
     col = f"{prefix}{metric}"
@@ -681,16 +685,15 @@ def lesson_table(runs: pd.DataFrame, metric: str = "rsum", prefix: str = "sel_")
             if a not in by_role or b not in by_role:
                 continue
             pair = by_role[[a, b]].dropna()
-            mean_a, mean_b = pair[a].mean(), pair[b].mean()
-            std_a, std_b = (pair[x].std(ddof=1) if len(pair) > 1 else 0.0 for x in (a, b))
-            delta, noise = mean_a - mean_b, std_a + std_b
-            verdict = "cannot tell" if abs(delta) <= noise else ("holds" if delta * sign > 0 else "reverses")
+            delta, low, high = paired_interval(pair[a], pair[b])
             per_seed = pair[a] - pair[b]
             rows.append({"experiment": exp, "condition": cond, "order": int(part["order"].iloc[0]), **extra,
                          "comparison": f"{loss_name(a)} − {loss_name(b)}", "a": a, "b": b, "expected": sign,
-                         "source": source, "mean_a": mean_a, "std_a": std_a, "mean_b": mean_b, "std_b": std_b,
-                         "delta": delta, "noise": noise, "verdict": verdict, "seed_min": per_seed.min(),
-                         "seed_max": per_seed.max(), "n_seeds": len(pair), "metric": metric})
+                         "source": source, "mean_a": pair[a].mean(), "std_a": pair[a].std(ddof=1),
+                         "mean_b": pair[b].mean(), "std_b": pair[b].std(ddof=1), "delta": delta, "ci_low": low,
+                         "ci_high": high, "half": (high - low) / 2, "verdict": verdict(low, high, sign),
+                         "seed_min": per_seed.min(), "seed_max": per_seed.max(), "n_seeds": len(pair),
+                         "metric": metric})
     if not rows:
         raise ValueError("runs holds no condition with both roles of any comparison")
     return pd.DataFrame(rows).sort_values(["experiment", "order"], kind="stable", ignore_index=True,
@@ -703,16 +706,16 @@ def _delta_text(row: pd.Series) -> str:
     every = ""
     if row["n_seeds"] > 1 and (row["seed_min"] > 0 or row["seed_max"] < 0):
         every = f", {'ahead' if row['seed_min'] > 0 else 'behind'} on every seed"
-    return f"{row['condition']} ({row['delta']:+.{digits}f} ± {row['noise']:.{digits}f}{every})"
+    return f"{row['condition']} ({row['delta']:+.{digits}f} ± {row['half']:.{digits}f}{every})"
 
 
 def lesson_reading(table: pd.DataFrame, labels: Mapping[str, str] | None = None) -> dict:
-    """Where each paper's ordering holds, reverses, or cannot be told by the seeds, per experiment, with the numbers.
+    """Where each paper's ordering holds, reverses, or cannot be told, per experiment, with the numbers.
 
     `table` is :func:`lesson_table`'s; `labels` names the experiments (e.g.
     ``vlr_lib.train.lessons.EXPERIMENTS``). Each difference is given as "condition (delta ±
-    noise)", with "ahead/behind on every seed" when the per-seed differences share their sign
-    (a paired view the noise rule does not use). Returns {"verdicts": {(experiment, comparison):
+    half-width of its paired 95% interval)", with "ahead/behind on every seed" when the per-seed
+    differences share their sign. Returns {"verdicts": {(experiment, comparison):
     {verdict: [conditions]}}, "text": Markdown, one paragraph per experiment}.
     """
     labels = dict(labels or {})
@@ -732,14 +735,14 @@ def lesson_reading(table: pd.DataFrame, labels: Mapping[str, str] | None = None)
                     if len(found[v])]
             sentences.append(f"{claim} {'; '.join(said)}.")
         metric = METRIC_LABELS[part["metric"].iloc[0]]
-        paragraphs.append(f"**{labels.get(exp, exp)}** ({metric} differences, mean ± summed seed std): "
-                          + " ".join(sentences))
+        paragraphs.append(f"**{labels.get(exp, exp)}** ({metric} differences paired by seed, mean ± half-width of "
+                          "the 95% paired t interval): " + " ".join(sentences))
     return {"verdicts": verdicts, "text": "\n\n".join(paragraphs)}
 
 
 def lesson_part(table: pd.DataFrame, experiment: str) -> pd.DataFrame:
     """The rows of one experiment of a :func:`lesson_table`, in the order of its conditions."""
-    if not isinstance(table, pd.DataFrame) or not {"experiment", "order", "comparison", "delta", "noise"} <= set(table):
+    if not isinstance(table, pd.DataFrame) or not {"experiment", "order", "comparison", "delta", "half"} <= set(table):
         raise TypeError("table must be a lesson table (vlr_lib.report.lesson_table)")
     part = table[table["experiment"] == experiment]
     if part.empty:
@@ -753,7 +756,7 @@ def lesson_matrix(table: pd.DataFrame, experiment: str) -> pd.DataFrame:
     part = lesson_part(table, experiment)
     digits = _digits(part["metric"].iloc[0])
     cells = part.assign(cell=[f"{d:+.{digits}f} ± {n:.{digits}f} ({v})" for d, n, v in
-                              zip(part["delta"], part["noise"], part["verdict"])])
+                              zip(part["delta"], part["half"], part["verdict"])])
     out = cells.pivot_table(index=["order", "condition"], columns="comparison", values="cell", aggfunc="first",
                             sort=False).reset_index(level="order", drop=True)
     out = out[list(dict.fromkeys(part["comparison"]))]
@@ -795,9 +798,9 @@ def lessons_markdown(runs: pd.DataFrame, meta: Mapping, labels: Mapping[str, str
         f"swept ({', '.join(f'{d:g}' for d in spec['difficulties'])}), warm-up epochs "
         f"{', '.join(map(str, spec['warmup_epochs']))}, settings {', '.join(spec['settings'])}; seeds "
         f"{', '.join(map(str, spec['seeds']))}",
-        "- reported: test rsum at the epoch of best validation rsum; a difference a − b is the difference of the "
-        "means over seeds ± the summed seed stds (the noise); 'holds' / 'reverses' = beyond the noise in / against "
-        "the papers' direction",
+        "- reported: test rsum at the epoch of best validation rsum; a difference a − b is the mean of the per-seed "
+        "differences (same seed: same initialisation and batches) ± the half-width of its 95% paired t interval; "
+        "'holds' / 'reverses' = the interval lies on / against the papers' side of 0, else 'cannot tell'",
         f"- hardware: {meta['hardware']}; wall time {meta['wall_seconds'] / 60:.1f} min ({meta['n_cells']} cells, "
         f"{meta['epochs_trained_now']} epochs trained in that call)",
         "",

@@ -1,6 +1,8 @@
 """report.lesson_table / lesson_reading on a synthetic lessons table whose differences are known by construction."""
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import pytest
 
@@ -14,23 +16,31 @@ def table() -> pd.DataFrame:
 
 
 def hand(exp: str, cond: str, a: str, b: str) -> tuple[float, float]:
-    """(delta, noise) by hand: means over seeds and the sample std of seed * spread."""
-    mean = lambda r: LESSON_MEANS[(exp, cond)][r] + LESSON_SPREAD[r] * sum(LESSON_SEEDS) / 3  # noqa: E731
-    return mean(a) - mean(b), LESSON_SPREAD[a] + LESSON_SPREAD[b]  # std of (0, 1, 2) is 1
+    """(delta, half-width) by hand: seed s gives a - b = (M_a - M_b) + (spread_a - spread_b) s, s = 0, 1, 2, whose
+    mean is (M_a - M_b) + (spread_a - spread_b) and sample std |spread_a - spread_b|; t_{0.975, 2} = 4.303."""
+    gap = LESSON_SPREAD[a] - LESSON_SPREAD[b]
+    return LESSON_MEANS[(exp, cond)][a] - LESSON_MEANS[(exp, cond)][b] + gap, 4.303 * abs(gap) / math.sqrt(3)
 
 
-def test_differences_noise_and_verdicts(table):
+def test_paired_differences_intervals_and_verdicts(table):
     assert len(table) == 3 * len(LESSON_MEANS)
     for _, row in table.iterrows():
-        delta, noise = hand(row["experiment"], row["condition"], row["a"], row["b"])
-        assert row["delta"] == pytest.approx(delta) and row["noise"] == pytest.approx(noise)
-        expected = "cannot tell" if abs(delta) <= noise else ("holds" if delta * row["expected"] > 0 else "reverses")
+        delta, half = hand(row["experiment"], row["condition"], row["a"], row["b"])
+        assert row["delta"] == pytest.approx(delta) and row["half"] == pytest.approx(half)
+        assert (row["ci_low"], row["ci_high"]) == (pytest.approx(delta - half), pytest.approx(delta + half))
+        expected = "cannot tell" if abs(delta) <= half else ("holds" if delta * row["expected"] > 0 else "reverses")
         assert row["verdict"] == expected
     by = table.set_index(["condition", "a", "b"])["verdict"]
-    assert by[("random encoder", "triplet_hardest", "triplet_all")] == "reverses"  # 82 - 101, noise 2 + 1
-    assert by[("pretrained encoder", "triplet_hardest", "triplet_all")] == "holds"  # 232 - 201, noise 3
-    assert by[("pretrained encoder", "unified", "triplet_hardest")] == "cannot tell"  # 238 - 232, noise 10 + 2
-    assert by[("pretrained encoder", "info_nce", "triplet_hardest")] == "holds"  # 200.5 - 232 < 0, as the paper
+    assert by[("random encoder", "triplet_hardest", "triplet_all")] == "reverses"  # -19 ± 2.5
+    assert by[("pretrained encoder", "triplet_hardest", "triplet_all")] == "holds"  # +31 ± 2.5
+    assert by[("pretrained encoder", "unified", "triplet_hardest")] == "cannot tell"  # +6 ± 19.9
+    assert by[("pretrained encoder", "info_nce", "triplet_hardest")] == "holds"  # -31.5 ± 3.7 < 0, as the paper
+
+
+def test_one_seed_cannot_tell():
+    runs = lesson_runs()
+    one = report.lesson_table(runs[runs["seed"] == 1])
+    assert set(one["verdict"]) == {"cannot tell"} and (one["n_seeds"] == 1).all()
 
 
 def test_per_seed_range_is_paired(table):
@@ -45,8 +55,8 @@ def test_the_reading_states_each_verdict_with_its_numbers(table):
     assert text.startswith("**(a) feature quality**") and "**warmup**" in text
     assert out["verdicts"][("features", "Triplet-SH − Triplet")] == {
         "holds": ["pretrained encoder"], "reverses": ["random encoder"], "cannot tell": []}
-    assert "reverses: random encoder (-19.0 ± 3.0, behind on every seed)" in text
-    assert "holds: pretrained encoder (+31.0 ± 3.0, ahead on every seed)" in text
+    assert "reverses: random encoder (-19.0 ± 2.5, behind on every seed)" in text
+    assert "holds: pretrained encoder (+31.0 ± 2.5, ahead on every seed)" in text
     assert "'NT-Xent < Triplet-SH' (Bleeker & de Rijke obs. 3)" in text
     for (exp, comparison), found in out["verdicts"].items():
         rows = table[(table["experiment"] == exp) & (table["comparison"] == comparison)]

@@ -1,10 +1,10 @@
 """Figures of notebook 12, "when do the papers' lessons hold?": pure functions from a lesson table to a ``go.Figure``.
 
 The numbers come from ``vlr_lib.report.lesson_table`` (differences of rsum between two losses per
-condition, their seed noise and verdict); these builders only draw them:
+condition, their paired 95% interval and verdict); these builders only draw them:
 
-- :func:`deltas_figure` -- one experiment: each of the three differences per condition, with its
-  noise as the error bar (a bar that crosses 0 is a difference 3 seeds cannot tell);
+- :func:`deltas_figure` -- one experiment: each of the three differences per condition, with
+  the half-width of its paired 95% interval as the error bar (a bar that crosses 0: the seeds cannot tell);
 - :func:`overview_figure` -- the four experiments side by side.
 """
 from __future__ import annotations
@@ -37,8 +37,8 @@ def _traces(part: pd.DataFrame, show_legend: bool = True) -> list[go.Scatter]:
             name=f"{comparison} (papers: {expected})", legendgroup=comparison, showlegend=show_legend,
             line=dict(color=colour, dash="dot"),
             marker=dict(color=colour, size=11, symbol=[SYMBOLS[v] for v in rows["verdict"]], line=dict(width=2)),
-            error_y=dict(type="data", array=rows["noise"], visible=True, color=colour),
-            customdata=rows[["noise", "verdict", "seed_min", "seed_max", "source"]].to_numpy(),
+            error_y=dict(type="data", array=rows["half"], visible=True, color=colour),
+            customdata=rows[["half", "verdict", "seed_min", "seed_max", "source"]].to_numpy(),
             hovertemplate="%{x}<br>" + comparison + ": %{y:.1f} ± %{customdata[0]:.1f}<br>the papers' ordering: "
                           "%{customdata[1]} (%{customdata[4]})<br>per seed %{customdata[2]:.1f} to %{customdata[3]:.1f}"
                           "<extra></extra>",
@@ -47,11 +47,11 @@ def _traces(part: pd.DataFrame, show_legend: bool = True) -> list[go.Scatter]:
 
 
 def deltas_figure(table: pd.DataFrame, experiment: str, title: str | None = None) -> go.Figure:
-    """One experiment of a lesson table: rsum differences per condition, mean ± summed seed std.
+    """One experiment of a lesson table: rsum differences per condition, mean ± half-width of the paired 95% interval.
 
     Three lines: Triplet-SH − Triplet (the papers: > 0), Unified − Triplet-SH (> 0) and
     NT-Xent − Triplet-SH (Bleeker & de Rijke: < 0). Markers: filled where the papers' ordering
-    holds beyond the noise, a cross where it reverses, open where the seeds cannot tell.
+    holds (interval on the papers' side), a cross where it reverses, open where the seeds cannot tell.
     """
     part = report.lesson_part(table, experiment)
     fig = go.Figure(_traces(part))
@@ -72,4 +72,4 @@ def overview_figure(table: pd.DataFrame, labels: Mapping[str, str] | None = None
         fig.add_hline(y=0.0, line_color=NEUTRAL, line_dash="dash", row=row, col=col)
     label = report.METRIC_LABELS[table["metric"].iloc[0]]
     return style(fig, "When do the papers' orderings hold?", height=height,
-                 subtitle=f"Δ test {label} between losses, mean ± summed seed std")
+                 subtitle=f"Δ test {label} between losses, paired by seed: mean ± 95% interval")
