@@ -115,10 +115,21 @@ assert torch.equal(torch.bincount(train_set[2]), torch.full((train_set[0].shape[
 # After every epoch it evaluates on the validation split and appends one row to the history:
 #
 # * `loss` — the mean training loss over the epoch's batches;
+# * `grad_norm` — the mean norm of the gradient the loss handed the optimizer (before any clipping):
+#   the scale of each loss, which notebook 10 compares;
 # * `rsum` — R@1 + R@5 + R@10 in both directions (max 600);
 # * `pos_sim` — per validation image, the mean similarity of its own captions, averaged;
 # * `hardneg_sim` — per validation image, the similarity of its *most similar wrong*
 #   caption, averaged (the pair Triplet-SH would pick over the whole split).
+#
+# Two settings of `fit` (`vlr_lib.train.TrainSettings`) matter once losses are compared or combined:
+#
+# * `grad_clip` — clip the gradient's norm to this value before each step (off by default here; VSE++
+#   and VSE∞ clip at 2, and the VSE++ setting of notebook 10 does too: `--grad-clip` on the command line);
+# * `optimizer_at_switch` — a loss schedule such as `"warmup:triplet_all:1:triplet_hardest"` gives the
+#   second loss a **fresh** Adam by default; `"carry"` keeps the first loss's Adam state, whose memory of
+#   the first loss's gradient scale (about 1,000 steps) then shrinks the second loss's steps. Notebook 12,
+#   experiment (e), measures what each choice does to the papers' orderings.
 #
 # `fit` records epochs 1, 2, …; we add an **epoch 0**, the heads before training, because
 # Li et al.'s Fig. 4 starts there. To evaluate the heads before training we build them

@@ -24,13 +24,21 @@ def test_conditions_change_one_thing_each():
     by = {c.experiment: [x for x in conds if x.experiment == c.experiment] for c in conds}
     assert list(by) == list(lessons.EXPERIMENTS)
     assert [c.spec.image_encoder for c in by["features"]] == ["random", "pretrained"]
-    assert [c.spec.difficulty for c in by["difficulty"]] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert [c.spec.difficulty for c in by["difficulty"]] == [0.0, 0.5, 1.0]
     assert [c.losses()["triplet_hardest"] for c in by["warmup"]] == [
         "triplet_hardest", "warmup:triplet_all:1:triplet_hardest", "warmup:triplet_all:2:triplet_hardest"]
     assert [c.spec.setting for c in by["setting"]] == ["features", "vsepp", "e2e"]
     base = by["features"][1].spec  # pretrained, difficulty 0.5, heads on features: the showdown's spec
-    assert base == by["difficulty"][2].spec == by["warmup"][0].spec == by["setting"][0].spec
-    assert base.key() == __import__("vlr_lib.train.showdown", fromlist=["x"]).spec_for("shapes", True).key()
+    assert base == by["difficulty"][1].spec == by["warmup"][0].spec == by["setting"][0].spec
+    # (e): the first warm-up of (c) under each optimizer handling; its first condition is (c)'s own
+    optimizer = by["optimizer"]
+    assert {c.losses()["triplet_hardest"] for c in optimizer} == {"warmup:triplet_all:1:triplet_hardest"}
+    assert optimizer[0].spec == by["warmup"][1].spec and optimizer[0].hardest == by["warmup"][1].hardest
+    assert [(c.spec.optimizer_at_switch, c.spec.grad_clip) for c in optimizer] == [
+        ("fresh", None), ("carry", None), ("carry", 2.0), ("fresh", 2.0)]
+    assert spec.seeds == lessons.LESSON_SEEDS == (0, 1, 2, 3, 4)
+    showdown_spec = __import__("vlr_lib.train.showdown", fromlist=["x"]).spec_for("shapes", True, seeds=spec.seeds)
+    assert base.key() == showdown_spec.key()  # the showdown's spec, with the lessons' five seeds
     assert all(c.losses()["triplet_all"] == "triplet_all" for c in conds)
 
 

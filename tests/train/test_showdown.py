@@ -247,7 +247,11 @@ def test_each_setting_has_its_spec_folder_and_model(monkeypatch, tmp_path):
     monkeypatch.setenv("VLR_RUNS", str(tmp_path))
     feats, vsepp, e2e = (sd.spec_for("shapes", False, s) for s in ("features", "vsepp", "e2e"))
     assert feats.out == tmp_path / "showdown-shapes-features-full" and vsepp.out.name == "showdown-shapes-vsepp-full"
-    assert feats.model() == {"dim": 256, "head": "linear"} and (feats.lr, vsepp.lr) == (2e-4, 2e-3)
+    assert feats.model() == {"dim": 256, "head": "linear"} and (feats.lr, vsepp.lr) == (1e-3, 2e-3)
+    # budgets chosen on validation (docs/results.md, run 7); the VSE++ setting clips as VSE++ trains
+    assert (feats.epochs, feats.lr_decay_epoch, vsepp.epochs, vsepp.lr_decay_epoch) == (20, 10, 20, 10)
+    assert (feats.grad_clip, vsepp.grad_clip, e2e.grad_clip) == (None, 2.0, None) and e2e.epochs == 40
+    assert all(c.get("tau") == sd.CIR_TAU for c in sd.configs() if c["loss"].startswith("goal:cir,"))
     assert vsepp.model() == {"text_encoder": "gru", "dim": 256, "head": "linear", "word_dim": 32, "hidden": 64}
     assert e2e.model() == {"text_encoder": "gru", "dim": 64, "width": 32} and e2e.settings().sampling == "images"
     assert feats.key() != vsepp.key() and feats.key()["setting"] == "features"

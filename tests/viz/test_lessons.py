@@ -24,7 +24,7 @@ def test_deltas_figure_draws_each_difference_with_its_noise_and_verdict(table, e
     for trace, (comparison, rows) in zip(fig.data, part.groupby("comparison", sort=False)):
         assert trace.name.startswith(comparison)
         np.testing.assert_allclose(np.asarray(trace.y, dtype=float), rows["delta"].to_numpy())
-        np.testing.assert_allclose(np.asarray(trace.error_y.array, dtype=float), rows["noise"].to_numpy())
+        np.testing.assert_allclose(np.asarray(trace.error_y.array, dtype=float), rows["half"].to_numpy())
         assert list(trace.marker.symbol) == [V.SYMBOLS[v] for v in rows["verdict"]]
     ticks = list(fig.data[0].x)
     if experiment == "difficulty":

@@ -17,7 +17,14 @@ report on test, cells cached under ``paths.runs_dir()``):
   (the loss schedule "warmup:triplet_all:<k>:triplet_hardest", ``vlr_lib.train.objective``), as
   VSE∞ trains; the warmed-up run takes Triplet-SH's place in the three orderings;
 - ``setting`` (d): heads on frozen features vs the VSE++ setting vs end to end
-  (``vlr_lib.train.inputs``), each at its showdown schedule (``showdown.spec_for``).
+  (``vlr_lib.train.inputs``), each at its showdown schedule (``showdown.spec_for``);
+- ``optimizer`` (e): the warm-up run of (c) with Adam's state fresh at the switch (the default) or
+  carried over from Triplet (all) (``TrainSettings.optimizer_at_switch``), each with and without
+  clipping the gradient's norm at 2 (VSE++'s and VSE∞'s ``grad_clip``). An ordering that moves
+  here belongs to the optimizer, not to the losses.
+
+Every difference between two losses is paired by seed (same initialisation and batches) and read
+from its 95% paired t interval (``vlr_lib.stats``, ``report.lesson_table``).
 
 :func:`run` returns one row per (experiment, condition, loss, seed) with the showdown's columns
 (``sel_rsum``: test rsum at the best validation epoch, ...) plus ``experiment``, ``condition``,
@@ -52,7 +59,10 @@ EXPERIMENTS = {
     "difficulty": "(b) false negatives",
     "warmup": "(c) hardest-negative warm-up",
     "setting": "(d) the setting",
+    "optimizer": "(e) the optimizer",
 }
+#: The lessons' seeds: five, so that a paired 95% interval has four degrees of freedom.
+LESSON_SEEDS = (0, 1, 2, 3, 4)
 #: Short names of the settings for the conditions of experiment (d).
 SETTING_NAMES = {"features": "heads on features", "vsepp": "VSE++ setting", "e2e": "end to end"}
 META_FILE, TABLE_FILE = "lessons.json", "lessons.csv"
@@ -64,9 +74,9 @@ class LessonsSpec:
     """Everything that defines the chapter's experiments (all of it is compared before a stored table is reused)."""
 
     fast: bool = False
-    seeds: tuple[int, ...] = SEEDS
+    seeds: tuple[int, ...] = LESSON_SEEDS
     difficulty: float = 0.5  # of every condition but the difficulty sweep's
-    difficulties: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
+    difficulties: tuple[float, ...] = (0.0, 0.5, 1.0)
     warmup_epochs: tuple[int, ...] = (1, 2)
     settings: tuple[str, ...] = ("features", "vsepp", "e2e")
     #: Showdown spec fields every condition overrides, e.g. {"epochs": 2} (sorted pairs once made).
@@ -132,7 +142,17 @@ def conditions(spec: LessonsSpec) -> list[Condition]:
     out += [Condition("warmup", f"{k} epoch{'s' if k > 1 else ''} of Triplet first", i + 1, showdown(),
                       hardest=f"warmup:triplet_all:{k}:triplet_hardest") for i, k in enumerate(spec.warmup_epochs)]
     out += [Condition("setting", SETTING_NAMES[s], i, showdown(s)) for i, s in enumerate(spec.settings)]
-    return out
+    return out + _optimizer_conditions(spec, showdown)
+
+
+def _optimizer_conditions(spec: LessonsSpec, showdown) -> list[Condition]:
+    """Experiment (e): the first warm-up of (c) under each optimizer handling (Adam fresh or carried over at the
+    switch, the gradient's norm clipped at 2 or not)."""
+    warm = f"warmup:triplet_all:{spec.warmup_epochs[0]}:triplet_hardest"
+    handlings = (("fresh Adam at the switch", {}), ("Adam carried over", {"optimizer_at_switch": "carry"}),
+                 ("carried over, clipped at 2", {"optimizer_at_switch": "carry", "grad_clip": 2.0}),
+                 ("fresh, clipped at 2", {"grad_clip": 2.0}))
+    return [Condition("optimizer", label, i, showdown(**kw), hardest=warm) for i, (label, kw) in enumerate(handlings)]
 
 
 def overlap(spec: ShowdownSpec) -> float:
@@ -252,12 +272,14 @@ def _recorded_now(spec: LessonsSpec, done: Lessons) -> Lessons:
     """Write `done` as a record where ``$VLR_RECORD`` asks for one (rank 0); `done` unchanged."""
     if R.destination() is None or D.rank_and_world()[0] != 0:
         return done
-    epochs = R.cell_rows(R.grid_cells(done.out, done.runs["key"].unique()))["epochs"]
-    R.write(spec.out.name, record_key(spec), {"runs": R.frame_rows(done.runs)}, command=done.meta["command"],
+    cells = R.cell_rows(R.grid_cells(done.out, done.runs["key"].unique()))  # every run's per-epoch history
+    epochs = cells["epochs"]
+    R.write(spec.out.name, record_key(spec), {"runs": R.frame_rows(done.runs), "cells": cells["runs"],
+                                              "epochs": epochs}, command=done.meta["command"],
             title=f"when do the papers' lessons hold? ({'fast' if spec.fast else 'full'} size)",
             wall_seconds=done.meta["wall_seconds"], train_seconds=R.train_seconds(epochs), meta=done.meta)
     return done
 
 
-__all__ = ["ROLES", "EXPERIMENTS", "SETTING_NAMES", "LessonsSpec", "Condition", "conditions", "overlap", "Lessons", "stored", "run",
+__all__ = ["ROLES", "EXPERIMENTS", "LESSON_SEEDS", "SETTING_NAMES", "LessonsSpec", "Condition", "conditions", "overlap", "Lessons", "stored", "run",
            "recorded", "check_record"]

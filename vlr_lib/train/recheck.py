@@ -17,8 +17,8 @@ Every check re-trains on the CPU, whatever device the caller trains on: the reco
 the same runs re-trained on a GPU (bf16 autocast, other reductions) land 7.5 to 36 rsum points away
 (measured on an H200, docs/results.md), far beyond any CPU's drift.
 
-``epochs`` cuts a run short (fast mode re-trains the first 3 epochs of 09 and 11: the learning rate
-still decays at the record's epoch, so they are the record's first 3 epochs).
+``epochs`` cuts a run short (fast mode re-trains the first 3 epochs of 09 and 11 and the first 5 of a
+showdown: the learning rate still decays at the record's epoch, so they are the record's first epochs).
 """
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def showdown(setting: str) -> Callable[..., Pair]:
         from . import showdown as S
 
         found = S.recorded_and_again(S.spec_for("shapes", False, setting), retrain_as=loss,
-                                     loss_kwargs=loss_kwargs or None)
+                                     loss_kwargs=loss_kwargs or None, epochs=epochs)
         if found is None:
             raise FileNotFoundError(f"no record of the {setting} showdown matches the code: {R.REGENERATE}")
         return found[1], found[2]

@@ -254,8 +254,21 @@ class Record:
         trained = m.get("train_seconds")
         spent = f"{trained / 60:.1f} min of training" if trained else f"{m['wall_seconds'] / 60:.1f} min"
         where = f"{hw['cores']}-core {hw['cpu']}" + (f" + {hw['gpu']}" if hw.get("gpu") else "")
+        share = self.last_epoch_share()
+        rising = "" if share is None else f"; {share:.0%} of its runs select their last epoch"
         return (f"Opened from the record {self.name} of {m['date'][:10]} ({where}, torch {m['library']['torch']}, "
-                f"{hw['torch_threads']} thread(s); {spent}); VLR_RERUN=1 re-trains.")
+                f"{hw['torch_threads']} thread(s); {spent}{rising}); VLR_RERUN=1 re-trains.")
+
+    def last_epoch_share(self) -> float | None:
+        """The share of the record's runs whose best validation rsum is at their last epoch (still rising when
+        they stopped), from its per-epoch table; None when the record has none."""
+        table = self.tables.get("epochs") or self.tables.get("runs")
+        if not table or not {"run", "epoch", "rsum"} <= set(table[0]):
+            return None
+        frame = pd.DataFrame(table)[["run", "epoch", "rsum"]].reset_index(drop=True)
+        by_run = frame.groupby("run")
+        best = frame.loc[by_run["rsum"].idxmax(), ["run", "epoch"]].set_index("run")["epoch"]  # first best epoch
+        return float((best == by_run["epoch"].max()).mean())
 
 
 def record_root() -> Path:
