@@ -264,7 +264,8 @@ EXERCISES: dict[str, Exercise] = {
 def _as_answer(value: object) -> Tensor:
     if isinstance(value, Tensor):
         return value.detach().cpu()
-    return torch.as_tensor(value)
+    # a Python float would become float32: keep its float64 digits
+    return torch.as_tensor(value, dtype=torch.float64 if isinstance(value, float) else None)
 
 
 def _compare(exercise: Exercise, got: Tensor, want: Tensor) -> str | None:
