@@ -32,7 +32,7 @@ import math
 import numpy as np
 import torch
 
-from vlr_lib import analysis, losses, similarity, widgets
+from vlr_lib import analysis, grading, losses, similarity, widgets
 from vlr_lib.notebook import demo_embeddings, setup
 
 cfg = setup(seed=0)
@@ -367,11 +367,27 @@ nonzero, shared = int((G != 0).sum()), int((G[~np.eye(n, dtype=bool)] == 2).sum(
 print(f"{nonzero} nonzero entries of at most {3 * n}; {shared} negative(s) hardest for both row and column")
 assert nonzero == 3 * n - shared
 
+# %% [markdown] jupyter={"source_hidden": true} tags=["solution"]
+# **Solution 2, the derivation.** Image query $i$'s term of Triplet-SH is $\ell_i = [x_i]_+$ with the
+# violation $x_i = m + s_{i\hat T_i} - s_{ii}$, where $\hat T_i$ is its hardest negative. Which negative is
+# hardest does not change under a small enough change of $S$ (away from ties), so by the chain rule
+#
+# $$ \frac{\partial \ell_i}{\partial s_{i\hat T_i}} = \frac{d[x]_+}{dx}\Big|_{x = x_i} = \mathbb{1}[x_i > 0],
+# \qquad \frac{\partial \ell_i}{\partial s_{ii}} = -\mathbb{1}[x_i > 0], $$
+#
+# and 0 for every other entry: $[x]_+ = \max(x, 0)$ has slope 1 wherever $x > 0$ and slope 0 wherever
+# $x < 0$. The weight is the step $\mathbb{1}[x_i > 0]$, the same for $x_i = 10^{-6}$ and for $x_i = 1$: the
+# size of the violation changes the loss's *value*, never its gradient. The caption queries' terms are the
+# same with columns, so every entry of $\partial L_{\text{SH}}/\partial S$ is a sum of at most two
+# $\pm 1$'s: 0, 1 or 2 off the diagonal, 0, −1 or −2 on it.
+#
+# A loss whose gradient grows with the violation: the squared hinge $\tfrac12 [x]_+^2$, whose derivative is
+# $[x]_+$ itself; or the softplus $\tfrac1\gamma \log(1 + e^{\gamma x})$ of notebook 04, whose derivative
+# $\sigma(\gamma x)$ rises smoothly with $x$ (a different *triplet weight*, in Xuan & Chen's words). The
+# check: a much larger violation in row 0 leaves every weight in $\{0, 1, 2\}$.
+
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 2.
-# The derivative of [x]_+ is the step 1[x > 0]: the weight is 1 for a violation of 1e-6 and for one of 1.
-# A squared hinge [x]_+^2 has derivative 2[x]_+, growing with the violation; the softplus of notebook 04's
-# unified loss gives a smooth weight sigma(gamma x), which Xuan & Chen call a different *triplet weight*.
 S2 = S.clone()
 S2[0, 1] = S2[0, 0] + 0.5     # a much larger violation in row 0
 G2 = analysis.loss_gradient(S2, lambda X: losses.triplet_hardest(X, margin))
@@ -387,6 +403,35 @@ thetas = np.radians(np.arange(0, 181, 15))
 push = analysis.triplet_hn_tangent_norm(torch.tensor(0.0), torch.tensor(thetas), 0.0, margin=2.0).negative
 print(dict(zip(np.arange(0, 181, 15).tolist(), push.numpy().round(3).tolist())))
 assert np.degrees(thetas[int(push.argmax())]) == 90 and float(push[0]) < 1e-12
+
+# %% [markdown]
+# 4. **Graded (5 points): implement Triplet-SH.** Fill in `triplet_sh(S, margin)` in the next cell: the
+#    loss $L_{\text{SH}}$ above, both directions, summed, for a square $S$ with the positives on its diagonal,
+#    written with tensor operations (no loop, and not by calling `losses.triplet_hardest`). The cell after it
+#    compares your function with the library on 10 hidden batches and prints your score; while the stub raises
+#    `NotImplementedError` it reports 0.
+
+# %%
+def triplet_sh(S: torch.Tensor, margin: float) -> torch.Tensor:
+    """Triplet-SH of the square S: each image's and each caption's hardest negative, hinged, summed."""
+    raise NotImplementedError("implement Triplet-SH here")
+
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 4.
+def triplet_sh(S: torch.Tensor, margin: float) -> torch.Tensor:
+    """Triplet-SH of the square S: each image's and each caption's hardest negative, hinged, summed."""
+    negatives = S.masked_fill(torch.eye(len(S), dtype=torch.bool), -math.inf)  # a positive is no negative
+    positives = S.diagonal()
+    image_queries = torch.relu(margin + negatives.amax(dim=1) - positives)  # row i: hardest caption
+    caption_queries = torch.relu(margin + negatives.amax(dim=0) - positives)  # column i: hardest image
+    return image_queries.sum() + caption_queries.sum()
+
+
+assert grading.grade("02_triplet_sh", triplet_sh).full_marks
+
+# %%
+grading.check("02_triplet_sh", triplet_sh);
 
 # %% [markdown]
 # ## References

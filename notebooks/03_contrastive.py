@@ -37,7 +37,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from vlr_lib import analysis, losses, similarity, viz, widgets
+from vlr_lib import analysis, grading, losses, similarity, viz, widgets
 from vlr_lib.notebook import demo_embeddings, setup
 
 cfg = setup(seed=0)
@@ -281,6 +281,34 @@ for tau in (0.1, 0.5):
     counts[tau] = (analysis.softmax_weights(S, tau) > 0.01).sum(dim=1)  # positives have weight 0 here
     print(tau, counts[tau].tolist())
 assert (counts[0.5] >= counts[0.1]).all() and counts[0.5].sum() > counts[0.1].sum()
+
+# %% [markdown]
+# 4. **Graded (5 points): implement NT-Xent.** Fill in `nt_xent(S, temperature)` in the next cell: the
+#    cross-entropy of every row of $S/\tau$ with its diagonal target plus that of every column, summed and
+#    divided by $N$ (what `losses.info_nce` computes with its default `reduction="mean"`), without calling
+#    `losses.info_nce` or `F.cross_entropy`. Keep it stable at $\tau = 0.05$ (hint: `torch.logsumexp`).
+#    The cell after it checks it on 10 hidden batches and prints your score (0 while the stub raises).
+
+# %%
+def nt_xent(S: torch.Tensor, temperature: float) -> torch.Tensor:
+    """NT-Xent of the square S in both directions: (sum of the rows' and columns' cross-entropies) / N."""
+    raise NotImplementedError("implement NT-Xent here")
+
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 4.
+def nt_xent(S: torch.Tensor, temperature: float) -> torch.Tensor:
+    """NT-Xent of the square S in both directions: (sum of the rows' and columns' cross-entropies) / N."""
+    logits = S / temperature
+    rows = torch.logsumexp(logits, dim=1) - logits.diagonal()  # -log softmax of each image's positive
+    columns = torch.logsumexp(logits, dim=0) - logits.diagonal()  # and of each caption's
+    return (rows.sum() + columns.sum()) / len(S)
+
+
+assert grading.grade("03_nt_xent", nt_xent).full_marks
+
+# %%
+grading.check("03_nt_xent", nt_xent);
 
 # %% [markdown]
 # ## References

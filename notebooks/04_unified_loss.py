@@ -37,7 +37,7 @@ import math
 import numpy as np
 import torch
 
-from vlr_lib import analysis, losses, similarity, viz, widgets
+from vlr_lib import analysis, grading, losses, similarity, viz, widgets
 from vlr_lib.notebook import demo_embeddings, setup
 
 cfg = setup(seed=0)
@@ -305,9 +305,25 @@ torch.testing.assert_close(losses.unified(S, torch.full((N,), M, dtype=S.dtype),
 # 3. Give the pairs whose positive similarity is the lowest in the batch a margin of 0
 #    (as a noise-robust method would) and compare their gradient with the plain loss.
 
+# %% [markdown] jupyter={"source_hidden": true} tags=["solution"]
+# **Solution 1, the derivation.** One query's term is $f(\gamma) = \frac{1}{\gamma}\log\sum_{j} e^{\gamma x_j}$
+# with $x_0 = 0$ (the "1 +" of the positive) and $x_n = s_{in} - s_{ii} + m$ for each negative $n$. With
+# $p_j = e^{\gamma x_j} / \sum_k e^{\gamma x_k}$, the softmax of $\gamma x$,
+#
+# $$ f'(\gamma) = -\frac{1}{\gamma^2}\log\sum_k e^{\gamma x_k} + \frac{1}{\gamma}\sum_j p_j x_j
+# = \frac{1}{\gamma^2}\sum_j p_j\Big(\gamma x_j - \log\sum_k e^{\gamma x_k}\Big)
+# = \frac{1}{\gamma^2}\sum_j p_j \log p_j = -\frac{H(p)}{\gamma^2} \le 0, $$
+#
+# using $\sum_j p_j = 1$; it is 0 only when $p$ is one-hot. So every term, and the loss (their sum), is
+# non-increasing in $\gamma$. Where it goes: $e^{\gamma \max_j x_j} \le \sum_j e^{\gamma x_j} \le N e^{\gamma \max_j x_j}$ gives
+#
+# $$ \max_j x_j \le f(\gamma) \le \max_j x_j + \frac{\log N}{\gamma}, $$
+#
+# and $\max_j x_j = \max(0, \max_n x_n) = [m + \max_n s_{in} - s_{ii}]_+$ is the query's Triplet-SH term. The
+# check below: the loss on a log grid of $\gamma$ never increases and ends at Triplet-SH.
+
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 1.
-# (1/gamma) log sum exp(gamma x) is a soft maximum that falls towards the hard maximum as gamma grows.
 gammas = np.logspace(0, 4, 30)
 values = [float(losses.unified(S, M, g)) for g in gammas]
 print([round(v, 4) for v in values[::6]], "-> Triplet-SH", round(float(losses.triplet_hardest(S, M)), 4))
@@ -334,6 +350,35 @@ g_plain = grad_of(lambda X: losses.unified(X, M, GAMMA)).diagonal()
 g_adapt = grad_of(lambda X: losses.unified(X, margins, GAMMA)).diagonal()
 print(torch.stack([g_plain, g_adapt])[:, doubtful])
 assert (g_adapt[doubtful].abs() < g_plain[doubtful].abs()).all(), "a smaller pull on the doubtful positives"
+
+# %% [markdown]
+# 4. **Graded (5 points): implement the weight of each negative.** Fill in `unified_weights(S, margin, gamma)`
+#    in the next cell: for every image query $i$ (row $i$) and negative $n \ne i$ the weight
+#    $D_{in}/(1 + \sum_{k \ne i} D_{ik})$ with $D_{in} = e^{\gamma(s_{in} - s_{ii} + m)}$ (Li et al. eqs. 14–16),
+#    0 on the diagonal, as an $N \times N$ tensor; without calling `analysis.unified_weights`, and finite at
+#    $\gamma = 60$. The cell after it checks it on 10 hidden batches and prints your score (0 while the stub
+#    raises).
+
+# %%
+def unified_weights(S: torch.Tensor, margin: float, gamma: float) -> torch.Tensor:
+    """The weight of every negative in its image query's unified term, 0 at the positives."""
+    raise NotImplementedError("implement the unified loss's weights here")
+
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 4.
+def unified_weights(S: torch.Tensor, margin: float, gamma: float) -> torch.Tensor:
+    """The weight of every negative in its image query's unified term, 0 at the positives."""
+    log_d = gamma * (S - S.diagonal()[:, None] + margin)  # log D_in
+    log_d = log_d.masked_fill(torch.eye(len(S), dtype=torch.bool), -math.inf)  # no D at the positive
+    log_z = torch.logaddexp(torch.logsumexp(log_d, dim=1, keepdim=True), S.new_zeros(()))  # log(1 + sum_k D_ik)
+    return torch.exp(log_d - log_z)  # in log space: e^{60 x} would overflow
+
+
+assert grading.grade("04_unified_weights", unified_weights).full_marks
+
+# %%
+grading.check("04_unified_weights", unified_weights);
 
 # %% [markdown]
 # ## References

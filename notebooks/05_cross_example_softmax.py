@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from vlr_lib import analysis, losses, metrics, similarity, viz, widgets
+from vlr_lib import analysis, grading, losses, metrics, similarity, viz, widgets
 from vlr_lib.data import make_shapes
 from vlr_lib.notebook import demo_embeddings, setup
 from vlr_lib.train import chance_rsum, fit, shapes_features
@@ -424,10 +424,20 @@ torch.testing.assert_close(losses.sampled_softmax(S, LAM, topk=N - 1), losses.sa
 torch.testing.assert_close(losses.cross_example_softmax(S, LAM, topk=1.0), losses.cross_example_softmax(S, LAM))
 print("SNM with k = N - 1 is sampled softmax; cross-example mining of every negative is cross-example softmax")
 
+# %% [markdown] jupyter={"source_hidden": true} tags=["solution"]
+# **Solution 2, the derivation.** Query $i$'s term is $\ell_i = -\log\big(e^{\lambda s_{ii}} / Z_i\big)$ with
+# $Z_i = e^{\lambda s_{ii}} + Z_B$ and $Z_B = \sum_{s \in N_B} e^{\lambda s}$, the same negatives $N_B$ for every
+# query. For any negative $s \in N_B$,
+#
+# $$ \frac{\partial \ell_i}{\partial s} = \frac{\lambda e^{\lambda s}}{Z_i}
+# = \lambda\, \underbrace{\frac{e^{\lambda s}}{Z_B}}_{p_B(s)}\; \underbrace{\frac{Z_B}{e^{\lambda s_{ii}} + Z_B}}_{r_i}. $$
+#
+# $p_B$, the softmax of the negatives over the whole batch, does not depend on $i$; $r_i \in (0, 1)$ is the share
+# of $Z_i$ made of negatives, one number per query (small when the query's positive dominates). The check
+# divides each term's autograd gradient by $\lambda p_B$ and finds one constant $r_i$ per query.
+
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 2.
-# Term i pushes negative s by lambda e^{lambda s} / Z_i; the Z_i differ between queries only in their
-# positive, so each term's push on the negatives is one batch-wide distribution times a per-query number.
 S_leaf = S.clone().requires_grad_()
 terms = losses.cross_example_softmax(S_leaf, LAM, reduction="none")
 grads = torch.stack([torch.autograd.grad(t, S_leaf, retain_graph=True)[0] for t in terms])
@@ -451,6 +461,34 @@ table.loc["cross-example negative mining"] = [metrics.pr_auc(S_val, val[2]), run
 print(table.round(3))
 assert table.loc["cross-example negative mining", "PR-AUC"] > random_auc  # it learned
 assert table.loc["cross-example negative mining", "rsum"] > chance_rsum(val[2])
+
+# %% [markdown]
+# 4. **Graded (5 points): implement cross-example softmax.** Fill in `cross_example(S, scale)` in the next
+#    cell: Veit & Wilber's eq. 5 for a square $S$ with the positives on its diagonal, every positive against
+#    *all* the off-diagonal entries of the batch, averaged over the $N$ positives (the library's default
+#    `reduction="mean"`); without calling `losses.cross_example_softmax`, and finite at $\lambda = 20$. The
+#    cell after it checks it on 10 hidden batches and prints your score (0 while the stub raises).
+
+# %%
+def cross_example(S: torch.Tensor, scale: float) -> torch.Tensor:
+    """Cross-example softmax of the square S, mean over the positives."""
+    raise NotImplementedError("implement cross-example softmax here")
+
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 4.
+def cross_example(S: torch.Tensor, scale: float) -> torch.Tensor:
+    """Cross-example softmax of the square S, mean over the positives."""
+    negatives = scale * S[~torch.eye(len(S), dtype=torch.bool)]  # every negative of the batch, one set
+    log_z_neg = torch.logsumexp(negatives, dim=0)  # shared by all queries
+    positives = scale * S.diagonal()
+    return (torch.logaddexp(positives, log_z_neg) - positives).mean()
+
+
+assert grading.grade("05_cross_example", cross_example).full_marks
+
+# %%
+grading.check("05_cross_example", cross_example);
 
 # %% [markdown]
 # ## References

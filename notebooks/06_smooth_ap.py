@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from vlr_lib import losses, metrics, similarity, viz, widgets
+from vlr_lib import grading, losses, metrics, similarity, viz, widgets
 from vlr_lib.notebook import demo_embeddings, setup
 
 cfg = setup(seed=0)
@@ -291,10 +291,20 @@ pd.concat({"rsum": rsum, "i2t mAP@5": mAP}, axis=1)
 # 3. Compute Bleeker's metric, i2t mAP@5, for the live batch with `metrics.map_at_k` and
 #    compare it with the full-depth mAP.
 
+# %% [markdown] jupyter={"source_hidden": true} tags=["solution"]
+# **Solution 1, the derivation.** The exact AP uses the scores only through indicators: positive $i$ sits at
+# $R(i, \Omega) = 1 + \sum_{j \ne i} \mathbb{1}[s_j \ge s_i]$ (ties against it), and
+# $\mathbb{1}[10 s_j \ge 10 s_i] = \mathbb{1}[s_j \ge s_i]$, so every position, and AP, is unchanged (the same holds
+# for any strictly increasing map of the scores). SmoothAP replaces each indicator by
+# $G(s_j - s_i; \tau) = \sigma\big((s_j - s_i)/\tau\big)$ (Bleeker & de Rijke eq. 7), which sees the *differences*:
+#
+# $$ G(10 s_j - 10 s_i;\ \tau) = \sigma\Big(\frac{s_j - s_i}{\tau / 10}\Big) = G(s_j - s_i;\ \tau/10), $$
+#
+# so scaling the scores by 10 sharpens every sigmoid like dividing $\tau$ by 10, and SmoothAP changes.
+# $\tau \times 10$ undoes it: $G(10 s_j - 10 s_i;\ 10\tau) = G(s_j - s_i;\ \tau)$.
+
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 1.
-# The exact AP sees only the order; SmoothAP's sigmoids see the differences divided by tau, so
-# scores x 10 at tau x 10 is the same SmoothAP.
 assert metrics.average_precision(10 * scores, is_pos) == metrics.average_precision(scores, is_pos)
 print(smoothed_ap(scores, is_pos, 0.05), smoothed_ap(10 * scores, is_pos, 0.05))
 assert smoothed_ap(10 * scores, is_pos, 0.05) != smoothed_ap(scores, is_pos, 0.05)
@@ -314,6 +324,37 @@ assert ok and min(ok) == 1e-4  # a small enough tau always recovers the exact AP
 at5, full = metrics.map_at_k(S, c2i, k=5), metrics.map_at_k(S, c2i, k=5 * N_IMG)
 print(f"i2t mAP@5 {at5:.3f}, full-depth mAP {full:.3f}")
 assert at5 <= full + 1e-12
+
+# %% [markdown]
+# 4. **Graded (5 points): implement average precision.** Fill in `average_precision(scores, is_pos)` in the
+#    next cell: the exact AP of one query (Bleeker & de Rijke eqs. 5–6), the mean over its positives of the
+#    precision at each positive's position, as a Python float. Ties count against the positive, as in
+#    `metrics.average_precision`: a negative scoring *equal* to a positive is ranked above it, and tied
+#    positives take consecutive positions. Do not call `metrics`. The cell after it checks it on 10 hidden
+#    queries (some with ties) and prints your score (0 while the stub raises).
+
+# %%
+def average_precision(scores: torch.Tensor, is_pos: torch.Tensor) -> float:
+    """Exact AP of one query: scores [M], is_pos bool [M] with at least one positive."""
+    raise NotImplementedError("implement average precision here")
+
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 4.
+def average_precision(scores: torch.Tensor, is_pos: torch.Tensor) -> float:
+    """Exact AP of one query: scores [M], is_pos bool [M] with at least one positive."""
+    negatives = scores[~is_pos]
+    precisions = []
+    for b, p in enumerate(sorted(scores[is_pos].tolist(), reverse=True)):  # b positives ranked before p
+        position = 1 + int((negatives >= p).sum()) + b  # a tied negative sits above p
+        precisions.append((b + 1) / position)
+    return sum(precisions) / len(precisions)
+
+
+assert grading.grade("06_average_precision", average_precision).full_marks
+
+# %%
+grading.check("06_average_precision", average_precision);
 
 # %% [markdown]
 # ## References

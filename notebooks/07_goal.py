@@ -43,7 +43,7 @@ import itertools
 import torch
 import torch.nn.functional as F
 
-from vlr_lib import goal, losses, similarity, viz, widgets
+from vlr_lib import goal, grading, losses, similarity, viz, widgets
 from vlr_lib.notebook import demo_embeddings, setup
 
 cfg = setup(seed=0)
@@ -552,11 +552,20 @@ assert all(g[(t, "sig-ms")] > g[(t, "con")] for g in as_grid.values() for t in g
 # from the diagonal $S_{pos} = S_{neg}$. How large must $\tau$ be for the two to differ by less than 0.01
 # wherever $|S_{pos} - S_{neg}| > 0.05$?
 
+# %% [markdown] jupyter={"source_hidden": true} tags=["solution"]
+# **Solution 1, the derivation.** Write $d = s_{neg} - s_{pos}$. Then $T^{nca} = \sigma(\tau d)$ (eq. 7) and, with
+# $m = 0$, $T^{con} = \mathbb{1}[d > 0]$ (eq. 5). For $d > 0$ their difference is $1 - \sigma(\tau d) = \sigma(-\tau d)$;
+# for $d < 0$ it is $\sigma(\tau d) = \sigma(-\tau |d|)$. In both cases
+#
+# $$ |T^{nca} - T^{con}| = \sigma(-\tau |d|), $$
+#
+# which falls with $|d|$ and with $\tau$, and tends to 0 as $\tau \to \infty$ for every $d \ne 0$. Away from the band,
+# $|d| > 0.05$, the largest difference is next to it: $\sigma(-0.05\,\tau)$. It is below 0.01 when
+# $e^{0.05\tau} > 99$, i.e. $\tau > 20 \ln 99 \approx 91.9$. The check compares this with the largest difference on
+# a grid, for $\tau$ on both sides of 91.9.
+
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 1.
-# The difference is largest next to the excluded band, where it is $\sigma(-0.05\,\tau)$; it drops below
-# 0.01 for $\tau > 20 \ln 99 \approx 92$.
-#
 g = torch.linspace(-1, 1, 81, dtype=torch.float64)
 sp, sn = torch.meshgrid(g, g, indexing="xy")
 far = (sp - sn).abs() > 0.05
@@ -575,11 +584,17 @@ assert gap[50] > 0.01 > gap[92]  # below 0.01 from tau = 20 ln 99 = 91.9 on
 # (both directions) and compare its autograd gradient with `goal_gradient(S, "con", "sig")`. Why must you set
 # a large margin for them to agree?
 
+# %% [markdown] jupyter={"source_hidden": true} tags=["solution"]
+# **Solution 2, the answer.** Differentiating the two softplus terms gives
+# $\partial l/\partial s_{pos} = -\sigma(-\alpha(s_{pos} - \lambda))$ and $\partial l/\partial s_{neg} = \sigma(\beta(s_{neg} - \lambda))$:
+# the pair weights $P^{sig}$, multiplied by nothing else. Binomial deviance has no hinge, so its triplet weight
+# is always 1. $T^{con} = \delta(m + s_{neg} - s_{pos})$ is 1 only on violating triplets; since
+# $s_{neg} - s_{pos} \ge -2$ for cosine similarities, a margin $m = 2$ makes $m + s_{neg} - s_{pos} > 0$ for every
+# triplet short of the extreme $s_{pos} = 1$, $s_{neg} = -1$, so $T^{con} \equiv 1$ and the two gradients agree. With $m = 0.2$ the easy
+# triplets get $T^{con} = 0$ and they differ: the check shows both.
+
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 2.
-# Binomial deviance has no hinge, i.e. its triplet weight is always 1. $T^{con}$ is 1 only on violating
-# triplets; with $m = 2$ every triplet violates ($s_{neg} - s_{pos} > -2$), so $T^{con} \equiv 1$.
-#
 def binomial_deviance_hard(S, alpha=2.0, beta=10.0, lam=0.5):
     eye = torch.eye(len(S), dtype=torch.bool)
     hardest = S.masked_fill(eye, float("-inf"))
@@ -598,11 +613,21 @@ assert not torch.allclose(goal.goal_gradient(S, "con", "sig", margin=0.2), S_bd.
 # $l = \frac{1}{2\tau}\log\left(1 + e^{\tau[(s_{pos}-1)^2 + s_{neg}^2 - 1]}\right)$ has the gradient
 # $(-T^{cir} P^{lin}_+,\; T^{cir} P^{lin}_-)$ for $s_{pos} < 1$, $s_{neg} > 0$.
 
+# %% [markdown] jupyter={"source_hidden": true} tags=["solution"]
+# **Solution 3, the derivation.** Write $u = \tau[(s_{pos} - 1)^2 + s_{neg}^2 - 1]$, so $l = \frac{1}{2\tau}\log(1 + e^u)$
+# and $\frac{dl}{du} = \frac{1}{2\tau}\sigma(u)$. Since $(s_{pos} - 1)^2 + s_{neg}^2 - 1 = s_{neg}^2 - s_{pos}(2 - s_{pos})$,
+# $\sigma(u) = T^{cir}$ (eq. 8). The chain rule gives
+#
+# $$ \frac{\partial l}{\partial s_{pos}} = \frac{1}{2\tau}\, T^{cir}\, \tau \cdot 2(s_{pos} - 1) = -T^{cir}(1 - s_{pos}),
+# \qquad \frac{\partial l}{\partial s_{neg}} = \frac{1}{2\tau}\, T^{cir}\, \tau \cdot 2 s_{neg} = T^{cir} s_{neg}, $$
+#
+# which are $-T^{cir} P^{lin}_+$ and $T^{cir} P^{lin}_-$ with the linear pair weights $P^{lin}_+ = 1 - s_{pos}$
+# (positive for $s_{pos} < 1$) and $P^{lin}_- = s_{neg}$ (positive for $s_{neg} > 0$). This $l$ is the Circle loss
+# of a single pair (Sun et al. 2020) with margin 0 and scale $\tau$. The check compares autograd with the library's
+# weights at three triplets.
+
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 3.
-# $\partial l/\partial s_{pos} = \frac{1}{2\tau}\,\tau\,\sigma(\cdot)\,2(s_{pos} - 1) = -T^{cir}(1 - s_{pos})$ and
-# $\partial l/\partial s_{neg} = T^{cir} s_{neg}$. Numerically:
-#
 tau = 10.0
 sp = torch.tensor([0.3, 0.7, 0.9], dtype=torch.float64, requires_grad=True)
 sn = torch.tensor([0.2, 0.5, 0.1], dtype=torch.float64, requires_grad=True)
@@ -610,20 +635,35 @@ sn = torch.tensor([0.2, 0.5, 0.1], dtype=torch.float64, requires_grad=True)
 T = goal.triplet_weight("cir", sp.detach(), sn.detach(), tau=tau)
 torch.testing.assert_close(sp.grad, -T * goal.pair_weight("lin", sp.detach(), True))
 torch.testing.assert_close(sn.grad, T * goal.pair_weight("lin", sn.detach(), False))
-# This is the Circle loss of a single pair (Sun et al. 2020) with margin 0 and scale $\tau$.
 
 # %% [markdown]
 # **4.** $T^{con}$ has zero curl away from its hinge, yet only $(T^{con}, P^{con})$ is integrable everywhere.
 # Integrate the designed field of $(T^{con}, P^{con})$ and of $(T^{con}, P^{lin})$ around the rectangle
 # $[0.2, 0.8] \times [0.1, 0.7]$ (which the hinge $S_{neg} = S_{pos} - 0.2$ crosses). What do you get, and why?
 
+# %% [markdown] jupyter={"source_hidden": true} tags=["solution"]
+# **Solution 4, the derivation.** A field with a potential $\phi$ has zero integral around every closed loop:
+# along a path from $a$ to $b$ it integrates to $\phi(b) - \phi(a)$. $T^{con}$ splits the plane at the hinge
+# $s_{neg} = s_{pos} - m$ ($m = 0.2$) into an active side, where the field is the pair weights', and an inactive
+# side, where it is 0 (potential: a constant). On the active side
+#
+# - $(T^{con}, P^{con})$ is $(-1, 1) = \nabla \phi$ with $\phi = s_{neg} - s_{pos}$;
+# - $(T^{con}, P^{lin})$ is $(-(1 - s_{pos}), s_{neg}) = \nabla \phi$ with $\phi = \frac12(1 - s_{pos})^2 + \frac12 s_{neg}^2$.
+#
+# Going around the rectangle counter-clockwise from $(0.2, 0.1)$, the loop leaves the active side at
+# $A = (0.3, 0.1)$, crosses the inactive corner (integral 0) and re-enters it at $B = (0.8, 0.6)$; the active part
+# runs from $B$ back to $A$, so
+#
+# $$ \oint = \phi(A) - \phi(B). $$
+#
+# For $P^{con}$, $\phi = s_{neg} - s_{pos} = -m$ at both points, so $\oint = 0$: $\phi$ is constant along the hinge,
+# the two sides glue into one potential, and $(T^{con}, P^{con})$ is integrable everywhere (the triplet loss).
+# For $P^{lin}$, $\phi(A) = \frac12 \cdot 0.7^2 + \frac12 \cdot 0.1^2 = 0.25$ and $\phi(B) = \frac12 \cdot 0.2^2 + \frac12 \cdot 0.6^2 = 0.2$:
+# $\oint = 0.05 \ne 0$, so no loss has this gradient, although its curl is zero on each side. The check integrates
+# the designed field numerically (`designed_field` is defined in section 4).
+
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 4.
-# A field with a potential has zero integral around every closed loop. Outside the hinge, $(T^{con}, P^{lin})$
-# is the gradient of $\frac12(1 - s_{pos})^2 + \frac12 s_{neg}^2$ on one side and of $0$ on the other; the two
-# potentials do not agree along the hinge, so the loop integral is not zero. For $(T^{con}, P^{con})$ the
-# potential is $s_{neg} - s_{pos} = -m$ along the hinge, a constant, and the integral vanishes.
-#
 def loop_integral(triplet, pair, a=0.2, b=0.8, c=0.1, d=0.7, n=20001):
     t = torch.linspace(0, 1, n, dtype=torch.float64)
     mid = (t[1:] + t[:-1]) / 2
@@ -636,24 +676,50 @@ def loop_integral(triplet, pair, a=0.2, b=0.8, c=0.1, d=0.7, n=20001):
 
 around = {pair: loop_integral("con", pair) for pair in ("con", "lin")}
 print(around)  # ~0 and 0.05
-assert abs(around["con"]) < 1e-3 and abs(around["lin"] - 0.05) < 1e-3
-# The hinge enters the rectangle at $(0.3, 0.1)$ and leaves it at $(0.8, 0.6)$; the loop integral of
-# $(T^{con}, P^{lin})$ is the jump of its potential between the two, $0.25 - 0.2 = 0.05$.
-# (`designed_field` is defined in section 4; $T^{con}$ uses its default margin 0.2.)
+assert abs(around["con"]) < 1e-3 and abs(around["lin"] - 0.05) < 1e-3  # phi(A) - phi(B) = 0 and 0.05
 
 # %% [markdown]
 # **5.** In the composer, choose $(T^{con}, P^{con})$. Which margin makes *every* one of the $2N$ triplets of
 # the batch receive gradient? Predict it from `goal.batch_triplets(S)`, then check with the slider.
 
+# %% [markdown] jupyter={"source_hidden": true} tags=["solution"]
+# **Solution 5, the answer.** A triplet receives gradient under $(T^{con}, P^{con})$ when its hinge is active,
+# $m + s_{neg} - s_{pos} > 0$. All $2N$ of them are active exactly when $m > \max(s_{pos} - s_{neg})$, the
+# largest gap over the batch's triplets (`goal.batch_triplets(S)` lists each query's positive and hardest
+# negative). Just above it, every positive is pulled by both of its triplets: $-2$ on the whole diagonal.
+
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 5.
-# Every triplet is active when $m + s_{neg} - s_{pos} > 0$ for all of them, i.e. $m > \max(s_{pos} - s_{neg})$:
-#
 s_pos_b, s_neg_b = goal.batch_triplets(S)
 m_all = float((s_pos_b - s_neg_b).max())
 print(f"m > {m_all:.3f}")
 grad = goal.goal_gradient(S, "con", "con", margin=m_all + 1e-6)
 assert (grad.diagonal() == -2).all()  # each positive pulled by both of its triplets
+
+# %% [markdown]
+# **6.** **Graded (5 points): implement the circle triplet weight.** Fill in `cir_weight(s_pos, s_neg, tau)` in the
+# next cell: Xuan & Chen's $T^{cir} = 1/(1 + e^{\tau(s_{pos}(2 - s_{pos}) - s_{neg}^2)})$ (eq. 8), elementwise over
+# tensors of the same shape, without calling `goal.triplet_weight` and without overflowing for $\tau = 30$.
+# The cell after it checks it on 10 hidden sets of triplets and prints your score (0 while the stub raises).
+
+# %%
+def cir_weight(s_pos: torch.Tensor, s_neg: torch.Tensor, tau: float) -> torch.Tensor:
+    """T^cir of each triplet (Xuan & Chen eq. 8), elementwise."""
+    raise NotImplementedError("implement T^cir here")
+
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 6.
+def cir_weight(s_pos: torch.Tensor, s_neg: torch.Tensor, tau: float) -> torch.Tensor:
+    """T^cir of each triplet (Xuan & Chen eq. 8), elementwise."""
+    # 1 / (1 + e^{a}) = sigmoid(-a): torch.sigmoid never overflows
+    return torch.sigmoid(tau * (s_neg**2 - s_pos * (2 - s_pos)))
+
+
+assert grading.grade("07_cir_weight", cir_weight).full_marks
+
+# %%
+grading.check("07_cir_weight", cir_weight);
 
 # %% [markdown]
 # ## References

@@ -39,7 +39,7 @@ import pandas as pd
 import torch
 from torch.autograd.functional import jacobian
 
-from vlr_lib import analysis, goal, losses, similarity, viz, widgets
+from vlr_lib import analysis, goal, grading, losses, similarity, viz, widgets
 from vlr_lib.data import make_shapes
 from vlr_lib.notebook import demo_embeddings, setup
 from vlr_lib.train import fit, probe_indices, shapes_features
@@ -400,6 +400,32 @@ for gamma in (10.0, 60.0):
     counts[gamma] = (share > EPS).sum(dim=1)
     print(gamma, counts[gamma].tolist())
 assert counts[60.0].sum() <= counts[10.0].sum()
+
+# %% [markdown]
+# 4. **Graded (5 points): implement COCOS for Triplet.** Fill in `cocos_triplet(S, margin)` in the next cell:
+#    for every image query (row $i$ of a square $S$, positive on the diagonal) the number $C^q$ of negatives that
+#    violate the margin, $s_{ii} - s_{in} < m$ (Bleeker & de Rijke eq. 9b), as an integer tensor of length $N$;
+#    without calling `analysis.cocos`. The cell after it checks it on 10 hidden batches and prints your score
+#    (0 while the stub raises).
+
+# %%
+def cocos_triplet(S: torch.Tensor, margin: float) -> torch.Tensor:
+    """C^q of Triplet for every image query (row) of the square S."""
+    raise NotImplementedError("implement the COCOS count here")
+
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 4.
+def cocos_triplet(S: torch.Tensor, margin: float) -> torch.Tensor:
+    """C^q of Triplet for every image query (row) of the square S."""
+    violates = S.diagonal()[:, None] - S < margin  # s+ - s- < m, one row per query
+    return (violates & ~torch.eye(len(S), dtype=torch.bool)).sum(dim=1)  # the positive is no candidate
+
+
+assert grading.grade("08_cocos_triplet", cocos_triplet).full_marks
+
+# %%
+grading.check("08_cocos_triplet", cocos_triplet);
 
 # %% [markdown]
 # ## References
