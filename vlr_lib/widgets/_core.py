@@ -222,10 +222,24 @@ def frames_figure(figures: list[go.Figure], labels: list[str], active: int, desc
     slider = dict(active=active, steps=steps, currentvalue=dict(prefix=f"{description} = "), x=0, len=1,
                   y=0, yanchor="top", pad=dict(t=SLIDER_TOP, b=0))
     margin_b = fig.layout.margin.b if fig.layout.margin.b is not None else 50
-    fig.update_layout(sliders=[*fig.layout.sliders, slider], margin_b=margin_b + SLIDER_PX)
+    extra = SLIDER_PX + legend_px(fig)  # the legend stays under the slider, clear of its tick labels
+    fig.update_layout(sliders=[*fig.layout.sliders, slider], margin_b=margin_b + extra)
     if fig.layout.height:
-        fig.update_layout(height=fig.layout.height + SLIDER_PX)
+        fig.update_layout(height=fig.layout.height + extra)
     return fig
+
+
+COLUMN_PX, LEGEND_ROW_PX = 620, 30  # the legend's width in the book's column; px per row of legend entries
+
+
+def legend_px(fig: go.Figure) -> int:
+    """The px a legend at the bottom of the figure needs: rows of entries (about 7 px a character and 40 px
+    of symbol and gap each) wrapped at the book's column width; 0 without a legend."""
+    if fig.layout.showlegend is False or not fig.layout.legend or fig.layout.legend.yref != "container":
+        return 0
+    names = [t.name for t in fig.data if t.name and t.showlegend is not False]
+    width = sum(40 + 7 * len(name) for name in names)
+    return LEGEND_ROW_PX * int(np.ceil(width / COLUMN_PX)) if names else 0
 
 
 SLIDER_TOP, SLIDER_PX = 45, 95  # px from the plot to the slider (tick labels, axis title); px the slider needs
