@@ -4,7 +4,10 @@ from a local HTTP server, with every request off the machine counted as a failur
 - the front page lists the chapters in order, and search finds a chapter (Sphinx's search index
   is read from the file system);
 - a chapter page draws its plotly figures and its math with the book's own plotly.js and MathJax,
-  and moving the plotly slider of an explorer changes the figure's data.
+  and moving the plotly slider of an explorer changes the figure's data;
+- every chapter page, at 1280x800: no figure and no display equation wider than the text column (an
+  equation may scroll inside it, never be cut off), no raw ``$...$`` or ``\(...\)`` left in the rendered
+  text, a download button for the chapter's notebook, and search snippets show no raw TeX.
 
 The book is `make book`'s (build/book, or $VLR_BOOK_DIR). Without one the tests skip, saying so;
 `make test-book` (what CI runs after `make book`) sets VLR_BOOK_DIR, so there a missing book fails.
@@ -23,6 +26,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BOOK = Path(os.environ.get("VLR_BOOK_DIR") or ROOT / "build" / "book")
+CHAPTERS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
 CHAPTER = "notebooks/04_unified_loss.html"  # its first explorer moves the margin m of the unified loss
 N_CHAPTERS = len(list((ROOT / "notebooks").glob("[0-9][0-9]_*.py")))
 
@@ -121,5 +125,67 @@ def test_chapter_draws_figures_and_math_and_its_slider_moves_the_figure(browser,
         after = json.loads(page.evaluate(EXPLORER_STATE))
         assert after and after != json.loads(before)
         assert outside == [], f"requests off the machine: {outside}"
+    finally:
+        page.close()
+
+
+# Every figure and display equation whose box leaves the article's column, or whose content is cut off (wider
+# than its box without a scroll bar); and the rendered text outside code that still holds TeX delimiters.
+LAYOUT = """() => {
+    const article = document.querySelector('article.bd-article') || document.querySelector('main');
+    const column = article.getBoundingClientRect();
+    const wide = [];
+    const selector = '.js-plotly-plot, .MathJax_Display, .MathJax_SVG_Display, div.math, .cell_output table';
+    for (const el of article.querySelectorAll(selector)) {
+        const r = el.getBoundingClientRect();
+        const what = el.className.toString().split(' ')[0] + ': ' + (el.textContent || '').trim().slice(0, 50);
+        if (r.width > 0 && (r.right > column.right + 1 || r.left < column.left - 1)) {
+            wide.push(`${what} spans ${Math.round(r.left)}-${Math.round(r.right)} px, the column ` +
+                      `${Math.round(column.left)}-${Math.round(column.right)} px`);
+        }
+        const scrolls = ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
+        if (el.scrollWidth > el.clientWidth + 1 && !scrolls && !el.closest('.js-plotly-plot')) {
+            wide.push(`${what} is cut off: ${el.scrollWidth} px of content in ${el.clientWidth} px`);
+        }
+    }
+    const text = article.cloneNode(true);
+    text.querySelectorAll('pre, code, script, style, .highlight, .MathJax, .MathJax_Display, .MathJax_Preview, ' +
+                          'script[type^="math"]').forEach(e => e.remove());
+    const raw = (text.textContent.match(/\$[^$\s][^$\\n]{0,80}?\$|\\\([^)]{0,80}?\\\)/g) || []).slice(0, 5);
+    return {wide, raw, download: article.querySelectorAll('.vlr-download a.download').length};
+}"""
+
+
+def typeset(page) -> None:
+    """Wait for the page's figures and for MathJax to finish typesetting (where the page has math)."""
+    page.wait_for_load_state("load")
+    page.wait_for_function("() => !document.querySelector('.plotly-graph-div') || "
+                           "document.querySelectorAll('.js-plotly-plot .main-svg').length > 0", timeout=60_000)
+    page.evaluate("() => new Promise(done => (window.MathJax && MathJax.Hub) ? MathJax.Hub.Queue(done) : done())")
+
+
+@pytest.mark.parametrize("stem", CHAPTERS)
+def test_every_chapter_fits_its_column_and_renders_its_math(browser, book, stem):
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    try:
+        page.goto((book / "notebooks" / f"{stem}.html").as_uri(), wait_until="load")
+        typeset(page)
+        found = page.evaluate(LAYOUT)
+        assert found["wide"] == [], f"{stem}: " + "; ".join(found["wide"][:5])
+        assert found["raw"] == [], f"{stem}: raw TeX in the rendered text: {found['raw']}"
+        assert found["download"] == 1, f"{stem}: no download button for its notebook"
+    finally:
+        page.close()
+
+
+def test_search_snippets_show_no_raw_tex(browser, server):
+    """Over HTTP (from file:// the browser fetches no page, so no snippet shows), a search whose hits hold math."""
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    try:
+        page.goto(f"{server}/search.html?q=temperature", wait_until="load")
+        page.wait_for_selector("#search-results ul.search li p.context", timeout=60_000)
+        page.wait_for_timeout(2_000)  # the other snippets arrive one page at a time
+        snippets = page.eval_on_selector_all("#search-results p.context", "els => els.map(e => e.textContent)")
+        assert snippets and not [s for s in snippets if "\\(" in s or "\\)" in s or "\\gamma" in s], snippets[:3]
     finally:
         page.close()
