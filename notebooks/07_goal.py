@@ -114,10 +114,9 @@ viz.goal.triplet_diagrams(margin=0.2, tau=10.0)
 # it only looks at the *gap*. Completing the square in eq. 8,
 # $S_{neg}^2 - S_{pos}(2 - S_{pos}) = (S_{pos} - 1)^2 + S_{neg}^2 - 1$, so
 #
-# $$T^{cir} = \sigma\!\left(\tau\left[(S_{pos} - 1)^2 + S_{neg}^2 - 1\right]\right)
-# \qquad (\sigma(z) = 1/(1 + e^{-z}),\ \text{the logistic sigmoid}):$$
+# $$T^{cir} = \sigma\!\left(\tau\left[(S_{pos} - 1)^2 + S_{neg}^2 - 1\right]\right),$$
 #
-# the iso-lines of $T^{cir}$ are circles around the ideal triplet $(S_{pos}, S_{neg}) = (1, 0)$,
+# with $\sigma(z) = 1/(1 + e^{-z})$ the logistic sigmoid: the iso-lines of $T^{cir}$ are circles around the ideal triplet $(S_{pos}, S_{neg}) = (1, 0)$,
 # and $T^{cir} = 1/2$ on the unit circle. Two triplets with the same gap get the same $T^{nca}$ but
 # different $T^{cir}$: the Circle weight also asks *where* the triplet sits. Each of these statements
 # is checked below.
