@@ -293,20 +293,17 @@ txt2[2] = torch.tensor([-0.6, 0.8])
 S2 = similarity.similarity(img, txt2)
 print("i2t picks", S2.argmax(dim=1).tolist(), "t2i picks", S2.argmax(dim=0).tolist())
 # Image 2 still ranks caption 2 first (cosine 0.75 against 0.0 for caption 1), but
-# caption 2
-# ranks image 1 first (0.80 against 0.75): the t2i query of caption 2 fails while every
-# i2t
-# query succeeds. The two directions can disagree, which is why both are evaluated and
-# why the losses have a term for each.
+# caption 2 ranks image 1 first (0.80 against 0.75): the t2i query of caption 2 fails
+# while every i2t query succeeds. The two directions can disagree, which is why both are
+# evaluated and why the losses have a term for each.
 assert S2.argmax(dim=1).tolist() == [0, 1, 2] and S2.argmax(dim=0).tolist() == [0, 1, 1]
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 2.
 # Each hinge is [m + s- - s+]_+ with s+ - s- equal to -0.1, 0.2, 0.3, -0.2 for row 0,
-# row 1,
-# column 0, column 1. The loss vanishes only when m <= min(s+ - s-) = -0.2, impossible
-# for
-# m >= 0: row 0 and column 1 have a negative *above* their positive. At m = 0 it is 0.3.
+# row 1, column 0, column 1. The loss vanishes only when m <= min(s+ - s-) = -0.2,
+# impossible for m >= 0: row 0 and column 1 have a negative *above* their positive. At m
+# = 0 it is 0.3.
 tiny = [losses.triplet_hardest(S_tiny, margin=m).item() for m in (0.0, 0.1, 0.2)]
 print(tiny)
 assert np.allclose(

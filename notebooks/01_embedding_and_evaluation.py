@@ -390,11 +390,9 @@ widgets.evaluation.retrieval_explorer(
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 1.
 # An image query needs only the *best* of its five captions on top, and the maximum of
-# five
-# noisy scores is much more likely to beat the negatives than a single score; a caption
-# query
-# has one chance. A random model gains nothing from the maximum because every score is
-# equally uninformative, while the gallery is five times longer.
+# five noisy scores is much more likely to beat the negatives than a single score; a
+# caption query has one chance. A random model gains nothing from the maximum because
+# every score is equally uninformative, while the gallery is five times longer.
 r1 = {}
 for noise in (0.5, 1.5, 3.0):
     im, tx, c2 = demo_retrieval_batch(100, 5, dim=8, noise=noise, seed=0)
@@ -408,9 +406,8 @@ assert all(i2t > t2i for i2t, t2i in r1.values()), (
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 2.
 # Image 0 ranks caption 0 first (an R@1 hit) but caption 1 last, so its AP@2 is (1/1)/2
-# = 0.5;
-# image 1 is perfect; mAP@2 = 0.75. Every caption query still picks its image: t2i R@1 =
-# 100.
+# = 0.5; image 1 is perfect; mAP@2 = 0.75. Every caption query still picks its image:
+# t2i R@1 = 100.
 S2 = torch.tensor(
     [
         [0.9, 0.1, 0.5, 0.4],  # image 0: captions 0, 1 are its own
@@ -427,14 +424,11 @@ assert math.isclose(metrics.map_at_k(S2, c2, k=2), 0.75)
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 3.
 # A shift of one column leaves that caption query's ranking, hence t2i, as it was; it
-# changes the
-# i2t rankings of every image (caption 0 moves up in each row) and the global PR curve,
-# which
-# compares scores across queries. A constant column ranks the true image last: with
-# every image
-# tied, the model has not told them apart, and counting that as a hit would reward a
-# collapsed
-# model (the argument of the ties section).
+# changes the i2t rankings of every image (caption 0 moves up in each row) and the
+# global PR curve, which compares scores across queries. A constant column ranks the
+# true image last: with every image tied, the model has not told them apart, and
+# counting that as a hit would reward a collapsed model (the argument of the ties
+# section).
 c = 0  # caption 0, of image 0
 S3 = S.clone()
 S3[:, c] += 0.5  # shift one column: the caption's ranking of images is unchanged

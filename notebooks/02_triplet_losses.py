@@ -439,10 +439,9 @@ widgets.triplet.tangent_explorer(
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 1.
 # 3N: N diagonal entries plus one hardest negative per row and one per column, all
-# distinct. It is
-# smaller when a row's and a column's hardest negative are the same entry (s_ij hardest
-# for image i
-# *and* caption j; it then gets weight 2), as in the batch above.
+# distinct. It is smaller when a row's and a column's hardest negative are the same
+# entry (s_ij hardest for image i *and* caption j; it then gets weight 2), as in the
+# batch above.
 G = sum(grad_hardest(S_np, 5.0))  # m = 5: every hinge active
 nonzero, shared = int((G != 0).sum()), int((G[~np.eye(n, dtype=bool)] == 2).sum())
 print(
@@ -483,11 +482,9 @@ assert set(G2.abs().unique().tolist()) <= {0.0, 1.0, 2.0}, (
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 3.
 # The tangent push ||g(t)|| = sin(theta-) is largest at theta- = 90° and zero at theta-
-# = 0: the closer a
-# negative is to the anchor, the weaker the push that could separate them.
-# Near-duplicates of the anchor,
-# the hardest of hard negatives, barely move -- which is Li et al.'s explanation of
-# Triplet-SH's slow start.
+# = 0: the closer a negative is to the anchor, the weaker the push that could separate
+# them. Near-duplicates of the anchor, the hardest of hard negatives, barely move --
+# which is Li et al.'s explanation of Triplet-SH's slow start.
 thetas = np.radians(np.arange(0, 181, 15))
 push = analysis.triplet_hn_tangent_norm(
     torch.tensor(0.0), torch.tensor(thetas), 0.0, margin=2.0

@@ -296,8 +296,7 @@ print("info_nce(2 S, 0.1) == info_nce(S, 0.05):", float(losses.info_nce(S, 0.05)
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 2.
 # The effective number of negatives grows with tau (from 1 at tau -> 0 to N - 1 at tau
-# -> infinity):
-# bisect in log space.
+# -> infinity): bisect in log space.
 lo, hi = 1e-3, 10.0
 for _ in range(40):
     mid = (lo * hi) ** 0.5

@@ -413,8 +413,7 @@ assert (counts[1e3] <= 1).all()
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 3.
 # With a margin of 0 a doubtful positive needs less to satisfy its hinge-like terms, so
-# it is pulled
-# less hard (its diagonal gradient is smaller in magnitude).
+# it is pulled less hard (its diagonal gradient is smaller in magnitude).
 doubtful = S.diagonal() < S.diagonal().quantile(0.25)
 margins = torch.where(doubtful, 0.0, M).to(S.dtype)
 g_plain = grad_of(lambda X: losses.unified(X, M, GAMMA)).diagonal()

@@ -580,8 +580,7 @@ assert all(0 < r < 1 for r in ratios)
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 3.
 # One seed and a short schedule: compare the numbers, and read them with the caution of
-# the
-# paragraph above (which of the two softmaxes wins depends on how far training has
+# the paragraph above (which of the two softmaxes wins depends on how far training has
 # gone).
 run = fit(
     *train,

@@ -306,9 +306,8 @@ mAP = table1.pivot_table(
     index=["dataset", "method"], columns="loss", values="i2t mAP@5"
 )
 # SmoothAP never beats Triplet-SH -- in rsum, nor in i2t mAP@5, the reported metric
-# closest to
-# the AP it optimises -- though it beats NT-Xent, which in turn trails Triplet-SH
-# everywhere
+# closest to the AP it optimises -- though it beats NT-Xent, which in turn trails
+# Triplet-SH everywhere
 assert (rsum["SmoothAP"] < rsum["Triplet-SH"]).all() and (
     mAP["SmoothAP"] <= mAP["Triplet-SH"]
 ).all()
@@ -382,8 +381,7 @@ assert ok and min(ok) == 1e-4  # a small enough tau always recovers the exact AP
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 3.
 # mAP@5 stops counting after rank 5: a positive caption ranked lower adds nothing, so it
-# is at most
-# the full-depth mAP (k = every caption).
+# is at most the full-depth mAP (k = every caption).
 at5, full = metrics.map_at_k(S, c2i, k=5), metrics.map_at_k(S, c2i, k=5 * N_IMG)
 print(f"i2t mAP@5 {at5:.3f}, full-depth mAP {full:.3f}")
 assert at5 <= full + 1e-12

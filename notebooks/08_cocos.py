@@ -439,10 +439,8 @@ for t in goal.GOAL_TRIPLETS:
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 1.
 # A higher threshold counts fewer negatives as contributing, so C^q and W^{qv-} (the
-# weight of the
-# contributing negatives) can only fall. W^{qv+} = mean of 1 - p+ sums *every*
-# negative's weight:
-# no threshold enters it.
+# weight of the contributing negatives) can only fall. W^{qv+} = mean of 1 - p+ sums
+# *every* negative's weight: no threshold enters it.
 c = {
     eps: analysis.cocos(S, "nt_xent", eps=eps, temperature=TAU_NT)["i2t"]
     for eps in (0.01, 0.1)
@@ -481,8 +479,7 @@ averaged
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 3.
 # A negative contributes when its share of the query's gradient exceeds eps. A larger
-# gamma
-# concentrates the gradient on the hardest negatives, so fewer of them pass.
+# gamma concentrates the gradient on the hardest negatives, so fewer of them pass.
 counts = {}
 for gamma in (10.0, 60.0):
     g_i2t, _ = query_grads(
