@@ -100,7 +100,7 @@ book: setup
 book-student: setup
 	$(PY) book/build.py --edition student
 
-# The tests of the built book (CI runs them after `make book`): two pages in a browser, and the experiment
+# The tests of the built book (CI runs them after `make book`): every chapter page in a browser, and the experiment
 # chapters' pages against the shipped records.
 test-book: setup
 	VLR_BOOK_DIR=$(CURDIR)/build/book $(PY) -m pytest tests/browser/test_book.py tests/book/test_pages.py -p no:cacheprovider || { rc=$$?; [ $$rc -ne 5 ] || echo "pytest collected no tests" >&2; exit $$rc; }
