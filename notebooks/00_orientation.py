@@ -69,12 +69,10 @@ cfg = setup(seed=0)
 # A tiny example: three images and three captions in a 2-dimensional space, with made-up numbers.
 
 # %%
-img = torch.tensor(
-    [[1.0, 0.0], [0.0, 1.0], [-1.0, 0.2]]
-)  # image embeddings (not yet unit length)
-txt = torch.tensor(
-    [[0.9, 0.1], [0.2, 1.0], [-1.0, -0.3]]
-)  # caption j describes image j
+# image embeddings (not yet unit length)
+img = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.2]])
+# caption j describes image j
+txt = torch.tensor([[0.9, 0.1], [0.2, 1.0], [-1.0, -0.3]])
 S = similarity.similarity(img, txt)  # normalises both, then S = img @ txt.T
 print(S.numpy().round(3))
 print(
@@ -306,9 +304,8 @@ assert S2.argmax(dim=1).tolist() == [0, 1, 2] and S2.argmax(dim=0).tolist() == [
 # = 0 it is 0.3.
 tiny = [losses.triplet_hardest(S_tiny, margin=m).item() for m in (0.0, 0.1, 0.2)]
 print(tiny)
-assert np.allclose(
-    tiny, [0.3, 0.5, 0.7]
-)  # > 0 from m = 0 on: no margin the library accepts makes it vanish
+# > 0 from m = 0 on: no margin the library accepts makes it vanish
+assert np.allclose(tiny, [0.3, 0.5, 0.7])
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 3.

@@ -66,9 +66,8 @@ y = torch.randn(9, 16, generator=g, dtype=torch.float64)  # 9 raw caption embedd
 by_hand = (x @ y.T) / (x.norm(dim=1, keepdim=True) * y.norm(dim=1)[None, :])
 S = similarity.similarity(x, y)
 torch.testing.assert_close(S, by_hand)  # the library's S is the cosine matrix
-torch.testing.assert_close(
-    similarity.similarity(3.0 * x, y), S
-)  # 1. scale does not matter
+# 1. scale does not matter
+torch.testing.assert_close(similarity.similarity(3.0 * x, y), S)
 assert S.abs().max() <= 1.0  # 2. ...
 torch.testing.assert_close(
     similarity.similarity(x, x).diagonal(), torch.ones(6, dtype=torch.float64)
@@ -76,12 +75,10 @@ torch.testing.assert_close(
 
 v, t = similarity.l2_normalize(x), similarity.l2_normalize(y)
 dist2 = torch.cdist(v, t) ** 2
-torch.testing.assert_close(
-    dist2, 2 - 2 * S
-)  # 3. distance and similarity carry the same information
-assert torch.equal(
-    S.argsort(dim=1, descending=True), dist2.argsort(dim=1)
-)  # ... and the same ranking
+# 3. distance and similarity carry the same information
+torch.testing.assert_close(dist2, 2 - 2 * S)
+# ... and the same ranking
+assert torch.equal(S.argsort(dim=1, descending=True), dist2.argsort(dim=1))
 print("cosine S of 6 images x 9 captions:\n", S.numpy().round(2))
 
 # %% [markdown]
@@ -102,9 +99,8 @@ img, txt, caption_to_image = demo_retrieval_batch(
     n_images, per_image, dim=8, noise=1.5, seed=cfg.seed
 )
 S = similarity.similarity(img, txt)
-pos = similarity.positive_mask(
-    torch.arange(n_images), caption_to_image
-)  # [10, 50]: True where c describes i
+# [10, 50]: True where c describes i
+pos = similarity.positive_mask(torch.arange(n_images), caption_to_image)
 print("S:", tuple(S.shape), "| captions per image:", pos.sum(dim=1).tolist())
 assert (pos.sum(dim=1) == per_image).all() and (pos.sum(dim=0) == 1).all()
 viz.evaluation.similarity_figure(
@@ -144,9 +140,8 @@ S_np, c2i = S.numpy(), caption_to_image.numpy()
 
 ranks_i2t = []
 for i in range(n_images):
-    order = sorted(
-        range(S_np.shape[1]), key=lambda c: -S_np[i, c]
-    )  # captions, best first
+    # captions, best first
+    order = sorted(range(S_np.shape[1]), key=lambda c: -S_np[i, c])
     ranks_i2t.append(1 + next(p for p, c in enumerate(order) if c2i[c] == i))
 
 ranks_t2i = []
@@ -205,31 +200,26 @@ lib
 # rate, the share of matching pairs.
 
 # %%
-flat = torch.zeros(
-    n_images, n_images * per_image
-)  # a collapsed model: every score equal
-collapsed = metrics.retrieval_metrics(
-    flat, caption_to_image, ks=(1, 5)
-)  # K <= 5: with 10 images, R@10 of
+# a collapsed model: every score equal
+flat = torch.zeros(n_images, n_images * per_image)
+# K <= 5: with 10 images, R@10 of
+collapsed = metrics.retrieval_metrics(flat, caption_to_image, ks=(1, 5))
 print(collapsed)  # t2i is 100 for any model (see below)
-assert (
-    collapsed["rsum"] == 0.0 and metrics.map_at_k(flat, caption_to_image) == 0.0
-)  # 0, never 100
+# 0, never 100
+assert collapsed["rsum"] == 0.0 and metrics.map_at_k(flat, caption_to_image) == 0.0
 assert metrics.ranks_t2i(flat, caption_to_image).tolist() == [n_images] * (
     n_images * per_image
 )
-assert math.isclose(
-    metrics.pr_auc(flat, caption_to_image), 1 / n_images
-)  # the base rate: 50 of 500 pairs
+# the base rate: 50 of 500 pairs
+assert math.isclose(metrics.pr_auc(flat, caption_to_image), 1 / n_images)
 
 # one tie in the real batch: image 1 now ties caption 0's true image, which costs
 # caption 0 one place
 S_tie = S.clone()
 S_tie[1, 0] = S_tie[0, 0]
 before, after = (int(metrics.ranks_t2i(X, caption_to_image)[0]) for X in (S, S_tie))
-assert after == before + int(
-    S[1, 0] < S[0, 0]
-)  # + 1 unless image 1 already scored higher
+# + 1 unless image 1 already scored higher
+assert after == before + int(S[1, 0] < S[0, 0])
 
 # %% [markdown]
 # ## mAP@5: all five captions, not just the best

@@ -94,9 +94,8 @@ assert math.isclose(losses.triplet_hardest(S, margin).item(), L_hn, rel_tol=1e-1
 
 # %%
 assert L_hn <= L_all
-easy_img, easy_txt = demo_embeddings(
-    n=n, dim=16, noise=0.3, seed=cfg.seed
-)  # an easy batch as well
+# an easy batch as well
+easy_img, easy_txt = demo_embeddings(n=n, dim=16, noise=0.3, seed=cfg.seed)
 for batch in (S, similarity.similarity(easy_img, easy_txt)):
     for m in (0.0, 0.2, 1.0):
         hn, every = (
@@ -139,14 +138,14 @@ def grad_hardest(S: np.ndarray, m: float) -> tuple[np.ndarray, np.ndarray]:
     """dL_SH/dS as (row-query part, column-query part)."""
     N, rows = len(S), np.arange(len(S))
     masked = np.where(np.eye(N, dtype=bool), -np.inf, S)
+    # T^_i and V^_j (Li et al. eq. 2)
     h_row, h_col = (
         masked.argmax(axis=1),
         masked.argmax(axis=0),
-    )  # T^_i and V^_j (Li et al. eq. 2)
+    )
     a = (m + S[rows, h_row] - np.diag(S) > 0).astype(float)  # active image-query hinges
-    b = (m + S[h_col, rows] - np.diag(S) > 0).astype(
-        float
-    )  # active caption-query hinges
+    # active caption-query hinges
+    b = (m + S[h_col, rows] - np.diag(S) > 0).astype(float)
     G_row, G_col = np.zeros_like(S), np.zeros_like(S)
     G_row[rows, h_row], G_col[h_col, rows] = a, b
     return G_row - np.diag(a), G_col - np.diag(b)
@@ -201,9 +200,8 @@ assert not ((G_hn != 0) & (G_all == 0)).any()  # 3.
 # %%
 X = img.detach().clone().requires_grad_()
 Y = txt.detach().clone().requires_grad_()
-losses.triplet_hardest(
-    X @ Y.T, margin
-).backward()  # S = X Y^T with the unit embeddings as leaves
+# S = X Y^T with the unit embeddings as leaves
+losses.triplet_hardest(X @ Y.T, margin).backward()
 np.testing.assert_allclose(X.grad.numpy(), G_hn @ txt.numpy(), atol=1e-12)
 np.testing.assert_allclose(Y.grad.numpy(), G_hn.T @ img.numpy(), atol=1e-12)
 
@@ -323,10 +321,11 @@ def derived_norms(
 ) -> tuple[float, float]:
     v, t, t_hat = points(theta_pos, theta_neg, phi)
     active = float(v @ t_hat - v @ t + m > 0)  # eq. 8's hinge
+    # eq. 12, from eq. 10
     return (
         np.linalg.norm(tangent(active * (t_hat - t), v)),  # eq. 11, from eq. 9
         np.linalg.norm(tangent(active * v, t_hat)),
-    )  # eq. 12, from eq. 10
+    )
 
 
 angles = np.radians([0.0, 5.0, 20.0, 45.0, 90.0, 135.0, 180.0])
@@ -514,23 +513,20 @@ def triplet_sh(S: torch.Tensor, margin: float) -> torch.Tensor:
     """Triplet-SH of the square S: each image's and each caption's hardest negative,
     hinged, summed.
     """
-    negatives = S.masked_fill(
-        torch.eye(len(S), dtype=torch.bool), -math.inf
-    )  # a positive is no negative
+    # a positive is no negative
+    negatives = S.masked_fill(torch.eye(len(S), dtype=torch.bool), -math.inf)
     positives = S.diagonal()
-    image_queries = torch.relu(
-        margin + negatives.amax(dim=1) - positives
-    )  # row i: hardest caption
-    caption_queries = torch.relu(
-        margin + negatives.amax(dim=0) - positives
-    )  # column i: hardest image
+    # row i: hardest caption
+    image_queries = torch.relu(margin + negatives.amax(dim=1) - positives)
+    # column i: hardest image
+    caption_queries = torch.relu(margin + negatives.amax(dim=0) - positives)
     return image_queries.sum() + caption_queries.sum()
 
 
 assert grading.grade("02_triplet_sh", triplet_sh).full_marks
 
 # %%
-grading.check("02_triplet_sh", triplet_sh)
+score = grading.check("02_triplet_sh", triplet_sh)
 
 # %% [markdown]
 # ## References

@@ -73,12 +73,10 @@ viz.matrix.similarity_heatmap(S, marks={"positive": eye})
 # `"mean"` it is divided by $N$ — exactly two of PyTorch's `F.cross_entropy` calls, as in CLIP.
 
 # %%
-rows = -torch.log_softmax(
-    S / TAU, dim=1
-).diagonal()  # image -> text, one term per image
-cols = -torch.log_softmax(
-    S / TAU, dim=0
-).diagonal()  # text -> image, one term per caption
+# image -> text, one term per image
+rows = -torch.log_softmax(S / TAU, dim=1).diagonal()
+# text -> image, one term per caption
+cols = -torch.log_softmax(S / TAU, dim=0).diagonal()
 target = torch.arange(N)
 
 torch.testing.assert_close(rows.sum() + cols.sum(), losses.info_nce(S, TAU, "sum"))
@@ -169,9 +167,8 @@ losses.sampled_softmax(v @ txt.T, 1 / TAU, reduction="sum").backward()
 p = P[q]
 eq11 = (1 - p[q]) / TAU * txt[q] - sum(p[n] / TAU * txt[n] for n in range(N) if n != q)
 torch.testing.assert_close(v.grad[q], -eq11)
-torch.testing.assert_close(
-    p[off[q]].sum(), 1 - p[q]
-)  # negatives' weights add up to the positive's
+# negatives' weights add up to the positive's
+torch.testing.assert_close(p[off[q]].sum(), 1 - p[q])
 
 # %% [markdown]
 # ## Temperature: soft hard-negative mining
@@ -218,25 +215,21 @@ def negative_shares(tau: float) -> torch.Tensor:
 W_01 = analysis.softmax_weights(S, 0.1)
 torch.testing.assert_close(negative_shares(0.1), W_01 / W_01.sum(dim=1, keepdim=True))
 
-hardest = S.masked_fill(eye, -torch.inf).argmax(
-    dim=1
-)  # each image's hardest negative caption
+# each image's hardest negative caption
+hardest = S.masked_fill(eye, -torch.inf).argmax(dim=1)
 cold, hot = negative_shares(1e-5), negative_shares(1e3)
-assert torch.all(
-    cold[torch.arange(N), hardest] > 0.999
-)  # tau -> 0: all weight on the hardest negative
+# tau -> 0: all weight on the hardest negative
+assert torch.all(cold[torch.arange(N), hardest] > 0.999)
 assert all(analysis.effective_number(cold[q][off[q]]) < 1.01 for q in range(N))
-assert torch.all(
-    (hot[off] - 1 / (N - 1)).abs() < 1e-3
-)  # tau -> inf: every negative equally
+# tau -> inf: every negative equally
+assert torch.all((hot[off] - 1 / (N - 1)).abs() < 1e-3)
 assert all(analysis.effective_number(hot[q][off[q]]) > (N - 1) - 0.01 for q in range(N))
 
 # %%
 taus = np.logspace(-3, 1, 17)
 sweep = viz.contrastive.temperature_sweep(S, taus, query=0)
-assert np.all(
-    np.diff(np.asarray(sweep.data[0].y)) >= -1e-9
-)  # more temperature, more negatives
+# more temperature, more negatives
+assert np.all(np.diff(np.asarray(sweep.data[0].y)) >= -1e-9)
 sweep
 
 # %% [markdown]
@@ -250,10 +243,11 @@ for tau in (1e-2, 1e-3, 1e-4):
     gap = float(
         tau * losses.info_nce(S, tau, "sum") - losses.triplet_hardest(S, margin=0.0)
     )
+    # 0 up to float64 rounding
     assert -1e-12 <= gap <= 2 * N * np.log(N) * tau, (
         tau,
         gap,
-    )  # 0 up to float64 rounding
+    )
 
 # %% [markdown]
 # ## Where the gradient goes in the batch
@@ -313,9 +307,8 @@ assert (
 # A hotter softmax spreads the weight: more negatives pass the threshold at tau = 0.5.
 counts = {}
 for tau in (0.1, 0.5):
-    counts[tau] = (analysis.softmax_weights(S, tau) > 0.01).sum(
-        dim=1
-    )  # positives have weight 0 here
+    # positives have weight 0 here
+    counts[tau] = (analysis.softmax_weights(S, tau) > 0.01).sum(dim=1)
     print(tau, counts[tau].tolist())
 assert (counts[0.5] >= counts[0.1]).all() and counts[0.5].sum() > counts[0.1].sum()
 
@@ -342,19 +335,17 @@ def nt_xent(S: torch.Tensor, temperature: float) -> torch.Tensor:
     entropies) / N.
     """
     logits = S / temperature
-    rows = (
-        torch.logsumexp(logits, dim=1) - logits.diagonal()
-    )  # -log softmax of each image's positive
-    columns = (
-        torch.logsumexp(logits, dim=0) - logits.diagonal()
-    )  # and of each caption's
+    # -log softmax of each image's positive
+    rows = torch.logsumexp(logits, dim=1) - logits.diagonal()
+    # and of each caption's
+    columns = torch.logsumexp(logits, dim=0) - logits.diagonal()
     return (rows.sum() + columns.sum()) / len(S)
 
 
 assert grading.grade("03_nt_xent", nt_xent).full_marks
 
 # %%
-grading.check("03_nt_xent", nt_xent)
+score = grading.check("03_nt_xent", nt_xent)
 
 # %% [markdown]
 # ## References

@@ -126,22 +126,19 @@ torch.testing.assert_close(am_softmax, losses.unified(S, M, GAMMA))
 
 # %%
 Dr = torch.exp(GAMMA * (S - S.diagonal()[:, None] + M)) * off  # row (image-query) terms
-Dc = (
-    torch.exp(GAMMA * (S - S.diagonal()[None, :] + M)) * off
-)  # column (caption-query) terms
+# column (caption-query) terms
+Dc = torch.exp(GAMMA * (S - S.diagonal()[None, :] + M)) * off
 w_row = Dr / (1 + Dr.sum(dim=1, keepdim=True))
 w_col = Dc / (1 + Dc.sum(dim=0, keepdim=True))
 grad_by_hand = w_row + w_col - torch.diag(w_row.sum(dim=1) + w_col.sum(dim=0))
 torch.testing.assert_close(
     grad_by_hand, analysis.loss_gradient(S, lambda X: losses.unified(X, M, GAMMA))
 )
-torch.testing.assert_close(
-    w_row, analysis.unified_weights(S, M, GAMMA)
-)  # what the explorer plots
+# what the explorer plots
+torch.testing.assert_close(w_row, analysis.unified_weights(S, M, GAMMA))
 torch.testing.assert_close(w_col, analysis.unified_weights(S.T, M, GAMMA).T)
-assert not torch.allclose(
-    Dr / (1 + Dr), w_row
-)  # eq. 15 as printed (one D) is not it here
+# eq. 15 as printed (one D) is not it here
+assert not torch.allclose(Dr / (1 + Dr), w_row)
 
 # %% [markdown]
 # ## Explorer: margin and scale
@@ -171,9 +168,8 @@ widgets.unified.unified_explorer(S, margin=M, gamma=GAMMA)
 # %%
 for x in (-0.5, -0.2, 0.1):
     for gamma in (5.0, 60.0, 1e3):
-        S2 = torch.tensor(
-            [[0.0, x], [x, 0.0]], dtype=torch.float64
-        )  # four query terms, one negative each
+        # four query terms, one negative each
+        S2 = torch.tensor([[0.0, x], [x, 0.0]], dtype=torch.float64)
         loss, grad = (
             losses.unified(S2, M, gamma),
             analysis.loss_gradient(S2, lambda X: losses.unified(X, M, gamma)),
@@ -210,15 +206,14 @@ widgets.unified.surface_explorer(margin=M, n=cfg.pick(30, 60))
 # %%
 x = torch.linspace(-1.0, 0.6, 161, dtype=torch.float64)
 hinge = (x + M).clamp_min(0.0)
+# large γ
 assert torch.all(
     (analysis.unified_one_negative_loss(x, M, 1e3) - hinge).abs() <= math.log(2) / 1e3
-)  # large γ
-assert torch.all(
-    torch.diff(analysis.unified_one_negative_weight(x, M, 1.0)) > 0
-)  # small γ: a ramp ...
-assert (
-    analysis.unified_one_negative_weight(-1.0, M, 1.0) > 0.3
-)  # ... that still pushes a negative 1.0 below
+)
+# small γ: a ramp ...
+assert torch.all(torch.diff(analysis.unified_one_negative_weight(x, M, 1.0)) > 0)
+# ... that still pushes a negative 1.0 below
+assert analysis.unified_one_negative_weight(-1.0, M, 1.0) > 0.3
 
 # %% [markdown]
 # ## Limit 1: $\gamma \to \infty$ gives Triplet-SH (eq. 6)
@@ -327,9 +322,8 @@ assert within_bound(gap, 1e4), gap
 # `losses.triplet_hardest(S, margins)` — within the same bound.
 
 # %%
-margins = torch.linspace(
-    0.05, 0.35, N, dtype=S.dtype
-)  # e.g. smaller margins for doubtful pairs
+# e.g. smaller margins for doubtful pairs
+margins = torch.linspace(0.05, 0.35, N, dtype=S.dtype)
 torch.testing.assert_close(
     losses.unified(S, margins, GAMMA), unified_by_hand(S, margins, GAMMA)
 )
@@ -395,9 +389,8 @@ print(
     round(float(losses.triplet_hardest(S, M)), 4),
 )
 assert all(a >= b - 1e-12 for a, b in zip(values, values[1:]))
-assert (
-    values[-1] >= float(losses.triplet_hardest(S, M)) - 1e-12
-)  # equal up to rounding at gamma = 1e4
+# equal up to rounding at gamma = 1e4
+assert values[-1] >= float(losses.triplet_hardest(S, M)) - 1e-12
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 2.
@@ -447,19 +440,19 @@ def unified_weights(S: torch.Tensor, margin: float, gamma: float) -> torch.Tenso
     positives.
     """
     log_d = gamma * (S - S.diagonal()[:, None] + margin)  # log D_in
-    log_d = log_d.masked_fill(
-        torch.eye(len(S), dtype=torch.bool), -math.inf
-    )  # no D at the positive
+    # no D at the positive
+    log_d = log_d.masked_fill(torch.eye(len(S), dtype=torch.bool), -math.inf)
+    # log(1 + sum_k D_ik)
     log_z = torch.logaddexp(
         torch.logsumexp(log_d, dim=1, keepdim=True), S.new_zeros(())
-    )  # log(1 + sum_k D_ik)
+    )
     return torch.exp(log_d - log_z)  # in log space: e^{60 x} would overflow
 
 
 assert grading.grade("04_unified_weights", unified_weights).full_marks
 
 # %%
-grading.check("04_unified_weights", unified_weights)
+score = grading.check("04_unified_weights", unified_weights)
 
 # %% [markdown]
 # ## References

@@ -111,9 +111,8 @@ def softmax_term(pos_logit: torch.Tensor, neg_logits: torch.Tensor) -> torch.Ten
     return torch.logsumexp(torch.cat([pos_logit[None], neg_logits]), dim=0) - pos_logit
 
 
-row_negs = [
-    logits[i][~eye[i]] for i in range(N)
-]  # N_{i,B}: the query's own row (eq. 1)
+# N_{i,B}: the query's own row (eq. 1)
+row_negs = [logits[i][~eye[i]] for i in range(N)]
 batch_negs = logits[~eye]  # N_B: all N(N-1) off-diagonal entries (eq. 4)
 n_keep = math.ceil(FRACTION * N * (N - 1))  # entries kept by cross-example mining
 
@@ -143,9 +142,10 @@ library = {
 }
 for name in by_hand:
     torch.testing.assert_close(by_hand[name], library[name])
+# the 1/N sum
 torch.testing.assert_close(
     by_hand["sampled softmax (eq. 2)"].mean(), losses.sampled_softmax(S, LAM)
-)  # the 1/N sum
+)
 
 # one meaning of topk: a fraction and the count it rounds up to are the same loss; 1.0
 # keeps everything
@@ -230,9 +230,8 @@ for name, (loss, topk, size) in variants.items():
     W = analysis.partition_weights(S, q, loss, topk, LAM)
     assert int((W > 0).sum()) == size + 1  # the negatives in Z_q and the positive
     torch.testing.assert_close(W.sum(), torch.tensor(1.0, dtype=W.dtype))
-    torch.testing.assert_close(
-        -torch.log(W[q, q]), library[name][q]
-    )  # the term is -log p+
+    # the term is -log p+
+    torch.testing.assert_close(-torch.log(W[q, q]), library[name][q])
     if loss == "sampled_softmax":
         assert torch.all(W[torch.arange(N) != q] == 0)  # only the query's own row
 
@@ -281,9 +280,8 @@ widgets.softmax.partition_explorer(S, query=q, k=K, fraction=FRACTION, scale=LAM
 
 # %%
 g = torch.Generator().manual_seed(cfg.seed)
-c = (
-    torch.rand(N, generator=g, dtype=S.dtype) - 0.5
-) * 0.8  # per-query offsets in [-0.4, 0.4]
+# per-query offsets in [-0.4, 0.4]
+c = (torch.rand(N, generator=g, dtype=S.dtype) - 0.5) * 0.8
 S_off = S + c[:, None]
 
 torch.testing.assert_close(
@@ -292,10 +290,11 @@ torch.testing.assert_close(
 assert not torch.isclose(
     losses.cross_example_softmax(S_off, LAM), losses.cross_example_softmax(S, LAM)
 )
+# a common shift changes neither
 for loss in (
     losses.sampled_softmax,
     losses.cross_example_softmax,
-):  # a common shift changes neither
+):
     torch.testing.assert_close(loss(S + 0.3, LAM), loss(S, LAM))
 
 # %% [markdown]
@@ -319,12 +318,10 @@ def pr_auc_by_hand(S: torch.Tensor, caption_to_image: torch.Tensor) -> float:
         .numpy()
     )
     s_pos = scores[labels]
-    accepted = scores.size - np.searchsorted(
-        np.sort(scores), s_pos, side="left"
-    )  # pairs scoring >= s_pos
-    found = s_pos.size - np.searchsorted(
-        np.sort(s_pos), s_pos, side="left"
-    )  # matching pairs among them
+    # pairs scoring >= s_pos
+    accepted = scores.size - np.searchsorted(np.sort(scores), s_pos, side="left")
+    # matching pairs among them
+    found = s_pos.size - np.searchsorted(np.sort(s_pos), s_pos, side="left")
     return float(np.mean(found / accepted))
 
 
@@ -428,15 +425,15 @@ results = {
 rows = []
 for name, (S_val, c2i) in results.items():
     auc = metrics.pr_auc(S_val, c2i)
-    assert math.isclose(
-        auc, pr_auc_by_hand(S_val, c2i), rel_tol=1e-9
-    )  # over all pairs, as by hand
+    # over all pairs, as by hand
+    assert math.isclose(auc, pr_auc_by_hand(S_val, c2i), rel_tol=1e-9)
     rows.append({"loss": name, "PR-AUC": auc, "rsum": runs[name].final["rsum"]})
 table = pd.DataFrame(rows).set_index("loss")
 random_auc = 1 / val[0].shape[0]  # share of matching pairs: what a random scorer gets
+# both learned
 assert (table["PR-AUC"] > random_auc).all() and (
     table["rsum"] > chance_rsum(val[2])
-).all()  # both learned
+).all()
 print(f"random scorer: PR-AUC {random_auc:.3f}, rsum {chance_rsum(val[2]):.1f}")
 table.round(3)
 
@@ -569,9 +566,8 @@ off = ~eye
 p_batch = torch.softmax(LAM * S[off], dim=0)
 ratios = []
 for i in range(N):
-    z_ratio = grads[i][off] / (
-        LAM * p_batch
-    )  # = sum_B e^{lambda s} / Z_i, one number per query
+    # = sum_B e^{lambda s} / Z_i, one number per query
+    z_ratio = grads[i][off] / (LAM * p_batch)
     torch.testing.assert_close(z_ratio, z_ratio[0].expand_as(z_ratio))
     ratios.append(float(z_ratio[0]))
 print("per-query share of Z_i made of negatives:", [round(r, 3) for r in ratios])
@@ -615,9 +611,8 @@ def cross_example(S: torch.Tensor, scale: float) -> torch.Tensor:
 # Solution 4.
 def cross_example(S: torch.Tensor, scale: float) -> torch.Tensor:
     """Cross-example softmax of the square S, mean over the positives."""
-    negatives = (
-        scale * S[~torch.eye(len(S), dtype=torch.bool)]
-    )  # every negative of the batch, one set
+    # every negative of the batch, one set
+    negatives = scale * S[~torch.eye(len(S), dtype=torch.bool)]
     log_z_neg = torch.logsumexp(negatives, dim=0)  # shared by all queries
     positives = scale * S.diagonal()
     return (torch.logaddexp(positives, log_z_neg) - positives).mean()
@@ -626,7 +621,7 @@ def cross_example(S: torch.Tensor, scale: float) -> torch.Tensor:
 assert grading.grade("05_cross_example", cross_example).full_marks
 
 # %%
-grading.check("05_cross_example", cross_example)
+score = grading.check("05_cross_example", cross_example)
 
 # %% [markdown]
 # ## References

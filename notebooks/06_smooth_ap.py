@@ -128,9 +128,8 @@ def smooth_ap_by_hand(scores, is_pos, tau: float, flip: bool = False) -> float:
     return total / len(positives)
 
 
-smoothed_ap = (
-    metrics.smooth_average_precision
-)  # SmoothAP of one query: 1 - the library loss on that single row
+# SmoothAP of one query: 1 - the library loss on that single row
+smoothed_ap = metrics.smooth_average_precision
 
 
 for tau in (0.3, TAU, 1e-3):
@@ -140,9 +139,8 @@ for tau in (0.3, TAU, 1e-3):
         rel_tol=1e-12,
     )
 x = torch.linspace(-0.1, 0.1, 9, dtype=torch.float64)
-torch.testing.assert_close(
-    losses.smooth_step(x, TAU), 1 / (1 + torch.exp(-x / TAU))
-)  # G of eq. 7
+# G of eq. 7
+torch.testing.assert_close(losses.smooth_step(x, TAU), 1 / (1 + torch.exp(-x / TAU)))
 
 # tau -> 0 recovers the exact AP (scores here are 0.1 apart, so tau = 1e-3 is already
 # sharp) ...
@@ -172,9 +170,8 @@ txt = similarity.l2_normalize(
     img[c2i] + 1.0 * torch.randn(5 * N_IMG, 16, generator=g, dtype=img.dtype)
 )
 S = similarity.similarity(img, txt)
-pos_i2t = similarity.positive_mask(
-    torch.arange(N_IMG), c2i
-)  # [N_IMG, 5 N_IMG], five True per row
+# [N_IMG, 5 N_IMG], five True per row
+pos_i2t = similarity.positive_mask(torch.arange(N_IMG), c2i)
 pos_t2i = pos_i2t.T  # one True per row
 assert (pos_i2t.sum(dim=1) == 5).all() and (pos_t2i.sum(dim=1) == 1).all()
 
@@ -363,9 +360,10 @@ assert metrics.average_precision(10 * scores, is_pos) == metrics.average_precisi
 )
 print(smoothed_ap(scores, is_pos, 0.05), smoothed_ap(10 * scores, is_pos, 0.05))
 assert smoothed_ap(10 * scores, is_pos, 0.05) != smoothed_ap(scores, is_pos, 0.05)
+# tau x 10
 assert math.isclose(
     smoothed_ap(10 * scores, is_pos, 0.5), smoothed_ap(scores, is_pos, 0.05)
-)  # tau x 10
+)
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 2.
@@ -407,9 +405,8 @@ def average_precision(scores: torch.Tensor, is_pos: torch.Tensor) -> float:
     """Exact AP of one query: scores [M], is_pos bool [M] with at least one positive."""
     negatives = scores[~is_pos]
     precisions = []
-    for b, p in enumerate(
-        sorted(scores[is_pos].tolist(), reverse=True)
-    ):  # b positives ranked before p
+    # b positives ranked before p
+    for b, p in enumerate(sorted(scores[is_pos].tolist(), reverse=True)):
         position = 1 + int((negatives >= p).sum()) + b  # a tied negative sits above p
         precisions.append((b + 1) / position)
     return sum(precisions) / len(precisions)
@@ -418,7 +415,7 @@ def average_precision(scores: torch.Tensor, is_pos: torch.Tensor) -> float:
 assert grading.grade("06_average_precision", average_precision).full_marks
 
 # %%
-grading.check("06_average_precision", average_precision)
+score = grading.check("06_average_precision", average_precision)
 
 # %% [markdown]
 # ## References

@@ -70,9 +70,8 @@ N = cfg.pick(8, 12)  # batch size of the live batch (both small: every matrix is
 # eq. 3.
 
 # %%
-img, txt = demo_embeddings(
-    n=N, dim=16, noise=1.2, seed=0
-)  # unit vectors, caption i describes image i
+# unit vectors, caption i describes image i
+img, txt = demo_embeddings(n=N, dim=16, noise=1.2, seed=0)
 img.requires_grad_()
 txt.requires_grad_()
 S = img @ txt.T  # cosine similarities, rows = images, columns = captions
@@ -128,9 +127,8 @@ viz.goal.triplet_diagrams(margin=0.2, tau=10.0)
 
 # %%
 s = torch.linspace(-1, 1, 41, dtype=torch.float64)
-s_pos, s_neg = torch.meshgrid(
-    s, s, indexing="xy"
-)  # s_pos varies along columns, s_neg along rows
+# s_pos varies along columns, s_neg along rows
+s_pos, s_neg = torch.meshgrid(s, s, indexing="xy")
 T = {
     name: goal.triplet_weight(name, s_pos, s_neg, margin=0.2, tau=10.0)
     for name in goal.GOAL_TRIPLETS
@@ -152,9 +150,8 @@ for k in range(-40, 41):
 torch.testing.assert_close(
     T["cir"], torch.sigmoid(10.0 * ((s_pos - 1) ** 2 + s_neg**2 - 1))
 )
-theta = torch.linspace(
-    torch.pi / 2, 3 * torch.pi / 2, 25, dtype=torch.float64
-)  # the half inside the square
+# the half inside the square
+theta = torch.linspace(torch.pi / 2, 3 * torch.pi / 2, 25, dtype=torch.float64)
 for r in (0.3, 0.7, 1.0):
     on_circle = goal.triplet_weight(
         "cir", 1 + r * torch.cos(theta), r * torch.sin(theta), tau=10.0
@@ -267,9 +264,8 @@ for name in goal.GOAL_PAIRS:
 
 # %%
 s_hn = torch.tensor([0.6], dtype=torch.float64)  # a hardest negative
-others = torch.tensor(
-    [[0.5, 0.2, 0.58]], dtype=torch.float64
-)  # the query's other negatives
+# the query's other negatives
+others = torch.tensor([[0.5, 0.2, 0.58]], dtype=torch.float64)
 members = torch.ones_like(others, dtype=torch.bool)
 p_sig = goal.pair_weight("sig", s_hn, False)
 for form in goal.MS_FORMS:
@@ -317,9 +313,8 @@ worst_printed = float(
     .abs()
     .max()
 )
-assert (
-    worst_printed > 1e6
-)  # ~1e10: one step of that size throws the embeddings anywhere
+# ~1e10: one step of that size throws the embeddings anywhere
+assert worst_printed > 1e6
 
 # %%
 widgets.goal.pair_weight_explorer()
@@ -391,10 +386,11 @@ for (t, p), c in max_curl.items():
     print(f"({t}, {p:3s})  max |curl| = {c:.1e}   Table 1: {goal.TABLE1[(t, p)]}")
 
 integrable = {key for key, c in max_curl.items() if c < 1e-6}
+# exactly the two with a name in Table 1
 assert integrable == {
     ("nca", "con"),
     ("cir", "lin"),
-}  # exactly the two with a name in Table 1
+}
 assert all(max_curl[key] > 0.1 for key in max_curl if key not in integrable)
 
 # %% [markdown]
@@ -414,9 +410,8 @@ assert all(max_curl[key] > 0.1 for key in max_curl if key not in integrable)
 
 # %%
 S = (img @ txt.T).detach()
-best = goal.GoalConfig(
-    "cir", "sig-ms"
-)  # the paper's best combination, default parameters
+# the paper's best combination, default parameters
+best = goal.GoalConfig("cir", "sig-ms")
 print(best, "->", best.label, "| uses", best.params())
 torch.testing.assert_close(
     goal.goal_gradient(S, config=best), goal.goal_gradient(S, "cir", "sig-ms")
@@ -452,14 +447,16 @@ widgets.goal.goal_composer(S, config=best)
 touched = eye | hn_rows | hn_cols
 for t, p in itertools.product(goal.GOAL_TRIPLETS, goal.GOAL_PAIRS):
     grad = goal.goal_gradient(S, t, p)
+    # nothing outside positives and hardest negatives
     assert not grad[~touched].any(), (
         t,
         p,
-    )  # nothing outside positives and hardest negatives
+    )
+    # pull positives, push negatives
     assert (grad.diagonal() <= 0).all() and (grad[~eye] >= 0).all(), (
         t,
         p,
-    )  # pull positives, push negatives
+    )
 
 grad_cc = goal.goal_gradient(S, "con", "con", margin=0.2)
 s_pos_b, s_neg_b = goal.batch_triplets(S)  # image queries first, then caption queries
@@ -510,9 +507,8 @@ value = goal.goal_objective(S_leaf, "cir", "sig-ms")
 value.backward()
 print(f"forward value (triplet-hardest loss, for logging): {value.item():.4f}")
 
-torch.testing.assert_close(
-    S_leaf.grad, goal.goal_gradient(S, "cir", "sig-ms")
-)  # backward = design
+# backward = design
+torch.testing.assert_close(S_leaf.grad, goal.goal_gradient(S, "cir", "sig-ms"))
 torch.testing.assert_close(
     value.detach(), losses.triplet_hardest(S, margin=0.2, reduction="sum")
 )
@@ -585,12 +581,10 @@ def nca_hard_negative(S, tau):
     """
     eye = torch.eye(len(S), dtype=torch.bool)
     hardest = S.masked_fill(eye, float("-inf"))
-    gap_rows = (
-        hardest.max(dim=1).values - S.diagonal()
-    )  # image queries: hardest caption
-    gap_cols = (
-        hardest.max(dim=0).values - S.diagonal()
-    )  # caption queries: hardest image
+    # image queries: hardest caption
+    gap_rows = hardest.max(dim=1).values - S.diagonal()
+    # caption queries: hardest image
+    gap_cols = hardest.max(dim=0).values - S.diagonal()
     return (F.softplus(tau * gap_rows) + F.softplus(tau * gap_cols)).sum()
 
 
@@ -669,9 +663,8 @@ for k, key in best.items():
         f"{as_grid[k][('cir', 'sig-ms')]}"
     )
 assert best["BUTD i2t"] == best["BUTD t2i"] == ("cir", "sig-ms")  # 63.2 and 44.9
-assert (
-    best["WSL i2t"] == best["WSL t2i"] == ("nca", "sig-ms")
-)  # 71.5 and 54.2: T^cir is 0.1 / 0.6 behind
+# 71.5 and 54.2: T^cir is 0.1 / 0.6 behind
+assert best["WSL i2t"] == best["WSL t2i"] == ("nca", "sig-ms")
 # in every column of every block, P^sig-ms beats the baseline P^con
 assert all(
     g[(t, "sig-ms")] > g[(t, "con")]
@@ -741,9 +734,8 @@ for tau in (10, 50, 92, 93, 200):
 sigma = {
     t: float(torch.sigmoid(torch.tensor(-0.05 * t, dtype=torch.float64))) for t in gap
 }
-assert all(
-    abs(gap[t] - sigma[t]) < 1e-9 for t in gap
-)  # the largest difference: next to the band
+# the largest difference: next to the band
+assert all(abs(gap[t] - sigma[t]) < 1e-9 for t in gap)
 assert gap[50] > 0.01 > gap[92]  # below 0.01 from tau = 20 ln 99 = 91.9 on
 
 # %% [markdown]
@@ -855,9 +847,8 @@ def loop_integral(triplet, pair, a=0.2, b=0.8, c=0.1, d=0.7, n=20001):
 
 around = {pair: loop_integral("con", pair) for pair in ("con", "lin")}
 print(around)  # ~0 and 0.05
-assert (
-    abs(around["con"]) < 1e-3 and abs(around["lin"] - 0.05) < 1e-3
-)  # phi(A) - phi(B) = 0 and 0.05
+# phi(A) - phi(B) = 0 and 0.05
+assert abs(around["con"]) < 1e-3 and abs(around["lin"] - 0.05) < 1e-3
 
 # %% [markdown]
 # **5.** In the composer, choose $(T^{con}, P^{con})$. Which margin makes *every* one of the $2N$ triplets of
@@ -901,7 +892,7 @@ def cir_weight(s_pos: torch.Tensor, s_neg: torch.Tensor, tau: float) -> torch.Te
 assert grading.grade("07_cir_weight", cir_weight).full_marks
 
 # %%
-grading.check("07_cir_weight", cir_weight)
+score = grading.check("07_cir_weight", cir_weight)
 
 # %% [markdown]
 # ## References

@@ -48,16 +48,16 @@ from vlr_lib.notebook import demo_embeddings, setup
 from vlr_lib.train import fit, probe_indices, shapes_features
 
 cfg = setup(seed=0)
-N = cfg.pick(
-    12, 16
-)  # pairs in the live batch (Bleeker & de Rijke count on batches of 128)
+# pairs in the live batch (Bleeker & de Rijke count on batches of 128)
+N = cfg.pick(12, 16)
 EPS = 0.01  # the COCOS threshold epsilon (sec. 5)
 MARGIN = 0.2  # triplet margin alpha
 TAU_NT = 0.1  # NT-Xent temperature (Bleeker & de Rijke, Table 1)
 TAU_AP = 0.01  # SmoothAP temperature
+# all four, checked once
 SETTINGS = analysis.CocosSettings(
     eps=EPS, margin=MARGIN, temperature=TAU_NT, tau=TAU_AP
-)  # all four, checked once
+)
 
 # %% [markdown]
 # ## Four gradients w.r.t. a query (eqs. 9–13)
@@ -461,9 +461,8 @@ run, g = runs["NT-Xent"], torch.Generator().manual_seed(1)
 frames = []
 for _ in range(5):
     images = torch.randperm(train[0].shape[0], generator=g)[:BATCH]
-    caption = torch.stack(
-        [torch.nonzero(train[2] == i)[0, 0] for i in images]
-    )  # one caption each
+    # one caption each
+    caption = torch.stack([torch.nonzero(train[2] == i)[0, 0] for i in images])
     S_b = run.similarity(train[0][images], train[1][caption]).cpu()
     frames.append(
         analysis.cocos_table(S_b, eps=EPS, temperature=TAU_NT, losses=("nt_xent",))
@@ -510,15 +509,14 @@ def cocos_triplet(S: torch.Tensor, margin: float) -> torch.Tensor:
 def cocos_triplet(S: torch.Tensor, margin: float) -> torch.Tensor:
     """C^q of Triplet for every image query (row) of the square S."""
     violates = S.diagonal()[:, None] - S < margin  # s+ - s- < m, one row per query
-    return (violates & ~torch.eye(len(S), dtype=torch.bool)).sum(
-        dim=1
-    )  # the positive is no candidate
+    # the positive is no candidate
+    return (violates & ~torch.eye(len(S), dtype=torch.bool)).sum(dim=1)
 
 
 assert grading.grade("08_cocos_triplet", cocos_triplet).full_marks
 
 # %%
-grading.check("08_cocos_triplet", cocos_triplet)
+score = grading.check("08_cocos_triplet", cocos_triplet)
 
 # %% [markdown]
 # ## References
