@@ -217,3 +217,25 @@ def test_the_layout_check_catches_a_wide_figure_a_cut_equation_and_raw_tex(brows
         assert found["raw"] == ["$C^q$", "\\(\\gamma\\)"] and found["download"] == 0
     finally:
         page.close()
+
+
+@pytest.mark.parametrize("stem", ["04_unified_loss", "07_goal"])
+def test_an_explorers_dropdown_shows_another_view_drawn_to_the_column(browser, book, stem):
+    """Chapter 04 ("raise γ to 10³") and 07 (exercise 5: (T^con, P^con) and its margin): choosing the drop-down's
+    second view shows it, hides the first, and its figures are drawn at the column's width."""
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    try:
+        page.goto((book / "notebooks" / f"{stem}.html").as_uri(), wait_until="load")
+        typeset(page)
+        select = page.locator("select.vlr-book-select").first
+        select.scroll_into_view_if_needed()
+        select.select_option(index=1)
+        views = page.locator(".vlr-book-explorer").filter(has=select).locator(".vlr-book-view")
+        assert views.nth(0).is_hidden() and views.nth(1).is_visible()
+        plot = views.nth(1).locator(".js-plotly-plot").first
+        page.wait_for_timeout(500)  # Plotly.Plots.resize after the view is shown
+        width = plot.evaluate("g => g.getBoundingClientRect().width")
+        column = page.evaluate("() => document.querySelector('article.bd-article').getBoundingClientRect().width")
+        assert column * 0.8 < width <= column + 1
+    finally:
+        page.close()
