@@ -239,3 +239,27 @@ def test_an_explorers_dropdown_shows_another_view_drawn_to_the_column(browser, b
         assert column * 0.8 < width <= column + 1
     finally:
         page.close()
+
+
+def test_the_landing_page_is_for_students_and_figures_follow_dark_mode(browser, book):
+    """The front page: what the book is, how to read it, the chapter map (a link to every chapter), and the
+    developers' README behind "Contributing / running it yourself"; a chapter's figures invert in dark mode."""
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    try:
+        page.goto((book / "index.html").as_uri(), wait_until="load")
+        text = page.inner_text("article.bd-article")
+        assert "What this is." in text and "How to read it." in text and "The chapter map." in text
+        mapped = page.eval_on_selector_all("article.bd-article table a[href^='notebooks/']",
+                                           "els => els.map(e => e.getAttribute('href'))")
+        assert sorted(mapped) == [f"notebooks/{stem}.html" for stem in CHAPTERS]
+        assert "make test" not in text, "the developers' README is not the landing page"
+        page.goto((book / "contributing.html").as_uri(), wait_until="load")
+        assert "make test" in page.inner_text("article.bd-article")
+        page.goto((book / "notebooks" / "02_triplet_losses.html").as_uri(), wait_until="load")
+        typeset(page)
+        plot = page.locator(".js-plotly-plot").first
+        assert "invert" not in plot.evaluate("g => getComputedStyle(g).filter")
+        page.evaluate("() => { document.documentElement.dataset.theme = 'dark'; }")
+        assert "invert" in plot.evaluate("g => getComputedStyle(g).filter")
+    finally:
+        page.close()
