@@ -15,7 +15,7 @@ NOTEBOOKS := $(NOTEBOOK_SOURCES:.py=.ipynb)
 FIRST_NOTEBOOK := $(firstword $(NOTEBOOKS))
 PYTEST_ARGS ?=
 
-.PHONY: help setup notebooks lab test test-unit test-notebooks test-portable test-book book record bench bench-train bench-gpu bench-widgets clean
+.PHONY: help setup notebooks lab test test-unit test-notebooks test-portable test-book book book-student test-book-student record bench bench-train bench-gpu bench-widgets clean
 
 help:
 	@echo "make lab          set up (first time) and open the workbook in JupyterLab"
@@ -23,6 +23,8 @@ help:
 	@echo "make test-portable  notebooks 09-12 again under torch's portable kernels (another CPU's rounding)"
 	@echo "make record       regenerate the recorded runs notebooks 09-12 open in full mode (CPU: about an hour)"
 	@echo "make book         the static HTML book in build/book (09-12 from their records, the rest in fast mode)"
+	@echo "make book-student the student edition in build/book-student: make book's chapters without solutions"
+	@echo "                  (VLR_EDITION=student make lab: the notebooks without solutions)"
 	@echo "make bench        loss speed benchmark (ratios against the matmul that makes S)"
 	@echo "make bench-train  trainer throughput against a plain DataLoader loop"
 	@echo "make bench-gpu    the Flickr30K path on a GPU: extraction, one epoch, the showdown, against targets"
@@ -36,9 +38,17 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet $(PIP_EXTRA) -e ".[dev,book]"
 	touch $(STAMP)
 
-# The jupytext .py files are the source of truth; the .ipynb are generated (and git-ignored).
-notebooks/%.ipynb: notebooks/%.py $(STAMP)
-	$(VENV)/bin/jupytext --quiet --to notebook --output $@ $<
+# The jupytext .py files are the source of truth; the .ipynb are generated (and git-ignored), in the edition
+# VLR_EDITION names: instructor (the default, with the solutions) or student (without them; vlr_lib.book).
+# Switching edition regenerates every notebook (the stamp of the edition last written).
+VLR_EDITION ?= instructor
+EDITION_STAMP := notebooks/.edition-$(VLR_EDITION)
+$(EDITION_STAMP):
+	rm -f notebooks/.edition-*
+	touch $@
+
+notebooks/%.ipynb: notebooks/%.py $(STAMP) $(EDITION_STAMP)
+	VLR_EDITION=$(VLR_EDITION) $(PY) -m vlr_lib.book $< $@
 
 notebooks: $(NOTEBOOKS)
 
@@ -85,10 +95,20 @@ BOOK_ARGS ?=
 book: setup
 	$(PY) book/build.py $(BOOK_ARGS)
 
-# The tests of the built book (CI runs them after `make book`): two pages in a browser, and the experiment
+# The student edition: make book's executed chapters (build/book-executed) with every solution removed (code,
+# outputs and derivations), so nothing runs twice; run make book first.
+book-student: setup
+	$(PY) book/build.py --edition student
+
+# The tests of the built book (CI runs them after `make book`): every chapter page in a browser, and the experiment
 # chapters' pages against the shipped records.
 test-book: setup
 	VLR_BOOK_DIR=$(CURDIR)/build/book $(PY) -m pytest tests/browser/test_book.py tests/book/test_pages.py -p no:cacheprovider || { rc=$$?; [ $$rc -ne 5 ] || echo "pytest collected no tests" >&2; exit $$rc; }
+
+# The student edition's tests (CI runs them after make book-student): no solution on any page or in any
+# notebook offered for download.
+test-book-student: setup
+	VLR_BOOK_STUDENT_DIR=$(CURDIR)/build/book-student $(PY) -m pytest tests/book/test_student_book.py -p no:cacheprovider
 
 bench: setup
 	$(PY) benchmarks/bench_losses.py
@@ -103,4 +123,4 @@ bench-widgets: setup
 	$(PY) benchmarks/bench_widgets.py
 
 clean:
-	rm -rf $(VENV) notebooks/*.ipynb .pytest_cache .hypothesis build/book
+	rm -rf $(VENV) notebooks/*.ipynb notebooks/.edition-* .pytest_cache .hypothesis build/book build/book-student build/book-executed

@@ -1,6 +1,13 @@
 """`make book`: execute every notebook, then build the static HTML book.
 
     python book/build.py [--out build/book] [--jobs 2] [--notebooks notebooks]
+    python book/build.py --edition student [--out build/book-student] [--executed build/book-executed]
+
+Two editions (vlr_lib.book.EDITIONS). The instructor edition (the default, `make book`) is built as below,
+and its executed notebooks are kept in --executed. The student edition (`make book-student`) executes
+nothing: it takes those executed notebooks and removes every solution (vlr_lib.book.student_notebook), so
+both editions show the same run. Each chapter page offers its notebook for download, in the page's edition
+(un-executed, from the jupytext source).
 
 1. The sources are assembled in a temporary folder beside --out: the README (its introduction is
    the front page), docs/*.md, book/*.md and book/conf.py.
@@ -131,21 +138,40 @@ def execute(py: Path, out: Path, env: dict[str, str] | None = None) -> tuple[flo
         number = re.match(r"# Solution (\d+)", cell.source)
         if number:
             cell.metadata["mystnb"] = {"code_prompt_show": f"Show solution {number.group(1)}"}
-    nbformat.write(nb, out)
+    nbformat.write(nb, out)  # as executed: the student edition is made from this (student_chapters)
     return time.perf_counter() - start, sum(cell_seconds(c) for c in solutions)
 
 
-def assemble(src: Path, notebooks: list[Path]) -> None:
-    """The Sphinx source folder: pages, configuration, and the static files the pages load."""
+DOWNLOADS = "_download"  # beside the chapters in the Sphinx sources: the notebooks a reader downloads
+STUDENT_COURSE = """# Course guide
+
+The course guide (timetable, rubric, quiz bank with answers, project brief) is the instructor's: it is in the
+instructor edition of this book and in `docs/course.md` of the workbook.
+"""
+
+
+def assemble(src: Path, notebooks: list[Path], edition: str = "instructor") -> None:
+    """The Sphinx source folder: pages, configuration, the notebooks to download, and the static files the pages
+    load. The student edition's course guide is a page saying where the instructor's is."""
     (src / "docs").mkdir(parents=True)
-    (src / "notebooks").mkdir()
+    (src / "notebooks" / DOWNLOADS).mkdir(parents=True)
     shutil.copy(ROOT / "README.md", src / "README.md")
     for page in sorted((ROOT / "docs").glob("*.md")):
         shutil.copy(page, src / "docs" / page.name)
+    if edition == "student":
+        (src / "docs" / "course.md").write_text(STUDENT_COURSE)
     for page in [BOOK / "conf.py", *sorted(BOOK.glob("*.md"))]:
         shutil.copy(page, src / page.name)
+    stems = {py.stem for py in notebooks}  # the chapter map lists the chapters this build has (a test builds two)
+    index = src / "index.md"
+    index.write_text("".join(line for line in index.read_text().splitlines(keepends=True)
+                             if not (m := re.search(r"\(notebooks/(\w+)\.ipynb\)", line)) or m.group(1) in stems))
+    for py in notebooks:
+        book.write_notebook(str(py), str(src / "notebooks" / DOWNLOADS / py.with_suffix(".ipynb").name), edition)
     static = src / "_static"
     static.mkdir()
+    for name in ("vlr.css", "vlr-search.js"):  # the book's own style and search fix (conf.py loads them)
+        shutil.copy(BOOK / name, static / name)
     import jupyter_server_mathjax
     import plotly
 
@@ -155,6 +181,42 @@ def assemble(src: Path, notebooks: list[Path]) -> None:
         target = static / "mathjax" / part
         target.parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if (mathjax / part).is_dir() else shutil.copy)(mathjax / part, target)
+
+
+def download_cell(stem: str, edition: str):
+    """The Markdown cell under a chapter's title: a button that downloads the chapter's notebook in `edition`."""
+    import nbformat
+
+    what = "the student notebook, without solutions" if edition == "student" else "the notebook, with solutions"
+    return nbformat.v4.new_markdown_cell(
+        f":::{{container}} vlr-download\n{{download}}`Download {stem}.ipynb <{DOWNLOADS}/{stem}.ipynb>` ({what}; "
+        "run it with `make lab`, or in any Jupyter with the workbook installed)\n:::",
+        metadata={"tags": ["vlr-download"]})
+
+
+def write_chapter(nb, out: Path, edition: str) -> None:
+    """Write executed notebook `nb` as chapter `out` of `edition`: the student's without solutions, both with the
+    download button under the title."""
+    import nbformat
+
+    chapter = book.student_notebook(nb) if edition == "student" else nb
+    chapter.cells.insert(1, download_cell(out.stem, edition))
+    nbformat.write(chapter, out)
+
+
+def student_chapters(executed: Path, sources: list[Path], dest: Path) -> None:
+    """The student edition's chapters, from the instructor build's executed notebooks in `executed`."""
+    import nbformat
+
+    missing = [py.stem for py in sources if not (executed / f"{py.stem}.ipynb").is_file()]
+    if missing:
+        raise NotebookFailed(f"no executed notebook for {', '.join(missing)} in {executed}: run make book first")
+    for py in sources:
+        nb = nbformat.read(executed / f"{py.stem}.ipynb", as_version=4)
+        if py.stat().st_mtime > (executed / f"{py.stem}.ipynb").stat().st_mtime:
+            print(f"  warning: {py.name} is newer than its executed notebook: run make book again", flush=True)
+        write_chapter(nb, dest / f"{py.stem}.ipynb", "student")
+    print(f"  {len(sources)} chapters taken from {executed}, their solutions removed", flush=True)
 
 
 def run_notebooks(notebooks: list[Path], dest: Path, jobs: int, env: dict[str, str]) -> None:
@@ -176,9 +238,10 @@ def run_notebooks(notebooks: list[Path], dest: Path, jobs: int, env: dict[str, s
         raise NotebookFailed("\n".join(failures))
 
 
-def sphinx(src: Path, html: Path) -> None:
-    """Render the book; any Sphinx warning is an error (a broken link or reference fails the build)."""
-    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going", "-n", "-E",
+def sphinx(src: Path, html: Path, edition: str = "instructor") -> None:
+    """Render the book; any Sphinx warning is an error (a broken link or reference fails the build). The edition
+    is a Sphinx tag, for the pages' ``{only}`` blocks."""
+    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going", "-n", "-E", "-t", edition,
            str(src), str(html)]
     if subprocess.run(cmd).returncode:
         raise NotebookFailed("Sphinx failed (its warnings are above)")
@@ -209,6 +272,12 @@ def report_sizes(html: Path) -> None:
         raise NotebookFailed(f"pages over the {PAGE_BUDGET / 1e6:.0f} MB budget: {', '.join(over)}")
 
 
+def nbformat_read(path: Path):
+    import nbformat
+
+    return nbformat.read(path, as_version=4)
+
+
 def replace(old: Path, new: Path) -> None:
     """Put the finished book `new` at `old`, removing the previous one only once the new one is in place."""
     trash = old.with_name(f".{old.name}-old")
@@ -221,7 +290,13 @@ def replace(old: Path, new: Path) -> None:
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="make book", description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "build" / "book", help="where the book goes")
+    parser.add_argument("--edition", choices=book.EDITIONS, default="instructor",
+                        help="instructor (every notebook executed) or student (from the instructor build's notebooks)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where the book goes (default build/book, or build/book-student)")
+    parser.add_argument("--executed", type=Path, default=None,
+                        help="the instructor build's executed notebooks, written by it and read by the student "
+                             "edition (default: book-executed beside --out)")
     parser.add_argument("--jobs", type=int, default=2, help="notebooks executed at once (default 2)")
     parser.add_argument("--notebooks", type=Path, default=ROOT / "notebooks",
                         help="folder of NN_topic.py notebooks (default: notebooks/)")
@@ -231,7 +306,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args.sources = sorted(args.notebooks.resolve().glob("[0-9][0-9]_*.py"))
     if not args.sources:
         parser.error(f"argument --notebooks: no NN_topic.py notebooks in {args.notebooks}")
-    args.out = args.out.resolve()
+    args.out = (args.out or ROOT / "build" / ("book" if args.edition == "instructor" else "book-student")).resolve()
+    args.executed = (args.executed or args.out.parent / "book-executed").resolve()
     try:
         args.out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -245,20 +321,30 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(dir=args.out.parent, prefix=f".{args.out.name}-build-") as work:
         work = Path(work)
         src, html = work / "src", work / "html"
-        assemble(src, args.sources)
-        env = {"VLR_BOOK": "1", "VLR_RUNS": str(work / "runs")}  # fresh runs; each chapter's mode: book.chapter_env
-        recorded = sum(py.stem in book.RECORDED_CHAPTERS for py in args.sources)
-        print(f"make book: executing {len(args.sources)} notebooks ({recorded} from their records, the others in "
-              f"fast mode), {args.jobs} at a time", flush=True)
+        assemble(src, args.sources, args.edition)
+        executed = work / "executed"
+        executed.mkdir()
         try:
-            run_notebooks(args.sources, src / "notebooks", args.jobs, env)
+            if args.edition == "student":
+                print(f"make book-student: the student edition of the {len(args.sources)} chapters", flush=True)
+                student_chapters(args.executed, args.sources, src / "notebooks")
+            else:
+                env = {"VLR_BOOK": "1", "VLR_RUNS": str(work / "runs")}  # fresh runs; modes: book.chapter_env
+                recorded = sum(py.stem in book.RECORDED_CHAPTERS for py in args.sources)
+                print(f"make book: executing {len(args.sources)} notebooks ({recorded} from their records, the "
+                      f"others in fast mode), {args.jobs} at a time", flush=True)
+                run_notebooks(args.sources, executed, args.jobs, env)
+                for nb in sorted(executed.glob("*.ipynb")):
+                    write_chapter(nbformat_read(nb), src / "notebooks" / nb.name, "instructor")
             print("make book: rendering", flush=True)
-            sphinx(src, html)
+            sphinx(src, html, args.edition)
             report_sizes(html)
         except NotebookFailed as exc:
             print(f"make book: failed, {args.out} left as it was\n{exc}", file=sys.stderr)
             return 1
         replace(args.out, html)
+        if args.edition == "instructor":
+            replace(args.executed, executed)  # what make book-student derives the student edition from
     print(f"make book: {args.out / 'index.html'} built in {time.perf_counter() - start:.0f} s")
     return 0
 

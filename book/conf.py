@@ -14,7 +14,7 @@ copyright = "the vlr-workbook authors, MIT licence"
 
 extensions = ["myst_nb", "sphinx.ext.mathjax"]
 root_doc = "index"
-exclude_patterns = ["README.md", "_build"]
+exclude_patterns = ["README.md", "_build", "notebooks/_download"]  # _download: the notebooks offered for download
 suppress_warnings = ["mystnb.unknown_mime_type"]  # plotly's JSON beside its HTML, JupyterLab-only
 
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
@@ -33,7 +33,10 @@ nb_merge_streams = True
 mathjax_path = "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"
 mathjax2_config = {
     "tex2jax": {"inlineMath": [["\\(", "\\)"]], "displayMath": [["\\[", "\\]"]], "processEscapes": True},
-    "HTML-CSS": {"availableFonts": [], "webFont": "STIX-Web", "imageFont": None, "preferredFont": None},
+    # a display equation wider than the column breaks its line (the rest scrolls, _static/vlr.css)
+    "HTML-CSS": {"availableFonts": [], "webFont": "STIX-Web", "imageFont": None, "preferredFont": None,
+                 "linebreaks": {"automatic": True}},
+    "SVG": {"linebreaks": {"automatic": True}},
     "showMathMenu": False,
     "messageStyle": "none",
 }
@@ -41,6 +44,8 @@ mathjax2_config = {
 html_theme = "sphinx_book_theme"
 html_title = "vlr-workbook"
 html_static_path = ["_static"]
+html_css_files = ["vlr.css"]  # wide equations, tables and figures stay in their column; dark-mode figures
+html_js_files = ["vlr-search.js"]  # search snippets show math as text, not as raw \( \gamma \)
 html_theme_options = {
     "show_toc_level": 2,
     "home_page_in_toc": True,

@@ -28,8 +28,11 @@
 try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
     import vlr_lib  # noqa: F401
 except ModuleNotFoundError:
-    raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
-                              "(the folder holding pyproject.toml), then restart the kernel") from None
+    raise ModuleNotFoundError(
+        "vlr_lib is not installed: in a cell run `%pip install -e "
+        "/path/to/vlr-workbook` "
+        "(the folder holding pyproject.toml), then restart the kernel"
+    ) from None
 
 import ipywidgets
 import numpy as np
@@ -66,20 +69,31 @@ cfg = setup(seed=0)
 # A tiny example: three images and three captions in a 2-dimensional space, with made-up numbers.
 
 # %%
-img = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.2]])  # image embeddings (not yet unit length)
-txt = torch.tensor([[0.9, 0.1], [0.2, 1.0], [-1.0, -0.3]])  # caption j describes image j
+# image embeddings (not yet unit length)
+img = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.2]])
+# caption j describes image j
+txt = torch.tensor([[0.9, 0.1], [0.2, 1.0], [-1.0, -0.3]])
 S = similarity.similarity(img, txt)  # normalises both, then S = img @ txt.T
 print(S.numpy().round(3))
-print("image query i -> captions, best first:", S.argsort(dim=1, descending=True).tolist())
-print("caption query j -> images, best first:", S.argsort(dim=0, descending=True).T.tolist())
+print(
+    "image query i -> captions, best first:", S.argsort(dim=1, descending=True).tolist()
+)
+print(
+    "caption query j -> images, best first:",
+    S.argsort(dim=0, descending=True).T.tolist(),
+)
 
 # %% [markdown]
 # In this toy space every query finds its match first, in both directions: the diagonal of
 # $S$ holds the largest entry of its row and of its column.
 
 # %%
-assert (S.argmax(dim=1) == torch.arange(3)).all(), "i2t: each image ranks its caption first"
-assert (S.argmax(dim=0) == torch.arange(3)).all(), "t2i: each caption ranks its image first"
+assert (S.argmax(dim=1) == torch.arange(3)).all(), (
+    "i2t: each image ranks its caption first"
+)
+assert (S.argmax(dim=0) == torch.arange(3)).all(), (
+    "t2i: each caption ranks its image first"
+)
 assert S.abs().max() <= 1.0 + 1e-6, "cosine similarities lie in [-1, 1]"
 
 # %% [markdown]
@@ -121,7 +135,9 @@ assert S.abs().max() <= 1.0 + 1e-6, "cosine similarities lie in [-1, 1]"
 # %% [markdown]
 # %%
 for name, label in losses.LOSS_LABELS.items():
-    print(f"{label:22s} losses.{name:22s} also: {'; '.join(losses.ALSO_KNOWN_AS[name])}")
+    print(
+        f"{label:22s} losses.{name:22s} also: {'; '.join(losses.ALSO_KNOWN_AS[name])}"
+    )
 assert losses.loss_label("triplet_hardest") == "Triplet-SH"
 assert losses.loss_label("goal:cir,sig-ms") == "GOAL (cir, sig-ms)"
 
@@ -132,8 +148,11 @@ assert losses.loss_label("goal:cir,sig-ms") == "GOAL (cir, sig-ms)"
 # loss evaluated on a $2 \times 2$ matrix whose value we work out by hand.
 
 # %%
-print(f"vlr_lib {vlr_lib.__version__} | torch {torch.__version__} | plotly {plotly.__version__} "
-      f"| ipywidgets {ipywidgets.__version__}")
+print(
+    f"vlr_lib {vlr_lib.__version__} | torch {torch.__version__} | plotly "
+    f"{plotly.__version__} "
+    f"| ipywidgets {ipywidgets.__version__}"
+)
 print(f"device: {cfg.device} (CUDA available: {torch.cuda.is_available()})")
 
 # %% [markdown]
@@ -150,8 +169,12 @@ print(f"device: {cfg.device} (CUDA available: {torch.cuda.is_available()})")
 S_tiny = torch.tensor([[0.5, 0.6], [0.2, 0.4]], dtype=torch.float64)
 value = losses.triplet_hardest(S_tiny, margin=0.2)
 print(f"triplet_hardest = {value.item():.4f}")
-assert abs(value.item() - 0.7) < 1e-12, "the library's Triplet-SH should give the hand-computed 0.7"
-assert torch.ones(2, device=cfg.device).sum().item() == 2.0, "the chosen device computes"
+assert abs(value.item() - 0.7) < 1e-12, (
+    "the library's Triplet-SH should give the hand-computed 0.7"
+)
+assert torch.ones(2, device=cfg.device).sum().item() == 2.0, (
+    "the chosen device computes"
+)
 
 # %% [markdown]
 # ## Data modes
@@ -180,7 +203,9 @@ assert torch.ones(2, device=cfg.device).sum().item() == 2.0, "the chosen device 
 if cfg.data == "shapes":
     data = make_shapes(n_train=cfg.pick(16, 64), n_val=8, n_test=8, seed=cfg.seed)
 else:
-    data = load_flickr30k()  # VLR_DATA_PATH, the prepared copy, else the Hub (the error says how to work offline)
+    # VLR_DATA_PATH, the prepared copy, else the Hub (the error says how to work
+    # offline)
+    data = load_flickr30k()
 print(data)
 
 
@@ -192,8 +217,11 @@ def thumbnail(image, size: int = 160) -> np.ndarray:
 
 
 examples = data["test"].select(range(4))
-viz.evaluation.image_gallery([thumbnail(im) for im in examples["image"]], examples["caption"],
-                             [f"img_id {i}" for i in examples["img_id"]])
+viz.evaluation.image_gallery(
+    [thumbnail(im) for im in examples["image"]],
+    examples["caption"],
+    [f"img_id {i}" for i in examples["img_id"]],
+)
 
 # %% [markdown]
 # The schema is the same in both modes, and every image has five captions:
@@ -224,8 +252,14 @@ widgets.evaluation.shapes_browser(n_groups=cfg.pick(3, 8), seed=cfg.seed)
 # %%
 overlap = {}
 for difficulty in (0.0, 0.5, 1.0):
-    _, scenes = make_shapes(n_train=cfg.pick(64, 400), n_val=1, n_test=1, difficulty=difficulty,
-                            seed=cfg.seed, return_scenes=True)
+    _, scenes = make_shapes(
+        n_train=cfg.pick(64, 400),
+        n_val=1,
+        n_test=1,
+        difficulty=difficulty,
+        seed=cfg.seed,
+        return_scenes=True,
+    )
     overlap[difficulty] = float(scene_overlap(scenes["train"]).mean())
 print({d: round(v, 3) for d, v in overlap.items()})
 assert overlap[0.0] < overlap[0.5] < overlap[1.0], "harder data: more shared attributes"
@@ -256,33 +290,39 @@ txt2 = txt.clone()
 txt2[2] = torch.tensor([-0.6, 0.8])
 S2 = similarity.similarity(img, txt2)
 print("i2t picks", S2.argmax(dim=1).tolist(), "t2i picks", S2.argmax(dim=0).tolist())
-# Image 2 still ranks caption 2 first (cosine 0.75 against 0.0 for caption 1), but caption 2
-# ranks image 1 first (0.80 against 0.75): the t2i query of caption 2 fails while every i2t
-# query succeeds. The two directions can disagree, which is why both are evaluated and
-# why the losses have a term for each.
+# Image 2 still ranks caption 2 first (cosine 0.75 against 0.0 for caption 1), but
+# caption 2 ranks image 1 first (0.80 against 0.75): the t2i query of caption 2 fails
+# while every i2t query succeeds. The two directions can disagree, which is why both are
+# evaluated and why the losses have a term for each.
 assert S2.argmax(dim=1).tolist() == [0, 1, 2] and S2.argmax(dim=0).tolist() == [0, 1, 1]
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 2.
-# Each hinge is [m + s- - s+]_+ with s+ - s- equal to -0.1, 0.2, 0.3, -0.2 for row 0, row 1,
-# column 0, column 1. The loss vanishes only when m <= min(s+ - s-) = -0.2, impossible for
-# m >= 0: row 0 and column 1 have a negative *above* their positive. At m = 0 it is 0.3.
+# Each hinge is [m + s- - s+]_+ with s+ - s- equal to -0.1, 0.2, 0.3, -0.2 for row 0,
+# row 1, column 0, column 1. The loss vanishes only when m <= min(s+ - s-) = -0.2,
+# impossible for m >= 0: row 0 and column 1 have a negative *above* their positive. At m
+# = 0 it is 0.3.
 tiny = [losses.triplet_hardest(S_tiny, margin=m).item() for m in (0.0, 0.1, 0.2)]
 print(tiny)
-assert np.allclose(tiny, [0.3, 0.5, 0.7])  # > 0 from m = 0 on: no margin the library accepts makes it vanish
+# > 0 from m = 0 on: no margin the library accepts makes it vanish
+assert np.allclose(tiny, [0.3, 0.5, 0.7])
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 3.
 # Exactly one colour, shape or size of one object (the members pick different ones), so
 # their captions differ in one word, e.g. "a small red circle" vs "a small blue circle".
-_, scenes = make_shapes(n_train=40, n_val=1, n_test=1, difficulty=1.0, seed=cfg.seed, return_scenes=True)
+_, scenes = make_shapes(
+    n_train=40, n_val=1, n_test=1, difficulty=1.0, seed=cfg.seed, return_scenes=True
+)
 scenes = scenes["train"]
 base = {}
 for i, group in enumerate(scenes.group):
     b = base.setdefault(group, i)  # member 0 of a group is its base scene
     if b != i:
         assert scenes.n_objects[i] == scenes.n_objects[b]
-        assert (scenes.attrs[i] != scenes.attrs[b]).sum() == 1, "one attribute of one object differs"
+        assert (scenes.attrs[i] != scenes.attrs[b]).sum() == 1, (
+            "one attribute of one object differs"
+        )
 print("every member differs from its base scene in exactly one attribute")
 
 # %% [markdown]

@@ -23,8 +23,11 @@
 try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
     import vlr_lib  # noqa: F401
 except ModuleNotFoundError:
-    raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
-                              "(the folder holding pyproject.toml), then restart the kernel") from None
+    raise ModuleNotFoundError(
+        "vlr_lib is not installed: in a cell run `%pip install -e "
+        "/path/to/vlr-workbook` "
+        "(the folder holding pyproject.toml), then restart the kernel"
+    ) from None
 
 import math
 
@@ -63,14 +66,19 @@ y = torch.randn(9, 16, generator=g, dtype=torch.float64)  # 9 raw caption embedd
 by_hand = (x @ y.T) / (x.norm(dim=1, keepdim=True) * y.norm(dim=1)[None, :])
 S = similarity.similarity(x, y)
 torch.testing.assert_close(S, by_hand)  # the library's S is the cosine matrix
-torch.testing.assert_close(similarity.similarity(3.0 * x, y), S)  # 1. scale does not matter
+# 1. scale does not matter
+torch.testing.assert_close(similarity.similarity(3.0 * x, y), S)
 assert S.abs().max() <= 1.0  # 2. ...
-torch.testing.assert_close(similarity.similarity(x, x).diagonal(), torch.ones(6, dtype=torch.float64))
+torch.testing.assert_close(
+    similarity.similarity(x, x).diagonal(), torch.ones(6, dtype=torch.float64)
+)
 
 v, t = similarity.l2_normalize(x), similarity.l2_normalize(y)
 dist2 = torch.cdist(v, t) ** 2
-torch.testing.assert_close(dist2, 2 - 2 * S)  # 3. distance and similarity carry the same information
-assert torch.equal(S.argsort(dim=1, descending=True), dist2.argsort(dim=1))  # ... and the same ranking
+# 3. distance and similarity carry the same information
+torch.testing.assert_close(dist2, 2 - 2 * S)
+# ... and the same ranking
+assert torch.equal(S.argsort(dim=1, descending=True), dist2.argsort(dim=1))
 print("cosine S of 6 images x 9 captions:\n", S.numpy().round(2))
 
 # %% [markdown]
@@ -87,12 +95,17 @@ print("cosine S of 6 images x 9 captions:\n", S.numpy().round(2))
 
 # %%
 n_images, per_image = 10, 5
-img, txt, caption_to_image = demo_retrieval_batch(n_images, per_image, dim=8, noise=1.5, seed=cfg.seed)
+img, txt, caption_to_image = demo_retrieval_batch(
+    n_images, per_image, dim=8, noise=1.5, seed=cfg.seed
+)
 S = similarity.similarity(img, txt)
-pos = similarity.positive_mask(torch.arange(n_images), caption_to_image)  # [10, 50]: True where c describes i
+# [10, 50]: True where c describes i
+pos = similarity.positive_mask(torch.arange(n_images), caption_to_image)
 print("S:", tuple(S.shape), "| captions per image:", pos.sum(dim=1).tolist())
 assert (pos.sum(dim=1) == per_image).all() and (pos.sum(dim=0) == 1).all()
-viz.evaluation.similarity_figure(S, caption_to_image, title="S of a toy batch: 10 images x 50 captions")
+viz.evaluation.similarity_figure(
+    S, caption_to_image, title="S of a toy batch: 10 images x 50 captions"
+)
 
 # %% [markdown]
 # Blue squares mark the positives (five per row, one per column). The triangle ▶ in each row is the
@@ -127,7 +140,8 @@ S_np, c2i = S.numpy(), caption_to_image.numpy()
 
 ranks_i2t = []
 for i in range(n_images):
-    order = sorted(range(S_np.shape[1]), key=lambda c: -S_np[i, c])  # captions, best first
+    # captions, best first
+    order = sorted(range(S_np.shape[1]), key=lambda c: -S_np[i, c])
     ranks_i2t.append(1 + next(p for p, c in enumerate(order) if c2i[c] == i))
 
 ranks_t2i = []
@@ -140,7 +154,11 @@ def recall(ranks: list[int], k: int) -> float:
     return 100.0 * sum(r <= k for r in ranks) / len(ranks)
 
 
-by_hand = {f"{d}_r{k}": recall(r, k) for d, r in (("i2t", ranks_i2t), ("t2i", ranks_t2i)) for k in (1, 5, 10)}
+by_hand = {
+    f"{d}_r{k}": recall(r, k)
+    for d, r in (("i2t", ranks_i2t), ("t2i", ranks_t2i))
+    for k in (1, 5, 10)
+}
 by_hand["rsum"] = sum(by_hand.values())
 print("i2t ranks:", ranks_i2t)
 print({k: round(v, 1) for k, v in by_hand.items()})
@@ -153,7 +171,9 @@ print({k: round(v, 1) for k, v in by_hand.items()})
 assert metrics.ranks_i2t(S, caption_to_image).tolist() == ranks_i2t
 assert metrics.ranks_t2i(S, caption_to_image).tolist() == ranks_t2i
 lib = metrics.retrieval_metrics(S, caption_to_image, ks=(1, 5, 10))
-assert lib.keys() == by_hand.keys() and all(math.isclose(lib[k], by_hand[k]) for k in lib)
+assert lib.keys() == by_hand.keys() and all(
+    math.isclose(lib[k], by_hand[k]) for k in lib
+)
 lib
 
 # %% [markdown]
@@ -180,18 +200,26 @@ lib
 # rate, the share of matching pairs.
 
 # %%
-flat = torch.zeros(n_images, n_images * per_image)  # a collapsed model: every score equal
-collapsed = metrics.retrieval_metrics(flat, caption_to_image, ks=(1, 5))  # K <= 5: with 10 images, R@10 of
-print(collapsed)                                                          # t2i is 100 for any model (see below)
-assert collapsed["rsum"] == 0.0 and metrics.map_at_k(flat, caption_to_image) == 0.0  # 0, never 100
-assert metrics.ranks_t2i(flat, caption_to_image).tolist() == [n_images] * (n_images * per_image)
-assert math.isclose(metrics.pr_auc(flat, caption_to_image), 1 / n_images)  # the base rate: 50 of 500 pairs
+# a collapsed model: every score equal
+flat = torch.zeros(n_images, n_images * per_image)
+# K <= 5: with 10 images, R@10 of
+collapsed = metrics.retrieval_metrics(flat, caption_to_image, ks=(1, 5))
+print(collapsed)  # t2i is 100 for any model (see below)
+# 0, never 100
+assert collapsed["rsum"] == 0.0 and metrics.map_at_k(flat, caption_to_image) == 0.0
+assert metrics.ranks_t2i(flat, caption_to_image).tolist() == [n_images] * (
+    n_images * per_image
+)
+# the base rate: 50 of 500 pairs
+assert math.isclose(metrics.pr_auc(flat, caption_to_image), 1 / n_images)
 
-# one tie in the real batch: image 1 now ties caption 0's true image, which costs caption 0 one place
+# one tie in the real batch: image 1 now ties caption 0's true image, which costs
+# caption 0 one place
 S_tie = S.clone()
 S_tie[1, 0] = S_tie[0, 0]
 before, after = (int(metrics.ranks_t2i(X, caption_to_image)[0]) for X in (S, S_tie))
-assert after == before + int(S[1, 0] < S[0, 0])  # + 1 unless image 1 already scored higher
+# + 1 unless image 1 already scored higher
+assert after == before + int(S[1, 0] < S[0, 0])
 
 # %% [markdown]
 # ## mAP@5: all five captions, not just the best
@@ -236,7 +264,9 @@ assert map5 <= lib["i2t_r5"] / 100 + 1e-12
 # each other, which costs nothing: only *negatives* tied with a positive count against it.)
 
 # %%
-img0, txt0, c2i0 = demo_retrieval_batch(n_images, per_image, dim=8, noise=0.0, seed=cfg.seed)
+img0, txt0, c2i0 = demo_retrieval_batch(
+    n_images, per_image, dim=8, noise=0.0, seed=cfg.seed
+)
 S0 = similarity.similarity(img0, txt0)
 perfect = metrics.retrieval_metrics(S0, c2i0)
 assert perfect["rsum"] == 600.0 and metrics.map_at_k(S0, c2i0) == 1.0
@@ -255,6 +285,7 @@ perfect
 # 1,000 test images. We derive the chance rsum, compare it with
 # `vlr_lib.train.chance_rsum`, and with the average over many random $S$.
 
+
 # %%
 def chance(n_images: int, per_image: int, ks=(1, 5, 10)) -> tuple[float, float]:
     """Chance-level sums of R@K over `ks`: (i2t, t2i), in percent."""
@@ -270,12 +301,24 @@ for n, k in ((10, 1), (10, 5), (1000, 1), (1000, 10)):
     i2t, t2i = chance(n, 5, ks=(k,))
     assert i2t <= t2i + 1e-9, "at chance, i2t never beats t2i"
 n_trials = cfg.pick(200, 2000)
-rand = torch.tensor([metrics.retrieval_metrics(torch.rand(S.shape, generator=g, dtype=torch.float64),
-                                               caption_to_image)["rsum"] for _ in range(n_trials)])
+rand = torch.tensor(
+    [
+        metrics.retrieval_metrics(
+            torch.rand(S.shape, generator=g, dtype=torch.float64), caption_to_image
+        )["rsum"]
+        for _ in range(n_trials)
+    ]
+)
 stderr = float(rand.std()) / math.sqrt(n_trials)
-print(f"chance rsum: formula {expected:.1f}, {n_trials} random matrices {float(rand.mean()):.1f} ± {stderr:.1f}")
+print(
+    f"chance rsum: formula {expected:.1f}, {n_trials} random matrices "
+    f"{float(rand.mean()):.1f} ± {stderr:.1f}"
+)
 assert abs(float(rand.mean()) - expected) < 4 * stderr
-print(f"Flickr30K test (1,000 images x 5 captions): chance rsum {sum(chance(1000, 5)):.2f}")
+print(
+    "Flickr30K test (1,000 images x 5 captions): chance rsum "
+    f"{sum(chance(1000, 5)):.2f}"
+)
 
 # %% [markdown]
 # Finally, the noise of the toy batch behaves like model quality: more noise, lower rsum,
@@ -284,8 +327,12 @@ print(f"Flickr30K test (1,000 images x 5 captions): chance rsum {sum(chance(1000
 # %%
 rsum_at = {}
 for noise in (0.0, 1.0, 3.0):
-    im, tx, c2 = demo_retrieval_batch(n_images, per_image, dim=8, noise=noise, seed=cfg.seed)
-    rsum_at[noise] = metrics.retrieval_metrics(similarity.similarity(im, tx), c2)["rsum"]
+    im, tx, c2 = demo_retrieval_batch(
+        n_images, per_image, dim=8, noise=noise, seed=cfg.seed
+    )
+    rsum_at[noise] = metrics.retrieval_metrics(similarity.similarity(im, tx), c2)[
+        "rsum"
+    ]
 print(rsum_at)
 assert rsum_at[0.0] > rsum_at[1.0] > rsum_at[3.0] > expected
 
@@ -303,7 +350,9 @@ assert rsum_at[0.0] > rsum_at[1.0] > rsum_at[3.0] > expected
 # other four captions sit far down (R@1 is happy, AP is not).
 
 # %%
-widgets.evaluation.retrieval_explorer(n_images=8, captions_per_image=5, dim=8, noise=1.5, seed=cfg.seed)
+widgets.evaluation.retrieval_explorer(
+    n_images=8, captions_per_image=5, dim=8, noise=1.5, seed=cfg.seed
+)
 
 # %% [markdown]
 # ## Summary
@@ -330,24 +379,32 @@ widgets.evaluation.retrieval_explorer(n_images=8, captions_per_image=5, dim=8, n
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 1.
-# An image query needs only the *best* of its five captions on top, and the maximum of five
-# noisy scores is much more likely to beat the negatives than a single score; a caption query
-# has one chance. A random model gains nothing from the maximum because every score is
-# equally uninformative, while the gallery is five times longer.
+# An image query needs only the *best* of its five captions on top, and the maximum of
+# five noisy scores is much more likely to beat the negatives than a single score; a
+# caption query has one chance. A random model gains nothing from the maximum because
+# every score is equally uninformative, while the gallery is five times longer.
 r1 = {}
 for noise in (0.5, 1.5, 3.0):
     im, tx, c2 = demo_retrieval_batch(100, 5, dim=8, noise=noise, seed=0)
     r = metrics.retrieval_metrics(similarity.similarity(im, tx), c2)
     r1[noise] = (r["i2t_r1"], r["t2i_r1"])
     print(f"noise {noise}: i2t R@1 {r['i2t_r1']:.0f}, t2i R@1 {r['t2i_r1']:.0f}")
-assert all(i2t > t2i for i2t, t2i in r1.values()), "i2t ahead while the model is informative"
+assert all(i2t > t2i for i2t, t2i in r1.values()), (
+    "i2t ahead while the model is informative"
+)
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 2.
-# Image 0 ranks caption 0 first (an R@1 hit) but caption 1 last, so its AP@2 is (1/1)/2 = 0.5;
-# image 1 is perfect; mAP@2 = 0.75. Every caption query still picks its image: t2i R@1 = 100.
-S2 = torch.tensor([[0.9, 0.1, 0.5, 0.4],    # image 0: captions 0, 1 are its own
-                   [0.0, -0.1, 0.8, 0.7]], dtype=torch.float64)
+# Image 0 ranks caption 0 first (an R@1 hit) but caption 1 last, so its AP@2 is (1/1)/2
+# = 0.5; image 1 is perfect; mAP@2 = 0.75. Every caption query still picks its image:
+# t2i R@1 = 100.
+S2 = torch.tensor(
+    [
+        [0.9, 0.1, 0.5, 0.4],  # image 0: captions 0, 1 are its own
+        [0.0, -0.1, 0.8, 0.7],
+    ],
+    dtype=torch.float64,
+)
 c2 = torch.tensor([0, 0, 1, 1])
 r = metrics.retrieval_metrics(S2, c2, ks=(1,))
 print(r, metrics.map_at_k(S2, c2, k=2))
@@ -356,19 +413,32 @@ assert math.isclose(metrics.map_at_k(S2, c2, k=2), 0.75)
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 3.
-# A shift of one column leaves that caption query's ranking, hence t2i, as it was; it changes the
-# i2t rankings of every image (caption 0 moves up in each row) and the global PR curve, which
-# compares scores across queries. A constant column ranks the true image last: with every image
-# tied, the model has not told them apart, and counting that as a hit would reward a collapsed
-# model (the argument of the ties section).
-c = 0                                      # caption 0, of image 0
+# A shift of one column leaves that caption query's ranking, hence t2i, as it was; it
+# changes the i2t rankings of every image (caption 0 moves up in each row) and the
+# global PR curve, which compares scores across queries. A constant column ranks the
+# true image last: with every image tied, the model has not told them apart, and
+# counting that as a hit would reward a collapsed model (the argument of the ties
+# section).
+c = 0  # caption 0, of image 0
 S3 = S.clone()
-S3[:, c] += 0.5                            # shift one column: the caption's ranking of images is unchanged
-assert metrics.ranks_t2i(S3, caption_to_image)[c] == metrics.ranks_t2i(S, caption_to_image)[c]
-assert not torch.equal(S3.argsort(dim=1), S.argsort(dim=1)), "the image queries' orderings change"
-print("PR-AUC before and after the shift:", metrics.pr_auc(S, caption_to_image), metrics.pr_auc(S3, caption_to_image))
-S3[:, c] = 0.3                             # a constant column: every image ties with the true one
-print("rank of the true image for a constant column:", int(metrics.ranks_t2i(S3, caption_to_image)[c]))
+S3[:, c] += 0.5  # shift one column: the caption's ranking of images is unchanged
+assert (
+    metrics.ranks_t2i(S3, caption_to_image)[c]
+    == metrics.ranks_t2i(S, caption_to_image)[c]
+)
+assert not torch.equal(S3.argsort(dim=1), S.argsort(dim=1)), (
+    "the image queries' orderings change"
+)
+print(
+    "PR-AUC before and after the shift:",
+    metrics.pr_auc(S, caption_to_image),
+    metrics.pr_auc(S3, caption_to_image),
+)
+S3[:, c] = 0.3  # a constant column: every image ties with the true one
+print(
+    "rank of the true image for a constant column:",
+    int(metrics.ranks_t2i(S3, caption_to_image)[c]),
+)
 assert metrics.ranks_t2i(S3, caption_to_image)[c] == n_images  # last place
 
 # %% [markdown]

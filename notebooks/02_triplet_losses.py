@@ -24,15 +24,18 @@
 try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
     import vlr_lib  # noqa: F401
 except ModuleNotFoundError:
-    raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
-                              "(the folder holding pyproject.toml), then restart the kernel") from None
+    raise ModuleNotFoundError(
+        "vlr_lib is not installed: in a cell run `%pip install -e "
+        "/path/to/vlr-workbook` "
+        "(the folder holding pyproject.toml), then restart the kernel"
+    ) from None
 
 import math
 
 import numpy as np
 import torch
 
-from vlr_lib import analysis, losses, similarity, widgets
+from vlr_lib import analysis, grading, losses, similarity, widgets
 from vlr_lib.notebook import demo_embeddings, setup
 
 cfg = setup(seed=0)
@@ -69,10 +72,17 @@ def hinge(x: float) -> float:
     return max(x, 0.0)
 
 
-L_all = sum(hinge(margin - S_np[i, i] + S_np[i, j]) + hinge(margin - S_np[i, i] + S_np[j, i])
-            for i in range(n) for j in range(n) if j != i)
-L_hn = sum(hinge(margin + max(S_np[i, j] for j in range(n) if j != i) - S_np[i, i])
-           + hinge(margin + max(S_np[j, i] for j in range(n) if j != i) - S_np[i, i]) for i in range(n))
+L_all = sum(
+    hinge(margin - S_np[i, i] + S_np[i, j]) + hinge(margin - S_np[i, i] + S_np[j, i])
+    for i in range(n)
+    for j in range(n)
+    if j != i
+)
+L_hn = sum(
+    hinge(margin + max(S_np[i, j] for j in range(n) if j != i) - S_np[i, i])
+    + hinge(margin + max(S_np[j, i] for j in range(n) if j != i) - S_np[i, i])
+    for i in range(n)
+)
 print(f"L_all = {L_all:.4f} (library {losses.triplet_all(S, margin).item():.4f})")
 print(f"L_SH  = {L_hn:.4f} (library {losses.triplet_hardest(S, margin).item():.4f})")
 assert math.isclose(losses.triplet_all(S, margin).item(), L_all, rel_tol=1e-12)
@@ -84,10 +94,14 @@ assert math.isclose(losses.triplet_hardest(S, margin).item(), L_hn, rel_tol=1e-1
 
 # %%
 assert L_hn <= L_all
-easy_img, easy_txt = demo_embeddings(n=n, dim=16, noise=0.3, seed=cfg.seed)  # an easy batch as well
+# an easy batch as well
+easy_img, easy_txt = demo_embeddings(n=n, dim=16, noise=0.3, seed=cfg.seed)
 for batch in (S, similarity.similarity(easy_img, easy_txt)):
     for m in (0.0, 0.2, 1.0):
-        hn, every = losses.triplet_hardest(batch, m).item(), losses.triplet_all(batch, m).item()
+        hn, every = (
+            losses.triplet_hardest(batch, m).item(),
+            losses.triplet_all(batch, m).item(),
+        )
         assert hn <= every and (hn == 0.0) == (every == 0.0)
 
 # %% [markdown]
@@ -107,6 +121,7 @@ for batch in (S, similarity.similarity(easy_img, easy_txt)):
 # them against autograd on the library's losses (`analysis.loss_gradient`, the one helper every
 # notebook and figure uses for $\partial L/\partial S$).
 
+
 # %%
 def grad_all(S: np.ndarray, m: float) -> tuple[np.ndarray, np.ndarray]:
     """dL_all/dS as (row-query part, column-query part)."""
@@ -123,9 +138,14 @@ def grad_hardest(S: np.ndarray, m: float) -> tuple[np.ndarray, np.ndarray]:
     """dL_SH/dS as (row-query part, column-query part)."""
     N, rows = len(S), np.arange(len(S))
     masked = np.where(np.eye(N, dtype=bool), -np.inf, S)
-    h_row, h_col = masked.argmax(axis=1), masked.argmax(axis=0)  # T^_i and V^_j (Li et al. eq. 2)
+    # T^_i and V^_j (Li et al. eq. 2)
+    h_row, h_col = (
+        masked.argmax(axis=1),
+        masked.argmax(axis=0),
+    )
     a = (m + S[rows, h_row] - np.diag(S) > 0).astype(float)  # active image-query hinges
-    b = (m + S[h_col, rows] - np.diag(S) > 0).astype(float)  # active caption-query hinges
+    # active caption-query hinges
+    b = (m + S[h_col, rows] - np.diag(S) > 0).astype(float)
     G_row, G_col = np.zeros_like(S), np.zeros_like(S)
     G_row[rows, h_row], G_col[h_col, rows] = a, b
     return G_row - np.diag(a), G_col - np.diag(b)
@@ -133,9 +153,18 @@ def grad_hardest(S: np.ndarray, m: float) -> tuple[np.ndarray, np.ndarray]:
 
 G_all = sum(grad_all(S_np, margin))
 G_hn = sum(grad_hardest(S_np, margin))
-np.testing.assert_allclose(G_all, analysis.loss_gradient(S, lambda X: losses.triplet_all(X, margin)).numpy())
-np.testing.assert_allclose(G_hn, analysis.loss_gradient(S, lambda X: losses.triplet_hardest(X, margin)).numpy())
-print("entries of S with gradient: all negatives", int((G_all != 0).sum()), "| hardest", int((G_hn != 0).sum()))
+np.testing.assert_allclose(
+    G_all, analysis.loss_gradient(S, lambda X: losses.triplet_all(X, margin)).numpy()
+)
+np.testing.assert_allclose(
+    G_hn, analysis.loss_gradient(S, lambda X: losses.triplet_hardest(X, margin)).numpy()
+)
+print(
+    "entries of S with gradient: all negatives",
+    int((G_all != 0).sum()),
+    "| hardest",
+    int((G_hn != 0).sum()),
+)
 
 # %% [markdown]
 # What the derivation says, checked:
@@ -171,7 +200,8 @@ assert not ((G_hn != 0) & (G_all == 0)).any()  # 3.
 # %%
 X = img.detach().clone().requires_grad_()
 Y = txt.detach().clone().requires_grad_()
-losses.triplet_hardest(X @ Y.T, margin).backward()  # S = X Y^T with the unit embeddings as leaves
+# S = X Y^T with the unit embeddings as leaves
+losses.triplet_hardest(X @ Y.T, margin).backward()
 np.testing.assert_allclose(X.grad.numpy(), G_hn @ txt.numpy(), atol=1e-12)
 np.testing.assert_allclose(Y.grad.numpy(), G_hn.T @ img.numpy(), atol=1e-12)
 
@@ -187,8 +217,16 @@ np.testing.assert_allclose(Y.grad.numpy(), G_hn.T @ img.numpy(), atol=1e-12)
 G_row_all, G_col_all = grad_all(S_np, margin)
 Y_np = txt.numpy()
 for i in range(n):  # eq. 9b, term by term: sum over violating negatives of (v- - v+)
-    eq9b = sum(Y_np[j] - Y_np[i] for j in range(n) if j != i and S_np[i, i] - S_np[i, j] < margin)
-    np.testing.assert_allclose(G_row_all[i] @ Y_np, eq9b if np.ndim(eq9b) else np.zeros(Y_np.shape[1]), atol=1e-12)
+    eq9b = sum(
+        Y_np[j] - Y_np[i]
+        for j in range(n)
+        if j != i and S_np[i, i] - S_np[i, j] < margin
+    )
+    np.testing.assert_allclose(
+        G_row_all[i] @ Y_np,
+        eq9b if np.ndim(eq9b) else np.zeros(Y_np.shape[1]),
+        atol=1e-12,
+    )
 
 off = ~np.eye(n, dtype=bool)
 cocos_all = analysis.cocos(S, "triplet", margin=margin)
@@ -219,8 +257,13 @@ widgets.triplet.gradient_explorer(n=8, dim=16, noise=2.0, seed=cfg.seed, margin=
 # gets gradient from $L_{\text{all}}$, while Triplet-SH still touches at most $3N$.
 
 # %%
-counts = {m: (int((sum(grad_all(S_np, m)) != 0).sum()), int((sum(grad_hardest(S_np, m)) != 0).sum()))
-          for m in (0.0, 0.1, 0.2, 0.5, 1.0, 2.1)}
+counts = {
+    m: (
+        int((sum(grad_all(S_np, m)) != 0).sum()),
+        int((sum(grad_hardest(S_np, m)) != 0).sum()),
+    )
+    for m in (0.0, 0.1, 0.2, 0.5, 1.0, 2.1)
+}
 print("margin: (entries with gradient, all negatives / hardest)", counts)
 ms = sorted(counts)
 assert all(counts[a][k] <= counts[b][k] for a, b in zip(ms, ms[1:]) for k in (0, 1))
@@ -252,11 +295,20 @@ assert counts[2.1][0] == n * n and counts[2.1][1] <= 3 * n
 # We compute the projection with numpy on a grid of angles and compare with the library's
 # closed form `analysis.triplet_hn_tangent_norm` and with our formula.
 
+
 # %%
-def points(theta_pos: float, theta_neg: float, phi: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def points(
+    theta_pos: float, theta_neg: float, phi: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     v = np.array([0.0, 0.0, 1.0])
     t = np.array([math.sin(theta_pos), 0.0, math.cos(theta_pos)])
-    t_hat = np.array([math.sin(theta_neg) * math.cos(phi), math.sin(theta_neg) * math.sin(phi), math.cos(theta_neg)])
+    t_hat = np.array(
+        [
+            math.sin(theta_neg) * math.cos(phi),
+            math.sin(theta_neg) * math.sin(phi),
+            math.cos(theta_neg),
+        ]
+    )
     return v, t, t_hat
 
 
@@ -264,11 +316,16 @@ def tangent(g: np.ndarray, x: np.ndarray) -> np.ndarray:
     return g - (g @ x) * x  # drop the radial part
 
 
-def derived_norms(theta_pos: float, theta_neg: float, phi: float, m: float) -> tuple[float, float]:
+def derived_norms(
+    theta_pos: float, theta_neg: float, phi: float, m: float
+) -> tuple[float, float]:
     v, t, t_hat = points(theta_pos, theta_neg, phi)
     active = float(v @ t_hat - v @ t + m > 0)  # eq. 8's hinge
-    return (np.linalg.norm(tangent(active * (t_hat - t), v)),  # eq. 11, from eq. 9
-            np.linalg.norm(tangent(active * v, t_hat)))  # eq. 12, from eq. 10
+    # eq. 12, from eq. 10
+    return (
+        np.linalg.norm(tangent(active * (t_hat - t), v)),  # eq. 11, from eq. 9
+        np.linalg.norm(tangent(active * v, t_hat)),
+    )
 
 
 angles = np.radians([0.0, 5.0, 20.0, 45.0, 90.0, 135.0, 180.0])
@@ -276,15 +333,25 @@ for tp in angles:
     for tn in angles:
         for phi in (0.0, math.pi / 3, math.pi):
             anchor, negative = derived_norms(tp, tn, phi, margin)
-            lib = analysis.triplet_hn_tangent_norm(float(tp), float(tn), phi, margin=margin)
+            lib = analysis.triplet_hn_tangent_norm(
+                float(tp), float(tn), phi, margin=margin
+            )
             assert math.isclose(anchor, float(lib.anchor), abs_tol=1e-12)
             assert math.isclose(negative, float(lib.negative), abs_tol=1e-12)
             if anchor > 0:  # active: the closed form of the projection
-                closed = math.sqrt(max(0.0, math.sin(tn) ** 2 + math.sin(tp) ** 2
-                                       - 2 * math.sin(tp) * math.sin(tn) * math.cos(phi)))
+                closed = math.sqrt(
+                    max(
+                        0.0,
+                        math.sin(tn) ** 2
+                        + math.sin(tp) ** 2
+                        - 2 * math.sin(tp) * math.sin(tn) * math.cos(phi),
+                    )
+                )
                 assert math.isclose(anchor, closed, abs_tol=1e-9)
                 assert math.isclose(negative, abs(math.sin(tn)), abs_tol=1e-12)
-print("numpy projection = library closed form on", len(angles) ** 2 * 3, "angle triples")
+print(
+    "numpy projection = library closed form on", len(angles) ** 2 * 3, "angle triples"
+)
 
 # %% [markdown]
 # The same split, on a whole batch: `analysis.tangent_gradient_norms` differentiates a loss with respect
@@ -292,9 +359,13 @@ print("numpy projection = library closed form on", len(angles) ** 2 * 3, "angle 
 # remove each row's radial component.
 
 # %%
-r = analysis.tangent_gradient_norms(img, txt, lambda S: losses.triplet_hardest(S, margin))
+r = analysis.tangent_gradient_norms(
+    img, txt, lambda S: losses.triplet_hardest(S, margin)
+)
 g_img = G_hn @ txt.numpy()
-by_hand = np.linalg.norm(g_img - (g_img * img.numpy()).sum(axis=1, keepdims=True) * img.numpy(), axis=1)
+by_hand = np.linalg.norm(
+    g_img - (g_img * img.numpy()).sum(axis=1, keepdims=True) * img.numpy(), axis=1
+)
 np.testing.assert_allclose(r.img.numpy(), by_hand, atol=1e-12)
 print("tangent gradient norm per image:", r.img.numpy().round(3))
 
@@ -309,13 +380,18 @@ for deg_pos, deg_neg, phi in ((3.0, 2.0, math.pi), (3.0, 2.0, 0.0), (60.0, 60.0,
     tp, tn = math.radians(deg_pos), math.radians(deg_neg)
     loss = max(0.0, math.cos(tn) - math.cos(tp) + margin)
     norms = analysis.triplet_hn_tangent_norm(tp, tn, phi, margin=margin)
-    print(f"theta+ {deg_pos:4.0f}, theta- {deg_neg:4.0f}, phi {math.degrees(phi):3.0f}: loss {loss:.3f}, "
-          f"|g(v)| {float(norms.anchor):.3f}, |g(t^)| {float(norms.negative):.3f}")
+    print(
+        f"theta+ {deg_pos:4.0f}, theta- {deg_neg:4.0f}, phi {math.degrees(phi):3.0f}: "
+        f"loss {loss:.3f}, "
+        f"|g(v)| {float(norms.anchor):.3f}, |g(t^)| {float(norms.negative):.3f}"
+    )
     assert loss >= margin - 1e-12  # active, and at least m
-    if deg_pos < 5:  # both close to the anchor: every tangent norm is at most sin(theta+) + sin(theta-)
+    # both close to the anchor: every tangent norm is at most sin(theta+) + sin(theta-)
+    if deg_pos < 5:
         assert float(norms.anchor) <= math.sin(tp) + math.sin(tn) + 1e-12 < 0.11
         assert float(norms.negative) < 0.04
-    else:  # negative = positive: the anchor gets nothing, though the negative still does
+    # negative = positive: the anchor gets nothing, though the negative still does
+    else:
         assert float(norms.anchor) < 1e-12 and float(norms.negative) > 0.8
 
 # %% [markdown]
@@ -332,7 +408,9 @@ for deg_pos, deg_neg, phi in ((3.0, 2.0, math.pi), (3.0, 2.0, 0.0), (60.0, 60.0,
 # $\theta^- = \theta^+$, the anchor's arrow disappears at any angle.
 
 # %%
-widgets.triplet.tangent_explorer(theta_pos_deg=5.0, theta_neg_deg=5.0, side="opposite", margin=margin)
+widgets.triplet.tangent_explorer(
+    theta_pos_deg=5.0, theta_neg_deg=5.0, side="opposite", margin=margin
+)
 
 # %% [markdown]
 # ## Summary
@@ -359,34 +437,96 @@ widgets.triplet.tangent_explorer(theta_pos_deg=5.0, theta_neg_deg=5.0, side="opp
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 1.
-# 3N: N diagonal entries plus one hardest negative per row and one per column, all distinct. It is
-# smaller when a row's and a column's hardest negative are the same entry (s_ij hardest for image i
-# *and* caption j; it then gets weight 2), as in the batch above.
-G = sum(grad_hardest(S_np, 5.0))   # m = 5: every hinge active
+# 3N: N diagonal entries plus one hardest negative per row and one per column, all
+# distinct. It is smaller when a row's and a column's hardest negative are the same
+# entry (s_ij hardest for image i *and* caption j; it then gets weight 2), as in the
+# batch above.
+G = sum(grad_hardest(S_np, 5.0))  # m = 5: every hinge active
 nonzero, shared = int((G != 0).sum()), int((G[~np.eye(n, dtype=bool)] == 2).sum())
-print(f"{nonzero} nonzero entries of at most {3 * n}; {shared} negative(s) hardest for both row and column")
+print(
+    f"{nonzero} nonzero entries of at most {3 * n}; {shared} negative(s) hardest for "
+    "both row and column"
+)
 assert nonzero == 3 * n - shared
+
+# %% [markdown] jupyter={"source_hidden": true} tags=["solution"]
+# **Solution 2, the derivation.** Image query $i$'s term of Triplet-SH is $\ell_i = [x_i]_+$ with the
+# violation $x_i = m + s_{i\hat T_i} - s_{ii}$, where $\hat T_i$ is its hardest negative. Which negative is
+# hardest does not change under a small enough change of $S$ (away from ties), so by the chain rule
+#
+# $$ \frac{\partial \ell_i}{\partial s_{i\hat T_i}} = \frac{d[x]_+}{dx}\Big|_{x = x_i} = \mathbb{1}[x_i > 0],
+# \qquad \frac{\partial \ell_i}{\partial s_{ii}} = -\mathbb{1}[x_i > 0], $$
+#
+# and 0 for every other entry: $[x]_+ = \max(x, 0)$ has slope 1 wherever $x > 0$ and slope 0 wherever
+# $x < 0$. The weight is the step $\mathbb{1}[x_i > 0]$, the same for $x_i = 10^{-6}$ and for $x_i = 1$: the
+# size of the violation changes the loss's *value*, never its gradient. The caption queries' terms are the
+# same with columns, so every entry of $\partial L_{\text{SH}}/\partial S$ is a sum of at most two
+# $\pm 1$'s: 0, 1 or 2 off the diagonal, 0, −1 or −2 on it.
+#
+# A loss whose gradient grows with the violation: the squared hinge $\tfrac12 [x]_+^2$, whose derivative is
+# $[x]_+$ itself; or the softplus $\tfrac1\gamma \log(1 + e^{\gamma x})$ of notebook 04, whose derivative
+# $\sigma(\gamma x)$ rises smoothly with $x$ (a different *triplet weight*, in Xuan & Chen's words). The
+# check: a much larger violation in row 0 leaves every weight in $\{0, 1, 2\}$.
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 2.
-# The derivative of [x]_+ is the step 1[x > 0]: the weight is 1 for a violation of 1e-6 and for one of 1.
-# A squared hinge [x]_+^2 has derivative 2[x]_+, growing with the violation; the softplus of notebook 04's
-# unified loss gives a smooth weight sigma(gamma x), which Xuan & Chen call a different *triplet weight*.
 S2 = S.clone()
-S2[0, 1] = S2[0, 0] + 0.5     # a much larger violation in row 0
+S2[0, 1] = S2[0, 0] + 0.5  # a much larger violation in row 0
 G2 = analysis.loss_gradient(S2, lambda X: losses.triplet_hardest(X, margin))
 print("distinct |dL/dS| entries:", G2.abs().unique().tolist())
-assert set(G2.abs().unique().tolist()) <= {0.0, 1.0, 2.0}, "every weight is 0, 1 or 2, whatever the violation"
+assert set(G2.abs().unique().tolist()) <= {0.0, 1.0, 2.0}, (
+    "every weight is 0, 1 or 2, whatever the violation"
+)
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 3.
-# The tangent push ||g(t)|| = sin(theta-) is largest at theta- = 90° and zero at theta- = 0: the closer a
-# negative is to the anchor, the weaker the push that could separate them. Near-duplicates of the anchor,
-# the hardest of hard negatives, barely move -- which is Li et al.'s explanation of Triplet-SH's slow start.
+# The tangent push ||g(t)|| = sin(theta-) is largest at theta- = 90° and zero at theta-
+# = 0: the closer a negative is to the anchor, the weaker the push that could separate
+# them. Near-duplicates of the anchor, the hardest of hard negatives, barely move --
+# which is Li et al.'s explanation of Triplet-SH's slow start.
 thetas = np.radians(np.arange(0, 181, 15))
-push = analysis.triplet_hn_tangent_norm(torch.tensor(0.0), torch.tensor(thetas), 0.0, margin=2.0).negative
+push = analysis.triplet_hn_tangent_norm(
+    torch.tensor(0.0), torch.tensor(thetas), 0.0, margin=2.0
+).negative
 print(dict(zip(np.arange(0, 181, 15).tolist(), push.numpy().round(3).tolist())))
 assert np.degrees(thetas[int(push.argmax())]) == 90 and float(push[0]) < 1e-12
+
+# %% [markdown]
+# 4. **Graded (5 points): implement Triplet-SH.** Fill in `triplet_sh(S, margin)` in the next cell: the
+#    loss $L_{\text{SH}}$ above, both directions, summed, for a square $S$ with the positives on its diagonal,
+#    written with tensor operations (no loop, and not by calling `losses.triplet_hardest`). The cell after it
+#    compares your function with the library on 10 hidden batches and prints your score; while the stub raises
+#    `NotImplementedError` it reports 0.
+
+
+# %%
+def triplet_sh(S: torch.Tensor, margin: float) -> torch.Tensor:
+    """Triplet-SH of the square S: each image's and each caption's hardest negative,
+    hinged, summed.
+    """
+    raise NotImplementedError("implement Triplet-SH here")
+
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 4.
+def triplet_sh(S: torch.Tensor, margin: float) -> torch.Tensor:
+    """Triplet-SH of the square S: each image's and each caption's hardest negative,
+    hinged, summed.
+    """
+    # a positive is no negative
+    negatives = S.masked_fill(torch.eye(len(S), dtype=torch.bool), -math.inf)
+    positives = S.diagonal()
+    # row i: hardest caption
+    image_queries = torch.relu(margin + negatives.amax(dim=1) - positives)
+    # column i: hardest image
+    caption_queries = torch.relu(margin + negatives.amax(dim=0) - positives)
+    return image_queries.sum() + caption_queries.sum()
+
+
+assert grading.grade("02_triplet_sh", triplet_sh).full_marks
+
+# %%
+score = grading.check("02_triplet_sh", triplet_sh)
 
 # %% [markdown]
 # ## References

@@ -30,14 +30,17 @@
 try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
     import vlr_lib  # noqa: F401
 except ModuleNotFoundError:
-    raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
-                              "(the folder holding pyproject.toml), then restart the kernel") from None
+    raise ModuleNotFoundError(
+        "vlr_lib is not installed: in a cell run `%pip install -e "
+        "/path/to/vlr-workbook` "
+        "(the folder holding pyproject.toml), then restart the kernel"
+    ) from None
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from vlr_lib import analysis, losses, similarity, viz, widgets
+from vlr_lib import analysis, grading, losses, similarity, viz, widgets
 from vlr_lib.notebook import demo_embeddings, setup
 
 cfg = setup(seed=0)
@@ -70,15 +73,21 @@ viz.matrix.similarity_heatmap(S, marks={"positive": eye})
 # `"mean"` it is divided by $N$ — exactly two of PyTorch's `F.cross_entropy` calls, as in CLIP.
 
 # %%
-rows = -torch.log_softmax(S / TAU, dim=1).diagonal()  # image -> text, one term per image
-cols = -torch.log_softmax(S / TAU, dim=0).diagonal()  # text -> image, one term per caption
+# image -> text, one term per image
+rows = -torch.log_softmax(S / TAU, dim=1).diagonal()
+# text -> image, one term per caption
+cols = -torch.log_softmax(S / TAU, dim=0).diagonal()
 target = torch.arange(N)
 
 torch.testing.assert_close(rows.sum() + cols.sum(), losses.info_nce(S, TAU, "sum"))
 torch.testing.assert_close(
-    F.cross_entropy(S / TAU, target) + F.cross_entropy(S.T / TAU, target), losses.info_nce(S, TAU, "mean")
+    F.cross_entropy(S / TAU, target) + F.cross_entropy(S.T / TAU, target),
+    losses.info_nce(S, TAU, "mean"),
 )
-print(f"NT-Xent of the batch: {float(losses.info_nce(S, TAU, 'mean')):.4f} (mean over the {N} pairs)")
+print(
+    f"NT-Xent of the batch: {float(losses.info_nce(S, TAU, 'mean')):.4f} (mean over "
+    f"the {N} pairs)"
+)
 
 # %% [markdown]
 # ## Pair-similarity form (Li et al., eq. 4)
@@ -126,7 +135,9 @@ Q = torch.softmax(S / TAU, dim=0)
 I = torch.eye(N, dtype=S.dtype)
 grad_by_hand = (P - I + Q - I) / TAU
 
-torch.testing.assert_close(grad_by_hand, analysis.loss_gradient(S, lambda X: losses.info_nce(X, TAU, "sum")))
+torch.testing.assert_close(
+    grad_by_hand, analysis.loss_gradient(S, lambda X: losses.info_nce(X, TAU, "sum"))
+)
 
 # %% [markdown]
 # ### From $S$ to the query embedding (Bleeker & de Rijke, eq. 11)
@@ -145,7 +156,8 @@ torch.testing.assert_close(grad_by_hand, analysis.loss_gradient(S, lambda X: los
 
 # %%
 torch.testing.assert_close(
-    losses.sampled_softmax(S, 1 / TAU, reduction="sum") + losses.sampled_softmax(S.T, 1 / TAU, reduction="sum"),
+    losses.sampled_softmax(S, 1 / TAU, reduction="sum")
+    + losses.sampled_softmax(S.T, 1 / TAU, reduction="sum"),
     losses.info_nce(S, TAU, "sum"),
 )
 
@@ -155,7 +167,8 @@ losses.sampled_softmax(v @ txt.T, 1 / TAU, reduction="sum").backward()
 p = P[q]
 eq11 = (1 - p[q]) / TAU * txt[q] - sum(p[n] / TAU * txt[n] for n in range(N) if n != q)
 torch.testing.assert_close(v.grad[q], -eq11)
-torch.testing.assert_close(p[off[q]].sum(), 1 - p[q])  # negatives' weights add up to the positive's
+# negatives' weights add up to the positive's
+torch.testing.assert_close(p[off[q]].sum(), 1 - p[q])
 
 # %% [markdown]
 # ## Temperature: soft hard-negative mining
@@ -190,26 +203,33 @@ widgets.contrastive.temperature_explorer(S, temperature=TAU, query=0)
 # cancels): it is a softmax over the query's negatives alone. Written that way it also stays
 # computable at tiny $\tau$, where the weights themselves underflow to 0 in float64.
 
+
 # %%
 def negative_shares(tau: float) -> torch.Tensor:
-    """Row q: each negative's share of query q's push, a softmax over the negatives only."""
+    """Row q: each negative's share of query q's push, a softmax over the negatives
+    only.
+    """
     return torch.softmax((S / tau).masked_fill(eye, -torch.inf), dim=1)
 
 
 W_01 = analysis.softmax_weights(S, 0.1)
 torch.testing.assert_close(negative_shares(0.1), W_01 / W_01.sum(dim=1, keepdim=True))
 
-hardest = S.masked_fill(eye, -torch.inf).argmax(dim=1)  # each image's hardest negative caption
+# each image's hardest negative caption
+hardest = S.masked_fill(eye, -torch.inf).argmax(dim=1)
 cold, hot = negative_shares(1e-5), negative_shares(1e3)
-assert torch.all(cold[torch.arange(N), hardest] > 0.999)  # tau -> 0: all weight on the hardest negative
+# tau -> 0: all weight on the hardest negative
+assert torch.all(cold[torch.arange(N), hardest] > 0.999)
 assert all(analysis.effective_number(cold[q][off[q]]) < 1.01 for q in range(N))
-assert torch.all((hot[off] - 1 / (N - 1)).abs() < 1e-3)  # tau -> inf: every negative equally
+# tau -> inf: every negative equally
+assert torch.all((hot[off] - 1 / (N - 1)).abs() < 1e-3)
 assert all(analysis.effective_number(hot[q][off[q]]) > (N - 1) - 0.01 for q in range(N))
 
 # %%
 taus = np.logspace(-3, 1, 17)
 sweep = viz.contrastive.temperature_sweep(S, taus, query=0)
-assert np.all(np.diff(np.asarray(sweep.data[0].y)) >= -1e-9)  # more temperature, more negatives
+# more temperature, more negatives
+assert np.all(np.diff(np.asarray(sweep.data[0].y)) >= -1e-9)
 sweep
 
 # %% [markdown]
@@ -220,8 +240,14 @@ sweep
 
 # %%
 for tau in (1e-2, 1e-3, 1e-4):
-    gap = float(tau * losses.info_nce(S, tau, "sum") - losses.triplet_hardest(S, margin=0.0))
-    assert -1e-12 <= gap <= 2 * N * np.log(N) * tau, (tau, gap)  # 0 up to float64 rounding
+    gap = float(
+        tau * losses.info_nce(S, tau, "sum") - losses.triplet_hardest(S, margin=0.0)
+    )
+    # 0 up to float64 rounding
+    assert -1e-12 <= gap <= 2 * N * np.log(N) * tau, (
+        tau,
+        gap,
+    )
 
 # %% [markdown]
 # ## Where the gradient goes in the batch
@@ -263,24 +289,63 @@ print("info_nce(2 S, 0.1) == info_nce(S, 0.05):", float(losses.info_nce(S, 0.05)
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 2.
-# The effective number of negatives grows with tau (from 1 at tau -> 0 to N - 1 at tau -> infinity):
-# bisect in log space.
+# The effective number of negatives grows with tau (from 1 at tau -> 0 to N - 1 at tau
+# -> infinity): bisect in log space.
 lo, hi = 1e-3, 10.0
 for _ in range(40):
     mid = (lo * hi) ** 0.5
     w = analysis.softmax_weights(S, mid)[0][off[0]]
     lo, hi = (mid, hi) if analysis.effective_number(w) < 2 else (lo, mid)
 print(f"tau = {mid:.2g}")
-assert abs(analysis.effective_number(analysis.softmax_weights(S, mid)[0][off[0]]) - 2) < 1e-6
+assert (
+    abs(analysis.effective_number(analysis.softmax_weights(S, mid)[0][off[0]]) - 2)
+    < 1e-6
+)
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 3.
 # A hotter softmax spreads the weight: more negatives pass the threshold at tau = 0.5.
 counts = {}
 for tau in (0.1, 0.5):
-    counts[tau] = (analysis.softmax_weights(S, tau) > 0.01).sum(dim=1)  # positives have weight 0 here
+    # positives have weight 0 here
+    counts[tau] = (analysis.softmax_weights(S, tau) > 0.01).sum(dim=1)
     print(tau, counts[tau].tolist())
 assert (counts[0.5] >= counts[0.1]).all() and counts[0.5].sum() > counts[0.1].sum()
+
+# %% [markdown]
+# 4. **Graded (5 points): implement NT-Xent.** Fill in `nt_xent(S, temperature)` in the next cell: the
+#    cross-entropy of every row of $S/\tau$ with its diagonal target plus that of every column, summed and
+#    divided by $N$ (what `losses.info_nce` computes with its default `reduction="mean"`), without calling
+#    `losses.info_nce` or `F.cross_entropy`. Keep it stable at $\tau = 0.05$ (hint: `torch.logsumexp`).
+#    The cell after it checks it on 10 hidden batches and prints your score (0 while the stub raises).
+
+
+# %%
+def nt_xent(S: torch.Tensor, temperature: float) -> torch.Tensor:
+    """NT-Xent of the square S in both directions: (sum of the rows' and columns' cross-
+    entropies) / N.
+    """
+    raise NotImplementedError("implement NT-Xent here")
+
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 4.
+def nt_xent(S: torch.Tensor, temperature: float) -> torch.Tensor:
+    """NT-Xent of the square S in both directions: (sum of the rows' and columns' cross-
+    entropies) / N.
+    """
+    logits = S / temperature
+    # -log softmax of each image's positive
+    rows = torch.logsumexp(logits, dim=1) - logits.diagonal()
+    # and of each caption's
+    columns = torch.logsumexp(logits, dim=0) - logits.diagonal()
+    return (rows.sum() + columns.sum()) / len(S)
+
+
+assert grading.grade("03_nt_xent", nt_xent).full_marks
+
+# %%
+score = grading.check("03_nt_xent", nt_xent)
 
 # %% [markdown]
 # ## References

@@ -29,15 +29,18 @@
 try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
     import vlr_lib  # noqa: F401
 except ModuleNotFoundError:
-    raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
-                              "(the folder holding pyproject.toml), then restart the kernel") from None
+    raise ModuleNotFoundError(
+        "vlr_lib is not installed: in a cell run `%pip install -e "
+        "/path/to/vlr-workbook` "
+        "(the folder holding pyproject.toml), then restart the kernel"
+    ) from None
 
 import math
 
 import numpy as np
 import torch
 
-from vlr_lib import analysis, losses, similarity, viz, widgets
+from vlr_lib import analysis, grading, losses, similarity, viz, widgets
 from vlr_lib.notebook import demo_embeddings, setup
 
 cfg = setup(seed=0)
@@ -71,13 +74,18 @@ assert violated.sum() >= N / 4
 # The first log is image $i$ as a query (row $i$), the second caption $i$ (column $i$). Each
 # term is a *soft maximum* of the margin violations $s_{ij} - s_{ii} + m$ and 0.
 
+
 # %%
 def unified_by_hand(S: torch.Tensor, m, gamma: float) -> torch.Tensor:
     """Li et al. eq. 5 written out; `m` a number or one margin per pair (eq. 26)."""
     m = torch.as_tensor(m, dtype=S.dtype)
     m_row, m_col = (m[:, None], m[None, :]) if m.dim() else (m, m)
-    rows = torch.log1p((torch.exp(gamma * (S - S.diagonal()[:, None] + m_row)) * off).sum(dim=1))
-    cols = torch.log1p((torch.exp(gamma * (S - S.diagonal()[None, :] + m_col)) * off).sum(dim=0))
+    rows = torch.log1p(
+        (torch.exp(gamma * (S - S.diagonal()[:, None] + m_row)) * off).sum(dim=1)
+    )
+    cols = torch.log1p(
+        (torch.exp(gamma * (S - S.diagonal()[None, :] + m_col)) * off).sum(dim=0)
+    )
     return (rows.sum() + cols.sum()) / gamma
 
 
@@ -93,7 +101,9 @@ print(f"unified loss of the batch: {float(losses.unified(S, M, GAMMA)):.4f}")
 # %%
 am_softmax = (
     losses.sampled_softmax(S - M * torch.eye(N, dtype=S.dtype), GAMMA, reduction="sum")
-    + losses.sampled_softmax(S.T - M * torch.eye(N, dtype=S.dtype), GAMMA, reduction="sum")
+    + losses.sampled_softmax(
+        S.T - M * torch.eye(N, dtype=S.dtype), GAMMA, reduction="sum"
+    )
 ) / GAMMA
 torch.testing.assert_close(am_softmax, losses.unified(S, M, GAMMA))
 
@@ -116,14 +126,19 @@ torch.testing.assert_close(am_softmax, losses.unified(S, M, GAMMA))
 
 # %%
 Dr = torch.exp(GAMMA * (S - S.diagonal()[:, None] + M)) * off  # row (image-query) terms
-Dc = torch.exp(GAMMA * (S - S.diagonal()[None, :] + M)) * off  # column (caption-query) terms
+# column (caption-query) terms
+Dc = torch.exp(GAMMA * (S - S.diagonal()[None, :] + M)) * off
 w_row = Dr / (1 + Dr.sum(dim=1, keepdim=True))
 w_col = Dc / (1 + Dc.sum(dim=0, keepdim=True))
 grad_by_hand = w_row + w_col - torch.diag(w_row.sum(dim=1) + w_col.sum(dim=0))
-torch.testing.assert_close(grad_by_hand, analysis.loss_gradient(S, lambda X: losses.unified(X, M, GAMMA)))
-torch.testing.assert_close(w_row, analysis.unified_weights(S, M, GAMMA))  # what the explorer plots
+torch.testing.assert_close(
+    grad_by_hand, analysis.loss_gradient(S, lambda X: losses.unified(X, M, GAMMA))
+)
+# what the explorer plots
+torch.testing.assert_close(w_row, analysis.unified_weights(S, M, GAMMA))
 torch.testing.assert_close(w_col, analysis.unified_weights(S.T, M, GAMMA).T)
-assert not torch.allclose(Dr / (1 + Dr), w_row)  # eq. 15 as printed (one D) is not it here
+# eq. 15 as printed (one D) is not it here
+assert not torch.allclose(Dr / (1 + Dr), w_row)
 
 # %% [markdown]
 # ## Explorer: margin and scale
@@ -153,14 +168,29 @@ widgets.unified.unified_explorer(S, margin=M, gamma=GAMMA)
 # %%
 for x in (-0.5, -0.2, 0.1):
     for gamma in (5.0, 60.0, 1e3):
-        S2 = torch.tensor([[0.0, x], [x, 0.0]], dtype=torch.float64)  # four query terms, one negative each
-        loss, grad = losses.unified(S2, M, gamma), analysis.loss_gradient(S2, lambda X: losses.unified(X, M, gamma))
-        assert math.isclose(analysis.unified_one_negative_loss(x, M, gamma), float(loss) / 4, rel_tol=1e-9,
-                            abs_tol=1e-12)
-        assert math.isclose(analysis.unified_one_negative_weight(x, M, gamma), float(grad[0, 1]) / 2, rel_tol=1e-9,
-                            abs_tol=1e-12)
-assert all(float(analysis.unified_one_negative_weight(-m, m, g)) == 0.5 for m in (0.0, 0.2, 0.4)
-           for g in (1.0, 60.0, 1e4))
+        # four query terms, one negative each
+        S2 = torch.tensor([[0.0, x], [x, 0.0]], dtype=torch.float64)
+        loss, grad = (
+            losses.unified(S2, M, gamma),
+            analysis.loss_gradient(S2, lambda X: losses.unified(X, M, gamma)),
+        )
+        assert math.isclose(
+            analysis.unified_one_negative_loss(x, M, gamma),
+            float(loss) / 4,
+            rel_tol=1e-9,
+            abs_tol=1e-12,
+        )
+        assert math.isclose(
+            analysis.unified_one_negative_weight(x, M, gamma),
+            float(grad[0, 1]) / 2,
+            rel_tol=1e-9,
+            abs_tol=1e-12,
+        )
+assert all(
+    float(analysis.unified_one_negative_weight(-m, m, g)) == 0.5
+    for m in (0.0, 0.2, 0.4)
+    for g in (1.0, 60.0, 1e4)
+)
 
 # %% [markdown]
 # ### The whole picture: surfaces over gap and scale
@@ -176,9 +206,14 @@ widgets.unified.surface_explorer(margin=M, n=cfg.pick(30, 60))
 # %%
 x = torch.linspace(-1.0, 0.6, 161, dtype=torch.float64)
 hinge = (x + M).clamp_min(0.0)
-assert torch.all((analysis.unified_one_negative_loss(x, M, 1e3) - hinge).abs() <= math.log(2) / 1e3)  # large γ
-assert torch.all(torch.diff(analysis.unified_one_negative_weight(x, M, 1.0)) > 0)  # small γ: a ramp ...
-assert analysis.unified_one_negative_weight(-1.0, M, 1.0) > 0.3  # ... that still pushes a negative 1.0 below
+# large γ
+assert torch.all(
+    (analysis.unified_one_negative_loss(x, M, 1e3) - hinge).abs() <= math.log(2) / 1e3
+)
+# small γ: a ramp ...
+assert torch.all(torch.diff(analysis.unified_one_negative_weight(x, M, 1.0)) > 0)
+# ... that still pushes a negative 1.0 below
+assert analysis.unified_one_negative_weight(-1.0, M, 1.0) > 0.3
 
 # %% [markdown]
 # ## Limit 1: $\gamma \to \infty$ gives Triplet-SH (eq. 6)
@@ -193,6 +228,7 @@ assert analysis.unified_one_negative_weight(-1.0, M, 1.0) > 0.3  # ... that stil
 # $$0 \;\le\; \mathcal L_{\text{Unified}}(m, \gamma) - \mathcal L_{\text{Triplet-SH}}(m)
 #   \;\le\; \frac{2P\log N}{\gamma}.$$
 
+
 # %%
 def within_bound(gap: float, gamma: float) -> bool:
     """0 <= gap <= 2 P log N / gamma, up to float64 rounding."""
@@ -203,7 +239,10 @@ hn = losses.triplet_hardest(S, M)
 for gamma in (10.0, 100.0, 1e3, 1e4):
     gap = float(losses.unified(S, M, gamma) - hn)
     assert within_bound(gap, gamma), (gamma, gap)
-print(f"Triplet-SH {float(hn):.5f}  vs  unified at γ = 1e4: {float(losses.unified(S, M, 1e4)):.5f}")
+print(
+    f"Triplet-SH {float(hn):.5f}  vs  unified at γ = 1e4: "
+    f"{float(losses.unified(S, M, 1e4)):.5f}"
+)
 viz.unified.gamma_limit_figure(S, M, gammas=np.logspace(0, 4, 9))
 
 # %% [markdown]
@@ -211,13 +250,19 @@ viz.unified.gamma_limit_figure(S, M, gammas=np.logspace(0, 4, 9))
 # and the hardest negative of each query whose hinge is active (`similarity.hardest_negative_mask`,
 # the one the losses pick); at $\gamma = 10^4$ the unified loss's gradient is the same matrix.
 
+
 # %%
 def grad_of(loss_fn) -> torch.Tensor:
     return analysis.loss_gradient(S, loss_fn)
 
 
-g_hn, g_uni = grad_of(lambda X: losses.triplet_hardest(X, M)), grad_of(lambda X: losses.unified(X, M, 1e4))
-hardest = similarity.hardest_negative_mask(S, None, "i2t") | similarity.hardest_negative_mask(S, None, "t2i")
+g_hn, g_uni = (
+    grad_of(lambda X: losses.triplet_hardest(X, M)),
+    grad_of(lambda X: losses.unified(X, M, 1e4)),
+)
+hardest = similarity.hardest_negative_mask(
+    S, None, "i2t"
+) | similarity.hardest_negative_mask(S, None, "t2i")
 assert torch.all(g_hn[off & ~hardest] == 0)  # only the hardest negatives get gradient
 assert torch.any(g_hn[off] != 0)  # ... and some of them do in this batch
 torch.testing.assert_close(g_uni, g_hn, atol=1e-6, rtol=0)
@@ -230,7 +275,9 @@ torch.testing.assert_close(g_uni, g_hn, atol=1e-6, rtol=0)
 
 # %%
 for gamma in (1.0, 10.0, 60.0):
-    torch.testing.assert_close(gamma * losses.unified(S, 0.0, gamma), losses.info_nce(S, 1 / gamma, "sum"))
+    torch.testing.assert_close(
+        gamma * losses.unified(S, 0.0, gamma), losses.info_nce(S, 1 / gamma, "sum")
+    )
 
 # %% [markdown]
 # What does the margin buy? With $m = 0$ a query stops being pushed as soon as its positive
@@ -259,8 +306,12 @@ assert push_uni > 2 * push_nt
 # %%
 g = torch.Generator().manual_seed(cfg.seed)
 W = 0.5 + torch.rand(N, N, generator=g, dtype=S.dtype)  # weights in [0.5, 1.5)
-torch.testing.assert_close(losses.unified(S, M, GAMMA, weights=W), unified_by_hand(W * S, M, GAMMA))
-torch.testing.assert_close(losses.unified(S, M, GAMMA, weights=torch.ones_like(S)), losses.unified(S, M, GAMMA))
+torch.testing.assert_close(
+    losses.unified(S, M, GAMMA, weights=W), unified_by_hand(W * S, M, GAMMA)
+)
+torch.testing.assert_close(
+    losses.unified(S, M, GAMMA, weights=torch.ones_like(S)), losses.unified(S, M, GAMMA)
+)
 gap = float(losses.unified(S, M, 1e4, weights=W) - losses.triplet_hardest(W * S, M))
 assert within_bound(gap, 1e4), gap
 
@@ -271,13 +322,19 @@ assert within_bound(gap, 1e4), gap
 # `losses.triplet_hardest(S, margins)` — within the same bound.
 
 # %%
-margins = torch.linspace(0.05, 0.35, N, dtype=S.dtype)  # e.g. smaller margins for doubtful pairs
-torch.testing.assert_close(losses.unified(S, margins, GAMMA), unified_by_hand(S, margins, GAMMA))
+# e.g. smaller margins for doubtful pairs
+margins = torch.linspace(0.05, 0.35, N, dtype=S.dtype)
+torch.testing.assert_close(
+    losses.unified(S, margins, GAMMA), unified_by_hand(S, margins, GAMMA)
+)
 for gamma in (100.0, 1e3, 1e4):
     gap = float(losses.unified(S, margins, gamma) - losses.triplet_hardest(S, margins))
     assert within_bound(gap, gamma), (gamma, gap)
 # a constant margin vector is the plain loss
-torch.testing.assert_close(losses.unified(S, torch.full((N,), M, dtype=S.dtype), GAMMA), losses.unified(S, M, GAMMA))
+torch.testing.assert_close(
+    losses.unified(S, torch.full((N,), M, dtype=S.dtype), GAMMA),
+    losses.unified(S, M, GAMMA),
+)
 
 # %% [markdown]
 # ## Summary
@@ -305,18 +362,40 @@ torch.testing.assert_close(losses.unified(S, torch.full((N,), M, dtype=S.dtype),
 # 3. Give the pairs whose positive similarity is the lowest in the batch a margin of 0
 #    (as a noise-robust method would) and compare their gradient with the plain loss.
 
+# %% [markdown] jupyter={"source_hidden": true} tags=["solution"]
+# **Solution 1, the derivation.** One query's term is $f(\gamma) = \frac{1}{\gamma}\log\sum_{j} e^{\gamma x_j}$
+# with $x_0 = 0$ (the "1 +" of the positive) and $x_n = s_{in} - s_{ii} + m$ for each negative $n$. With
+# $p_j = e^{\gamma x_j} / \sum_k e^{\gamma x_k}$, the softmax of $\gamma x$,
+#
+# $$ f'(\gamma) = -\frac{1}{\gamma^2}\log\sum_k e^{\gamma x_k} + \frac{1}{\gamma}\sum_j p_j x_j
+# = \frac{1}{\gamma^2}\sum_j p_j\Big(\gamma x_j - \log\sum_k e^{\gamma x_k}\Big)
+# = \frac{1}{\gamma^2}\sum_j p_j \log p_j = -\frac{H(p)}{\gamma^2} \le 0, $$
+#
+# using $\sum_j p_j = 1$; it is 0 only when $p$ is one-hot. So every term, and the loss (their sum), is
+# non-increasing in $\gamma$. Where it goes: $e^{\gamma \max_j x_j} \le \sum_j e^{\gamma x_j} \le N e^{\gamma \max_j x_j}$ gives
+#
+# $$ \max_j x_j \le f(\gamma) \le \max_j x_j + \frac{\log N}{\gamma}, $$
+#
+# and $\max_j x_j = \max(0, \max_n x_n) = [m + \max_n s_{in} - s_{ii}]_+$ is the query's Triplet-SH term. The
+# check below: the loss on a log grid of $\gamma$ never increases and ends at Triplet-SH.
+
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 1.
-# (1/gamma) log sum exp(gamma x) is a soft maximum that falls towards the hard maximum as gamma grows.
 gammas = np.logspace(0, 4, 30)
 values = [float(losses.unified(S, M, g)) for g in gammas]
-print([round(v, 4) for v in values[::6]], "-> Triplet-SH", round(float(losses.triplet_hardest(S, M)), 4))
+print(
+    [round(v, 4) for v in values[::6]],
+    "-> Triplet-SH",
+    round(float(losses.triplet_hardest(S, M)), 4),
+)
 assert all(a >= b - 1e-12 for a, b in zip(values, values[1:]))
-assert values[-1] >= float(losses.triplet_hardest(S, M)) - 1e-12  # equal up to rounding at gamma = 1e4
+# equal up to rounding at gamma = 1e4
+assert values[-1] >= float(losses.triplet_hardest(S, M)) - 1e-12
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 2.
-# The larger gamma, the fewer negatives carry weight: gamma -> infinity keeps only the hardest one.
+# The larger gamma, the fewer negatives carry weight: gamma -> infinity keeps only the
+# hardest one.
 counts = {}
 for gamma in (10.0, 60.0, 1e3):
     counts[gamma] = (analysis.unified_weights(S, M, gamma) > 0.01).sum(dim=1)
@@ -326,14 +405,54 @@ assert (counts[1e3] <= 1).all()
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 3.
-# With a margin of 0 a doubtful positive needs less to satisfy its hinge-like terms, so it is pulled
-# less hard (its diagonal gradient is smaller in magnitude).
+# With a margin of 0 a doubtful positive needs less to satisfy its hinge-like terms, so
+# it is pulled less hard (its diagonal gradient is smaller in magnitude).
 doubtful = S.diagonal() < S.diagonal().quantile(0.25)
 margins = torch.where(doubtful, 0.0, M).to(S.dtype)
 g_plain = grad_of(lambda X: losses.unified(X, M, GAMMA)).diagonal()
 g_adapt = grad_of(lambda X: losses.unified(X, margins, GAMMA)).diagonal()
 print(torch.stack([g_plain, g_adapt])[:, doubtful])
-assert (g_adapt[doubtful].abs() < g_plain[doubtful].abs()).all(), "a smaller pull on the doubtful positives"
+assert (g_adapt[doubtful].abs() < g_plain[doubtful].abs()).all(), (
+    "a smaller pull on the doubtful positives"
+)
+
+# %% [markdown]
+# 4. **Graded (5 points): implement the weight of each negative.** Fill in `unified_weights(S, margin, gamma)`
+#    in the next cell: for every image query $i$ (row $i$) and negative $n \ne i$ the weight
+#    $D_{in}/(1 + \sum_{k \ne i} D_{ik})$ with $D_{in} = e^{\gamma(s_{in} - s_{ii} + m)}$ (Li et al. eqs. 14–16),
+#    0 on the diagonal, as an $N \times N$ tensor; without calling `analysis.unified_weights`, and finite at
+#    $\gamma = 60$. The cell after it checks it on 10 hidden batches and prints your score (0 while the stub
+#    raises).
+
+
+# %%
+def unified_weights(S: torch.Tensor, margin: float, gamma: float) -> torch.Tensor:
+    """The weight of every negative in its image query's unified term, 0 at the
+    positives.
+    """
+    raise NotImplementedError("implement the unified loss's weights here")
+
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 4.
+def unified_weights(S: torch.Tensor, margin: float, gamma: float) -> torch.Tensor:
+    """The weight of every negative in its image query's unified term, 0 at the
+    positives.
+    """
+    log_d = gamma * (S - S.diagonal()[:, None] + margin)  # log D_in
+    # no D at the positive
+    log_d = log_d.masked_fill(torch.eye(len(S), dtype=torch.bool), -math.inf)
+    # log(1 + sum_k D_ik)
+    log_z = torch.logaddexp(
+        torch.logsumexp(log_d, dim=1, keepdim=True), S.new_zeros(())
+    )
+    return torch.exp(log_d - log_z)  # in log space: e^{60 x} would overflow
+
+
+assert grading.grade("04_unified_weights", unified_weights).full_marks
+
+# %%
+score = grading.check("04_unified_weights", unified_weights)
 
 # %% [markdown]
 # ## References

@@ -31,8 +31,11 @@
 try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
     import vlr_lib  # noqa: F401
 except ModuleNotFoundError:
-    raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
-                              "(the folder holding pyproject.toml), then restart the kernel") from None
+    raise ModuleNotFoundError(
+        "vlr_lib is not installed: in a cell run `%pip install -e "
+        "/path/to/vlr-workbook` "
+        "(the folder holding pyproject.toml), then restart the kernel"
+    ) from None
 
 import math
 
@@ -40,7 +43,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from vlr_lib import analysis, losses, metrics, similarity, viz, widgets
+from vlr_lib import analysis, grading, losses, metrics, similarity, viz, widgets
 from vlr_lib.data import make_shapes
 from vlr_lib.notebook import demo_embeddings, setup
 from vlr_lib.train import chance_rsum, fit, shapes_features
@@ -49,7 +52,8 @@ cfg = setup(seed=0)
 N = cfg.pick(10, 16)  # pairs in the live batch
 LAM = 20.0  # the scale λ of the logits (Veit & Wilber sec. 4.2)
 K = 3  # stochastic negative mining: negatives kept per query
-FRACTION = 0.5  # cross-example negative mining: share of the batch's negatives kept (the paper's 50%)
+# cross-example negative mining: share of the batch's negatives kept (the paper's 50%)
+FRACTION = 0.5
 
 # %% [markdown]
 # ## A live batch
@@ -101,18 +105,27 @@ logits = LAM * S
 
 
 def softmax_term(pos_logit: torch.Tensor, neg_logits: torch.Tensor) -> torch.Tensor:
-    """-log e^pos / (e^pos + sum e^neg): the cross-entropy of one positive against a set of negatives."""
+    """-log e^pos / (e^pos + sum e^neg): the cross-entropy of one positive against a set
+    of negatives.
+    """
     return torch.logsumexp(torch.cat([pos_logit[None], neg_logits]), dim=0) - pos_logit
 
 
-row_negs = [logits[i][~eye[i]] for i in range(N)]  # N_{i,B}: the query's own row (eq. 1)
+# N_{i,B}: the query's own row (eq. 1)
+row_negs = [logits[i][~eye[i]] for i in range(N)]
 batch_negs = logits[~eye]  # N_B: all N(N-1) off-diagonal entries (eq. 4)
 n_keep = math.ceil(FRACTION * N * (N - 1))  # entries kept by cross-example mining
 
 by_hand = {
-    "sampled softmax (eq. 2)": torch.stack([softmax_term(logits[i, i], row_negs[i]) for i in range(N)]),
-    "SNM (eq. 3)": torch.stack([softmax_term(logits[i, i], row_negs[i].topk(K).values) for i in range(N)]),
-    "cross-example softmax (eq. 5)": torch.stack([softmax_term(logits[i, i], batch_negs) for i in range(N)]),
+    "sampled softmax (eq. 2)": torch.stack(
+        [softmax_term(logits[i, i], row_negs[i]) for i in range(N)]
+    ),
+    "SNM (eq. 3)": torch.stack(
+        [softmax_term(logits[i, i], row_negs[i].topk(K).values) for i in range(N)]
+    ),
+    "cross-example softmax (eq. 5)": torch.stack(
+        [softmax_term(logits[i, i], batch_negs) for i in range(N)]
+    ),
     "cross-example mining (eq. 6)": torch.stack(
         [softmax_term(logits[i, i], batch_negs.topk(n_keep).values) for i in range(N)]
     ),
@@ -120,21 +133,36 @@ by_hand = {
 library = {
     "sampled softmax (eq. 2)": losses.sampled_softmax(S, LAM, reduction="none"),
     "SNM (eq. 3)": losses.sampled_softmax(S, LAM, topk=K, reduction="none"),
-    "cross-example softmax (eq. 5)": losses.cross_example_softmax(S, LAM, reduction="none"),
-    "cross-example mining (eq. 6)": losses.cross_example_softmax(S, LAM, topk=FRACTION, reduction="none"),
+    "cross-example softmax (eq. 5)": losses.cross_example_softmax(
+        S, LAM, reduction="none"
+    ),
+    "cross-example mining (eq. 6)": losses.cross_example_softmax(
+        S, LAM, topk=FRACTION, reduction="none"
+    ),
 }
 for name in by_hand:
     torch.testing.assert_close(by_hand[name], library[name])
-torch.testing.assert_close(by_hand["sampled softmax (eq. 2)"].mean(), losses.sampled_softmax(S, LAM))  # the 1/N sum
+# the 1/N sum
+torch.testing.assert_close(
+    by_hand["sampled softmax (eq. 2)"].mean(), losses.sampled_softmax(S, LAM)
+)
 
-# one meaning of topk: a fraction and the count it rounds up to are the same loss; 1.0 keeps everything
-torch.testing.assert_close(losses.cross_example_softmax(S, LAM, topk=FRACTION),
-                           losses.cross_example_softmax(S, LAM, topk=n_keep))
-torch.testing.assert_close(losses.sampled_softmax(S, LAM, topk=K / (N - 1)), losses.sampled_softmax(S, LAM, topk=K))
+# one meaning of topk: a fraction and the count it rounds up to are the same loss; 1.0
+# keeps everything
+torch.testing.assert_close(
+    losses.cross_example_softmax(S, LAM, topk=FRACTION),
+    losses.cross_example_softmax(S, LAM, topk=n_keep),
+)
+torch.testing.assert_close(
+    losses.sampled_softmax(S, LAM, topk=K / (N - 1)),
+    losses.sampled_softmax(S, LAM, topk=K),
+)
 for loss in (losses.sampled_softmax, losses.cross_example_softmax):
     torch.testing.assert_close(loss(S, LAM, topk=1.0), loss(S, LAM))
 
-pd.DataFrame({name: v.numpy() for name, v in by_hand.items()}).describe().loc[["mean", "min", "max"]].round(4)
+pd.DataFrame({name: v.numpy() for name, v in by_hand.items()}).describe().loc[
+    ["mean", "min", "max"]
+].round(4)
 
 # %% [markdown]
 # Three consequences you can read off the table, each checked below:
@@ -148,11 +176,18 @@ pd.DataFrame({name: v.numpy() for name, v in by_hand.items()}).describe().loc[["
 
 # %%
 ss, snm = by_hand["sampled softmax (eq. 2)"], by_hand["SNM (eq. 3)"]
-ce, cem = by_hand["cross-example softmax (eq. 5)"], by_hand["cross-example mining (eq. 6)"]
+ce, cem = (
+    by_hand["cross-example softmax (eq. 5)"],
+    by_hand["cross-example mining (eq. 6)"],
+)
 assert torch.all(snm <= ss) and torch.all(cem <= ce)
 assert torch.all(ce >= ss)
-torch.testing.assert_close(losses.cross_example_softmax(S.T, LAM), losses.cross_example_softmax(S, LAM))
-assert not torch.isclose(losses.sampled_softmax(S.T, LAM), losses.sampled_softmax(S, LAM))
+torch.testing.assert_close(
+    losses.cross_example_softmax(S.T, LAM), losses.cross_example_softmax(S, LAM)
+)
+assert not torch.isclose(
+    losses.sampled_softmax(S.T, LAM), losses.sampled_softmax(S, LAM)
+)
 
 # %% [markdown]
 # Cross-example mining keeps the largest entries of the *whole* batch, wherever they sit: one
@@ -163,7 +198,11 @@ assert not torch.isclose(losses.sampled_softmax(S.T, LAM), losses.sampled_softma
 threshold_logit = batch_negs.topk(n_keep).values.min()
 mined_per_row = ((logits >= threshold_logit) & ~eye).sum(dim=1)
 assert int(mined_per_row.sum()) == n_keep  # no ties in real-valued scores
-print("mined negatives per row:", mined_per_row.tolist(), f"(each row has {N - 1} negatives)")
+print(
+    "mined negatives per row:",
+    mined_per_row.tolist(),
+    f"(each row has {N - 1} negatives)",
+)
 
 # %% [markdown]
 # ## The partition function, read off the gradient (Fig. 2)
@@ -191,7 +230,8 @@ for name, (loss, topk, size) in variants.items():
     W = analysis.partition_weights(S, q, loss, topk, LAM)
     assert int((W > 0).sum()) == size + 1  # the negatives in Z_q and the positive
     torch.testing.assert_close(W.sum(), torch.tensor(1.0, dtype=W.dtype))
-    torch.testing.assert_close(-torch.log(W[q, q]), library[name][q])  # the term is -log p+
+    # the term is -log p+
+    torch.testing.assert_close(-torch.log(W[q, q]), library[name][q])
     if loss == "sampled_softmax":
         assert torch.all(W[torch.arange(N) != q] == 0)  # only the query's own row
 
@@ -202,10 +242,16 @@ for name, (loss, topk, size) in variants.items():
 # %%
 S_bumped = S.clone()
 S_bumped[N - 1, 1] += 0.5  # an entry of the last row, not query 0's
-for loss, moves in ((losses.sampled_softmax, False), (losses.cross_example_softmax, True)):
+for loss, moves in (
+    (losses.sampled_softmax, False),
+    (losses.cross_example_softmax, True),
+):
     before, after = (loss(X, LAM, reduction="none")[q] for X in (S, S_bumped))
     assert bool(after > before) == moves, loss.__name__
-terms = [float(losses.cross_example_softmax(X, LAM, reduction="none")[q]) for X in (S, S_bumped)]
+terms = [
+    float(losses.cross_example_softmax(X, LAM, reduction="none")[q])
+    for X in (S, S_bumped)
+]
 print("query 0, cross-example term: {:.4f} -> {:.4f}".format(*terms))
 
 # %% [markdown]
@@ -234,12 +280,21 @@ widgets.softmax.partition_explorer(S, query=q, k=K, fraction=FRACTION, scale=LAM
 
 # %%
 g = torch.Generator().manual_seed(cfg.seed)
-c = (torch.rand(N, generator=g, dtype=S.dtype) - 0.5) * 0.8  # per-query offsets in [-0.4, 0.4]
+# per-query offsets in [-0.4, 0.4]
+c = (torch.rand(N, generator=g, dtype=S.dtype) - 0.5) * 0.8
 S_off = S + c[:, None]
 
-torch.testing.assert_close(losses.sampled_softmax(S_off, LAM), losses.sampled_softmax(S, LAM))
-assert not torch.isclose(losses.cross_example_softmax(S_off, LAM), losses.cross_example_softmax(S, LAM))
-for loss in (losses.sampled_softmax, losses.cross_example_softmax):  # a common shift changes neither
+torch.testing.assert_close(
+    losses.sampled_softmax(S_off, LAM), losses.sampled_softmax(S, LAM)
+)
+assert not torch.isclose(
+    losses.cross_example_softmax(S_off, LAM), losses.cross_example_softmax(S, LAM)
+)
+# a common shift changes neither
+for loss in (
+    losses.sampled_softmax,
+    losses.cross_example_softmax,
+):
     torch.testing.assert_close(loss(S + 0.3, LAM), loss(S, LAM))
 
 # %% [markdown]
@@ -250,22 +305,35 @@ for loss in (losses.sampled_softmax, losses.cross_example_softmax):  # a common 
 # step integral of the PR curve). We compute it by hand and check it against `metrics.pr_auc`
 # (which integrates the same steps in blocks of rows, without a global sort).
 
+
 # %%
 def pr_auc_by_hand(S: torch.Tensor, caption_to_image: torch.Tensor) -> float:
-    """Mean over matching pairs of the precision with the threshold at that pair's score (ties enter together)."""
+    """Mean over matching pairs of the precision with the threshold at that pair's score
+    (ties enter together).
+    """
     scores = S.flatten().double().numpy()
-    labels = (torch.arange(S.shape[0])[:, None] == caption_to_image[None, :]).flatten().numpy()
+    labels = (
+        (torch.arange(S.shape[0])[:, None] == caption_to_image[None, :])
+        .flatten()
+        .numpy()
+    )
     s_pos = scores[labels]
-    accepted = scores.size - np.searchsorted(np.sort(scores), s_pos, side="left")  # pairs scoring >= s_pos
-    found = s_pos.size - np.searchsorted(np.sort(s_pos), s_pos, side="left")  # matching pairs among them
+    # pairs scoring >= s_pos
+    accepted = scores.size - np.searchsorted(np.sort(scores), s_pos, side="left")
+    # matching pairs among them
+    found = s_pos.size - np.searchsorted(np.sort(s_pos), s_pos, side="left")
     return float(np.mean(found / accepted))
 
 
 one_each = torch.arange(N)  # caption j describes image j
 for X in (S, S_off):
-    assert math.isclose(pr_auc_by_hand(X, one_each), metrics.pr_auc(X, one_each), rel_tol=1e-12)
-print(f"PR-AUC over all pairs: {metrics.pr_auc(S, one_each):.3f} without offsets, "
-      f"{metrics.pr_auc(S_off, one_each):.3f} with them")
+    assert math.isclose(
+        pr_auc_by_hand(X, one_each), metrics.pr_auc(X, one_each), rel_tol=1e-12
+    )
+print(
+    f"PR-AUC over all pairs: {metrics.pr_auc(S, one_each):.3f} without offsets, "
+    f"{metrics.pr_auc(S_off, one_each):.3f} with them"
+)
 assert metrics.pr_auc(S_off, one_each) < metrics.pr_auc(S, one_each)
 
 # %% [markdown]
@@ -273,6 +341,7 @@ assert metrics.pr_auc(S_off, one_each) < metrics.pr_auc(S, one_each)
 # frozen. The gradient of sampled softmax w.r.t. $c$ is exactly zero, so $c$ never moves. The
 # gradient of cross-example softmax is not, and following it pulls the queries onto one scale —
 # the all-pairs PR-AUC recovers.
+
 
 # %%
 def learn_offsets(loss, steps: int = 100, lr: float = 0.05) -> torch.Tensor:
@@ -286,16 +355,29 @@ def learn_offsets(loss, steps: int = 100, lr: float = 0.05) -> torch.Tensor:
 
 
 c_leaf = c.clone().requires_grad_()
-(grad_ss,) = torch.autograd.grad(losses.sampled_softmax(S + c_leaf[:, None], LAM), c_leaf)
-(grad_ce,) = torch.autograd.grad(losses.cross_example_softmax(S + c_leaf[:, None], LAM), c_leaf)
+(grad_ss,) = torch.autograd.grad(
+    losses.sampled_softmax(S + c_leaf[:, None], LAM), c_leaf
+)
+(grad_ce,) = torch.autograd.grad(
+    losses.cross_example_softmax(S + c_leaf[:, None], LAM), c_leaf
+)
 assert grad_ss.abs().max() < 1e-12 and grad_ce.abs().max() > 1e-3
 
-c_ss, c_ce = learn_offsets(losses.sampled_softmax), learn_offsets(losses.cross_example_softmax)
+c_ss, c_ce = (
+    learn_offsets(losses.sampled_softmax),
+    learn_offsets(losses.cross_example_softmax),
+)
 torch.testing.assert_close(c_ss, c)  # sampled softmax: the offsets stay
-auc_ss, auc_ce = metrics.pr_auc(S + c_ss[:, None], one_each), metrics.pr_auc(S + c_ce[:, None], one_each)
+auc_ss, auc_ce = (
+    metrics.pr_auc(S + c_ss[:, None], one_each),
+    metrics.pr_auc(S + c_ce[:, None], one_each),
+)
 assert auc_ce > auc_ss and c_ce.std() < c.std()
-print(f"PR-AUC after learning the offsets: sampled softmax {auc_ss:.3f}, cross-example softmax {auc_ce:.3f}; "
-      f"offset spread {float(c.std()):.3f} -> {float(c_ce.std()):.3f}")
+print(
+    f"PR-AUC after learning the offsets: sampled softmax {auc_ss:.3f}, cross-example "
+    f"softmax {auc_ce:.3f}; "
+    f"offset spread {float(c.std()):.3f} -> {float(c_ce.std()):.3f}"
+)
 
 # %% [markdown]
 # That is the whole mechanism in miniature. A real model has no free per-query offset, but
@@ -314,24 +396,44 @@ print(f"PR-AUC after learning the offsets: sampled softmax {auc_ss:.3f}, cross-e
 # change.)
 
 # %%
-data = make_shapes(n_train=cfg.pick(400, 2000), n_val=cfg.pick(100, 500), n_test=8, seed=cfg.seed)
+data = make_shapes(
+    n_train=cfg.pick(400, 2000), n_val=cfg.pick(100, 500), n_test=8, seed=cfg.seed
+)
 feats = shapes_features(data, seed=cfg.seed)
 train, val = feats["train"], feats["validation"]
-schedule = dict(dim=64, epochs=cfg.pick(10, 30), batch_size=cfg.pick(64, 128), lr=3e-3, seed=cfg.seed,
-                sampling="images", probe_batch=0, val=val, device=cfg.device, progress=False)
-runs = {name: fit(*train, loss=name, loss_kwargs={"scale": LAM}, **schedule)
-        for name in ("sampled_softmax", "cross_example_softmax")}
-results = {name: (r.similarity(val[0], val[1]).cpu(), val[2]) for name, r in runs.items()}
+schedule = dict(
+    dim=64,
+    epochs=cfg.pick(10, 30),
+    batch_size=cfg.pick(64, 128),
+    lr=3e-3,
+    seed=cfg.seed,
+    sampling="images",
+    probe_batch=0,
+    val=val,
+    device=cfg.device,
+    progress=False,
+)
+runs = {
+    name: fit(*train, loss=name, loss_kwargs={"scale": LAM}, **schedule)
+    for name in ("sampled_softmax", "cross_example_softmax")
+}
+results = {
+    name: (r.similarity(val[0], val[1]).cpu(), val[2]) for name, r in runs.items()
+}
 
 # %%
 rows = []
 for name, (S_val, c2i) in results.items():
     auc = metrics.pr_auc(S_val, c2i)
-    assert math.isclose(auc, pr_auc_by_hand(S_val, c2i), rel_tol=1e-9)  # over all pairs, as by hand
+    # over all pairs, as by hand
+    assert math.isclose(auc, pr_auc_by_hand(S_val, c2i), rel_tol=1e-9)
     rows.append({"loss": name, "PR-AUC": auc, "rsum": runs[name].final["rsum"]})
 table = pd.DataFrame(rows).set_index("loss")
 random_auc = 1 / val[0].shape[0]  # share of matching pairs: what a random scorer gets
-assert (table["PR-AUC"] > random_auc).all() and (table["rsum"] > chance_rsum(val[2])).all()  # both learned
+# both learned
+assert (table["PR-AUC"] > random_auc).all() and (
+    table["rsum"] > chance_rsum(val[2])
+).all()
 print(f"random scorer: PR-AUC {random_auc:.3f}, rsum {chance_rsum(val[2]):.1f}")
 table.round(3)
 
@@ -353,9 +455,14 @@ viz.softmax.pr_figure(results)
 
 # %%
 auc = table["PR-AUC"]
-verdict = "higher" if auc["cross_example_softmax"] > auc["sampled_softmax"] else "not higher"
-print(f"This run: cross-example softmax PR-AUC {auc['cross_example_softmax']:.3f} vs sampled softmax "
-      f"{auc['sampled_softmax']:.3f} -> {verdict}; the paper: 20.12 vs 14.61 (percent).")
+verdict = (
+    "higher" if auc["cross_example_softmax"] > auc["sampled_softmax"] else "not higher"
+)
+print(
+    f"This run: cross-example softmax PR-AUC {auc['cross_example_softmax']:.3f} vs "
+    "sampled softmax "
+    f"{auc['sampled_softmax']:.3f} -> {verdict}; the paper: 20.12 vs 14.61 (percent)."
+)
 
 # %% [markdown]
 # ## Per-query score distributions (Fig. 4)
@@ -366,7 +473,9 @@ print(f"This run: cross-example softmax PR-AUC {auc['cross_example_softmax']:.3f
 # box below it. Move the **global threshold** and read precision and recall over all pairs.
 
 # %%
-widgets.softmax.threshold_explorer(results, threshold=0.2, n_queries=12, direction="t2i")
+widgets.softmax.threshold_explorer(
+    results, threshold=0.2, n_queries=12, direction="t2i"
+)
 
 # %% [markdown]
 # Veit & Wilber's Fig. 4 (right) draws, per query, the number of neighbours whose score is at least
@@ -383,9 +492,12 @@ widgets.softmax.threshold_explorer(results, threshold=0.2, n_queries=12, directi
 # %%
 viz.softmax.neighbor_count_figure(results, direction="t2i")
 
+
 # %%
 def between_query_share(S: torch.Tensor, caption_to_image: torch.Tensor) -> float:
-    """Var over caption queries of their mean negative score / var of all negative scores."""
+    """Var over caption queries of their mean negative score / var of all negative
+    scores.
+    """
     neg = torch.arange(S.shape[0])[:, None] != caption_to_image[None, :]
     per_query = (S * neg).sum(dim=0) / neg.sum(dim=0)
     return float(per_query.var() / S[neg].var())
@@ -420,22 +532,42 @@ for name, (S_val, c2i) in results.items():
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 1.
-torch.testing.assert_close(losses.sampled_softmax(S, LAM, topk=N - 1), losses.sampled_softmax(S, LAM))
-torch.testing.assert_close(losses.cross_example_softmax(S, LAM, topk=1.0), losses.cross_example_softmax(S, LAM))
-print("SNM with k = N - 1 is sampled softmax; cross-example mining of every negative is cross-example softmax")
+torch.testing.assert_close(
+    losses.sampled_softmax(S, LAM, topk=N - 1), losses.sampled_softmax(S, LAM)
+)
+torch.testing.assert_close(
+    losses.cross_example_softmax(S, LAM, topk=1.0), losses.cross_example_softmax(S, LAM)
+)
+print(
+    "SNM with k = N - 1 is sampled softmax; cross-example mining of every negative is "
+    "cross-example softmax"
+)
+
+# %% [markdown] jupyter={"source_hidden": true} tags=["solution"]
+# **Solution 2, the derivation.** Query $i$'s term is $\ell_i = -\log\big(e^{\lambda s_{ii}} / Z_i\big)$ with
+# $Z_i = e^{\lambda s_{ii}} + Z_B$ and $Z_B = \sum_{s \in N_B} e^{\lambda s}$, the same negatives $N_B$ for every
+# query. For any negative $s \in N_B$,
+#
+# $$ \frac{\partial \ell_i}{\partial s} = \frac{\lambda e^{\lambda s}}{Z_i}
+# = \lambda\, \underbrace{\frac{e^{\lambda s}}{Z_B}}_{p_B(s)}\; \underbrace{\frac{Z_B}{e^{\lambda s_{ii}} + Z_B}}_{r_i}. $$
+#
+# $p_B$, the softmax of the negatives over the whole batch, does not depend on $i$; $r_i \in (0, 1)$ is the share
+# of $Z_i$ made of negatives, one number per query (small when the query's positive dominates). The check
+# divides each term's autograd gradient by $\lambda p_B$ and finds one constant $r_i$ per query.
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 2.
-# Term i pushes negative s by lambda e^{lambda s} / Z_i; the Z_i differ between queries only in their
-# positive, so each term's push on the negatives is one batch-wide distribution times a per-query number.
 S_leaf = S.clone().requires_grad_()
 terms = losses.cross_example_softmax(S_leaf, LAM, reduction="none")
-grads = torch.stack([torch.autograd.grad(t, S_leaf, retain_graph=True)[0] for t in terms])
+grads = torch.stack(
+    [torch.autograd.grad(t, S_leaf, retain_graph=True)[0] for t in terms]
+)
 off = ~eye
 p_batch = torch.softmax(LAM * S[off], dim=0)
 ratios = []
 for i in range(N):
-    z_ratio = grads[i][off] / (LAM * p_batch)  # = sum_B e^{lambda s} / Z_i, one number per query
+    # = sum_B e^{lambda s} / Z_i, one number per query
+    z_ratio = grads[i][off] / (LAM * p_batch)
     torch.testing.assert_close(z_ratio, z_ratio[0].expand_as(z_ratio))
     ratios.append(float(z_ratio[0]))
 print("per-query share of Z_i made of negatives:", [round(r, 3) for r in ratios])
@@ -443,14 +575,53 @@ assert all(0 < r < 1 for r in ratios)
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 3.
-# One seed and a short schedule: compare the numbers, and read them with the caution of the
-# paragraph above (which of the two softmaxes wins depends on how far training has gone).
-run = fit(*train, loss="cross_example_softmax", loss_kwargs={"scale": LAM, "topk": 0.5}, **schedule)
+# One seed and a short schedule: compare the numbers, and read them with the caution of
+# the paragraph above (which of the two softmaxes wins depends on how far training has
+# gone).
+run = fit(
+    *train,
+    loss="cross_example_softmax",
+    loss_kwargs={"scale": LAM, "topk": 0.5},
+    **schedule,
+)
 S_val = run.similarity(val[0], val[1]).cpu()
-table.loc["cross-example negative mining"] = [metrics.pr_auc(S_val, val[2]), run.final["rsum"]]
+table.loc["cross-example negative mining"] = [
+    metrics.pr_auc(S_val, val[2]),
+    run.final["rsum"],
+]
 print(table.round(3))
 assert table.loc["cross-example negative mining", "PR-AUC"] > random_auc  # it learned
 assert table.loc["cross-example negative mining", "rsum"] > chance_rsum(val[2])
+
+# %% [markdown]
+# 4. **Graded (5 points): implement cross-example softmax.** Fill in `cross_example(S, scale)` in the next
+#    cell: Veit & Wilber's eq. 5 for a square $S$ with the positives on its diagonal, every positive against
+#    *all* the off-diagonal entries of the batch, averaged over the $N$ positives (the library's default
+#    `reduction="mean"`); without calling `losses.cross_example_softmax`, and finite at $\lambda = 20$. The
+#    cell after it checks it on 10 hidden batches and prints your score (0 while the stub raises).
+
+
+# %%
+def cross_example(S: torch.Tensor, scale: float) -> torch.Tensor:
+    """Cross-example softmax of the square S, mean over the positives."""
+    raise NotImplementedError("implement cross-example softmax here")
+
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 4.
+def cross_example(S: torch.Tensor, scale: float) -> torch.Tensor:
+    """Cross-example softmax of the square S, mean over the positives."""
+    # every negative of the batch, one set
+    negatives = scale * S[~torch.eye(len(S), dtype=torch.bool)]
+    log_z_neg = torch.logsumexp(negatives, dim=0)  # shared by all queries
+    positives = scale * S.diagonal()
+    return (torch.logaddexp(positives, log_z_neg) - positives).mean()
+
+
+assert grading.grade("05_cross_example", cross_example).full_marks
+
+# %%
+score = grading.check("05_cross_example", cross_example)
 
 # %% [markdown]
 # ## References

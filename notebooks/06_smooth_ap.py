@@ -25,8 +25,11 @@
 try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
     import vlr_lib  # noqa: F401
 except ModuleNotFoundError:
-    raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
-                              "(the folder holding pyproject.toml), then restart the kernel") from None
+    raise ModuleNotFoundError(
+        "vlr_lib is not installed: in a cell run `%pip install -e "
+        "/path/to/vlr-workbook` "
+        "(the folder holding pyproject.toml), then restart the kernel"
+    ) from None
 
 import math
 from fractions import Fraction
@@ -35,7 +38,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from vlr_lib import losses, metrics, similarity, viz, widgets
+from vlr_lib import grading, losses, metrics, similarity, viz, widgets
 from vlr_lib.notebook import demo_embeddings, setup
 
 cfg = setup(seed=0)
@@ -69,7 +72,9 @@ def ap_by_hand(scores, is_pos) -> Fraction:
     total = Fraction(0)
     for i in positives:
         rank_in_p = 1 + sum(scores[j] > scores[i] for j in positives if j != i)
-        rank_in_all = 1 + sum(scores[j] > scores[i] for j in range(len(scores)) if j != i)
+        rank_in_all = 1 + sum(
+            scores[j] > scores[i] for j in range(len(scores)) if j != i
+        )
         total += Fraction(rank_in_p, rank_in_all)
     return total / len(positives)
 
@@ -100,36 +105,53 @@ viz.smooth_ap.ranking_figure(scores, is_pos, title="Eight candidates, three posi
 # so the argument must be $s_j - s_i$ (as in Brown et al.); `losses.smooth_ap` uses that reading.
 # The check below computes both: only $s_j - s_i$ turns into the exact AP as $\tau \to 0$.
 
+
 # %%
 def smooth_ap_by_hand(scores, is_pos, tau: float, flip: bool = False) -> float:
-    """The relaxed eq. 5 with plain loops; flip=True uses G(s_i - s_j), the literal D_ij."""
+    """The relaxed eq. 5 with plain loops; flip=True uses G(s_i - s_j), the literal
+    D_ij.
+    """
+
     def G(x):
         return 1.0 / (1.0 + math.exp(-x / tau))
 
     positives = [i for i in range(len(scores)) if is_pos[i]]
     total = 0.0
     for i in positives:
-        diff = [(scores[i] - scores[j]) if flip else (scores[j] - scores[i]) for j in range(len(scores))]
+        diff = [
+            (scores[i] - scores[j]) if flip else (scores[j] - scores[i])
+            for j in range(len(scores))
+        ]
         above_p = 1 + sum(G(diff[j]) for j in positives if j != i)
         above_all = 1 + sum(G(diff[j]) for j in range(len(scores)) if j != i)
         total += above_p / above_all
     return total / len(positives)
 
 
-smoothed_ap = metrics.smooth_average_precision  # SmoothAP of one query: 1 - the library loss on that single row
+# SmoothAP of one query: 1 - the library loss on that single row
+smoothed_ap = metrics.smooth_average_precision
 
 
 for tau in (0.3, TAU, 1e-3):
-    assert math.isclose(smooth_ap_by_hand(scores, is_pos, tau), smoothed_ap(scores, is_pos, tau), rel_tol=1e-12)
+    assert math.isclose(
+        smooth_ap_by_hand(scores, is_pos, tau),
+        smoothed_ap(scores, is_pos, tau),
+        rel_tol=1e-12,
+    )
 x = torch.linspace(-0.1, 0.1, 9, dtype=torch.float64)
-torch.testing.assert_close(losses.smooth_step(x, TAU), 1 / (1 + torch.exp(-x / TAU)))  # G of eq. 7
+# G of eq. 7
+torch.testing.assert_close(losses.smooth_step(x, TAU), 1 / (1 + torch.exp(-x / TAU)))
 
-# tau -> 0 recovers the exact AP (scores here are 0.1 apart, so tau = 1e-3 is already sharp) ...
+# tau -> 0 recovers the exact AP (scores here are 0.1 apart, so tau = 1e-3 is already
+# sharp) ...
 assert abs(smooth_ap_by_hand(scores, is_pos, 1e-3) - 13 / 18) < 1e-12
 # ... while the literal sign counts the wrong candidates
 assert abs(smooth_ap_by_hand(scores, is_pos, 1e-3, flip=True) - 13 / 18) > 0.1
-# tau -> inf: every G -> 1/2, each positive's ratio -> (1 + (|P|-1)/2) / (1 + (|Omega|-1)/2)
-assert math.isclose(smooth_ap_by_hand(scores, is_pos, 1e4), (1 + 2 / 2) / (1 + 7 / 2), rel_tol=1e-3)
+# tau -> inf: every G -> 1/2, each positive's ratio -> (1 + (|P|-1)/2) / (1 +
+# (|Omega|-1)/2)
+assert math.isclose(
+    smooth_ap_by_hand(scores, is_pos, 1e4), (1 + 2 / 2) / (1 + 7 / 2), rel_tol=1e-3
+)
 
 # %% [markdown]
 # ## A live batch: five captions per image
@@ -144,9 +166,12 @@ assert math.isclose(smooth_ap_by_hand(scores, is_pos, 1e4), (1 + 2 / 2) / (1 + 7
 img, _ = demo_embeddings(n=N_IMG, dim=16, noise=0.0, seed=cfg.seed)
 g = torch.Generator().manual_seed(cfg.seed)
 c2i = torch.arange(5 * N_IMG) // 5  # caption -> its image
-txt = similarity.l2_normalize(img[c2i] + 1.0 * torch.randn(5 * N_IMG, 16, generator=g, dtype=img.dtype))
+txt = similarity.l2_normalize(
+    img[c2i] + 1.0 * torch.randn(5 * N_IMG, 16, generator=g, dtype=img.dtype)
+)
 S = similarity.similarity(img, txt)
-pos_i2t = similarity.positive_mask(torch.arange(N_IMG), c2i)  # [N_IMG, 5 N_IMG], five True per row
+# [N_IMG, 5 N_IMG], five True per row
+pos_i2t = similarity.positive_mask(torch.arange(N_IMG), c2i)
 pos_t2i = pos_i2t.T  # one True per row
 assert (pos_i2t.sum(dim=1) == 5).all() and (pos_t2i.sum(dim=1) == 1).all()
 
@@ -170,7 +195,9 @@ widgets.smooth_ap.smooth_ap_explorer(S, pos_i2t, tau=TAU, query=0)
 
 # %%
 ap_i2t = np.array([metrics.average_precision(S[q], pos_i2t[q]) for q in range(N_IMG)])
-ap_t2i = np.array([metrics.average_precision(S.T[c], pos_t2i[c]) for c in range(5 * N_IMG)])
+ap_t2i = np.array(
+    [metrics.average_precision(S.T[c], pos_t2i[c]) for c in range(5 * N_IMG)]
+)
 assert math.isclose(ap_i2t.mean(), metrics.map_at_k(S, c2i, k=5 * N_IMG))
 np.testing.assert_allclose(ap_t2i, 1.0 / metrics.ranks_t2i(S, c2i).double().numpy())
 print(f"mean AP: image->text {ap_i2t.mean():.4f}, text->image {ap_t2i.mean():.4f}")
@@ -185,7 +212,8 @@ print(f"mean AP: image->text {ap_i2t.mean():.4f}, text->image {ap_t2i.mean():.4f
 s_pos = S.T[pos_t2i]  # each caption's own image score, in caption order
 G_neg = losses.smooth_step(S.T - s_pos[:, None], TAU).masked_fill(pos_t2i, 0.0)
 torch.testing.assert_close(
-    1 - losses.smooth_ap(S.T, TAU, pos_mask=pos_t2i, reduction="none"), 1 / (1 + G_neg.sum(dim=1))
+    1 - losses.smooth_ap(S.T, TAU, pos_mask=pos_t2i, reduction="none"),
+    1 / (1 + G_neg.sum(dim=1)),
 )
 
 # %% [markdown]
@@ -195,6 +223,7 @@ torch.testing.assert_close(
 # $\delta$ apart. Take $\tau$ forty times below the smallest gap between two scores of the
 # same query and the error is below $e^{-40}$ per pair — the smoothed AP *is* the exact AP.
 # At Bleeker's $\tau = 0.01$ it is close but not equal.
+
 
 # %%
 def smallest_gap(X: torch.Tensor) -> float:
@@ -208,8 +237,11 @@ for name, (X, mask, exact) in rows_of.items():
     smooth = 1 - losses.smooth_ap(X, sharp, pos_mask=mask, reduction="none").numpy()
     np.testing.assert_allclose(smooth, exact, atol=1e-12)
     at_tau = 1 - losses.smooth_ap(X, TAU, pos_mask=mask, reduction="none").numpy()
-    print(f"{name}: exact mAP {exact.mean():.4f}, SmoothAP at tau = {TAU}: {at_tau.mean():.4f}, "
-          f"at tau = {sharp:.1e}: {smooth.mean():.4f}")
+    print(
+        f"{name}: exact mAP {exact.mean():.4f}, SmoothAP at tau = {TAU}: "
+        f"{at_tau.mean():.4f}, "
+        f"at tau = {sharp:.1e}: {smooth.mean():.4f}"
+    )
 
 # %% [markdown]
 # ## Where SmoothAP's gradient goes
@@ -230,7 +262,10 @@ pos_scores = S.masked_fill(~pos_i2t, torch.inf)
 dist = (S[:, :, None] - pos_scores[:, None, :]).abs().min(dim=2).values
 far = (dist > 0.2) & ~pos_i2t
 assert far.any() and float(grad[far].max()) < 1e-6
-print(f"{int((grad > 1e-3).sum())} of {grad.numel()} entries of S get a gradient above 1e-3")
+print(
+    f"{int((grad > 1e-3).sum())} of {grad.numel()} entries of S get a gradient above "
+    "1e-3"
+)
 
 # %% [markdown]
 # ## What Bleeker & de Rijke found
@@ -244,23 +279,38 @@ print(f"{int((grad > 1e-3).sum())} of {grad.numel()} entries of S get a gradient
 # %%
 table1 = pd.DataFrame(
     [  # (dataset, method, loss, rsum, i2t mAP@5) -- Bleeker & de Rijke, Table 1
-        ("Flickr30k", "VSE++", "Triplet", 309.4, 0.41), ("Flickr30k", "VSE++", "Triplet-SH", 353.8, 0.50),
-        ("Flickr30k", "VSE++", "NT-Xent", 337.1, 0.47), ("Flickr30k", "VSE++", "SmoothAP", 350.4, 0.50),
-        ("Flickr30k", "VSRN", "Triplet", 430.7, 0.63), ("Flickr30k", "VSRN", "Triplet-SH", 466.6, 0.73),
-        ("Flickr30k", "VSRN", "NT-Xent", 410.6, 0.59), ("Flickr30k", "VSRN", "SmoothAP", 444.0, 0.69),
-        ("MS-COCO", "VSE++", "Triplet", 240.0, 0.30), ("MS-COCO", "VSE++", "Triplet-SH", 298.8, 0.41),
-        ("MS-COCO", "VSE++", "NT-Xent", 263.0, 0.34), ("MS-COCO", "VSE++", "SmoothAP", 291.5, 0.40),
-        ("MS-COCO", "VSRN", "Triplet", 377.8, 0.52), ("MS-COCO", "VSRN", "Triplet-SH", 399.0, 0.57),
-        ("MS-COCO", "VSRN", "NT-Xent", 352.3, 0.47), ("MS-COCO", "VSRN", "SmoothAP", 382.0, 0.54),
+        ("Flickr30k", "VSE++", "Triplet", 309.4, 0.41),
+        ("Flickr30k", "VSE++", "Triplet-SH", 353.8, 0.50),
+        ("Flickr30k", "VSE++", "NT-Xent", 337.1, 0.47),
+        ("Flickr30k", "VSE++", "SmoothAP", 350.4, 0.50),
+        ("Flickr30k", "VSRN", "Triplet", 430.7, 0.63),
+        ("Flickr30k", "VSRN", "Triplet-SH", 466.6, 0.73),
+        ("Flickr30k", "VSRN", "NT-Xent", 410.6, 0.59),
+        ("Flickr30k", "VSRN", "SmoothAP", 444.0, 0.69),
+        ("MS-COCO", "VSE++", "Triplet", 240.0, 0.30),
+        ("MS-COCO", "VSE++", "Triplet-SH", 298.8, 0.41),
+        ("MS-COCO", "VSE++", "NT-Xent", 263.0, 0.34),
+        ("MS-COCO", "VSE++", "SmoothAP", 291.5, 0.40),
+        ("MS-COCO", "VSRN", "Triplet", 377.8, 0.52),
+        ("MS-COCO", "VSRN", "Triplet-SH", 399.0, 0.57),
+        ("MS-COCO", "VSRN", "NT-Xent", 352.3, 0.47),
+        ("MS-COCO", "VSRN", "SmoothAP", 382.0, 0.54),
     ],
     columns=["dataset", "method", "loss", "rsum", "i2t mAP@5"],
 )
 rsum = table1.pivot_table(index=["dataset", "method"], columns="loss", values="rsum")
-mAP = table1.pivot_table(index=["dataset", "method"], columns="loss", values="i2t mAP@5")
-# SmoothAP never beats Triplet-SH -- in rsum, nor in i2t mAP@5, the reported metric closest to
-# the AP it optimises -- though it beats NT-Xent, which in turn trails Triplet-SH everywhere
-assert (rsum["SmoothAP"] < rsum["Triplet-SH"]).all() and (mAP["SmoothAP"] <= mAP["Triplet-SH"]).all()
-assert (rsum["SmoothAP"] > rsum["NT-Xent"]).all() and (rsum["NT-Xent"] < rsum["Triplet-SH"]).all()
+mAP = table1.pivot_table(
+    index=["dataset", "method"], columns="loss", values="i2t mAP@5"
+)
+# SmoothAP never beats Triplet-SH -- in rsum, nor in i2t mAP@5, the reported metric
+# closest to the AP it optimises -- though it beats NT-Xent, which in turn trails
+# Triplet-SH everywhere
+assert (rsum["SmoothAP"] < rsum["Triplet-SH"]).all() and (
+    mAP["SmoothAP"] <= mAP["Triplet-SH"]
+).all()
+assert (rsum["SmoothAP"] > rsum["NT-Xent"]).all() and (
+    rsum["NT-Xent"] < rsum["Triplet-SH"]
+).all()
 pd.concat({"rsum": rsum, "i2t mAP@5": mAP}, axis=1)
 
 # %% [markdown]
@@ -291,29 +341,81 @@ pd.concat({"rsum": rsum, "i2t mAP@5": mAP}, axis=1)
 # 3. Compute Bleeker's metric, i2t mAP@5, for the live batch with `metrics.map_at_k` and
 #    compare it with the full-depth mAP.
 
+# %% [markdown] jupyter={"source_hidden": true} tags=["solution"]
+# **Solution 1, the derivation.** The exact AP uses the scores only through indicators: positive $i$ sits at
+# $R(i, \Omega) = 1 + \sum_{j \ne i} \mathbb{1}[s_j \ge s_i]$ (ties against it), and
+# $\mathbb{1}[10 s_j \ge 10 s_i] = \mathbb{1}[s_j \ge s_i]$, so every position, and AP, is unchanged (the same holds
+# for any strictly increasing map of the scores). SmoothAP replaces each indicator by
+# $G(s_j - s_i; \tau) = \sigma\big((s_j - s_i)/\tau\big)$ (Bleeker & de Rijke eq. 7), which sees the *differences*:
+#
+# $$ G(10 s_j - 10 s_i;\ \tau) = \sigma\Big(\frac{s_j - s_i}{\tau / 10}\Big) = G(s_j - s_i;\ \tau/10), $$
+#
+# so scaling the scores by 10 sharpens every sigmoid like dividing $\tau$ by 10, and SmoothAP changes.
+# $\tau \times 10$ undoes it: $G(10 s_j - 10 s_i;\ 10\tau) = G(s_j - s_i;\ \tau)$.
+
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 1.
-# The exact AP sees only the order; SmoothAP's sigmoids see the differences divided by tau, so
-# scores x 10 at tau x 10 is the same SmoothAP.
-assert metrics.average_precision(10 * scores, is_pos) == metrics.average_precision(scores, is_pos)
+assert metrics.average_precision(10 * scores, is_pos) == metrics.average_precision(
+    scores, is_pos
+)
 print(smoothed_ap(scores, is_pos, 0.05), smoothed_ap(10 * scores, is_pos, 0.05))
 assert smoothed_ap(10 * scores, is_pos, 0.05) != smoothed_ap(scores, is_pos, 0.05)
-assert math.isclose(smoothed_ap(10 * scores, is_pos, 0.5), smoothed_ap(scores, is_pos, 0.05))  # tau x 10
+# tau x 10
+assert math.isclose(
+    smoothed_ap(10 * scores, is_pos, 0.5), smoothed_ap(scores, is_pos, 0.05)
+)
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 2.
 exact = metrics.average_precision(S[0], pos_i2t[0])
-ok = [t for t in np.logspace(-4, 0, 41) if abs(smoothed_ap(S[0], pos_i2t[0], t) - exact) < 0.01]
+ok = [
+    t
+    for t in np.logspace(-4, 0, 41)
+    if abs(smoothed_ap(S[0], pos_i2t[0], t) - exact) < 0.01
+]
 print(f"largest tau within 0.01 of the exact AP {exact:.3f}: {max(ok):.3g}")
 assert ok and min(ok) == 1e-4  # a small enough tau always recovers the exact AP
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 3.
-# mAP@5 stops counting after rank 5: a positive caption ranked lower adds nothing, so it is at most
-# the full-depth mAP (k = every caption).
+# mAP@5 stops counting after rank 5: a positive caption ranked lower adds nothing, so it
+# is at most the full-depth mAP (k = every caption).
 at5, full = metrics.map_at_k(S, c2i, k=5), metrics.map_at_k(S, c2i, k=5 * N_IMG)
 print(f"i2t mAP@5 {at5:.3f}, full-depth mAP {full:.3f}")
 assert at5 <= full + 1e-12
+
+# %% [markdown]
+# 4. **Graded (5 points): implement average precision.** Fill in `average_precision(scores, is_pos)` in the
+#    next cell: the exact AP of one query (Bleeker & de Rijke eqs. 5–6), the mean over its positives of the
+#    precision at each positive's position, as a Python float. Ties count against the positive, as in
+#    `metrics.average_precision`: a negative scoring *equal* to a positive is ranked above it, and tied
+#    positives take consecutive positions. Do not call `metrics`. The cell after it checks it on 10 hidden
+#    queries (some with ties) and prints your score (0 while the stub raises).
+
+
+# %%
+def average_precision(scores: torch.Tensor, is_pos: torch.Tensor) -> float:
+    """Exact AP of one query: scores [M], is_pos bool [M] with at least one positive."""
+    raise NotImplementedError("implement average precision here")
+
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 4.
+def average_precision(scores: torch.Tensor, is_pos: torch.Tensor) -> float:
+    """Exact AP of one query: scores [M], is_pos bool [M] with at least one positive."""
+    negatives = scores[~is_pos]
+    precisions = []
+    # b positives ranked before p
+    for b, p in enumerate(sorted(scores[is_pos].tolist(), reverse=True)):
+        position = 1 + int((negatives >= p).sum()) + b  # a tied negative sits above p
+        precisions.append((b + 1) / position)
+    return sum(precisions) / len(precisions)
+
+
+assert grading.grade("06_average_precision", average_precision).full_marks
+
+# %%
+score = grading.check("06_average_precision", average_precision)
 
 # %% [markdown]
 # ## References

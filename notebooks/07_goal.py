@@ -35,15 +35,18 @@
 try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
     import vlr_lib  # noqa: F401
 except ModuleNotFoundError:
-    raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
-                              "(the folder holding pyproject.toml), then restart the kernel") from None
+    raise ModuleNotFoundError(
+        "vlr_lib is not installed: in a cell run `%pip install -e "
+        "/path/to/vlr-workbook` "
+        "(the folder holding pyproject.toml), then restart the kernel"
+    ) from None
 
 import itertools
 
 import torch
 import torch.nn.functional as F
 
-from vlr_lib import goal, losses, similarity, viz, widgets
+from vlr_lib import goal, grading, losses, similarity, viz, widgets
 from vlr_lib.notebook import demo_embeddings, setup
 
 cfg = setup(seed=0)
@@ -67,7 +70,8 @@ N = cfg.pick(8, 12)  # batch size of the live batch (both small: every matrix is
 # eq. 3.
 
 # %%
-img, txt = demo_embeddings(n=N, dim=16, noise=1.2, seed=0)  # unit vectors, caption i describes image i
+# unit vectors, caption i describes image i
+img, txt = demo_embeddings(n=N, dim=16, noise=1.2, seed=0)
 img.requires_grad_()
 txt.requires_grad_()
 S = img @ txt.T  # cosine similarities, rows = images, columns = captions
@@ -114,33 +118,44 @@ viz.goal.triplet_diagrams(margin=0.2, tau=10.0)
 # it only looks at the *gap*. Completing the square in eq. 8,
 # $S_{neg}^2 - S_{pos}(2 - S_{pos}) = (S_{pos} - 1)^2 + S_{neg}^2 - 1$, so
 #
-# $$T^{cir} = \sigma\!\left(\tau\left[(S_{pos} - 1)^2 + S_{neg}^2 - 1\right]\right)
-# \qquad (\sigma(z) = 1/(1 + e^{-z}),\ \text{the logistic sigmoid}):$$
+# $$T^{cir} = \sigma\!\left(\tau\left[(S_{pos} - 1)^2 + S_{neg}^2 - 1\right]\right),$$
 #
-# the iso-lines of $T^{cir}$ are circles around the ideal triplet $(S_{pos}, S_{neg}) = (1, 0)$,
+# with $\sigma(z) = 1/(1 + e^{-z})$ the logistic sigmoid: the iso-lines of $T^{cir}$ are circles around the ideal triplet $(S_{pos}, S_{neg}) = (1, 0)$,
 # and $T^{cir} = 1/2$ on the unit circle. Two triplets with the same gap get the same $T^{nca}$ but
 # different $T^{cir}$: the Circle weight also asks *where* the triplet sits. Each of these statements
 # is checked below.
 
 # %%
 s = torch.linspace(-1, 1, 41, dtype=torch.float64)
-s_pos, s_neg = torch.meshgrid(s, s, indexing="xy")  # s_pos varies along columns, s_neg along rows
-T = {name: goal.triplet_weight(name, s_pos, s_neg, margin=0.2, tau=10.0) for name in goal.GOAL_TRIPLETS}
+# s_pos varies along columns, s_neg along rows
+s_pos, s_neg = torch.meshgrid(s, s, indexing="xy")
+T = {
+    name: goal.triplet_weight(name, s_pos, s_neg, margin=0.2, tau=10.0)
+    for name in goal.GOAL_TRIPLETS
+}
 
 # T^con is 1 exactly on the triplets that violate the margin
 assert torch.equal(T["con"].bool(), 0.2 + s_neg - s_pos > 0)
 
-# T^nca = 1/2 on the diagonal S_pos = S_neg, and constant on every line S_pos - S_neg = const
-torch.testing.assert_close(T["nca"].diagonal(), torch.full((41,), 0.5, dtype=torch.float64))
+# T^nca = 1/2 on the diagonal S_pos = S_neg, and constant on every line S_pos - S_neg =
+# const
+torch.testing.assert_close(
+    T["nca"].diagonal(), torch.full((41,), 0.5, dtype=torch.float64)
+)
 for k in range(-40, 41):
     line = T["nca"].diagonal(offset=k)
     torch.testing.assert_close(line, line[:1].expand_as(line))
 
 # T^cir: the completed square, and constant on circles (S_pos - 1)^2 + S_neg^2 = r^2
-torch.testing.assert_close(T["cir"], torch.sigmoid(10.0 * ((s_pos - 1) ** 2 + s_neg**2 - 1)))
-theta = torch.linspace(torch.pi / 2, 3 * torch.pi / 2, 25, dtype=torch.float64)  # the half inside the square
+torch.testing.assert_close(
+    T["cir"], torch.sigmoid(10.0 * ((s_pos - 1) ** 2 + s_neg**2 - 1))
+)
+# the half inside the square
+theta = torch.linspace(torch.pi / 2, 3 * torch.pi / 2, 25, dtype=torch.float64)
 for r in (0.3, 0.7, 1.0):
-    on_circle = goal.triplet_weight("cir", 1 + r * torch.cos(theta), r * torch.sin(theta), tau=10.0)
+    on_circle = goal.triplet_weight(
+        "cir", 1 + r * torch.cos(theta), r * torch.sin(theta), tau=10.0
+    )
     expected = torch.sigmoid(torch.tensor(10.0 * (r**2 - 1), dtype=torch.float64))
     torch.testing.assert_close(on_circle, expected.expand_as(on_circle))
     if r == 1.0:
@@ -148,8 +163,14 @@ for r in (0.3, 0.7, 1.0):
 
 # same gap S_pos - S_neg = 0.1, two places in the square
 both_high, both_low = (0.9, 0.8), (-0.5, -0.6)
-t_nca = [float(goal.triplet_weight("nca", *torch.tensor(p, dtype=torch.float64))) for p in (both_high, both_low)]
-t_cir = [float(goal.triplet_weight("cir", *torch.tensor(p, dtype=torch.float64))) for p in (both_high, both_low)]
+t_nca = [
+    float(goal.triplet_weight("nca", *torch.tensor(p, dtype=torch.float64)))
+    for p in (both_high, both_low)
+]
+t_cir = [
+    float(goal.triplet_weight("cir", *torch.tensor(p, dtype=torch.float64)))
+    for p in (both_high, both_low)
+]
 print(f"T^nca: both high {t_nca[0]:.3f}, both low {t_nca[1]:.3f}")
 print(f"T^cir: both high {t_cir[0]:.3f}, both low {t_cir[1]:.3f}")
 assert abs(t_nca[0] - t_nca[1]) < 1e-12 and t_cir[1] > 0.99 > 0.05 > t_cir[0]
@@ -199,13 +220,16 @@ viz.goal.pair_weight_curves(alpha=2.0, beta=10.0, lam=0.5, rel=0.1)
 grid = torch.linspace(-1, 1, 201, dtype=torch.float64)
 lam = torch.tensor(0.5, dtype=torch.float64)
 
+
 def P(name, positive, **kw):
     return goal.pair_weight(name, grid, positive, alpha=2.0, beta=10.0, lam=0.5, **kw)
+
 
 # the sigmoid weights are 1/2 at s = lambda
 assert abs(float(goal.pair_weight("sig", lam, True)) - 0.5) < 1e-12
 assert abs(float(goal.pair_weight("sig", lam, False)) - 0.5) < 1e-12
-# m = 1 turns sig-ms into sig (eq. 12 -> eq. 11); m = 0 turns lin-ms into lin (eq. 13 -> eq. 10)
+# m = 1 turns sig-ms into sig (eq. 12 -> eq. 11); m = 0 turns lin-ms into lin (eq. 13 ->
+# eq. 10)
 for positive in (True, False):
     torch.testing.assert_close(P("sig-ms", positive, rel=1.0), P("sig", positive))
     torch.testing.assert_close(P("lin-ms", positive, rel=0.0), P("lin", positive))
@@ -214,7 +238,9 @@ for positive in (True, False):
 # P_+ never increases with s, P_- never decreases
 for name in goal.GOAL_PAIRS:
     kw = {"rel": 0.1} if name.endswith("ms") else {}
-    assert (P(name, True, **kw).diff() <= 1e-15).all() and (P(name, False, **kw).diff() >= -1e-15).all()
+    assert (P(name, True, **kw).diff() <= 1e-15).all() and (
+        P(name, False, **kw).diff() >= -1e-15
+    ).all()
 
 # %% [markdown]
 # ### 3b. Eq. 12 as printed, and MS loss's own weights
@@ -238,15 +264,24 @@ for name in goal.GOAL_PAIRS:
 
 # %%
 s_hn = torch.tensor([0.6], dtype=torch.float64)  # a hardest negative
-others = torch.tensor([[0.5, 0.2, 0.58]], dtype=torch.float64)  # the query's other negatives
+# the query's other negatives
+others = torch.tensor([[0.5, 0.2, 0.58]], dtype=torch.float64)
 members = torch.ones_like(others, dtype=torch.bool)
 p_sig = goal.pair_weight("sig", s_hn, False)
 for form in goal.MS_FORMS:
-    m_neg = goal.relative_term("sig-ms", s_hn, others, members, positive=False, ms_form=form)
+    m_neg = goal.relative_term(
+        "sig-ms", s_hn, others, members, positive=False, ms_form=form
+    )
     p_ms = goal.pair_weight("sig-ms", s_hn, False, rel=m_neg)
-    print(f"{form:8s}: m_- = {float(m_neg):.3f};  P_-^sig-ms = {float(p_ms):.3f}  vs  P_-^sig = {float(p_sig):.3f}")
-    assert (float(m_neg) < 1 and float(p_ms) > float(p_sig)) if form == "printed" else \
-        (float(m_neg) >= 1 and float(p_ms) <= float(p_sig))
+    print(
+        f"{form:8s}: m_- = {float(m_neg):.3f};  P_-^sig-ms = {float(p_ms):.3f}  vs  "
+        f"P_-^sig = {float(p_sig):.3f}"
+    )
+    assert (
+        (float(m_neg) < 1 and float(p_ms) > float(p_sig))
+        if form == "printed"
+        else (float(m_neg) >= 1 and float(p_ms) <= float(p_sig))
+    )
 
 # %% [markdown]
 # That difference is not cosmetic. At MS loss's own setting ($\alpha = 2$, $\beta = 50$) and cosines
@@ -256,13 +291,30 @@ for form in goal.MS_FORMS:
 # %%
 S_spread = torch.randn(6, 6, generator=torch.Generator().manual_seed(0)).clamp(-1, 1)
 for lam in (0.5, 1.0):
-    worst = {form: float(goal.goal_gradient(S_spread, "con", "sig-ms", alpha=2.0, beta=50.0, lam=lam,
-                                            ms_form=form).abs().max()) for form in goal.MS_FORMS}
-    print(f"lambda = {lam}: max |dL/dS|  MS loss's reading {worst['ms-loss']:.3g},  as printed {worst['printed']:.3g}")
+    worst = {
+        form: float(
+            goal.goal_gradient(
+                S_spread, "con", "sig-ms", alpha=2.0, beta=50.0, lam=lam, ms_form=form
+            )
+            .abs()
+            .max()
+        )
+        for form in goal.MS_FORMS
+    }
+    print(
+        f"lambda = {lam}: max |dL/dS|  MS loss's reading {worst['ms-loss']:.3g},  as "
+        f"printed {worst['printed']:.3g}"
+    )
     assert worst["ms-loss"] <= 2.0  # each weight <= 1, each entry in at most 2 triplets
-worst_printed = float(goal.goal_gradient(S_spread, "con", "sig-ms", alpha=2.0, beta=50.0, lam=0.5,
-                                         ms_form="printed").abs().max())
-assert worst_printed > 1e6  # ~1e10: one step of that size throws the embeddings anywhere
+worst_printed = float(
+    goal.goal_gradient(
+        S_spread, "con", "sig-ms", alpha=2.0, beta=50.0, lam=0.5, ms_form="printed"
+    )
+    .abs()
+    .max()
+)
+# ~1e10: one step of that size throws the embeddings anywhere
+assert worst_printed > 1e6
 
 # %%
 widgets.goal.pair_weight_explorer()
@@ -279,8 +331,13 @@ viz.goal.table1_grid()
 
 # %%
 named = {key: name for key, name in goal.TABLE1.items() if name != "New"}
-assert named == {("con", "con"): "Triplet", ("nca", "con"): "hard-negative NCA", ("cir", "lin"): "Circle",
-                 ("con", "sig"): "Binomial deviance", ("con", "sig-ms"): "MS"}
+assert named == {
+    ("con", "con"): "Triplet",
+    ("nca", "con"): "hard-negative NCA",
+    ("cir", "lin"): "Circle",
+    ("con", "sig"): "Binomial deviance",
+    ("con", "sig-ms"): "MS",
+}
 assert sum(name == "New" for name in goal.TABLE1.values()) == 10
 
 # %% [markdown]
@@ -295,27 +352,45 @@ assert sum(name == "New" for name in goal.TABLE1.values()) == 10
 # ($T^{nca}$, $T^{cir}$) and the batch-free pair weights, on the open region $S_{neg} > 0$ where no clamp
 # of $P^{lin}$ acts. ($T^{con}$ is a step, whose curl lives on the hinge line; exercise 4 deals with it.)
 
+
 # %%
 def designed_field(triplet, pair, sp, sn):
     """(dL/dS_pos, dL/dS_neg) of one triplet under GOAL, from vlr_lib's weights."""
     t = goal.triplet_weight(triplet, sp, sn, tau=10.0)
     return -t * goal.pair_weight(pair, sp, True), t * goal.pair_weight(pair, sn, False)
 
+
 def curl(triplet, pair, sp, sn, h=1e-5):
     """d g_pos / d S_neg - d g_neg / d S_pos by central differences."""
-    g_pos_up, g_pos_down = designed_field(triplet, pair, sp, sn + h)[0], designed_field(triplet, pair, sp, sn - h)[0]
-    g_neg_up, g_neg_down = designed_field(triplet, pair, sp + h, sn)[1], designed_field(triplet, pair, sp - h, sn)[1]
+    g_pos_up, g_pos_down = (
+        designed_field(triplet, pair, sp, sn + h)[0],
+        designed_field(triplet, pair, sp, sn - h)[0],
+    )
+    g_neg_up, g_neg_down = (
+        designed_field(triplet, pair, sp + h, sn)[1],
+        designed_field(triplet, pair, sp - h, sn)[1],
+    )
     return (g_pos_up - g_pos_down) / (2 * h) - (g_neg_up - g_neg_down) / (2 * h)
 
-sp_pts, sn_pts = torch.meshgrid(torch.linspace(-0.9, 0.9, 15, dtype=torch.float64),
-                                torch.linspace(0.05, 0.9, 15, dtype=torch.float64), indexing="xy")
-max_curl = {(t, p): float(curl(t, p, sp_pts, sn_pts).abs().max())
-            for t, p in itertools.product(("nca", "cir"), ("con", "lin", "sig"))}
+
+sp_pts, sn_pts = torch.meshgrid(
+    torch.linspace(-0.9, 0.9, 15, dtype=torch.float64),
+    torch.linspace(0.05, 0.9, 15, dtype=torch.float64),
+    indexing="xy",
+)
+max_curl = {
+    (t, p): float(curl(t, p, sp_pts, sn_pts).abs().max())
+    for t, p in itertools.product(("nca", "cir"), ("con", "lin", "sig"))
+}
 for (t, p), c in max_curl.items():
     print(f"({t}, {p:3s})  max |curl| = {c:.1e}   Table 1: {goal.TABLE1[(t, p)]}")
 
 integrable = {key for key, c in max_curl.items() if c < 1e-6}
-assert integrable == {("nca", "con"), ("cir", "lin")}  # exactly the two with a name in Table 1
+# exactly the two with a name in Table 1
+assert integrable == {
+    ("nca", "con"),
+    ("cir", "lin"),
+}
 assert all(max_curl[key] > 0.1 for key in max_curl if key not in integrable)
 
 # %% [markdown]
@@ -335,10 +410,15 @@ assert all(max_curl[key] > 0.1 for key in max_curl if key not in integrable)
 
 # %%
 S = (img @ txt.T).detach()
-best = goal.GoalConfig("cir", "sig-ms")  # the paper's best combination, default parameters
+# the paper's best combination, default parameters
+best = goal.GoalConfig("cir", "sig-ms")
 print(best, "->", best.label, "| uses", best.params())
-torch.testing.assert_close(goal.goal_gradient(S, config=best), goal.goal_gradient(S, "cir", "sig-ms"))
-hn_rows, hn_cols = (similarity.hardest_negative_mask(S, None, d) for d in ("i2t", "t2i"))
+torch.testing.assert_close(
+    goal.goal_gradient(S, config=best), goal.goal_gradient(S, "cir", "sig-ms")
+)
+hn_rows, hn_cols = (
+    similarity.hardest_negative_mask(S, None, d) for d in ("i2t", "t2i")
+)
 eye = torch.eye(N, dtype=torch.bool)
 viz.matrix.similarity_heatmap(S, marks=viz.matrix.batch_marks(S))
 
@@ -367,14 +447,25 @@ widgets.goal.goal_composer(S, config=best)
 touched = eye | hn_rows | hn_cols
 for t, p in itertools.product(goal.GOAL_TRIPLETS, goal.GOAL_PAIRS):
     grad = goal.goal_gradient(S, t, p)
-    assert not grad[~touched].any(), (t, p)  # nothing outside positives and hardest negatives
-    assert (grad.diagonal() <= 0).all() and (grad[~eye] >= 0).all(), (t, p)  # pull positives, push negatives
+    # nothing outside positives and hardest negatives
+    assert not grad[~touched].any(), (
+        t,
+        p,
+    )
+    # pull positives, push negatives
+    assert (grad.diagonal() <= 0).all() and (grad[~eye] >= 0).all(), (
+        t,
+        p,
+    )
 
 grad_cc = goal.goal_gradient(S, "con", "con", margin=0.2)
 s_pos_b, s_neg_b = goal.batch_triplets(S)  # image queries first, then caption queries
 violated = (0.2 + s_neg_b - s_pos_b > 0).reshape(2, N).any(dim=0)
 assert torch.equal(grad_cc.diagonal() != 0, violated)
-print(f"(con, con): {int(violated.sum())} of {N} positives violate a margin of 0.2 and receive gradient")
+print(
+    f"(con, con): {int(violated.sum())} of {N} positives violate a margin of 0.2 and "
+    "receive gradient"
+)
 
 # %% [markdown]
 # ## 6. Inside `goal_objective`: a custom autograd Function
@@ -416,10 +507,14 @@ value = goal.goal_objective(S_leaf, "cir", "sig-ms")
 value.backward()
 print(f"forward value (triplet-hardest loss, for logging): {value.item():.4f}")
 
-torch.testing.assert_close(S_leaf.grad, goal.goal_gradient(S, "cir", "sig-ms"))  # backward = design
-torch.testing.assert_close(value.detach(), losses.triplet_hardest(S, margin=0.2, reduction="sum"))
+# backward = design
+torch.testing.assert_close(S_leaf.grad, goal.goal_gradient(S, "cir", "sig-ms"))
+torch.testing.assert_close(
+    value.detach(), losses.triplet_hardest(S, margin=0.2, reduction="sum")
+)
 
-# the backward is not the derivative of the forward value: that would be Triplet-SH's gradient
+# the backward is not the derivative of the forward value: that would be Triplet-SH's
+# gradient
 S_th = S.clone().requires_grad_()
 losses.triplet_hardest(S_th, margin=0.2).backward()
 assert not torch.allclose(S_leaf.grad, S_th.grad)
@@ -429,15 +524,21 @@ S_half = S.clone().requires_grad_()
 (0.5 * goal.goal_objective(S_half, "cir", "sig-ms")).backward()
 torch.testing.assert_close(S_half.grad, 0.5 * S_leaf.grad)
 
-viz.matrix.gradient_heatmap(S_leaf.grad, {"positive": eye},
-                            title="S.grad after goal_objective(S, 'cir', 'sig-ms').backward()")
+viz.matrix.gradient_heatmap(
+    S_leaf.grad,
+    {"positive": eye},
+    title="S.grad after goal_objective(S, 'cir', 'sig-ms').backward()",
+)
 
 # %% [markdown]
 # And all the way down to the embeddings, as in eq. 3: the encoders receive $\partial L/\partial S$
 # multiplied by the other modality's embeddings.
 
 # %%
-img_leaf, txt_leaf = img.detach().clone().requires_grad_(), txt.detach().clone().requires_grad_()
+img_leaf, txt_leaf = (
+    img.detach().clone().requires_grad_(),
+    txt.detach().clone().requires_grad_(),
+)
 goal.goal_objective(img_leaf @ txt_leaf.T, "cir", "sig-ms").backward()
 designed = goal.goal_gradient(S, "cir", "sig-ms")
 torch.testing.assert_close(img_leaf.grad, designed @ txt.detach())
@@ -455,7 +556,9 @@ torch.testing.assert_close(txt_leaf.grad, designed.T @ img.detach())
 # %%
 S_tri = S.clone().requires_grad_()
 losses.triplet_hardest(S_tri, margin=0.2, reduction="sum").backward()
-torch.testing.assert_close(goal.goal_gradient(S, config=goal.GoalConfig("con", "con", margin=0.2)), S_tri.grad)
+torch.testing.assert_close(
+    goal.goal_gradient(S, config=goal.GoalConfig("con", "con", margin=0.2)), S_tri.grad
+)
 print("GOAL (con, con) == autograd of triplet_hardest")
 
 # %% [markdown]
@@ -470,19 +573,27 @@ print("GOAL (con, con) == autograd of triplet_hardest")
 # so the GOAL gradient of (nca, con) is the NCA gradient divided by $\tau$ (the scale is folded into
 # the learning rate). We write eq. 6 in a few lines, only to let autograd differentiate it:
 
+
 # %%
 def nca_hard_negative(S, tau):
-    """Eq. 6 summed over the batch, both directions (teaching version: positives on the diagonal)."""
+    """Eq. 6 summed over the batch, both directions (teaching version: positives on the
+    diagonal).
+    """
     eye = torch.eye(len(S), dtype=torch.bool)
     hardest = S.masked_fill(eye, float("-inf"))
-    gap_rows = hardest.max(dim=1).values - S.diagonal()  # image queries: hardest caption
-    gap_cols = hardest.max(dim=0).values - S.diagonal()  # caption queries: hardest image
+    # image queries: hardest caption
+    gap_rows = hardest.max(dim=1).values - S.diagonal()
+    # caption queries: hardest image
+    gap_cols = hardest.max(dim=0).values - S.diagonal()
     return (F.softplus(tau * gap_rows) + F.softplus(tau * gap_cols)).sum()
+
 
 for tau in (1.0, 10.0, 30.0):
     S_nca = S.clone().requires_grad_()
     nca_hard_negative(S_nca, tau).backward()
-    torch.testing.assert_close(goal.goal_gradient(S, "nca", "con", tau=tau), S_nca.grad / tau)
+    torch.testing.assert_close(
+        goal.goal_gradient(S, "nca", "con", tau=tau), S_nca.grad / tau
+    )
 print("GOAL (nca, con) == autograd of eq. 6, divided by tau")
 
 # %% [markdown]
@@ -497,26 +608,69 @@ print("GOAL (nca, con) == autograd of eq. 6, divided by tau")
 # VSE∞ (BUTD), image → text R@1, on the grid of Table 1:
 
 # %%
-# Xuan & Chen, Table 5, VSE-infinity, MS-COCO 5K, R@1 (means of 3 runs); rows P, columns (con, nca, cir)
+# Xuan & Chen, Table 5, VSE-infinity, MS-COCO 5K, R@1 (means of 3 runs); rows P, columns
+# (con, nca, cir)
 TABLE5 = {
-    "BUTD i2t": [[58.9, 61.2, 60.3], [58.1, 60.7, 60.1], [59.8, 62.0, 62.0], [60.0, 61.7, 61.2], [61.8, 63.1, 63.2]],
-    "BUTD t2i": [[43.1, 43.2, 42.5], [43.1, 43.4, 43.0], [43.5, 43.9, 43.8], [43.6, 43.9, 43.4], [44.6, 44.8, 44.9]],
-    "WSL i2t": [[66.2, 67.6, 67.2], [66.9, 68.5, 68.4], [68.2, 69.7, 70.2], [67.8, 69.7, 69.5], [70.3, 71.5, 71.4]],
-    "WSL t2i": [[51.6, 51.4, 49.9], [52.5, 52.8, 52.5], [53.0, 53.1, 52.9], [52.8, 53.3, 52.7], [53.9, 54.2, 53.6]],
+    "BUTD i2t": [
+        [58.9, 61.2, 60.3],
+        [58.1, 60.7, 60.1],
+        [59.8, 62.0, 62.0],
+        [60.0, 61.7, 61.2],
+        [61.8, 63.1, 63.2],
+    ],
+    "BUTD t2i": [
+        [43.1, 43.2, 42.5],
+        [43.1, 43.4, 43.0],
+        [43.5, 43.9, 43.8],
+        [43.6, 43.9, 43.4],
+        [44.6, 44.8, 44.9],
+    ],
+    "WSL i2t": [
+        [66.2, 67.6, 67.2],
+        [66.9, 68.5, 68.4],
+        [68.2, 69.7, 70.2],
+        [67.8, 69.7, 69.5],
+        [70.3, 71.5, 71.4],
+    ],
+    "WSL t2i": [
+        [51.6, 51.4, 49.9],
+        [52.5, 52.8, 52.5],
+        [53.0, 53.1, 52.9],
+        [52.8, 53.3, 52.7],
+        [53.9, 54.2, 53.6],
+    ],
 }
-as_grid = {k: {(t, p): rows[i][j] for i, p in enumerate(goal.GOAL_PAIRS) for j, t in enumerate(goal.GOAL_TRIPLETS)}
-           for k, rows in TABLE5.items()}
-viz.goal.table1_grid(values=as_grid["BUTD i2t"], highlight=("cir", "sig-ms"), value_label="R@1",
-                     title="Xuan & Chen Table 5: VSE∞ (BUTD), image → text R@1 on MS-COCO 5K")
+as_grid = {
+    k: {
+        (t, p): rows[i][j]
+        for i, p in enumerate(goal.GOAL_PAIRS)
+        for j, t in enumerate(goal.GOAL_TRIPLETS)
+    }
+    for k, rows in TABLE5.items()
+}
+viz.goal.table1_grid(
+    values=as_grid["BUTD i2t"],
+    highlight=("cir", "sig-ms"),
+    value_label="R@1",
+    title="Xuan & Chen Table 5: VSE∞ (BUTD), image → text R@1 on MS-COCO 5K",
+)
 
 # %%
 best = {k: max(g, key=g.get) for k, g in as_grid.items()}
 for k, key in best.items():
-    print(f"{k}: best {key} = {as_grid[k][key]}, (cir, sig-ms) = {as_grid[k][('cir', 'sig-ms')]}")
+    print(
+        f"{k}: best {key} = {as_grid[k][key]}, (cir, sig-ms) = "
+        f"{as_grid[k][('cir', 'sig-ms')]}"
+    )
 assert best["BUTD i2t"] == best["BUTD t2i"] == ("cir", "sig-ms")  # 63.2 and 44.9
-assert best["WSL i2t"] == best["WSL t2i"] == ("nca", "sig-ms")  # 71.5 and 54.2: T^cir is 0.1 / 0.6 behind
+# 71.5 and 54.2: T^cir is 0.1 / 0.6 behind
+assert best["WSL i2t"] == best["WSL t2i"] == ("nca", "sig-ms")
 # in every column of every block, P^sig-ms beats the baseline P^con
-assert all(g[(t, "sig-ms")] > g[(t, "con")] for g in as_grid.values() for t in goal.GOAL_TRIPLETS)
+assert all(
+    g[(t, "sig-ms")] > g[(t, "con")]
+    for g in as_grid.values()
+    for t in goal.GOAL_TRIPLETS
+)
 
 # %% [markdown]
 # So "best" is a tendency, not a law: $(T^{cir}, P^{sig\text{-}ms})$ wins both directions on BUTD
@@ -552,21 +706,36 @@ assert all(g[(t, "sig-ms")] > g[(t, "con")] for g in as_grid.values() for t in g
 # from the diagonal $S_{pos} = S_{neg}$. How large must $\tau$ be for the two to differ by less than 0.01
 # wherever $|S_{pos} - S_{neg}| > 0.05$?
 
+# %% [markdown] jupyter={"source_hidden": true} tags=["solution"]
+# **Solution 1, the derivation.** Write $d = s_{neg} - s_{pos}$. Then $T^{nca} = \sigma(\tau d)$ (eq. 7) and, with
+# $m = 0$, $T^{con} = \mathbb{1}[d > 0]$ (eq. 5). For $d > 0$ their difference is $1 - \sigma(\tau d) = \sigma(-\tau d)$;
+# for $d < 0$ it is $\sigma(\tau d) = \sigma(-\tau |d|)$. In both cases
+#
+# $$ |T^{nca} - T^{con}| = \sigma(-\tau |d|), $$
+#
+# which falls with $|d|$ and with $\tau$, and tends to 0 as $\tau \to \infty$ for every $d \ne 0$. Away from the band,
+# $|d| > 0.05$, the largest difference is next to it: $\sigma(-0.05\,\tau)$. It is below 0.01 when
+# $e^{0.05\tau} > 99$, i.e. $\tau > 20 \ln 99 \approx 91.9$. The check compares this with the largest difference on
+# a grid, for $\tau$ on both sides of 91.9.
+
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 1.
-# The difference is largest next to the excluded band, where it is $\sigma(-0.05\,\tau)$; it drops below
-# 0.01 for $\tau > 20 \ln 99 \approx 92$.
-#
 g = torch.linspace(-1, 1, 81, dtype=torch.float64)
 sp, sn = torch.meshgrid(g, g, indexing="xy")
 far = (sp - sn).abs() > 0.05
 gap = {}
 for tau in (10, 50, 92, 93, 200):
-    diff = (goal.triplet_weight("nca", sp, sn, tau=tau) - goal.triplet_weight("con", sp, sn, margin=0.0))[far]
+    diff = (
+        goal.triplet_weight("nca", sp, sn, tau=tau)
+        - goal.triplet_weight("con", sp, sn, margin=0.0)
+    )[far]
     gap[tau] = float(diff.abs().max())
     print(tau, gap[tau])
-sigma = {t: float(torch.sigmoid(torch.tensor(-0.05 * t, dtype=torch.float64))) for t in gap}
-assert all(abs(gap[t] - sigma[t]) < 1e-9 for t in gap)  # the largest difference: next to the band
+sigma = {
+    t: float(torch.sigmoid(torch.tensor(-0.05 * t, dtype=torch.float64))) for t in gap
+}
+# the largest difference: next to the band
+assert all(abs(gap[t] - sigma[t]) < 1e-9 for t in gap)
 assert gap[50] > 0.01 > gap[92]  # below 0.01 from tau = 20 ln 99 = 91.9 on
 
 # %% [markdown]
@@ -575,18 +744,28 @@ assert gap[50] > 0.01 > gap[92]  # below 0.01 from tau = 20 ln 99 = 91.9 on
 # (both directions) and compare its autograd gradient with `goal_gradient(S, "con", "sig")`. Why must you set
 # a large margin for them to agree?
 
+# %% [markdown] jupyter={"source_hidden": true} tags=["solution"]
+# **Solution 2, the answer.** Differentiating the two softplus terms gives
+# $\partial l/\partial s_{pos} = -\sigma(-\alpha(s_{pos} - \lambda))$ and $\partial l/\partial s_{neg} = \sigma(\beta(s_{neg} - \lambda))$:
+# the pair weights $P^{sig}$, multiplied by nothing else. Binomial deviance has no hinge, so its triplet weight
+# is always 1. $T^{con} = \delta(m + s_{neg} - s_{pos})$ is 1 only on violating triplets; since
+# $s_{neg} - s_{pos} \ge -2$ for cosine similarities, a margin $m = 2$ makes $m + s_{neg} - s_{pos} > 0$ for every
+# triplet short of the extreme $s_{pos} = 1$, $s_{neg} = -1$, so $T^{con} \equiv 1$ and the two gradients agree. With $m = 0.2$ the easy
+# triplets get $T^{con} = 0$ and they differ: the check shows both.
+
+
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 2.
-# Binomial deviance has no hinge, i.e. its triplet weight is always 1. $T^{con}$ is 1 only on violating
-# triplets; with $m = 2$ every triplet violates ($s_{neg} - s_{pos} > -2$), so $T^{con} \equiv 1$.
-#
 def binomial_deviance_hard(S, alpha=2.0, beta=10.0, lam=0.5):
     eye = torch.eye(len(S), dtype=torch.bool)
     hardest = S.masked_fill(eye, float("-inf"))
     pos = S.diagonal()
     term_pos = F.softplus(-alpha * (pos - lam)) / alpha
-    return sum((term_pos + F.softplus(beta * (neg - lam)) / beta).sum()
-               for neg in (hardest.max(dim=1).values, hardest.max(dim=0).values))
+    return sum(
+        (term_pos + F.softplus(beta * (neg - lam)) / beta).sum()
+        for neg in (hardest.max(dim=1).values, hardest.max(dim=0).values)
+    )
+
 
 S_bd = S.clone().requires_grad_()
 binomial_deviance_hard(S_bd).backward()
@@ -598,11 +777,21 @@ assert not torch.allclose(goal.goal_gradient(S, "con", "sig", margin=0.2), S_bd.
 # $l = \frac{1}{2\tau}\log\left(1 + e^{\tau[(s_{pos}-1)^2 + s_{neg}^2 - 1]}\right)$ has the gradient
 # $(-T^{cir} P^{lin}_+,\; T^{cir} P^{lin}_-)$ for $s_{pos} < 1$, $s_{neg} > 0$.
 
+# %% [markdown] jupyter={"source_hidden": true} tags=["solution"]
+# **Solution 3, the derivation.** Write $u = \tau[(s_{pos} - 1)^2 + s_{neg}^2 - 1]$, so $l = \frac{1}{2\tau}\log(1 + e^u)$
+# and $\frac{dl}{du} = \frac{1}{2\tau}\sigma(u)$. Since $(s_{pos} - 1)^2 + s_{neg}^2 - 1 = s_{neg}^2 - s_{pos}(2 - s_{pos})$,
+# $\sigma(u) = T^{cir}$ (eq. 8). The chain rule gives
+#
+# $$ \frac{\partial l}{\partial s_{pos}} = \frac{1}{2\tau}\, T^{cir}\, \tau \cdot 2(s_{pos} - 1) = -T^{cir}(1 - s_{pos}),
+# \qquad \frac{\partial l}{\partial s_{neg}} = \frac{1}{2\tau}\, T^{cir}\, \tau \cdot 2 s_{neg} = T^{cir} s_{neg}, $$
+#
+# which are $-T^{cir} P^{lin}_+$ and $T^{cir} P^{lin}_-$ with the linear pair weights $P^{lin}_+ = 1 - s_{pos}$
+# (positive for $s_{pos} < 1$) and $P^{lin}_- = s_{neg}$ (positive for $s_{neg} > 0$). This $l$ is the Circle loss
+# of a single pair (Sun et al. 2020) with margin 0 and scale $\tau$. The check compares autograd with the library's
+# weights at three triplets.
+
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 3.
-# $\partial l/\partial s_{pos} = \frac{1}{2\tau}\,\tau\,\sigma(\cdot)\,2(s_{pos} - 1) = -T^{cir}(1 - s_{pos})$ and
-# $\partial l/\partial s_{neg} = T^{cir} s_{neg}$. Numerically:
-#
 tau = 10.0
 sp = torch.tensor([0.3, 0.7, 0.9], dtype=torch.float64, requires_grad=True)
 sn = torch.tensor([0.2, 0.5, 0.1], dtype=torch.float64, requires_grad=True)
@@ -610,50 +799,100 @@ sn = torch.tensor([0.2, 0.5, 0.1], dtype=torch.float64, requires_grad=True)
 T = goal.triplet_weight("cir", sp.detach(), sn.detach(), tau=tau)
 torch.testing.assert_close(sp.grad, -T * goal.pair_weight("lin", sp.detach(), True))
 torch.testing.assert_close(sn.grad, T * goal.pair_weight("lin", sn.detach(), False))
-# This is the Circle loss of a single pair (Sun et al. 2020) with margin 0 and scale $\tau$.
 
 # %% [markdown]
 # **4.** $T^{con}$ has zero curl away from its hinge, yet only $(T^{con}, P^{con})$ is integrable everywhere.
 # Integrate the designed field of $(T^{con}, P^{con})$ and of $(T^{con}, P^{lin})$ around the rectangle
 # $[0.2, 0.8] \times [0.1, 0.7]$ (which the hinge $S_{neg} = S_{pos} - 0.2$ crosses). What do you get, and why?
 
+# %% [markdown] jupyter={"source_hidden": true} tags=["solution"]
+# **Solution 4, the derivation.** A field with a potential $\phi$ has zero integral around every closed loop:
+# along a path from $a$ to $b$ it integrates to $\phi(b) - \phi(a)$. $T^{con}$ splits the plane at the hinge
+# $s_{neg} = s_{pos} - m$ ($m = 0.2$) into an active side, where the field is the pair weights', and an inactive
+# side, where it is 0 (potential: a constant). On the active side
+#
+# - $(T^{con}, P^{con})$ is $(-1, 1) = \nabla \phi$ with $\phi = s_{neg} - s_{pos}$;
+# - $(T^{con}, P^{lin})$ is $(-(1 - s_{pos}), s_{neg}) = \nabla \phi$ with $\phi = \frac12(1 - s_{pos})^2 + \frac12 s_{neg}^2$.
+#
+# Going around the rectangle counter-clockwise from $(0.2, 0.1)$, the loop leaves the active side at
+# $A = (0.3, 0.1)$, crosses the inactive corner (integral 0) and re-enters it at $B = (0.8, 0.6)$; the active part
+# runs from $B$ back to $A$, so
+#
+# $$ \oint = \phi(A) - \phi(B). $$
+#
+# For $P^{con}$, $\phi = s_{neg} - s_{pos} = -m$ at both points, so $\oint = 0$: $\phi$ is constant along the hinge,
+# the two sides glue into one potential, and $(T^{con}, P^{con})$ is integrable everywhere (the triplet loss).
+# For $P^{lin}$, $\phi(A) = \frac12 \cdot 0.7^2 + \frac12 \cdot 0.1^2 = 0.25$ and $\phi(B) = \frac12 \cdot 0.2^2 + \frac12 \cdot 0.6^2 = 0.2$:
+# $\oint = 0.05 \ne 0$, so no loss has this gradient, although its curl is zero on each side. The check integrates
+# the designed field numerically (`designed_field` is defined in section 4).
+
+
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 4.
-# A field with a potential has zero integral around every closed loop. Outside the hinge, $(T^{con}, P^{lin})$
-# is the gradient of $\frac12(1 - s_{pos})^2 + \frac12 s_{neg}^2$ on one side and of $0$ on the other; the two
-# potentials do not agree along the hinge, so the loop integral is not zero. For $(T^{con}, P^{con})$ the
-# potential is $s_{neg} - s_{pos} = -m$ along the hinge, a constant, and the integral vanishes.
-#
 def loop_integral(triplet, pair, a=0.2, b=0.8, c=0.1, d=0.7, n=20001):
     t = torch.linspace(0, 1, n, dtype=torch.float64)
     mid = (t[1:] + t[:-1]) / 2
     total = 0.0
-    for (x0, y0), (x1, y1) in [((a, c), (b, c)), ((b, c), (b, d)), ((b, d), (a, d)), ((a, d), (a, c))]:
+    for (x0, y0), (x1, y1) in [
+        ((a, c), (b, c)),
+        ((b, c), (b, d)),
+        ((b, d), (a, d)),
+        ((a, d), (a, c)),
+    ]:
         sp, sn = x0 + (x1 - x0) * mid, y0 + (y1 - y0) * mid
         g_pos, g_neg = designed_field(triplet, pair, sp, sn)
         total += float(((g_pos * (x1 - x0) + g_neg * (y1 - y0)) / (n - 1)).sum())
     return total
 
+
 around = {pair: loop_integral("con", pair) for pair in ("con", "lin")}
 print(around)  # ~0 and 0.05
+# phi(A) - phi(B) = 0 and 0.05
 assert abs(around["con"]) < 1e-3 and abs(around["lin"] - 0.05) < 1e-3
-# The hinge enters the rectangle at $(0.3, 0.1)$ and leaves it at $(0.8, 0.6)$; the loop integral of
-# $(T^{con}, P^{lin})$ is the jump of its potential between the two, $0.25 - 0.2 = 0.05$.
-# (`designed_field` is defined in section 4; $T^{con}$ uses its default margin 0.2.)
 
 # %% [markdown]
 # **5.** In the composer, choose $(T^{con}, P^{con})$. Which margin makes *every* one of the $2N$ triplets of
 # the batch receive gradient? Predict it from `goal.batch_triplets(S)`, then check with the slider.
 
+# %% [markdown] jupyter={"source_hidden": true} tags=["solution"]
+# **Solution 5, the answer.** A triplet receives gradient under $(T^{con}, P^{con})$ when its hinge is active,
+# $m + s_{neg} - s_{pos} > 0$. All $2N$ of them are active exactly when $m > \max(s_{pos} - s_{neg})$, the
+# largest gap over the batch's triplets (`goal.batch_triplets(S)` lists each query's positive and hardest
+# negative). Just above it, every positive is pulled by both of its triplets: $-2$ on the whole diagonal.
+
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 5.
-# Every triplet is active when $m + s_{neg} - s_{pos} > 0$ for all of them, i.e. $m > \max(s_{pos} - s_{neg})$:
-#
 s_pos_b, s_neg_b = goal.batch_triplets(S)
 m_all = float((s_pos_b - s_neg_b).max())
 print(f"m > {m_all:.3f}")
 grad = goal.goal_gradient(S, "con", "con", margin=m_all + 1e-6)
 assert (grad.diagonal() == -2).all()  # each positive pulled by both of its triplets
+
+# %% [markdown]
+# **6.** **Graded (5 points): implement the circle triplet weight.** Fill in `cir_weight(s_pos, s_neg, tau)` in the
+# next cell: Xuan & Chen's $T^{cir} = 1/(1 + e^{\tau(s_{pos}(2 - s_{pos}) - s_{neg}^2)})$ (eq. 8), elementwise over
+# tensors of the same shape, without calling `goal.triplet_weight` and without overflowing for $\tau = 30$.
+# The cell after it checks it on 10 hidden sets of triplets and prints your score (0 while the stub raises).
+
+
+# %%
+def cir_weight(s_pos: torch.Tensor, s_neg: torch.Tensor, tau: float) -> torch.Tensor:
+    """T^cir of each triplet (Xuan & Chen eq. 8), elementwise."""
+    raise NotImplementedError("implement T^cir here")
+
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 6.
+def cir_weight(s_pos: torch.Tensor, s_neg: torch.Tensor, tau: float) -> torch.Tensor:
+    """T^cir of each triplet (Xuan & Chen eq. 8), elementwise."""
+    # 1 / (1 + e^{a}) = sigmoid(-a): torch.sigmoid never overflows
+    return torch.sigmoid(tau * (s_neg**2 - s_pos * (2 - s_pos)))
+
+
+assert grading.grade("07_cir_weight", cir_weight).full_marks
+
+# %%
+score = grading.check("07_cir_weight", cir_weight)
 
 # %% [markdown]
 # ## References

@@ -29,8 +29,11 @@
 try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
     import vlr_lib  # noqa: F401
 except ModuleNotFoundError:
-    raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
-                              "(the folder holding pyproject.toml), then restart the kernel") from None
+    raise ModuleNotFoundError(
+        "vlr_lib is not installed: in a cell run `%pip install -e "
+        "/path/to/vlr-workbook` "
+        "(the folder holding pyproject.toml), then restart the kernel"
+    ) from None
 
 import math
 
@@ -39,18 +42,22 @@ import pandas as pd
 import torch
 from torch.autograd.functional import jacobian
 
-from vlr_lib import analysis, goal, losses, similarity, viz, widgets
+from vlr_lib import analysis, goal, grading, losses, similarity, viz, widgets
 from vlr_lib.data import make_shapes
 from vlr_lib.notebook import demo_embeddings, setup
 from vlr_lib.train import fit, probe_indices, shapes_features
 
 cfg = setup(seed=0)
-N = cfg.pick(12, 16)  # pairs in the live batch (Bleeker & de Rijke count on batches of 128)
+# pairs in the live batch (Bleeker & de Rijke count on batches of 128)
+N = cfg.pick(12, 16)
 EPS = 0.01  # the COCOS threshold epsilon (sec. 5)
 MARGIN = 0.2  # triplet margin alpha
 TAU_NT = 0.1  # NT-Xent temperature (Bleeker & de Rijke, Table 1)
 TAU_AP = 0.01  # SmoothAP temperature
-SETTINGS = analysis.CocosSettings(eps=EPS, margin=MARGIN, temperature=TAU_NT, tau=TAU_AP)  # all four, checked once
+# all four, checked once
+SETTINGS = analysis.CocosSettings(
+    eps=EPS, margin=MARGIN, temperature=TAU_NT, tau=TAU_AP
+)
 
 # %% [markdown]
 # ## Four gradients w.r.t. a query (eqs. 9–13)
@@ -99,8 +106,12 @@ viz.matrix.similarity_heatmap(S, marks={"positive": eye})
 idx = torch.arange(N)
 
 
-def query_grads(per_pair, S: torch.Tensor, row_wise: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """(G_i2t, G_t2i): G[q, j] = derivative of query q's own term w.r.t. its score with candidate j."""
+def query_grads(
+    per_pair, S: torch.Tensor, row_wise: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(G_i2t, G_t2i): G[q, j] = derivative of query q's own term w.r.t. its score with
+    candidate j.
+    """
     J = jacobian(per_pair, S)  # [N, N, N]
     if row_wise:  # SmoothAP: caption queries are the rows of S.T
         return J[idx, idx], jacobian(per_pair, S.T.contiguous())[idx, idx]
@@ -108,29 +119,51 @@ def query_grads(per_pair, S: torch.Tensor, row_wise: bool = False) -> tuple[torc
 
 
 G = {
-    "triplet": query_grads(lambda X: losses.triplet_all(X, MARGIN, reduction="none"), S),
-    "triplet_sh": query_grads(lambda X: losses.triplet_hardest(X, MARGIN, reduction="none"), S),
+    "triplet": query_grads(
+        lambda X: losses.triplet_all(X, MARGIN, reduction="none"), S
+    ),
+    "triplet_sh": query_grads(
+        lambda X: losses.triplet_hardest(X, MARGIN, reduction="none"), S
+    ),
     "nt_xent": query_grads(lambda X: losses.info_nce(X, TAU_NT, reduction="none"), S),
-    "smooth_ap": query_grads(lambda X: losses.smooth_ap(X, TAU_AP, reduction="none"), S, row_wise=True),
+    "smooth_ap": query_grads(
+        lambda X: losses.smooth_ap(X, TAU_AP, reduction="none"), S, row_wise=True
+    ),
 }
-contributes = {  # eqs. 9a, 9b: active hinges; eq. 11: weight tau * G > eps; eq. 13: |G| > eps
+# eqs. 9a, 9b: active hinges; eq. 11: weight tau * G > eps; eq. 13: |G| > eps
+contributes = {
     "triplet": lambda g: (g != 0) & off,
     "triplet_sh": lambda g: (g != 0) & off,
     "nt_xent": lambda g: (TAU_NT * g > EPS) & off,
     "smooth_ap": lambda g: (g.abs() > EPS) & off,
 }
 for name in analysis.COCOS_LOSSES:
-    counts = analysis.cocos(S, name, eps=EPS, margin=MARGIN, temperature=TAU_NT, tau=TAU_AP)
+    counts = analysis.cocos(
+        S, name, eps=EPS, margin=MARGIN, temperature=TAU_NT, tau=TAU_AP
+    )
     for d, g in zip(("i2t", "t2i"), G[name]):
         by_gradient = contributes[name](g).sum(dim=1)
-        assert by_gradient.tolist() == counts[d]["C_q"].round().long().tolist(), (name, d)
+        assert by_gradient.tolist() == counts[d]["C_q"].round().long().tolist(), (
+            name,
+            d,
+        )
         assert counts[d]["C_0"] == int((by_gradient == 0).sum())
-        # which candidates, not only how many: the marks the explorer draws (analysis.cocos_mask)
+        # which candidates, not only how many: the marks the explorer draws
+        # (analysis.cocos_mask)
         marks = analysis.cocos_mask(S, name, SETTINGS, direction=d)
         assert torch.equal(marks, contributes[name](g)), (name, d)
-print("C^q per image query:", {name: analysis.cocos(S, name, eps=EPS, margin=MARGIN, temperature=TAU_NT,
-                                                      tau=TAU_AP)["i2t"]["C_q"].round().long().tolist()
-                               for name in analysis.COCOS_LOSSES})
+print(
+    "C^q per image query:",
+    {
+        name: analysis.cocos(
+            S, name, eps=EPS, margin=MARGIN, temperature=TAU_NT, tau=TAU_AP
+        )["i2t"]["C_q"]
+        .round()
+        .long()
+        .tolist()
+        for name in analysis.COCOS_LOSSES
+    },
+)
 
 # %% [markdown]
 # The other numbers of eqs. 9–13, from the same gradients:
@@ -198,6 +231,7 @@ widgets.cocos.cocos_explorer(settings=SETTINGS, n=N, dim=16, noise=1.5, seed=cfg
 # $\varepsilon$ never grow with it; triplet counts never shrink as the margin grows; as $\tau \to 0$
 # NT-Xent keeps at most one contributing negative per query, like Triplet-SH.
 
+
 # %%
 def c_q(loss: str, direction: str = "i2t", **kw) -> torch.Tensor:
     return analysis.cocos(S, loss, **kw)[direction]["C_q"].double()
@@ -205,7 +239,10 @@ def c_q(loss: str, direction: str = "i2t", **kw) -> torch.Tensor:
 
 for d in ("i2t", "t2i"):
     for loss in ("nt_xent", "smooth_ap"):
-        per_eps = [c_q(loss, d, eps=e, temperature=TAU_NT, tau=TAU_AP) for e in (1e-4, 1e-3, 1e-2, 1e-1)]
+        per_eps = [
+            c_q(loss, d, eps=e, temperature=TAU_NT, tau=TAU_AP)
+            for e in (1e-4, 1e-3, 1e-2, 1e-1)
+        ]
         assert all(torch.all(a >= b) for a, b in zip(per_eps, per_eps[1:])), loss
     for loss in ("triplet", "triplet_sh"):
         per_margin = [c_q(loss, d, margin=m) for m in (0.0, 0.1, 0.2, 0.5, 1.0)]
@@ -223,19 +260,36 @@ for d in ("i2t", "t2i"):
 # epochs.
 
 # %%
-data = make_shapes(n_train=cfg.pick(400, 2000), n_val=cfg.pick(100, 500), n_test=8, seed=cfg.seed)
+data = make_shapes(
+    n_train=cfg.pick(400, 2000), n_val=cfg.pick(100, 500), n_test=8, seed=cfg.seed
+)
 feats = shapes_features(data, seed=cfg.seed)
 train, val = feats["train"], feats["validation"]
 BATCH = cfg.pick(64, 128)
-schedule = dict(dim=64, epochs=cfg.pick(6, 20), batch_size=BATCH, lr=3e-3, seed=cfg.seed, sampling="images",
-                val=val, device=cfg.device, progress=False)
+schedule = dict(
+    dim=64,
+    epochs=cfg.pick(6, 20),
+    batch_size=BATCH,
+    lr=3e-3,
+    seed=cfg.seed,
+    sampling="images",
+    val=val,
+    device=cfg.device,
+    progress=False,
+)
 configs = {  # label -> (training loss, its arguments, its COCOS rule)
     losses.loss_label(loss): (loss, kw, analysis.COCOS_RULE_OF_LOSS[loss])
-    for loss, kw in (("triplet_all", {"margin": MARGIN}), ("triplet_hardest", {"margin": MARGIN}),
-                     ("info_nce", {"temperature": TAU_NT}))
+    for loss, kw in (
+        ("triplet_all", {"margin": MARGIN}),
+        ("triplet_hardest", {"margin": MARGIN}),
+        ("info_nce", {"temperature": TAU_NT}),
+    )
 }
 assert list(configs) == ["Triplet", "Triplet-SH", "NT-Xent"]
-runs = {label: fit(*train, loss=loss, loss_kwargs=kw, **schedule) for label, (loss, kw, _) in configs.items()}
+runs = {
+    label: fit(*train, loss=loss, loss_kwargs=kw, **schedule)
+    for label, (loss, kw, _) in configs.items()
+}
 histories = {label: run.history for label, run in runs.items()}
 
 # %%
@@ -249,15 +303,20 @@ viz.cocos.cocos_history_figure(histories, "t2i")
 # model's probe batch, which we rebuild here. And the definitions hold along the way: Triplet-SH's
 # $C^q$ is 1 at every epoch (one hardest negative per active query).
 
+
 # %%
 def same(a: float, b: float) -> bool:
-    return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    return (math.isnan(a) and math.isnan(b)) or math.isclose(
+        a, b, rel_tol=1e-9, abs_tol=1e-12
+    )
 
 
 probe = probe_indices(train[2], train[0].shape[0], BATCH, cfg.seed)
 for label, (loss, kw, rule) in configs.items():
     run = runs[label]
-    assert len(run.history) == schedule["epochs"] and all(r["cocos"] is not None for r in run.history)
+    assert len(run.history) == schedule["epochs"] and all(
+        r["cocos"] is not None for r in run.history
+    )
     S_probe = run.similarity(train[0][train[2][probe]], train[1][probe]).cpu()
     recount = analysis.cocos(S_probe, rule, eps=EPS, **kw)
     for d in ("i2t", "t2i"):
@@ -271,11 +330,22 @@ for r in histories["Triplet-SH"]:
 # The counts at the last epoch, laid out like Tables 2–3, with the validation rsum:
 
 # %%
-final = pd.DataFrame([
-    {"loss": label, "direction": d, "C_q": c["C_q_mean_active"], "C_B": c["C_B"], "C_0": c["C_0"],
-     "W_neg": c.get("W_neg", np.nan), "W_pos": c.get("W_pos", np.nan), "rsum": runs[label].final["rsum"]}
-    for label in configs for d, c in runs[label].history[-1]["cocos"].items()
-]).set_index(["loss", "direction"])
+final = pd.DataFrame(
+    [
+        {
+            "loss": label,
+            "direction": d,
+            "C_q": c["C_q_mean_active"],
+            "C_B": c["C_B"],
+            "C_0": c["C_0"],
+            "W_neg": c.get("W_neg", np.nan),
+            "W_pos": c.get("W_pos", np.nan),
+            "rsum": runs[label].final["rsum"],
+        }
+        for label in configs
+        for d, c in runs[label].history[-1]["cocos"].items()
+    ]
+).set_index(["loss", "direction"])
 final.round(2)
 
 # %% [markdown]
@@ -293,7 +363,10 @@ final.round(2)
 for label in ("Triplet", "NT-Xent"):
     h = histories[label]
     for d in ("i2t", "t2i"):
-        first, last = h[0]["cocos"][d]["C_q_mean_active"], h[-1]["cocos"][d]["C_q_mean_active"]
+        first, last = (
+            h[0]["cocos"][d]["C_q_mean_active"],
+            h[-1]["cocos"][d]["C_q_mean_active"],
+        )
         assert last < first and last > 1, (label, d, first, last)
 rsum = {label: run.final["rsum"] for label, run in runs.items()}
 assert min(rsum, key=rsum.get) == "Triplet-SH", rsum
@@ -365,41 +438,85 @@ for t in goal.GOAL_TRIPLETS:
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 1.
-# A higher threshold counts fewer negatives as contributing, so C^q and W^{qv-} (the weight of the
-# contributing negatives) can only fall. W^{qv+} = mean of 1 - p+ sums *every* negative's weight:
-# no threshold enters it.
-c = {eps: analysis.cocos(S, "nt_xent", eps=eps, temperature=TAU_NT)["i2t"] for eps in (0.01, 0.1)}
+# A higher threshold counts fewer negatives as contributing, so C^q and W^{qv-} (the
+# weight of the contributing negatives) can only fall. W^{qv+} = mean of 1 - p+ sums
+# *every* negative's weight: no threshold enters it.
+c = {
+    eps: analysis.cocos(S, "nt_xent", eps=eps, temperature=TAU_NT)["i2t"]
+    for eps in (0.01, 0.1)
+}
 for eps, ci in c.items():
     print(eps, ci["C_q_mean_active"], ci["W_neg"], ci["W_pos"])
-assert c[0.1]["C_q_mean_active"] <= c[0.01]["C_q_mean_active"] and c[0.1]["W_neg"] <= c[0.01]["W_neg"]
+assert (
+    c[0.1]["C_q_mean_active"] <= c[0.01]["C_q_mean_active"]
+    and c[0.1]["W_neg"] <= c[0.01]["W_neg"]
+)
 assert c[0.1]["W_pos"] == c[0.01]["W_pos"]
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 2.
-# Five random training batches of the trained NT-Xent model, one caption per image, averaged.
+# Five random training batches of the trained NT-Xent model, one caption per image,
+# averaged.
 run, g = runs["NT-Xent"], torch.Generator().manual_seed(1)
 frames = []
 for _ in range(5):
     images = torch.randperm(train[0].shape[0], generator=g)[:BATCH]
-    caption = torch.stack([torch.nonzero(train[2] == i)[0, 0] for i in images])  # one caption each
+    # one caption each
+    caption = torch.stack([torch.nonzero(train[2] == i)[0, 0] for i in images])
     S_b = run.similarity(train[0][images], train[1][caption]).cpu()
-    frames.append(analysis.cocos_table(S_b, eps=EPS, temperature=TAU_NT, losses=("nt_xent",)))
-averaged = pd.concat(frames).groupby("direction")[["C_q", "C_B", "C_0", "W_neg", "W_pos"]].mean()
+    frames.append(
+        analysis.cocos_table(S_b, eps=EPS, temperature=TAU_NT, losses=("nt_xent",))
+    )
+averaged = (
+    pd.concat(frames)
+    .groupby("direction")[["C_q", "C_B", "C_0", "W_neg", "W_pos"]]
+    .mean()
+)
 assert set(averaged.index) == {"i2t", "t2i"} and averaged.notna().all().all()
 averaged
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 3.
-# A negative contributes when its share of the query's gradient exceeds eps. A larger gamma
-# concentrates the gradient on the hardest negatives, so fewer of them pass.
+# A negative contributes when its share of the query's gradient exceeds eps. A larger
+# gamma concentrates the gradient on the hardest negatives, so fewer of them pass.
 counts = {}
 for gamma in (10.0, 60.0):
-    g_i2t, _ = query_grads(lambda X: losses.unified(X, MARGIN, gamma, reduction="none"), S)
+    g_i2t, _ = query_grads(
+        lambda X: losses.unified(X, MARGIN, gamma, reduction="none"), S
+    )
     neg = g_i2t.clamp_min(0) * off  # each negative's pull on the query's gradient
     share = neg / neg.sum(dim=1, keepdim=True).clamp_min(1e-300)
     counts[gamma] = (share > EPS).sum(dim=1)
     print(gamma, counts[gamma].tolist())
 assert counts[60.0].sum() <= counts[10.0].sum()
+
+# %% [markdown]
+# 4. **Graded (5 points): implement COCOS for Triplet.** Fill in `cocos_triplet(S, margin)` in the next cell:
+#    for every image query (row $i$ of a square $S$, positive on the diagonal) the number $C^q$ of negatives that
+#    violate the margin, $s_{ii} - s_{in} < m$ (Bleeker & de Rijke eq. 9b), as an integer tensor of length $N$;
+#    without calling `analysis.cocos`. The cell after it checks it on 10 hidden batches and prints your score
+#    (0 while the stub raises).
+
+
+# %%
+def cocos_triplet(S: torch.Tensor, margin: float) -> torch.Tensor:
+    """C^q of Triplet for every image query (row) of the square S."""
+    raise NotImplementedError("implement the COCOS count here")
+
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 4.
+def cocos_triplet(S: torch.Tensor, margin: float) -> torch.Tensor:
+    """C^q of Triplet for every image query (row) of the square S."""
+    violates = S.diagonal()[:, None] - S < margin  # s+ - s- < m, one row per query
+    # the positive is no candidate
+    return (violates & ~torch.eye(len(S), dtype=torch.bool)).sum(dim=1)
+
+
+assert grading.grade("08_cocos_triplet", cocos_triplet).full_marks
+
+# %%
+score = grading.check("08_cocos_triplet", cocos_triplet)
 
 # %% [markdown]
 # ## References

@@ -20,6 +20,13 @@ Figures and explorers while the book is built:
   (``vlr_lib.widgets._core``).
 
 In JupyterLab (VLR_BOOK unset) nothing here is used.
+
+Two editions (:data:`EDITIONS`, chosen by ``VLR_EDITION``, :func:`edition`): the instructor's, every
+notebook as written, and the student's, which :func:`student_notebook` derives from it: every cell tagged
+:data:`SOLUTION_TAG` (the solutions' code, their outputs and their written derivations) removed, and each
+graded exercise's check cell showing what the unfilled stub scores (``vlr_lib.grading``). ``make book-student``
+builds the student book from the instructor book's executed notebooks (no second execution), and ``make lab``
+with ``VLR_EDITION=student`` writes the student notebooks (:func:`write_notebook`).
 """
 from __future__ import annotations
 
@@ -28,7 +35,7 @@ import re
 import plotly.io as pio
 from plotly.io.base_renderers import MimetypeRenderer
 
-from ._checks import env_flag
+from ._checks import check_choice, env_flag
 
 ENV = "VLR_BOOK"
 RENDERER = "vlr_book"
@@ -42,6 +49,12 @@ SKIPPED_NOTE = ("Not run in the book: this solution trains new full-size runs, a
 #: The line ``Record.line()`` prints: the record's name, its date and the hardware it was made on.
 RECORD_LINE = re.compile(r"Opened from the record (?P<name>\S+) of (?P<date>\d{4}-\d{2}-\d{2}) \((?P<hardware>[^,;]+)")
 FAST_MODE = re.compile(r"fast mode", re.IGNORECASE)
+#: The book's two editions; the first is the default.
+EDITIONS = ("instructor", "student")
+EDITION_ENV = "VLR_EDITION"
+#: Cells with this tag are an exercise's solution (code, or a Markdown derivation): the student edition drops them.
+SOLUTION_TAG = "solution"
+GRADED_CHECK = re.compile(r"""grading\.check\(\s*["'](?P<key>\w+)["']""")
 
 
 def active() -> bool:
@@ -86,3 +99,52 @@ def use_renderer() -> str:
     pio.renderers[RENDERER] = BookRenderer()
     pio.renderers.default = RENDERER
     return RENDERER
+
+
+def edition(value: str | None = None) -> str:
+    """The edition `value` names, or ``$VLR_EDITION`` when it is None (unset or empty: "instructor")."""
+    import os
+
+    chosen = os.environ.get(EDITION_ENV, "") if value is None else value
+    return check_choice(EDITION_ENV if value is None else "edition", chosen.strip() or EDITIONS[0], EDITIONS)
+
+
+def _stub(*args: object, **kwargs: object) -> None:
+    raise NotImplementedError
+
+
+def student_notebook(nb):
+    """A copy of notebook `nb` (nbformat) for the student edition: no cell tagged :data:`SOLUTION_TAG`, and every
+    graded check cell's outputs replaced by what it prints while the stub is unfilled (0 points), so a page
+    derived from an executed instructor notebook shows no solution's result either."""
+    import copy
+
+    import nbformat
+
+    from . import grading
+
+    student = copy.deepcopy(nb)
+    student.cells = [c for c in student.cells if SOLUTION_TAG not in c.metadata.get("tags", [])]
+    for cell in student.cells:
+        found = GRADED_CHECK.search(cell.source) if cell.cell_type == "code" else None
+        if found and cell.get("outputs"):
+            text = f"{grading.grade(found.group('key'), _stub)}\n"
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)]
+    return student
+
+
+def write_notebook(py: str, out: str, chosen: str | None = None) -> None:
+    """Write the jupytext notebook `py` as the .ipynb `out` in edition `chosen` (None: ``$VLR_EDITION``)."""
+    import jupytext
+    import nbformat
+
+    nb = jupytext.read(py)
+    nbformat.write(student_notebook(nb) if edition(chosen) == "student" else nb, out)
+
+
+if __name__ == "__main__":  # make notebooks: python -m vlr_lib.book NN_topic.py NN_topic.ipynb (edition from $VLR_EDITION)
+    import sys
+
+    if len(sys.argv) != 3:
+        sys.exit("usage: python -m vlr_lib.book NOTEBOOK.py OUT.ipynb  (VLR_EDITION=instructor|student)")
+    write_notebook(sys.argv[1], sys.argv[2])

@@ -51,3 +51,35 @@ def test_explorer_figures_read_well_at_every_end_of_their_controls(page, case):
         for k, fig in enumerate(figs):  # the ends at the narrow width only, where text crowds (keeps CI short)
             problems += _problems(page, f"{name} [{k}]", fig, WIDTHS if n == 0 else WIDTHS[:1])
     assert not problems, "\n".join(problems[:20])
+
+
+# The legend's and the book slider's boxes (page px) of a figure drawn at `width`.
+LEGEND_AND_SLIDER = """async ([fig, width]) => {
+    const host = document.getElementById('host');
+    host.style.width = width + 'px';
+    Plotly.purge(host);
+    await Plotly.newPlot(host, fig.data, fig.layout, {responsive: false});
+    const boxes = (sel) => [...host.querySelectorAll(sel)].map(e => e.getBoundingClientRect())
+        .filter(r => r.height > 0.5).map(r => ({top: r.top, bottom: r.bottom}));
+    return {legend: boxes('g.legend'), slider: boxes('g.slider-group text, g.slider-group rect')};
+}"""
+
+
+@pytest.mark.parametrize("case", cases(), ids=lambda c: f"{c.notebook}-{c.name}")
+def test_a_book_explorers_legend_stays_clear_of_its_slider(page, case):
+    """The book's explorers (widgets._core.frames_figure) keep the legend under the slider's tick labels, in the
+    book's 688 px column (chapter 02's two-row legend sat on them)."""
+    import json
+
+    import plotly.io as pio
+
+    from vlr_lib.widgets import _core
+
+    box = case.build()
+    for fig in _core.book_figures(box, steps=3)[1]:
+        if not fig.layout.sliders:
+            continue
+        found = page.evaluate(LEGEND_AND_SLIDER, [json.loads(pio.to_json(fig)), 688])
+        if found["legend"] and found["slider"]:
+            slider_bottom = max(r["bottom"] for r in found["slider"])
+            assert min(r["top"] for r in found["legend"]) >= slider_bottom - 1, f"{case.name}: legend over the slider"

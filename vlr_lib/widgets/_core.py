@@ -21,7 +21,9 @@ figure follows.
 """
 from __future__ import annotations
 
+import html as _html
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 import ipywidgets as W
@@ -57,6 +59,16 @@ def show(out: W.Output, fig: go.Figure) -> None:
     out.outputs = (display_data(fig),)
 
 
+@dataclass(frozen=True)
+class BookView:
+    """One choice of the book's drop-down over an explorer's other controls: its `label`, the control values it
+    sets (`values`), and the control its slider moves (`main`, default the explorer's)."""
+
+    label: str
+    values: dict[str, object] = field(default_factory=dict)
+    main: str | None = None
+
+
 class Explorer(W.VBox):
     """Controls, the figures `build()` returns under them, and the re-run hint; `redraw()` rebuilds the figures.
 
@@ -65,10 +77,15 @@ class Explorer(W.VBox):
     """
 
     def __init__(self, controls: dict[str, W.Widget], draw: Callable[..., Figures], header: Sequence[W.Widget],
-                 name: str, main: str) -> None:
+                 name: str, main: str, book_views: Sequence[BookView] = ()) -> None:
         if main not in controls:
             raise ValueError(f"main must name one of the controls {list(controls)}, got {main!r}")
+        for view in book_views:
+            unknown = sorted({*view.values, *([view.main] if view.main else [])} - set(controls))
+            if unknown:
+                raise ValueError(f"book_views: view {view.label!r} names no control {unknown} (controls: {list(controls)})")
         self.controls, self.draw, self.main, self.name = controls, draw, main, name
+        self.book_views = tuple(book_views)
         self.figures = self._figures()
         self._outputs = tuple(W.Output(layout=W.Layout(width="100%")) for _ in self.figures)
         for out, fig in zip(self._outputs, self.figures):
@@ -108,11 +125,14 @@ def explorer(
     rows: list[list[str]] | None = None,
     name: str | None = None,
     main: str | None = None,
+    book_views: Sequence[BookView] = (),
 ) -> Explorer:
     """Wire `controls` to `draw(**values)` -- one figure, or a tuple of figures shown one under the
     other: any change redraws them all. `rows` lays the controls out (default: one row); `name` (default:
     the function that defines `draw`) becomes the CSS class ``vlr-explorer-<name>``; `main` names the
-    control a reader moves first (default: the first slider, else the first control)."""
+    control a reader moves first (default: the first slider, else the first control). `book_views` gives the
+    static book a drop-down over precomputed settings of the other controls (:class:`BookView`; the first is
+    the one shown first), each with its own slider, for an explorer whose prose asks for a second control."""
     if name is None:  # the function that defines `draw` (or `draw` itself, when it is a module's function)
         scopes = draw.__qualname__.split(".<locals>.")
         name = scopes[-2 if len(scopes) > 1 else -1].split(".")[-1].replace("_", "-")
@@ -120,7 +140,7 @@ def explorer(
         main = next((k for k, c in controls.items() if isinstance(c, SLIDERS)
                      and not c.disabled), next(iter(controls)))
     box = Explorer(controls, draw, [W.HBox([controls[k] for k in row]) for row in rows or [list(controls)]], name,
-                   main)
+                   main, book_views)
     for c in controls.values():
         c.observe(box.redraw, names="value")
     return box
@@ -202,10 +222,24 @@ def frames_figure(figures: list[go.Figure], labels: list[str], active: int, desc
     slider = dict(active=active, steps=steps, currentvalue=dict(prefix=f"{description} = "), x=0, len=1,
                   y=0, yanchor="top", pad=dict(t=SLIDER_TOP, b=0))
     margin_b = fig.layout.margin.b if fig.layout.margin.b is not None else 50
-    fig.update_layout(sliders=[*fig.layout.sliders, slider], margin_b=margin_b + SLIDER_PX)
+    extra = SLIDER_PX + legend_px(fig)  # the legend stays under the slider, clear of its tick labels
+    fig.update_layout(sliders=[*fig.layout.sliders, slider], margin_b=margin_b + extra)
     if fig.layout.height:
-        fig.update_layout(height=fig.layout.height + SLIDER_PX)
+        fig.update_layout(height=fig.layout.height + extra)
     return fig
+
+
+COLUMN_PX, LEGEND_ROW_PX = 620, 30  # the legend's width in the book's column; px per row of legend entries
+
+
+def legend_px(fig: go.Figure) -> int:
+    """The px a legend at the bottom of the figure needs: rows of entries (about 7 px a character and 40 px
+    of symbol and gap each) wrapped at the book's column width; 0 without a legend."""
+    if fig.layout.showlegend is False or not fig.layout.legend or fig.layout.legend.yref != "container":
+        return 0
+    names = [t.name for t in fig.data if t.name and t.showlegend is not False]
+    width = sum(40 + 7 * len(name) for name in names)
+    return LEGEND_ROW_PX * int(np.ceil(width / COLUMN_PX)) if names else 0
 
 
 SLIDER_TOP, SLIDER_PX = 45, 95  # px from the plot to the slider (tick labels, axis title); px the slider needs
@@ -219,21 +253,23 @@ def _frame_layout(fig: go.Figure) -> dict:
     return layout
 
 
-def book_figures(box: Explorer, steps: int = BOOK_STEPS) -> tuple[str, list[go.Figure]]:
+def book_figures(box: Explorer, steps: int = BOOK_STEPS, view: BookView | None = None) -> tuple[str, list[go.Figure]]:
     """What the book shows for an explorer: a line saying what its slider moves, and its figures, each with
-    the main control's values as frames (`frames_figure`); the other controls keep their current values."""
-    control, values = box.controls[box.main], box.values()
-    grid = control_values(control, steps) if not control.disabled else []
+    the main control's values as frames (`frames_figure`); the other controls keep their current values, or
+    the values `view` sets (its `main`, when it names one, is the control the slider moves)."""
+    main = (view.main if view else None) or box.main
+    control, values = box.controls[main], {**box.values(), **(view.values if view else {})}
+    grid = control_values(control, steps) if not control.disabled or (view and view.main) else []
     if len(grid) < 2:
         return "In the book this explorer shows its first view; run the notebook to change it.", list(box.figures)
     per_value = []
     for _, v in grid:
-        out = box.draw(**{**values, box.main: v})
+        out = box.draw(**{**values, main: v})
         per_value.append(out if isinstance(out, tuple) else (out,))
     current = [v for _, v in grid]
     active = (int(np.argmin([abs(v - control.value) for v in current])) if isinstance(control.value, (int, float))
               else current.index(control.value))
-    description = control.description or box.main
+    description = control.description or main
     note = (f"In the book the slider under each figure moves <b>{description}</b> over {len(grid)} precomputed "
             "values; the other controls stay as in the notebook (run it to change them).")
     labels = [label for label, _ in grid]
@@ -241,10 +277,30 @@ def book_figures(box: Explorer, steps: int = BOOK_STEPS) -> tuple[str, list[go.F
                   for j in range(len(per_value[0]))]
 
 
+def _view_html(box: Explorer, view: BookView | None) -> tuple[str, int]:
+    note, figures = book_figures(box, view=view)
+    html = "".join(book.BookRenderer().to_mimebundle(f.to_dict())["text/html"] for f in figures)
+    return f'<p class="vlr-book-note">{note}</p>{html}', len(figures)
+
+
+# Show the chosen view, hide the others, and let plotly size the figures that were drawn hidden.
+_SHOW_VIEW = ("var box=this.closest('.vlr-book-explorer');box.querySelectorAll('.vlr-book-view').forEach("
+              "function(v,i){v.style.display=(i==this.selectedIndex)?'':'none';if(i==this.selectedIndex&&window.Plotly)"
+              "{v.querySelectorAll('.js-plotly-plot').forEach(function(g){Plotly.Plots.resize(g);});}},this);")
+
+
 def book_bundle(box: Explorer) -> dict:
     """The explorer as the book shows it (a display bundle): the note and its figures, as HTML that draws them
-    with the page's plotly.js (vlr_lib.book)."""
-    note, figures = book_figures(box)
-    html = "".join(book.BookRenderer().to_mimebundle(f.to_dict())["text/html"] for f in figures)
-    return {"text/html": f'<div class="vlr-book-explorer"><p class="vlr-book-note">{note}</p>{html}</div>',
-            "text/plain": f"<explorer {box.name}: {len(figures)} figure(s) over {box.main}>"}
+    with the page's plotly.js (vlr_lib.book); with `book_views`, a drop-down over them, each its own slider."""
+    if not box.book_views:
+        html, n = _view_html(box, None)
+        return {"text/html": f'<div class="vlr-book-explorer">{html}</div>',
+                "text/plain": f"<explorer {box.name}: {n} figure(s) over {box.main}>"}
+    options = "".join(f"<option>{_html.escape(v.label)}</option>" for v in box.book_views)
+    hidden = ' style="display:none"'
+    views = "".join(f'<div class="vlr-book-view"{"" if i == 0 else hidden}>{_view_html(box, v)[0]}</div>'
+                    for i, v in enumerate(box.book_views))
+    select = (f'<p class="vlr-book-second"><label>Show: <select class="vlr-book-select" onchange="{_SHOW_VIEW}">'
+              f"{options}</select></label></p>")
+    return {"text/html": f'<div class="vlr-book-explorer">{select}{views}</div>',
+            "text/plain": f"<explorer {box.name}: {len(box.book_views)} views, each over its slider>"}

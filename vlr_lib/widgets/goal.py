@@ -15,7 +15,7 @@ from ..goal import GoalConfig
 from ..notebook import demo_embeddings
 from ..similarity import similarity
 from ..viz import goal as V
-from ._core import Explorer, explorer, slider
+from ._core import BookView, Explorer, explorer, slider
 
 __all__ = ["triplet_explorer", "pair_weight_explorer", "goal_composer"]
 
@@ -101,4 +101,8 @@ def goal_composer(
         return V.weight_surface(cfg, rel=rel, n=n, points=points), V.gradient_heatmap(S, cfg, pos_mask)
 
     rows = [["triplet", "pair"], ["margin", "tau", "alpha"], ["beta", "lam", "ms_form", "rel"]]
-    return explorer(controls, draw, rows=rows, name="goal")
+    # the book: a drop-down over the combinations the notebook's prose and exercise 5 ask for, each with its slider
+    views = [BookView(f"(T^{config.triplet}, P^{config.pair})"),
+             BookView("(T^con, P^con), margin m slider", {"triplet": "con", "pair": "con"}, "margin"),
+             BookView("(T^nca, P^con), scale τ slider", {"triplet": "nca", "pair": "con"}, "tau")]
+    return explorer(controls, draw, rows=rows, name="goal", book_views=views)
