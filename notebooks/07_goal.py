@@ -101,7 +101,7 @@ print("eq. 3 holds: the encoders see dL/dS only through  dL/dx_i = sum_j G_ij y_
 #
 # - **Constant** (the triplet loss, eqs. 4–5): $T^{con} = \delta(m + S_{\mathbf{x},\mathbf{y}'} - S_{\mathbf{x},\mathbf{y}})$,
 #   the Heaviside step: 1 for a triplet that violates the margin $m$, else 0.
-# - **NCA** (hard-negative NT-Xent, eqs. 6–7): $T^{nca} = \dfrac{1}{1 + e^{\tau(S_{\mathbf{x},\mathbf{y}} - S_{\mathbf{x},\mathbf{y}'})}}$,
+# - **NCA** (hard-negative NCA, which Table 1 calls NT-Xent, eqs. 6–7): $T^{nca} = \dfrac{1}{1 + e^{\tau(S_{\mathbf{x},\mathbf{y}} - S_{\mathbf{x},\mathbf{y}'})}}$,
 #   a soft step in the gap $S_{pos} - S_{neg}$.
 # - **Circle** (Circle loss, eq. 8): $T^{cir} = \dfrac{1}{1 + e^{\tau(S_{\mathbf{x},\mathbf{y}}(2 - S_{\mathbf{x},\mathbf{y}}) - S_{\mathbf{x},\mathbf{y}'}^2)}}$.
 #
@@ -394,7 +394,7 @@ assert integrable == {
 assert all(max_curl[key] > 0.1 for key in max_curl if key not in integrable)
 
 # %% [markdown]
-# Among these six, the curl vanishes exactly for NT-Xent $(T^{nca}, P^{con})$ and Circle
+# Among these six, the curl vanishes exactly for hard-negative NCA $(T^{nca}, P^{con})$ and Circle
 # $(T^{cir}, P^{lin})$ — the two with a loss in Table 1. The four "New" smooth combinations cannot be
 # written as a loss of $(S_{pos}, S_{neg})$. GOAL does not need one.
 #

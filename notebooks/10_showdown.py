@@ -154,7 +154,7 @@ assert ((runs["sel_epoch"] >= 1) & (runs["sel_epoch"] <= spec.epochs)).all()
 # The selected epoch is the best validation rsum (grid's own bookkeeping agrees with the callback's).
 assert (runs["sel_epoch"] == runs["best_epoch"]).all()
 print(f"{len(runs)} runs; selected epochs range {runs['sel_epoch'].min()}-{runs['sel_epoch'].max()} of {spec.epochs}")
-share = showdown.last_epoch_share(runs)
+share = report.last_epoch_share(runs)
 print(f"{share:.0%} of the runs select their last epoch (a run still rising when it stops)")
 
 # %% [markdown]
@@ -358,7 +358,9 @@ if saturated:
             f"({sims.loc[best_name, 'sel_hardneg_sim']:.3f}) for the best model, {best_name}; their mean rsum rank is "
             f"{rsum_rank[saturated].mean():.1f} of {len(rsum_rank)}.")
 else:
-    text = (f"No model saturates the count: the largest Triplet-rule $C^q$ is {cq[['Triplet i2t', 'Triplet t2i']].max().max():.1f} "
+    # C<sup>q</sup>, not TeX: Markdown printed by a cell is not typeset in the book
+    text = (f"No model saturates the count: the largest Triplet-rule C<sup>q</sup> is "
+            f"{cq[['Triplet i2t', 'Triplet t2i']].max().max():.1f} "
             f"of {n_neg} possible negatives.")
 display(Markdown(text))
 

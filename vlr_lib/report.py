@@ -803,6 +803,7 @@ def lessons_markdown(runs: pd.DataFrame, meta: Mapping, labels: Mapping[str, str
         "'holds' / 'reverses' = the interval lies on / against the papers' side of 0, else 'cannot tell'",
         f"- hardware: {meta['hardware']}; wall time {meta['wall_seconds'] / 60:.1f} min ({meta['n_cells']} cells, "
         f"{meta['epochs_trained_now']} epochs trained in that call)",
+        f"- converged: {last_epoch_share(runs):.0%} of the distinct runs select their last epoch",
         "",
     ]
     for exp in dict.fromkeys(table["experiment"]):
@@ -831,6 +832,15 @@ def to_markdown(df: pd.DataFrame, index: bool | None = None) -> str:
                      + ["| " + " | ".join(row) + " |" for row in body])
 
 
+def last_epoch_share(runs: pd.DataFrame) -> float:
+    """The share of distinct runs (cells) whose best validation rsum is at their last epoch: still rising when they
+    stopped. A table of such runs measures how fast each loss learns, not where it ends."""
+    if not isinstance(runs, pd.DataFrame) or not {"best_epoch", "epoch"} <= set(runs):
+        raise ValueError("runs must be a runs table with the columns best_epoch and epoch")
+    cells = runs.drop_duplicates("key") if "key" in runs else runs
+    return float((cells["best_epoch"] == cells["epoch"]).mean())
+
+
 def training_line(spec: Mapping) -> str:
     """What a showdown trained, in words, from its stored spec (older specs without a setting were "features")."""
     setting = spec.get("setting", "features")
@@ -843,9 +853,12 @@ def training_line(spec: Mapping) -> str:
     else:
         model = (f"end to end: TinyCNN (width {spec.get('width', 32)}) and a {spec.get('text_encoder', 'gru').upper()} "
                  f"text encoder from scratch, {spec['dim']}-d")
-    return (f"{model}, {spec['epochs']} epochs, batch {spec['batch_size']}, Adam lr {spec['lr']} x0.1 after half the "
-            f"epochs, sampling by {spec['sampling']}, seeds {', '.join(map(str, spec['seeds']))}; every loss at its "
-            "library defaults")
+    decay = spec.get("lr_decay_epoch")
+    after = "half the epochs" if decay is None else f"{decay} epochs"
+    clip = f", the gradient's norm clipped at {spec['grad_clip']:g}" if spec.get("grad_clip") else ""
+    return (f"{model}, {spec['epochs']} epochs, batch {spec['batch_size']}, Adam lr {spec['lr']} x0.1 after {after}"
+            f"{clip}, sampling by {spec['sampling']}, seeds {', '.join(map(str, spec['seeds']))}; every loss at its "
+            "library defaults unless its label names a parameter")
 
 
 #: What :func:`markdown_block` reads of a showdown's metadata (``vlr_lib.train.showdown.run``), and of its spec.
@@ -885,6 +898,7 @@ def markdown_block(runs: pd.DataFrame, meta: Mapping) -> str:
         f"mean ± std over {len(spec['seeds'])} seeds; chance rsum {meta['chance_rsum_test']:.1f}",
         f"- hardware: {meta['hardware']}; wall time {meta['wall_seconds'] / 60:.1f} min "
         f"({meta['n_runs']} runs, {meta['epochs_trained_now']} epochs trained in that call)",
+        f"- converged: {last_epoch_share(runs):.0%} of the runs select their last epoch",
         "",
         to_markdown(table1(summary)),
         "",

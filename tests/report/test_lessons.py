@@ -82,3 +82,10 @@ def test_lesson_part_selects_one_experiment_in_order(table):
         report.lesson_part(table, "nope")
     with pytest.raises(TypeError, match="lesson table"):
         report.lesson_part(table.drop(columns="delta"), "features")
+
+
+def test_last_epoch_share_counts_each_run_once():
+    runs = pd.DataFrame({"key": ["a", "a", "b", "c"], "best_epoch": [5, 5, 3, 10], "epoch": [10, 10, 10, 10]})
+    assert report.last_epoch_share(runs) == pytest.approx(1 / 3)  # a (listed twice) and b stop below, c still rises
+    with pytest.raises(ValueError, match="best_epoch"):
+        report.last_epoch_share(runs.drop(columns="best_epoch"))

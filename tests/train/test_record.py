@@ -331,3 +331,15 @@ def test_a_write_killed_between_its_renames_leaves_the_old_or_the_new_record(tmp
     assert found is not None and found.manifest["command"] == command
     record.write("exp", SETTINGS, {"epochs": ROWS}, command="again", title="t", wall_seconds=1, root=tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".exp.lock", "exp"]  # the next write tidies up
+
+
+def test_a_record_says_how_many_of_its_runs_were_still_rising(tmp_path):
+    """run "a" peaks at epoch 2 of 3, run "b" at its last epoch; a tie keeps the first epoch of the best value."""
+    epochs = [{"run": r, "epoch": e, "rsum": v} for r, vs in (("a", (1.0, 5.0, 4.0)), ("b", (1.0, 2.0, 3.0)),
+                                                             ("c", (1.0, 3.0, 3.0))) for e, v in enumerate(vs, 1)]
+    record.write("exp", SETTINGS, {"epochs": epochs}, command="cmd", title="t", wall_seconds=1.0, root=tmp_path)
+    found = record.read("exp", SETTINGS, root=tmp_path)
+    assert found.last_epoch_share() == pytest.approx(1 / 3)
+    assert "33% of its runs select their last epoch" in found.line()
+    record.write("other", SETTINGS, {"runs": [{"x": 1}]}, command="cmd", title="t", wall_seconds=1.0, root=tmp_path)
+    assert record.read("other", SETTINGS, root=tmp_path).last_epoch_share() is None  # no per-epoch table

@@ -538,11 +538,6 @@ def histories(race: Showdown, seed: int) -> dict[str, list[dict]]:
     return {report.config_label(c["config"]): c["history"] for c in cells if c["seed"] == seed}
 
 
-def last_epoch_share(runs: pd.DataFrame) -> float:
-    """The share of runs whose epoch of best validation rsum is their last: a run still rising when it stops."""
-    return float((runs["best_epoch"] == runs["epoch"]).mean())
-
-
 def _recorded_now(spec: ShowdownSpec, race: Showdown) -> Showdown:
     """Write `race` as a record where ``$VLR_RECORD`` asks for one (rank 0); `race` unchanged."""
     if D.rank_and_world()[0] == 0:
