@@ -36,7 +36,7 @@ import torch
 
 from vlr_lib import metrics, similarity, viz, widgets
 from vlr_lib.notebook import demo_retrieval_batch, setup
-from vlr_lib.train import chance_rsum
+from vlr_lib.metrics import chance_rsum
 
 cfg = setup(seed=0)
 
@@ -283,7 +283,7 @@ perfect
 # are about equal, and i2t is never above t2i (the union bound gives at most $5K/M = K/N$).
 # With only 10 images, R@10 of t2i is 100 for *any* model, which is why papers evaluate on
 # 1,000 test images. We derive the chance rsum, compare it with
-# `vlr_lib.train.chance_rsum`, and with the average over many random $S$.
+# `vlr_lib.metrics.chance_rsum`, and with the average over many random $S$.
 
 
 # %%

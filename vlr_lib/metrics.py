@@ -46,6 +46,7 @@ slowest (7-11 s single-threaded on this project's CPU at that size, against
 """
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Sequence
 
@@ -405,3 +406,23 @@ def neighbor_counts(
         # values >= x = n - (number of values < x) = n - leftmost insertion index of x
         out[a : a + block.shape[0]] = srt.shape[1] - torch.searchsorted(srt, t.expand(srt.shape[0], -1).contiguous())
     return out
+
+
+def chance_rsum(caption_to_image: Tensor | Sequence[int], ks: tuple[int, ...] = (1, 5, 10)) -> float:
+    """Expected rsum of a random ranking (in percent), the floor every trained model must clear.
+
+    With M captions, N images and n_i captions of image i, a uniformly random order gives
+    i2t R@K = mean_i [1 - C(M - n_i, K) / C(M, K)] (none of i's captions in the top K)
+    and t2i R@K = K / N (the one true image among N). Five captions per image and
+    N = 200: 0.5 + 2.5 + 4.9 (i2t) + 0.5 + 2.5 + 5.0 (t2i) = 15.9. Recalls at K larger than the
+    split (fewer than K images) are left out, as ``train.evaluate.split_metrics`` leaves them out.
+    Derived and checked against exhaustive random rankings in notebook 01.
+    """
+    c2i = torch.as_tensor(caption_to_image)
+    counts = torch.bincount(c2i).tolist()
+    n_images, n_caps = len(counts), int(c2i.numel())
+    total = 0.0
+    for k in (k for k in ks if k <= min(n_images, n_caps)):  # the recalls evaluate.split_metrics reports
+        miss = np.mean([math.comb(n_caps - n, k) / math.comb(n_caps, k) for n in counts])
+        total += 100.0 * (1.0 - miss) + 100.0 * min(k, n_images) / n_images
+    return float(total)

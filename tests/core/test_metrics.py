@@ -6,6 +6,7 @@ the counting / bucketing used by the library.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -566,3 +567,28 @@ def test_neighbor_counts_match_loops(direction):
     assert (np.diff(counts, axis=1) <= 0).all() and (counts[:, 0] == rows.shape[1]).all()
     with pytest.raises(ValueError, match="direction"):
         metrics.neighbor_counts(S, grid, "both")
+
+
+# --------------------------------------------------------------------------- the chance rsum
+
+
+def test_chance_rsum_matches_exhaustive_random_rankings():
+    """3 images x 2 captions: average R@K over every possible ranking (all equally likely by chance)."""
+    c2i = [0, 0, 1, 1, 2, 2]
+    ks = (1, 2)
+    i2t = {k: 0.0 for k in ks}
+    perms = list(itertools.permutations(range(6)))
+    for perm in perms:  # ranking of captions for an image query: image i's captions' positions
+        for i in range(3):
+            best = min(perm.index(c) for c in range(6) if c2i[c] == i)
+            for k in ks:
+                i2t[k] += best < k
+    i2t_r = sum(100 * i2t[k] / (len(perms) * 3) for k in ks)
+    t2i_r = sum(100 * k / 3 for k in ks)  # one true image among 3
+    assert metrics.chance_rsum(c2i, ks) == pytest.approx(i2t_r + t2i_r)
+
+
+def test_chance_rsum_of_a_split_smaller_than_k_leaves_those_recalls_out():
+    """A one-image validation split (vlr-train --n-val 1 died here with ZeroDivisionError after training)."""
+    assert metrics.chance_rsum([0] * 5) == pytest.approx(200.0)  # R@1 both ways is certain; R@5 and R@10 do not exist
+    assert metrics.chance_rsum([0, 0, 1, 1, 1]) == pytest.approx(50.0 + 50.0)  # K = 1 only: (0.4 + 0.6) / 2 and 1 / 2

@@ -11,9 +11,8 @@ import pytest
 import torch
 
 from vlr_lib.goal import GOAL_PAIRS, GOAL_TRIPLETS
-from vlr_lib.metrics import retrieval_metrics
+from vlr_lib.metrics import chance_rsum, retrieval_metrics
 from vlr_lib.train import fit
-from vlr_lib.train.end_to_end import chance_rsum
 
 D, CLUSTERS, PER_IMAGE = 32, 12, 5
 

@@ -23,7 +23,8 @@ contract), evaluate (per-epoch metrics), checkpoint (atomic save/load), distribu
 (process group, gather with gradients), launch (what the fit functions share), inputs,
 fit_features, vsepp, end_to_end, grid_search, showdown, lessons.
 """
-from .end_to_end import chance_rsum, fit_end_to_end, shapes_tensors
+from ..metrics import chance_rsum
+from .end_to_end import fit_end_to_end, shapes_tensors
 from .engine import FitResult, TrainingDivergedError
 from .evaluate import evaluate, probe_indices
 from .fit_features import Triple, build_heads, fit

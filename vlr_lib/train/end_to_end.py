@@ -8,10 +8,8 @@ drawn on the device exactly as for cached features.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
-import numpy as np
 import torch
 from torch import Tensor
 
@@ -35,25 +33,6 @@ def shapes_tensors(split, vocab: Vocabulary | None = None) -> tuple[Tensor, Tens
     flat, c2i = flat_captions(split)
     vocab = vocab or Vocabulary.build(flat)
     return shapes_images(split), vocab.encode(flat), c2i, vocab
-
-
-def chance_rsum(caption_to_image: Tensor | Sequence[int], ks: tuple[int, ...] = (1, 5, 10)) -> float:
-    """Expected rsum of a random ranking (in percent), the floor every trained model must clear.
-
-    With M captions, N images and n_i captions of image i, a uniformly random order gives
-    i2t R@K = mean_i [1 - C(M - n_i, K) / C(M, K)] (none of i's captions in the top K)
-    and t2i R@K = K / N (the one true image among N). Five captions per image and
-    N = 200: 0.5 + 2.5 + 4.9 (i2t) + 0.5 + 2.5 + 5.0 (t2i) = 15.9. Recalls at K larger than the
-    split (fewer than K images) are left out, as ``evaluate.split_metrics`` leaves them out.
-    """
-    c2i = torch.as_tensor(caption_to_image)
-    counts = torch.bincount(c2i).tolist()
-    n_images, n_caps = len(counts), int(c2i.numel())
-    total = 0.0
-    for k in (k for k in ks if k <= min(n_images, n_caps)):  # the recalls evaluate.split_metrics reports
-        miss = np.mean([math.comb(n_caps - n, k) / math.comb(n_caps, k) for n in counts])
-        total += 100.0 * (1.0 - miss) + 100.0 * min(k, n_images) / n_images
-    return float(total)
 
 
 def fit_end_to_end(

@@ -60,7 +60,7 @@ from ..paths import feature_cache_root, flickr30k_path, runs_dir
 from . import distributed as D
 from . import record as R
 from .device import default_device
-from .end_to_end import chance_rsum
+from ..metrics import chance_rsum
 from .evaluate import probe_indices, split_metrics
 from .fit_features import Triple
 from .grid_search import GridResult, goal_grid, grid, tensor_id, writing

@@ -159,7 +159,7 @@ def fit_vsepp(
 def launch_with_text(models, train: Inputs, val: Inputs | None, objective, settings: TrainSettings, config: dict,
                      vocab: Vocabulary | None) -> FitResult:
     """``launch``, then the extras of a run with a text encoder: its vocabulary and the validation chance rsum."""
-    from .end_to_end import chance_rsum
+    from ..metrics import chance_rsum
 
     result = launch(models, train, val, objective, settings, config)
     result.extras.update(vocab=vocab, chance_rsum=chance_rsum(val[2]) if val is not None else None)
