@@ -1,4 +1,4 @@
-"""The one settings cell of every notebook, and the small demo batches they explore.
+"""The one settings cell of every notebook (the small demo batches they explore live in ``vlr_lib.demo``).
 
 Environment variables (read once, here):
 - VLR_FAST=1      fast mode (what CI runs): small sizes, few epochs, one CPU thread, same code path;
@@ -23,10 +23,10 @@ from typing import TypeVar
 import numpy as np
 import torch
 
-from ._checks import check_int, check_nonnegative, env_flag
+from ._checks import env_flag
 from .data import DATA_MODES
+from .demo import demo_embeddings, demo_retrieval_batch  # noqa: F401 - the notebooks import them from here
 from .paths import feature_cache_root
-from .similarity import l2_normalize
 from .train import Triple
 
 T = TypeVar("T")
@@ -103,43 +103,6 @@ def setup(seed: int = 0, renderer: str | None = PLOTLY_RENDERER) -> Settings:
     _set_renderer(renderer)
     print(settings)
     return settings
-
-
-def demo_embeddings(
-    n: int = 8, dim: int = 16, noise: float = 0.8, seed: int = 0, dtype: torch.dtype = torch.float64
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """A toy batch of unit image and caption embeddings: caption i is image i plus noise.
-
-    `noise` decides how hard the batch is (0: every positive at similarity 1).
-    Deterministic in `seed`; used by the derivation notebooks for a small live S.
-    ``demo_retrieval_batch(n, 1, dim, noise, seed)`` without the caption index.
-    """
-    img, txt, _ = demo_retrieval_batch(check_int("n", n, 2), 1, dim, noise, seed, dtype)
-    return img, txt
-
-
-def demo_retrieval_batch(
-    n_images: int = 8,
-    captions_per_image: int = 5,
-    dim: int = 16,
-    noise: float = 0.8,
-    seed: int = 0,
-    dtype: torch.dtype = torch.float64,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """A toy evaluation set: unit image embeddings and `captions_per_image` noisy copies of each.
-
-    Caption c of image i is norm(img_i + noise * eps_c), so `noise` sets the difficulty
-    (0: every caption equals its image). Returns (img [N, dim], txt [N * k, dim],
-    caption_to_image [N * k]), captions grouped by image as in Flickr30K.
-    """
-    n_images, dim = check_int("n_images", n_images, 2), check_int("dim", dim, 2)
-    per = check_int("captions_per_image", captions_per_image, 1)
-    noise = check_nonnegative("noise", noise)
-    g = torch.Generator().manual_seed(seed)
-    img = torch.randn(n_images, dim, generator=g, dtype=dtype)
-    txt = img.repeat_interleave(per, 0)
-    txt = txt + noise * torch.randn(txt.shape, generator=g, dtype=dtype)
-    return l2_normalize(img), l2_normalize(txt), torch.arange(n_images).repeat_interleave(per)
 
 
 def training_features(

@@ -39,6 +39,7 @@ import pandas as pd
 
 from . import goal, losses
 from ._checks import check_finite, check_nonnegative
+from .names import loss_name, loss_parameters, parse_warmup_name
 from .stats import VERDICTS, paired_interval, verdict
 
 #: Metric key -> label. Recalls and rsum are percent; mAP@5 and PR-AUC fractions; similarities cosines.
@@ -82,39 +83,6 @@ _TABLE1_NAMES = {"Triplet": "Triplet-SH"}
 # --------------------------------------------------------------------------- names and formats
 
 
-def loss_parameters(loss: str) -> tuple[str, ...]:
-    """The keyword parameters a loss name (or "goal:T,P") takes, e.g. ('margin', 'gamma', 'reduction')."""
-    if not isinstance(loss, str):
-        raise TypeError(f"loss must be a loss name, got {type(loss).__name__}")
-    if loss.startswith("warmup:"):  # a loss schedule takes what either of its phases takes
-        first, _, then = _warmup_phases(loss)
-        return tuple(dict.fromkeys([*loss_parameters(first), *loss_parameters(then)]))
-    if loss.startswith("goal:"):
-        goal.parse_goal_name(loss)
-        fn, fixed = goal.goal_objective, ("triplet", "pair")
-    elif loss in losses.LOSSES:
-        fn, fixed = losses.LOSSES[loss], ()
-    else:
-        raise ValueError(f"loss must be one of {tuple(losses.LOSSES)}, 'goal:<triplet>,<pair>' or "
-                         f"'warmup:<first>:<epochs>:<then>', got {loss!r}")
-    return tuple(p for p in inspect.signature(fn).parameters if p not in ("S", "pos_mask", *fixed))
-
-
-def _warmup_phases(loss: str) -> tuple[str, int, str]:
-    from .train.objective import parse_warmup_name  # lazily: the trainer imports this module
-
-    return parse_warmup_name(loss)
-
-
-def loss_name(loss: str) -> str:
-    """The display name of a trained loss: ``losses.loss_label``, or "Triplet → Triplet-SH after 1 epoch"
-    for the loss schedule "warmup:triplet_all:1:triplet_hardest"."""
-    if isinstance(loss, str) and loss.startswith("warmup:"):
-        first, epochs, then = _warmup_phases(loss)
-        return f"{loss_name(first)} → {loss_name(then)} after {epochs} epoch{'s' if epochs > 1 else ''}"
-    return losses.loss_label(loss)
-
-
 def flatten_record(record: Mapping) -> dict:
     """{"cocos": {"i2t": {"C_q": 3}}} -> {"cocos_i2t_C_q": 3}; other keys unchanged (a history record as a row)."""
     out: dict = {}
@@ -156,7 +124,7 @@ def hyperparameters(loss: str, overrides: Mapping | None = None) -> str:
     for a loss schedule, those of its two phases.
     """
     if loss.startswith("warmup:"):
-        first, _, then = _warmup_phases(loss)
+        first, _, then = parse_warmup_name(loss)
         parts = dict.fromkeys(", ".join(hyperparameters(p, overrides) for p in (first, then)).split(", "))
         return ", ".join(p for p in parts if p)
     if loss.startswith("goal:"):

@@ -50,7 +50,7 @@ def test_the_objective_of_each_epoch():
     ("warmup:goal:cir,sig-ms:1:goal:nca,lin", ("goal:cir,sig-ms", 1, "goal:nca,lin")),
 ])
 def test_a_goal_combination_is_a_phase(name, phases):
-    from vlr_lib.train.objective import parse_warmup_name
+    from vlr_lib.names import parse_warmup_name
 
     assert parse_warmup_name(name) == phases
     make_objective(name).check(8)

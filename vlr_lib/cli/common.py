@@ -232,7 +232,7 @@ def check_loss(loss: str, kwargs: dict, batch_size: int, flag: str = "--loss", p
     Errors name `flag` (the loss) or the parameter's flag: ``--<name>``, or `param_flag` (``--param``).
     """
     where = lambda name: param_flag or f"--{name}"  # noqa: E731
-    from ..report import loss_parameters
+    from ..names import loss_parameters
     from ..train import make_objective
 
     try:
@@ -259,7 +259,7 @@ def _param_of(message: str, kwargs: dict) -> str | None:
 
 def check_warmup(loss: str, epochs: int, flag: str = "--loss") -> None:
     """A warm-up ("warmup:<first>:<n>:<then>") shorter than the run: else `then` would never train."""
-    from ..train.objective import WARMUP_PREFIX, parse_warmup_name
+    from ..names import WARMUP_PREFIX, parse_warmup_name
 
     if not loss.startswith(WARMUP_PREFIX):
         return

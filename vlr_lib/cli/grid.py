@@ -37,7 +37,7 @@ def _interrupted(args: argparse.Namespace) -> str:
 def losses(spec: str) -> list[str]:
     """Comma-separated loss names ("goal:cir,sig-ms" is one), 'goal' expanded to the 15 GOAL combinations."""
     from ..train import goal_grid
-    from ..train.objective import split_loss_names
+    from ..names import split_loss_names
 
     names = split_loss_names(spec)
     if not names:

@@ -39,7 +39,8 @@ from .end_to_end import fit_encoders, fit_end_to_end
 from .fit_features import fit
 from .inputs import check_setting
 from .vsepp import fit_vsepp
-from .objective import loss_parameters, make_objective
+from ..names import loss_parameters
+from .objective import make_objective
 from .settings import TrainSettings, settings_for
 
 #: Model arguments of fit / fit_vsepp / fit_end_to_end a config or the grid may set.

@@ -50,7 +50,7 @@ from . import record as R
 from .device import default_device
 from .grid_search import check_seeds, writing
 from .inputs import check_setting
-from .showdown import SEEDS, Showdown, ShowdownSpec, hardware, retrain, spec_for, train_cells
+from .showdown import Showdown, ShowdownSpec, hardware, retrain, spec_for, train_cells
 
 #: The four losses of the papers' orderings, by the role they play (the warm-up experiment swaps Triplet-SH's loss).
 ROLES = ("triplet_all", "triplet_hardest", "unified", "info_nce")

@@ -25,7 +25,6 @@ the name and its loss_kwargs (each phase takes the ones it accepts) key grid cel
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -33,11 +32,9 @@ import torch
 from torch import Tensor
 
 from .. import losses as _losses
-from ..report import loss_parameters
+from ..names import GOAL_PREFIX, WARMUP_PREFIX, loss_parameters, parse_warmup_name
 
 ROW_WISE = ("sampled_softmax", "cross_example_softmax", "smooth_ap")
-GOAL_PREFIX = "goal:"
-WARMUP_PREFIX = "warmup:"
 LossFn = Callable[..., Tensor]
 
 
@@ -119,50 +116,6 @@ def _goal_fn(name: str) -> tuple[LossFn, dict]:
     except (ValueError, TypeError) as err:
         raise ValueError(f"loss {name!r} is not a GOAL combination: {err}") from None
     return goal.goal_objective, {"triplet": triplet, "pair": pair}
-
-
-def split_loss_names(text: str) -> list[str]:
-    """Comma-separated loss names, a GOAL combination's own comma kept:
-    "goal:cir,sig-ms,info_nce" -> ["goal:cir,sig-ms", "info_nce"] (also as a warm-up's phase)."""
-    out: list[str] = []
-    for part in (p.strip() for p in text.split(",")):
-        if out and _awaits_pair(out[-1]):
-            out[-1] += f",{part}"
-        elif part:
-            out.append(part)
-    return out
-
-
-def _awaits_pair(name: str) -> bool:
-    """`name` ends in "goal:<triplet>" without its ",<pair>" yet."""
-    return re.search(r"(^|:)goal:[^,:]*$", name) is not None
-
-
-def _phases(text: str) -> list[str]:
-    """The colon-separated fields of a schedule, "goal" joined to its combination ("goal:cir,sig-ms")."""
-    out: list[str] = []
-    for part in text.split(":"):
-        if out and out[-1].strip() == GOAL_PREFIX[:-1]:
-            out[-1] = f"{GOAL_PREFIX}{part}"
-        else:
-            out.append(part)
-    return out
-
-
-def parse_warmup_name(name: str) -> tuple[str, int, str]:
-    """Split "warmup:<first>:<epochs>:<then>" into (first, epochs, then); the two phases are loss names
-    of ``vlr_lib.losses.LOSSES`` or GOAL combinations ("warmup:triplet_all:1:goal:cir,sig-ms"),
-    `epochs` an integer >= 1."""
-    parts = _phases(name[len(WARMUP_PREFIX):]) if name.startswith(WARMUP_PREFIX) else []
-    if len(parts) != 3 or not parts[1].isdigit() or int(parts[1]) < 1:
-        raise ValueError(f"a loss schedule must look like 'warmup:<first>:<epochs>:<then>' with epochs >= 1, "
-                         f"e.g. 'warmup:triplet_all:1:triplet_hardest', got {name!r}")
-    first, epochs, then = parts[0].strip(), int(parts[1]), parts[2].strip()
-    for phase in (first, then):
-        if phase.startswith(WARMUP_PREFIX) or not (phase in _losses.LOSSES or phase.startswith(GOAL_PREFIX)):
-            raise ValueError(f"the phases of {name!r} must be loss names of {loss_names()} or "
-                             f"'goal:<triplet>,<pair>', got {phase!r}")
-    return first, epochs, then
 
 
 def _warmup(name: str, kwargs: dict) -> Objective:

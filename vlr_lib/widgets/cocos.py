@@ -10,7 +10,7 @@ import ipywidgets as W
 from torch import Tensor
 
 from ..analysis import CocosSettings
-from ..notebook import demo_embeddings
+from ..demo import demo_embeddings
 from ..similarity import similarity
 from ..viz import cocos as V
 from ._core import Explorer, explorer, slider
@@ -29,7 +29,7 @@ def cocos_explorer(
     """Sliders for ε, the triplet margin α, NT-Xent's τ and SmoothAP's τ (from `settings`), and the direction.
 
     With `S` the explorer counts on that batch. Without it, a demo batch of `n`
-    pairs (``notebook.demo_embeddings``) gets a `noise` slider too: high noise
+    pairs (``demo.demo_embeddings``) gets a `noise` slider too: high noise
     looks like a batch early in training (every query violates), low noise like
     one near convergence.
     """

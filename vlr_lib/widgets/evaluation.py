@@ -8,7 +8,7 @@ import ipywidgets as W
 import numpy as np
 import plotly.graph_objects as go
 
-from ..notebook import demo_retrieval_batch
+from ..demo import demo_retrieval_batch
 from ..similarity import similarity
 from ..viz import evaluation as V
 from ._core import Explorer, explorer, slider

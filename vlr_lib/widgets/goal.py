@@ -12,7 +12,7 @@ from torch import Tensor
 
 from .. import goal
 from ..goal import GoalConfig
-from ..notebook import demo_embeddings
+from ..demo import demo_embeddings
 from ..similarity import similarity
 from ..viz import goal as V
 from ._core import BookView, Explorer, explorer, slider

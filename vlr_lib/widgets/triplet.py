@@ -10,7 +10,7 @@ import math
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from ..notebook import demo_embeddings
+from ..demo import demo_embeddings
 from ..similarity import similarity
 from ..viz import triplet as V
 from ._core import Explorer, explorer, slider

@@ -1,0 +1,94 @@
+"""docs/architecture.md's layers, read from the imports: no import circle, the report below the trainer, the
+widgets without the trainer or the notebook settings. Every import is read (lazy ones inside functions too)."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "vlr_lib"
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module(p): p for p in PACKAGE.rglob("*.py")}
+PACKAGES = {m for m, p in MODULES.items() if p.name == "__init__.py"}
+
+
+def _targets(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The vlr_lib modules an import statement names (a name imported from a package may be its submodule)."""
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    else:
+        base = module.split(".") if module in PACKAGES else module.split(".")[:-1]
+        base = base[: len(base) - node.level + 1] if node.level else []
+        prefix = ".".join(base + ([node.module] if node.module else []))
+        names = [f"{prefix}.{a.name}" if f"{prefix}.{a.name}" in MODULES else prefix for a in node.names]
+    out = []
+    for name in names:
+        while name and name not in MODULES:
+            name = name.rpartition(".")[0]
+        if name and name != module:
+            out.append(name)
+    return out
+
+
+def imports() -> dict[str, set[str]]:
+    graph = {}
+    for module, path in MODULES.items():
+        nodes = [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        graph[module] = {t for n in nodes for t in _targets(module, n)}
+    return graph
+
+
+GRAPH = imports()
+
+
+def _cycle_from(start: str, graph: dict[str, set[str]]) -> list[str] | None:
+    """A path start -> ... -> start through `graph`, or None (depth-first)."""
+    stack, seen = [(start, [start])], set()
+    while stack:
+        node, path = stack.pop()
+        for nxt in graph.get(node, ()):
+            if nxt == start:
+                return path + [start]
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append((nxt, path + [nxt]))
+    return None
+
+
+def test_the_import_graph_is_read():
+    assert "vlr_lib.train.objective" in GRAPH["vlr_lib.train.engine"]  # a relative import
+    assert "vlr_lib.goal" in GRAPH["vlr_lib.train.objective"]  # a lazy one, inside a function
+    assert "vlr_lib.names" in GRAPH["vlr_lib.report"]
+
+
+def test_no_import_circle():
+    """Between modules (a package's __init__ re-exports its submodules, so edges into it are left out)."""
+    graph = {m: {t for t in ts if t not in PACKAGES} for m, ts in GRAPH.items() if m not in PACKAGES}
+    circles = [c for m in sorted(graph) if (c := _cycle_from(m, graph))]
+    assert not circles, f"import circles: {circles[:3]}"
+
+
+def test_the_report_imports_nothing_from_the_trainer():
+    assert not [t for t in GRAPH["vlr_lib.report"] if t.startswith("vlr_lib.train")]
+
+
+@pytest.mark.parametrize("widget", sorted(m for m in MODULES if m.startswith("vlr_lib.widgets.")))
+def test_no_widget_imports_the_trainer_or_the_notebook_settings(widget):
+    bad = sorted(t for t in GRAPH[widget] if t == "vlr_lib.notebook" or t.startswith("vlr_lib.train"))
+    assert not bad, f"{widget} imports {bad}"
+
+
+def test_one_module_owns_the_loss_names():
+    """Parsing "warmup:..." and the parameters of a name live in vlr_lib.names; the trainer and report import them."""
+    for module in ("vlr_lib.train.objective", "vlr_lib.report"):
+        assert "vlr_lib.names" in GRAPH[module]
+    tree = ast.parse(MODULES["vlr_lib.train.objective"].read_text())
+    defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    assert not defined & {"parse_warmup_name", "loss_parameters", "split_loss_names"}
