@@ -44,7 +44,7 @@ class TrainSettings:
     - ``optimizer_at_switch``: at a loss schedule's switch ("warmup:..."), "fresh" (the default) gives
       the new loss a new Adam, "carry" keeps the state the first loss built. Adam's second moment
       (beta2 = 0.999: a memory of ~1,000 steps) remembers the first loss's gradient scale; Triplet
-      (all)'s is ~77x Triplet-SH's, so carried over it shrinks Triplet-SH's steps for the rest of a
+      (all)'s is ~40x Triplet-SH's in a first epoch, so carried over it shrinks Triplet-SH's steps for the rest of a
       short run (docs/results.md, run 7);
     - ``sampling``: "captions" (an epoch visits every caption, VSE++) or "images" (one random
       caption per image);
