@@ -121,3 +121,8 @@ def test_a_recorded_chapter_is_checked_by_retraining_one_of_its_runs(tmp_path, m
     monkeypatch.setenv("VLR_FAST", "1")  # the tests' and CI's mode: a drift is an error (full mode warns)
     with pytest.raises(AssertionError, match="make record"):
         lessons.check_record(spec)
+
+
+def test_without_a_warm_up_there_is_no_optimizer_experiment():
+    conds = lessons.conditions(lessons.LessonsSpec(fast=True, warmup_epochs=()))
+    assert not [c for c in conds if c.experiment in ("warmup", "optimizer") and c.hardest != "triplet_hardest"]

@@ -147,7 +147,9 @@ def conditions(spec: LessonsSpec) -> list[Condition]:
 
 def _optimizer_conditions(spec: LessonsSpec, showdown) -> list[Condition]:
     """Experiment (e): the first warm-up of (c) under each optimizer handling (Adam fresh or carried over at the
-    switch, the gradient's norm clipped at 2 or not)."""
+    switch, the gradient's norm clipped at 2 or not); none without a warm-up to train."""
+    if not spec.warmup_epochs:
+        return []
     warm = f"warmup:triplet_all:{spec.warmup_epochs[0]}:triplet_hardest"
     handlings = (("fresh Adam at the switch", {}), ("Adam carried over", {"optimizer_at_switch": "carry"}),
                  ("carried over, clipped at 2", {"optimizer_at_switch": "carry", "grad_clip": 2.0}),
