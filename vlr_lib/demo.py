@@ -6,14 +6,14 @@ importing the trainer or the notebook settings (``vlr_lib.notebook`` re-exports 
 from __future__ import annotations
 
 import torch
+from torch import Tensor
 
 from ._checks import check_int, check_nonnegative
 from .similarity import l2_normalize
 
 
-def demo_embeddings(
-    n: int = 8, dim: int = 16, noise: float = 0.8, seed: int = 0, dtype: torch.dtype = torch.float64
-) -> tuple[torch.Tensor, torch.Tensor]:
+def demo_embeddings(n: int = 8, dim: int = 16, noise: float = 0.8, seed: int = 0,
+                    dtype: torch.dtype = torch.float64) -> tuple[Tensor, Tensor]:
     """A toy batch of unit image and caption embeddings: caption i is image i plus noise.
 
     `noise` decides how hard the batch is (0: every positive at similarity 1).
@@ -24,14 +24,8 @@ def demo_embeddings(
     return img, txt
 
 
-def demo_retrieval_batch(
-    n_images: int = 8,
-    captions_per_image: int = 5,
-    dim: int = 16,
-    noise: float = 0.8,
-    seed: int = 0,
-    dtype: torch.dtype = torch.float64,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def demo_retrieval_batch(n_images: int = 8, captions_per_image: int = 5, dim: int = 16, noise: float = 0.8,
+                         seed: int = 0, dtype: torch.dtype = torch.float64) -> tuple[Tensor, Tensor, Tensor]:
     """A toy evaluation set: unit image embeddings and `captions_per_image` noisy copies of each.
 
     Caption c of image i is norm(img_i + noise * eps_c), so `noise` sets the difficulty

@@ -1,11 +1,8 @@
-"""Figures of notebook 12, "when do the papers' lessons hold?": pure functions from a lesson table to a ``go.Figure``.
+"""Figures of notebook 12: pure functions from ``report.lesson_table`` (each difference of rsum between two
+losses per condition, paired by seed, with its 95% interval and verdict) to a ``go.Figure``.
 
-The numbers come from ``vlr_lib.report.lesson_table`` (differences of rsum between two losses per
-condition, their paired 95% interval and verdict); these builders only draw them:
-
-- :func:`deltas_figure` -- one experiment: each of the three differences per condition, with
-  the half-width of its paired 95% interval as the error bar (a bar that crosses 0: the seeds cannot tell);
-- :func:`overview_figure` -- the four experiments side by side.
+- :func:`deltas_figure`: one experiment, the interval's half-width as error bar (crossing 0: cannot tell);
+- :func:`overview_figure`: every experiment side by side.
 """
 from __future__ import annotations
 
@@ -19,7 +16,7 @@ from ._style import NEUTRAL, PALETTE, panels, position, style
 
 __all__ = ["deltas_figure", "overview_figure"]
 
-#: Marker of each verdict: filled where the papers' ordering holds, a cross where it reverses, open where 3 seeds cannot tell.
+#: Marker of each verdict: filled where the papers' ordering holds, a cross where it reverses, open: cannot tell.
 SYMBOLS = {"holds": "circle", "reverses": "x", "cannot tell": "circle-open"}
 
 

@@ -47,8 +47,7 @@ def curves_figure(
     orders the runs drawn (default all; colours stay tied to the position in
     `histories`). `relative_loss` divides each training loss by its first recorded
     value, because the losses live on different scales (sums vs means, 1/gamma). A
-    `chance` rsum is drawn as a dashed line on the rsum panel; "grad_norm" (the engine's mean
-    gradient norm per epoch) is drawn on a log axis. Every run gets a
+    `chance` rsum is drawn as a dashed line on the rsum panel, "grad_norm" on a log axis. Every run gets a
     trace in every panel, so a run toggled off is an invisible trace and the
     figure's structure depends only on `metrics`.
     """
@@ -76,8 +75,7 @@ def curves_figure(
                                      legendgroup=name, showlegend=k == 0, line=dict(color=colors[name]),
                                      visible=name in shown), row=row, col=col)
         fig.update_xaxes(title_text="epoch", row=row, col=col)
-        if metric == "grad_norm":  # the losses hand the optimizer gradients 1 to 10^4 apart
-            fig.update_yaxes(type="log", row=row, col=col)
+        fig.update_yaxes(type="log" if metric == "grad_norm" else "linear", row=row, col=col)  # norms span 10^4
         if metric == "rsum" and chance is not None:
             fig.add_hline(y=float(chance), line_dash="dash", line_color=NEUTRAL, row=row, col=col,
                           annotation_text="chance", annotation_position="bottom right")
