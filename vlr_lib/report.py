@@ -39,7 +39,7 @@ import pandas as pd
 
 from . import goal, losses
 from ._checks import check_finite, check_nonnegative
-from .names import loss_name, loss_parameters, parse_warmup_name
+from .names import GOAL_PREFIX, WARMUP_PREFIX, loss_name, loss_parameters, parse_warmup_name
 from .stats import VERDICTS, paired_interval, verdict
 
 #: Metric key -> label. Recalls and rsum are percent; mAP@5 and PR-AUC fractions; similarities cosines.
@@ -123,11 +123,11 @@ def hyperparameters(loss: str, overrides: Mapping | None = None) -> str:
     For GOAL, only the parameters its two weights use (``goal.TRIPLET_PARAMS`` / ``PAIR_PARAMS``);
     for a loss schedule, those of its two phases.
     """
-    if loss.startswith("warmup:"):
+    if loss.startswith(WARMUP_PREFIX):
         first, _, then = parse_warmup_name(loss)
         parts = dict.fromkeys(", ".join(hyperparameters(p, overrides) for p in (first, then)).split(", "))
         return ", ".join(p for p in parts if p)
-    if loss.startswith("goal:"):
+    if loss.startswith(GOAL_PREFIX):
         triplet, pair = goal.parse_goal_name(loss)
         d = _defaults(goal.goal_objective)
         values = {k: d[k] for k in dict.fromkeys([*goal.TRIPLET_PARAMS[triplet], *goal.PAIR_PARAMS[pair]])}
@@ -292,7 +292,7 @@ def group(summary: pd.DataFrame, which: str) -> pd.DataFrame:
     """The rows of one of :data:`GROUPS`: all, the closed-form losses, or the GOAL cells."""
     if which not in GROUPS:
         raise ValueError(f"group must be one of {GROUPS}, got {which!r}")
-    is_goal = check_summary(summary)["loss"].str.startswith("goal:")
+    is_goal = check_summary(summary)["loss"].str.startswith(GOAL_PREFIX)
     out = summary.loc[{"all": slice(None), "closed-form": ~is_goal, "GOAL": is_goal}[which]]
     if out.empty:
         raise ValueError(f"group {which!r} has no configurations in the summary")
@@ -380,7 +380,7 @@ def reading(summary: pd.DataFrame, metric: str = "rsum") -> dict:
             c = compare(summary, a, b, m)
             c.update(source=who, agrees=bool(c["separated"] and c["delta"] > 0))
             claims.append(c)
-    goal_rank = rank[rank["loss"].str.startswith("goal:")]
+    goal_rank = rank[rank["loss"].str.startswith(GOAL_PREFIX)]
     goal_best = goal_rank.iloc[0]["loss"] if len(goal_rank) else None
     map_best = ranking(summary, "map5").iloc[0]["loss"]
     n_sep = int(seps["separated"].sum())

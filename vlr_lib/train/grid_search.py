@@ -39,7 +39,7 @@ from .end_to_end import fit_encoders, fit_end_to_end
 from .fit_features import fit
 from .inputs import check_setting
 from .vsepp import fit_vsepp
-from ..names import loss_parameters
+from ..names import WARMUP_PREFIX, loss_parameters
 from .objective import make_objective
 from .settings import TrainSettings, settings_for
 
@@ -417,7 +417,7 @@ def _text_tensor(texts) -> Tensor:
 def _cell_settings(config: Mapping, hashed: dict) -> dict:
     """The settings that key a cell: optimizer_at_switch acts only at a loss schedule's switch, so one-loss runs
     leave it out and share their cells whatever it is."""
-    if str(config.get("loss", "")).startswith("warmup:"):
+    if str(config.get("loss", "")).startswith(WARMUP_PREFIX):
         return hashed
     return {k: v for k, v in hashed.items() if k != "optimizer_at_switch"}
 
