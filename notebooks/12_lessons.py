@@ -478,6 +478,7 @@ e2e_runs = runs[runs["condition"] == condition.label]
 rescue = pd.concat([e2e_runs[["loss", "seed", "sel_rsum"]], warmed.runs[["loss", "seed", "sel_rsum"]]])
 display(rescue.pivot_table(index="loss", columns="seed", values="sel_rsum").round(1))
 # The answer is the measurement (the warm-up's own runs, trained in this cell), written from the numbers:
+assert set(warmed.runs["loss"]) == {warm_loss} and warmed.runs["sel_rsum"].notna().all()  # the runs asked for
 by_seed = rescue.pivot_table(index="seed", columns="loss", values="sel_rsum")
 lifted = int((by_seed[warm_loss] > chance + 10).sum())
 print(f"With one epoch of Triplet first, Triplet-SH clears chance ({chance:.1f}) by more than 10 rsum on {lifted} of "

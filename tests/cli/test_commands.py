@@ -141,13 +141,14 @@ def test_lessons_writes_the_markdown_block_and_reuses_the_stored_table(here, cap
     small = lessons.LessonsSpec  # the CLI's spec, made tiny: sizes are not flags (the chapter fixes them)
     monkeypatch.setattr(lessons, "LessonsSpec", lambda **kw: small(
         **kw, difficulties=(0.0, 1.0), warmup_epochs=(1,), settings=("features", "vsepp"),
-        showdown={"n_train": 24, "n_val": 12, "n_test": 12, "epochs": 1, "batch_size": 12, "dim": 8, "probe": 12,
-                  "word_dim": 8, "hidden": 8}))
+        showdown={"n_train": 24, "n_val": 12, "n_test": 12, "epochs": 2, "batch_size": 12, "dim": 8, "probe": 12,
+                  "word_dim": 8, "hidden": 8}))  # 2 epochs: the one-epoch warm-up must switch inside the run
     code, out, err = call(lessons_cli.main, ["--fast", "--seeds", "0,1", "--out", "l", "--markdown", "l.md"], capsys)
     assert code == 0, err
     text = (here / "l.md").read_text()
     assert text.strip() == out.strip() and "python -m vlr_lib lessons --fast --seeds 0,1 --out l" in text
-    for heading in ("(a) feature quality", "(b) false negatives", "(c) hardest-negative warm-up", "(d) the setting"):
+    for heading in ("(a) feature quality", "(b) false negatives", "(c) hardest-negative warm-up", "(d) the setting",
+                    "(e) the optimizer"):
         assert f"**{heading}**" in text
     code, out, _ = call(lessons_cli.main, ["--fast", "--seeds", "0,1", "--out", "l"], capsys)
     assert code == 0 and "stored table reused" in out

@@ -173,7 +173,7 @@ def test_table1_grid_annotates_every_cell():
     text = np.asarray(heat.text)
     assert text.shape == (5, 3)
     assert text[0, 0] == "Triplet" and text[1, 2] == "Circle" and text[4, 0] == "MS"
-    assert text[2, 0] == "Binomial deviance" and text[0, 1].startswith("NT-Xent")
+    assert text[2, 0] == "Binomial deviance" and text[0, 1].startswith("hard-negative NCA")
     assert (text == "New").sum() == 10
     np.testing.assert_array_equal(arr(heat.z), (text != "New").astype(float))
     assert not fig.layout.shapes
