@@ -119,3 +119,10 @@ def test_cocos_summary_and_heatmap(stat):
         report.cocos_summary(runs, "C_B")
 
 
+
+
+def test_the_title_names_the_checkpoint_shown(summary):
+    """The explorer's checkpoint toggle must show in the figure even when every run's last epoch is its best."""
+    fig = V.metric_errorbars(summary, "rsum", checkpoint="last epoch")
+    assert fig.layout.title.text.startswith("rsum per loss, mean ± std over seeds (all, last epoch)")
+    assert "epoch" not in V.metric_errorbars(summary, "rsum").layout.title.text

@@ -24,12 +24,12 @@ __all__ = ["metric_errorbars", "goal_heatmaps", "cocos_heatmap"]
 
 
 def metric_errorbars(summary: pd.DataFrame, metric: str = "rsum", group: str = "all",
-                     chance: float | None = None) -> go.Figure:
+                     chance: float | None = None, checkpoint: str | None = None) -> go.Figure:
     """Mean ± std over seeds per configuration, best at the top; colour = relation to the best.
 
     Green diamond: the best; sky-blue circles: within its seed noise (intervals overlap);
-    grey crosses: separated from it. The shaded band is the best's mean ± std; `chance`
-    draws the chance level (rsum only makes sense there).
+    grey crosses: separated from it. The shaded band is the best's mean ± std; `chance` draws the chance
+    level (rsum only); `checkpoint` (e.g. "last epoch") says in the title which epoch of each run is shown.
     """
     rank = report.ranking(report.group(summary, group), metric)
     kinds = np.where(rank["rank"] == 1, "best", np.where(rank["tied_with_best"], "tied", "separated"))
@@ -55,8 +55,8 @@ def metric_errorbars(summary: pd.DataFrame, metric: str = "rsum", group: str = "
         lo, hi = min(lo, float(chance)), max(hi, float(chance))
     pad = 0.05 * max(hi - lo, 1e-6)
     label = report.METRIC_LABELS[metric]
-    style(fig, f"{label} per loss, mean ± std over seeds ({group})", height=max(340, 26 * len(rank) + 170),
-          xaxis=label, margin=dict(l=160))
+    title = f"{label} per loss, mean ± std over seeds ({group}{f', {checkpoint}' if checkpoint else ''})"
+    style(fig, title, height=max(340, 26 * len(rank) + 170), xaxis=label, margin=dict(l=160))
     fig.update_xaxes(range=[lo - pad, hi + pad])
     fig.update_yaxes(categoryorder="array", categoryarray=list(rank["name"])[::-1])
     return fig

@@ -43,7 +43,8 @@ def showdown_explorer(runs: pd.DataFrame, chance: float | None = None, metric: s
     summaries = _summaries(runs)
 
     def draw(metric: str, group: str, checkpoint: str):
-        return showdown.metric_errorbars(summaries[checkpoint], metric, group, chance if metric == "rsum" else None)
+        return showdown.metric_errorbars(summaries[checkpoint], metric, group, chance if metric == "rsum" else None,
+                                         checkpoint={p: label for label, p in CHECKPOINTS}[checkpoint])
 
     controls = {
         "metric": W.Dropdown(options=[(report.METRIC_LABELS[m], m) for m in report.TABLE1_COLUMNS], value=metric,
