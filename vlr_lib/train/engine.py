@@ -158,10 +158,10 @@ def _step(models, opt, split: Split, local: Tensor, global_idx: Tensor, pairs: P
     opt.zero_grad(set_to_none=True)
     loss.backward()
     D.average_gradients(list(models))
-    grads = [p.grad for m in models for p in m.parameters() if p.grad is not None]
-    norm = torch.nn.utils.get_total_norm(grads)
+    params = [p for m in models for p in m.parameters()]
+    norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
     if grad_clip is not None:
-        torch.nn.utils.clip_grads_with_norm_([p for m in models for p in m.parameters()], grad_clip, norm)
+        torch.nn.utils.clip_grads_with_norm_(params, grad_clip, norm)
     opt.step()
     loss = loss.detach()
     return loss, torch.stack([torch.isfinite(S.detach()).all(), torch.isfinite(loss)]), norm.detach()
