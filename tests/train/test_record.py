@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
-from vlr_lib.train import grid, lessons, record, showdown
+from vlr_lib.train import grid, lessons, record, showdown, tuned
 
 from .toy import toy_features
 
@@ -214,6 +214,8 @@ def _current(name: str, tmp_path: Path) -> dict:
             return showdown.record_key(spec)
     if name == lessons.LessonsSpec().out.name:
         return lessons.record_key(lessons.LessonsSpec())
+    if name == tuned.out_dir(tuned.spec_for()).name:
+        return tuned.record_key(tuned.spec_for())
     for stem in ("09", "11"):
         nb_name, key = _notebook_key(stem, tmp_path)
         if nb_name == name:

@@ -13,6 +13,7 @@ one (an interrupted step leaves the previous record):
   10-vsepp     the showdown in the VSE++ setting        (python -m vlr_lib showdown --setting vsepp)
   09           notebook 09's runs (executed in full mode with VLR_RERUN=1)
   11           notebook 11's sweeps (executed in full mode with VLR_RERUN=1)
+  11-tuned     notebook 11's tuned comparison           (python -m vlr_lib tuned)
   12           notebook 12's experiments                (python -m vlr_lib lessons)
 
 Training goes through the runs folder ($VLR_RUNS, else ~/.cache/vlr-workbook/runs): finished
@@ -29,7 +30,7 @@ from pathlib import Path
 
 from . import args as A
 
-STEPS = ("10-features", "10-vsepp", "09", "11", "12")
+STEPS = ("10-features", "10-vsepp", "09", "11", "11-tuned", "12")
 
 
 def parser(prog: str = "python -m vlr_lib record") -> A.Parser:
@@ -61,6 +62,12 @@ def _showdown(setting: str) -> Callable[[], None]:
     return step
 
 
+def _tuned() -> None:
+    from ..train import tuned
+
+    tuned.run(tuned.spec_for(), command="python -m vlr_lib tuned", progress=True)
+
+
 def _lessons() -> None:
     from ..train import lessons
 
@@ -87,7 +94,7 @@ def _record(args: argparse.Namespace) -> int:
     os.environ.update({record.RECORD_ENV: str(Path(args.to or record.RECORDED).resolve()), "VLR_FAST": "0",
                        "VLR_RERUN": "1", "VLR_DATA": "shapes"})
     steps = {"10-features": _showdown("features"), "10-vsepp": _showdown("vsepp"), "09": _notebook("09"),
-             "11": _notebook("11"), "12": _lessons}
+             "11": _notebook("11"), "11-tuned": _tuned, "12": _lessons}
     start = time.perf_counter()
     for i, name in enumerate(args.only, 1):
         print(f"[{i}/{len(args.only)}] {name} ...", flush=True)

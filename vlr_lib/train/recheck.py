@@ -9,6 +9,7 @@ notebooks, the tests and the measurement re-train exactly the same run.
 
 - ``09_training-shapes-full``: notebook 09's Unified run (m 0.2, gamma 60), its first seed;
 - ``11_hyperparameters-shapes-full``: notebook 11's Triplet-SH cell, its first seed;
+- ``tuned-shapes-features-full``: notebook 11's tuned comparison, NT-Xent at temperature 0.05, seed 0;
 - ``showdown-shapes-features-full`` / ``showdown-shapes-vsepp-full``: the showdown's Triplet-SH, seed 0;
 - ``lessons-shapes-full``: notebook 12's Triplet-SH on the pretrained encoder, seed 0 (the record keeps
   each run's last and best rsum, so those two are compared).
@@ -26,8 +27,8 @@ from collections.abc import Callable
 
 from . import record as R
 
-NAMES = ("09_training-shapes-full", "11_hyperparameters-shapes-full", "showdown-shapes-features-full",
-         "showdown-shapes-vsepp-full", "lessons-shapes-full")
+NAMES = ("09_training-shapes-full", "11_hyperparameters-shapes-full", "tuned-shapes-features-full",
+         "showdown-shapes-features-full", "showdown-shapes-vsepp-full", "lessons-shapes-full")
 Pair = tuple[list[float], list[float]]
 
 
@@ -53,8 +54,9 @@ def _heads_run(made: dict, loss: str, loss_kwargs: dict, epochs: int | None, **e
 
     train, val = _features(made)
     result = fit(*train, loss=loss, loss_kwargs=loss_kwargs, val=val, dim=made["dim"], epochs=epochs or made["epochs"],
-                 lr_decay_epoch=made["epochs"] // 2, batch_size=made["batch_size"], lr=made["lr"],
-                 seed=made["seeds"][0], progress=False, device="cpu", **extra)
+                 lr_decay_epoch=made.get("lr_decay_epoch", made["epochs"] // 2),  # older records: halfway
+                 batch_size=made["batch_size"], lr=made["lr"], seed=made["seeds"][0], progress=False, device="cpu",
+                 **extra)
     return [r["rsum"] for r in result.history]
 
 
@@ -78,6 +80,13 @@ def sweeps(epochs: int | None = None) -> Pair:
     again = _heads_run(made, "triplet_hardest", {}, epochs, probe_batch=0)
     recorded = R.cell_history(R.cells_of(rec.tables), {"loss": "triplet_hardest"}, made["seeds"][0])
     return [r["rsum"] for r in recorded][: len(again)], again
+
+
+def tuned(epochs: int | None = None) -> Pair:
+    """Notebook 11's tuned comparison: its NT-Xent cell at temperature 0.05, seed 0 (``tuned.CHECKED``)."""
+    from . import tuned as T
+
+    return T.recorded_and_again(epochs)
 
 
 def showdown(setting: str) -> Callable[..., Pair]:
@@ -106,6 +115,7 @@ def lessons(epochs: int | None = None) -> Pair:
 
 CHECKS: dict[str, Callable[[int | None], Pair]] = {
     "09_training-shapes-full": training, "11_hyperparameters-shapes-full": sweeps,
+    "tuned-shapes-features-full": tuned,
     "showdown-shapes-features-full": showdown("features"), "showdown-shapes-vsepp-full": showdown("vsepp"),
     "lessons-shapes-full": lessons,
 }

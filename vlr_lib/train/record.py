@@ -70,6 +70,7 @@ SEP = "/"
 TOLERANCES: dict[str, float] = {
     "09_training-shapes-full": 2.0,
     "11_hyperparameters-shapes-full": 2.0,
+    "tuned-shapes-features-full": 2.0,  # the showdown's features budget and trainer: its measured tolerance
     "showdown-shapes-features-full": 2.0,
     "showdown-shapes-vsepp-full": 2.5,
     "lessons-shapes-full": 2.0,

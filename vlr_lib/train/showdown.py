@@ -506,10 +506,20 @@ def run(spec: ShowdownSpec, command: str = "", out: Path | None = None, force: b
     if not force and (found := stored(spec, out)) is not None:
         return _recorded_now(spec, found)
     result, data, callback, wall = train_cells(spec, configs(), out, progress)
+    meta = race_meta(spec, result, data, callback, wall, command or "vlr_lib.train.showdown.run(spec_for(...))")
+    if D.rank_and_world()[0] == 0:
+        with writing(out):
+            atomic_write_json(out / META_FILE, meta)
+    return _recorded_now(spec, Showdown(result.runs, meta, out, reused=False))
+
+
+def race_meta(spec: ShowdownSpec, result: GridResult, data: ShowdownData, callback: ShowdownMetrics, wall: float,
+              command: str) -> dict:
+    """What a finished race of `spec` stores beside its cells: settings, command, data, hardware, date, cell keys."""
     device = default_device(spec.device)
-    meta = {
+    return {
         "spec": spec.key(),
-        "command": command or "vlr_lib.train.showdown.run(spec_for(...))",
+        "command": command,
         "setting": SETTING_LABELS[spec.setting],
         "data": data.description,
         "data_id": data.data_id,
@@ -524,10 +534,6 @@ def run(spec: ShowdownSpec, command: str = "", out: Path | None = None, force: b
         "versions": {"vlr_lib": __version__, "torch": torch.__version__, "python": platform.python_version()},
         "keys": list(result.runs["key"]),
     }
-    if D.rank_and_world()[0] == 0:
-        with writing(out):
-            atomic_write_json(out / META_FILE, meta)
-    return _recorded_now(spec, Showdown(result.runs, meta, out, reused=False))
 
 
 def histories(race: Showdown, seed: int) -> dict[str, list[dict]]:

@@ -1,0 +1,157 @@
+"""The tuned comparison (vlr_lib.train.tuned): selection on validation only, paired tables, clear errors.
+
+The selection and tables are checked on hand-made run tables whose answers are known; one fast run
+trains the real thing end to end (2 seeds, notebook 10's fast size).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from vlr_lib.cli import tuned as cli
+from vlr_lib.train import showdown as S
+from vlr_lib.train import tuned as T
+from tests.cli.helpers import call
+
+GRID = {"triplet_hardest": ("margin", (0.1, 0.2, 0.4)), "info_nce": ("temperature", (0.05, 0.1))}
+
+
+def runs_table(val: dict, test: dict, seeds=(0, 1, 2)) -> pd.DataFrame:
+    """Rows (loss, value, seed) with best_rsum = val[(loss, value)] + seed and sel_rsum = test[...] + 2 * seed."""
+    rows = []
+    for (loss, v), base in val.items():
+        param = dict(GRID)[loss][0]
+        for s in seeds:
+            rows.append({"loss": loss, param: v, "seed": s, "best_rsum": base + s, "sel_rsum": test[(loss, v)] + 2 * s})
+    return pd.DataFrame(rows)
+
+
+VAL = {("triplet_hardest", 0.1): 400.0, ("triplet_hardest", 0.2): 410.0, ("triplet_hardest", 0.4): 420.0,
+       ("info_nce", 0.05): 430.0, ("info_nce", 0.1): 425.0}
+TEST = {("triplet_hardest", 0.1): 390.0, ("triplet_hardest", 0.2): 400.0, ("triplet_hardest", 0.4): 405.0,
+        ("info_nce", 0.05): 380.0, ("info_nce", 0.1): 420.0}
+
+
+def test_selection_picks_the_best_mean_validation_value_never_test():
+    chosen = T.selection(runs_table(VAL, TEST), chance_val=16.0, grid=GRID)
+    pick = chosen[chosen["chosen"]].set_index("loss")["value"]
+    assert pick["triplet_hardest"] == 0.4 and pick["info_nce"] == 0.05  # info_nce 0.05 is worse on test: still chosen
+    default = chosen[chosen["default"]].set_index("loss")["value"]
+    assert default["triplet_hardest"] == 0.2 and default["info_nce"] == 0.1
+
+
+def test_a_value_with_a_run_at_chance_is_not_chosen():
+    val = {**VAL, ("triplet_hardest", 0.4): 5.0}  # 5 + seed <= chance: did not learn, whatever its mean
+    chosen = T.selection(runs_table(val, TEST), chance_val=16.0, grid=GRID)
+    row = chosen[(chosen["loss"] == "triplet_hardest") & (chosen["value"] == 0.4)].iloc[0]
+    assert not row["learned"] and not row["chosen"]
+    assert chosen[(chosen["loss"] == "triplet_hardest") & chosen["chosen"]]["value"].item() == 0.2
+
+
+def test_no_configuration_left_is_an_error_naming_the_loss():
+    val = {k: (10.0 if k[0] == "info_nce" else v) for k, v in VAL.items()}
+    with pytest.raises(T.NoConfigurationLeft, match="info_nce's temperature"):
+        T.selection(runs_table(val, TEST), chance_val=16.0, grid=GRID)
+
+
+def test_comparison_and_orderings_are_paired_by_seed():
+    runs = runs_table(VAL, TEST)
+    chosen = T.selection(runs, 16.0, GRID)
+    table = T.comparison(runs, chosen).set_index("loss")
+    # tuned - untuned per seed is a constant (the seed offsets cancel): the interval collapses onto it
+    assert table.loc["triplet_hardest", "delta"] == pytest.approx(5.0)
+    assert table.loc["triplet_hardest", "ci_low"] == pytest.approx(5.0)
+    assert table.loc["info_nce", "delta"] == pytest.approx(-40.0)
+    order = T.orderings(runs, chosen)
+    assert len(order) == 2  # one pair, untuned and tuned
+    tuned_row = order[order["kind"] == "tuned"].iloc[0]
+    assert tuned_row["delta"] == pytest.approx(405.0 - 380.0) and tuned_row["separated"]
+
+
+def test_orderings_match_a_slow_paired_t_interval():
+    rng = np.random.default_rng(0)
+    rows = []
+    for s in range(5):
+        for (loss, v), base in VAL.items():
+            param = dict(GRID)[loss][0]
+            rows.append({"loss": loss, param: v, "seed": s, "best_rsum": base, "sel_rsum": base + rng.normal(0, 3)})
+    runs = pd.DataFrame(rows)
+    chosen = T.selection(runs, 16.0, GRID)
+    row = T.orderings(runs, chosen).query("kind == 'untuned'").iloc[0]
+    a = runs[(runs["loss"] == "triplet_hardest") & (runs["margin"] == 0.2)].sort_values("seed")["sel_rsum"].to_numpy()
+    b = runs[(runs["loss"] == "info_nce") & (runs["temperature"] == 0.1)].sort_values("seed")["sel_rsum"].to_numpy()
+    d = a - b
+    half = 2.776 * d.std(ddof=1) / math.sqrt(5)  # t_{0.975, 4}
+    assert row["delta"] == pytest.approx(d.mean()) and row["ci_high"] - row["ci_low"] == pytest.approx(2 * half)
+
+
+@pytest.mark.parametrize("grid, match", [
+    ({"triplet_hardest": ("margin", (0.1, 0.3))}, "include its default"),
+    ({"triplet_hardest": ("gamma", (0.2,))}, "no hyperparameter"),
+    ({"triplet_hardest": ("margin", (0.2, 0.2))}, "distinct"),
+    ({"triplet_hardest": ("margin", (0.2, float("nan")))}, "finite"),
+    ({"triplet_hardest": ("margin", (0.2, -1.0))}, "margin"),
+    ({"info_nce": ("temperature", (0.1, 0.0))}, "temperature"),
+    ({"hinge": ("margin", (0.2,))}, "loss must be one of"),
+    ({}, "grid must map"),
+])
+def test_bad_grids_are_refused(grid, match):
+    with pytest.raises(ValueError, match=match):
+        T.check_grid(grid)
+
+
+def test_one_seed_is_refused_before_training(tmp_path):
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        T.run(T.spec_for(fast=True, seeds=(0,)), out=tmp_path / "t")
+    assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--values", "triplet_all=0.1"], "--values"),
+    (["--values", "triplet_all:margin=a,b"], "--values"),
+    (["--values", "triplet_all:margin=0.1,0.3"], "--values"),  # without the default 0.2
+    (["--values", "triplet_all:scale=1,2"], "--values"),
+    (["--values", "softmax:margin=0.2"], "--values"),
+    (["--values", "info_nce:temperature=0,0.1"], "--values"),
+    (["--values", "triplet_hardest:margin=-0.1,0.2"], "--values"),
+    (["--seeds", "0"], "--seeds"),
+    (["--seeds", "-1,2"], "--seeds"),
+])
+def test_cli_rejects(argv, flag, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = call(cli.main, [*argv, "--fast", "--out", "t"], capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and flag in lines[0] and "Traceback" not in err, err
+    assert not (tmp_path / "t").exists()
+
+
+def test_cli_no_configuration_left_is_one_line_naming_values(tmp_path, capsys, monkeypatch):
+    runs = runs_table({k: (1.0 if k[0] == "info_nce" else v) for k, v in VAL.items()}, TEST)
+    race = S.Showdown(runs, {"chance_rsum_val": 16.0, "spec": {"fast": True}}, tmp_path, reused=False)
+    monkeypatch.setattr(T, "run", lambda *a, **k: race)
+    monkeypatch.setattr(T, "grid_for", lambda fast: dict(GRID))
+    code, out, err = call(cli.main, ["--fast", "--out", str(tmp_path / "t")], capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "--values" in lines[0] and "info_nce" in lines[0], err
+
+
+def test_the_fast_grid_keeps_each_default_and_the_ends():
+    fast = T.grid_for(True)
+    for loss, (param, values) in T.GRID.items():
+        assert fast[loss][0] == param and fast[loss][1] == tuple(sorted({min(values), T.default_of(loss, param),
+                                                                         max(values)}))
+    assert T.grid_for(False) == T.GRID
+
+
+def test_fast_run_trains_every_cell_and_reads_back(tmp_path):
+    spec = T.spec_for(fast=True)
+    grid = {"triplet_hardest": ("margin", (0.1, 0.2)), "info_nce": ("temperature", (0.1, 0.2))}
+    race = T.run(spec, grid, out=tmp_path / "t")
+    assert len(race.runs) == 4 * len(spec.seeds) and race.runs["sel_rsum"].notna().all()
+    text = T.markdown(race, grid)
+    assert "Triplet-SH − NT-Xent" in text and "chance" in text and "select their last epoch" in text
+    again = T.run(spec, grid, out=tmp_path / "t")  # every cell from the cache
+    pd.testing.assert_frame_equal(again.runs, race.runs)

@@ -1,0 +1,90 @@
+"""``python -m vlr_lib tuned``: notebook 11's tuned comparison of the four headline losses.
+
+    python -m vlr_lib tuned                       # shapes, full size: 4 losses x 5 values x 5 seeds (CPU, ~1 h)
+    python -m vlr_lib tuned --fast                # the CI size of VLR_FAST=1 (seconds)
+    python -m vlr_lib tuned --values triplet_hardest:margin=0.1,0.2,0.4 --values info_nce:temperature=0.05,0.1
+    python -m vlr_lib tuned --markdown tuned.md
+
+Triplet, Triplet-SH, NT-Xent and Unified each get the same number of values of their main
+hyperparameter (the margin, the temperature, the scale gamma), trained at the showdown's features
+budget; the value is chosen on validation and the test split reports it beside the default
+(the untuned row). --values replaces a loss's list (LOSS:PARAMETER=v1,v2,...; it must hold the
+loss's default); a loss none of whose values learns (every run above chance on validation) is an
+error naming --values. Results go to <runs>/tuned-shapes-features-<fast|full>/ (cells cached, an
+interrupted run resumes). --fast defaults to VLR_FAST. The experiment is vlr_lib.train.tuned.
+"""
+from __future__ import annotations
+
+import argparse
+import shlex
+from collections.abc import Sequence
+
+from . import args as A
+from . import common
+
+
+def values_flag(text: str) -> tuple[str, tuple[str, tuple[float, ...]]]:
+    """LOSS:PARAMETER=v1,v2,... -> (loss, (parameter, values))."""
+    loss, sep, rest = text.partition(":")
+    param, sep2, numbers = rest.partition("=")
+    if not (sep and sep2 and loss and param and numbers):
+        raise argparse.ArgumentTypeError(f"expected LOSS:PARAMETER=v1,v2,..., got {text!r}")
+    try:
+        values = tuple(float(v) for v in numbers.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"the values must be numbers, got {numbers!r}") from None
+    return loss.strip(), (param.strip(), values)
+
+
+def parser(prog: str = "python -m vlr_lib tuned") -> A.Parser:
+    p = A.Parser(prog=prog, description=__doc__)
+    p.add_argument("--fast", action="store_true", default=None, help="the CI size (default: VLR_FAST)")
+    p.add_argument("--seeds", type=A.seeds, default=None, help="comma-separated distinct seeds, at least 2 "
+                                                               "(default 0,1,2,3,4; fast 0,1)")
+    p.add_argument("--values", type=values_flag, action="append", default=None,
+                   help="LOSS:PARAMETER=v1,v2,... replaces that loss's values (repeatable)")
+    p.add_argument("--device", type=A.device, default=None,
+                   help="cpu, cuda, cuda:N or mps (default: cuda if available)")
+    p.add_argument("--out", type=A.run_dir, default=None,
+                   help="results folder (default <runs>/tuned-shapes-features-<size>); a new, empty or earlier "
+                        "run folder")
+    p.add_argument("--markdown", type=A.output_file, default=None, help="also write the Markdown block here")
+    p.add_argument("--progress", action="store_true", help="progress bar over cells")
+    return p
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "python -m vlr_lib tuned") -> int:
+    return A.run(parser(prog), argv, _tuned, lambda args: "finished cells are kept; run the same command again")
+
+
+def _grid(args: argparse.Namespace) -> dict:
+    from ..train import tuned
+
+    grid = tuned.grid_for(args.fast)
+    for loss, spec in args.values or []:
+        grid[loss] = spec
+    try:
+        return tuned.check_grid(grid)
+    except ValueError as e:
+        raise A.UsageError("--values", str(e)) from None
+
+
+def _tuned(args: argparse.Namespace) -> int:
+    from ..train import tuned
+
+    if args.fast is None:
+        args.fast = A.from_env("VLR_FAST", A.flag, False)
+    if args.seeds is not None and len(args.seeds) < 2:
+        raise A.UsageError("--seeds", "needs at least 2 seeds: a paired interval needs pairs")
+    grid = _grid(args)
+    spec = tuned.spec_for("shapes", args.fast, args.seeds)
+    if args.device is not None:
+        spec = tuned.S.replace(spec, device=str(args.device))
+    command = " ".join(shlex.quote(a) for a in ["python", "-m", "vlr_lib", "tuned", *(["--fast"] if args.fast else [])])
+    race = tuned.run(spec, grid, command=command, out=args.out, progress=args.progress)
+    try:
+        text = tuned.markdown(race, grid)
+    except tuned.NoConfigurationLeft as e:
+        raise A.UsageError("--values", str(e)) from None
+    common.print_table(text, race, "delete the folder to retrain", args.markdown)
+    return 0

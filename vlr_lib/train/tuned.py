@@ -1,0 +1,284 @@
+"""The tuned comparison of notebook 11: the four headline losses, each given the same validation budget.
+
+The showdown (notebook 10) trains every loss at its library defaults: an *untuned* comparison,
+which favours whichever loss's default happens to suit the data. Here Triplet, Triplet-SH,
+NT-Xent and Unified each get five values of their main hyperparameter (:data:`GRID`: the
+triplet margin, NT-Xent's temperature, the unified loss's scale gamma at its margin 0.2; each
+list holds the loss's default), trained at the showdown's features budget
+(``showdown.spec_for``) with the same five seeds. Every run is reported at its epoch of best
+validation rsum, as in the showdown.
+
+Selection is on **validation only** (:func:`selection`): per loss, the value with the highest
+mean best-validation rsum over the seeds, among the values whose every run learned (a best
+validation rsum above chance). The test split then reports the chosen value and the default
+on the same seeds (:func:`comparison`), and each ordering of two losses, untuned and tuned, is
+a paired 95% interval over the seeds (:func:`orderings`, ``vlr_lib.stats``).
+
+Records: the full-size shapes run ships as ``vlr_lib/recorded/tuned-shapes-features-full``;
+``run(spec, record=True)`` opens it, otherwise the cells are trained (cached per cell under
+``<runs>/tuned-<data>-features-<fast|full>``, so an interrupted run resumes).
+"""
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from itertools import combinations
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from .. import losses, names
+from .._io import atomic_write_json, claim_run_folder
+from ..metrics import chance_rsum
+from ..paths import runs_dir
+from ..stats import paired_interval
+from . import distributed as D
+from . import record as R
+from . import showdown as S
+from .grid_search import writing
+
+#: loss -> (its main hyperparameter, the values the validation budget covers; the default is among them).
+GRID: dict[str, tuple[str, tuple[float, ...]]] = {
+    "triplet_all": ("margin", (0.05, 0.1, 0.2, 0.3, 0.5)),
+    "triplet_hardest": ("margin", (0.05, 0.1, 0.2, 0.3, 0.5)),
+    "info_nce": ("temperature", (0.02, 0.05, 0.1, 0.2, 0.5)),
+    "unified": ("gamma", (10.0, 20.0, 40.0, 60.0, 80.0)),
+}
+SEEDS = (0, 1, 2, 3, 4)
+FAST_SEEDS = (0, 1)
+META_FILE = "tuned.json"
+
+
+def grid_for(fast: bool) -> dict[str, tuple[str, tuple[float, ...]]]:
+    """:data:`GRID`, or in fast mode (CI, seconds) each loss's smallest value, its default and its largest."""
+    if not fast:
+        return dict(GRID)
+    return {loss: (p, tuple(sorted({min(v), default_of(loss, p), max(v)}))) for loss, (p, v) in GRID.items()}
+
+
+class NoConfigurationLeft(ValueError):
+    """Every value of a loss's sweep failed validation (no run above chance): nothing can be chosen."""
+
+
+def spec_for(data: str = "shapes", fast: bool = False, seeds: Sequence[int] | None = None) -> S.ShowdownSpec:
+    """The showdown's features budget (``showdown.spec_for``) with the comparison's seeds (5; fast mode 2)."""
+    return S.spec_for(data, fast, "features", seeds=tuple(seeds or (FAST_SEEDS if fast else SEEDS)))
+
+
+def check_grid(grid: Mapping[str, tuple[str, Sequence[float]]]) -> dict[str, tuple[str, tuple[float, ...]]]:
+    """`grid` checked: known losses, each naming one of its parameters with distinct finite values, the default
+    among them (the untuned row is the default's)."""
+    if not isinstance(grid, Mapping) or not grid:
+        raise ValueError(f"grid must map loss names to (parameter, values), got {grid!r}")
+    out = {}
+    for loss, spec in grid.items():
+        if not isinstance(spec, (tuple, list)) or len(spec) != 2:
+            raise ValueError(f"grid[{loss!r}] must be (parameter, values), got {spec!r}")
+        param, values = spec
+        if param not in names.loss_parameters(loss) or param == "reduction":
+            raise ValueError(f"{loss} has no hyperparameter {param!r}: one of {names.loss_parameters(loss)}")
+        values = tuple(float(v) for v in values)
+        if not values or len(set(values)) != len(values) or not all(math.isfinite(v) for v in values):
+            raise ValueError(f"the values of {loss}'s {param} must be distinct finite numbers, got {values!r}")
+        for v in values:  # each value as the loss itself checks it, before anything trains
+            losses.LOSSES[loss](torch.eye(2), **{param: v})
+        if default_of(loss, param) not in values:
+            raise ValueError(f"the values of {loss}'s {param} must include its default {default_of(loss, param):g} "
+                             f"(the untuned row), got {values!r}")
+        out[loss] = (param, values)
+    return out
+
+
+def default_of(loss: str, param: str) -> float:
+    """The library default of `loss`'s parameter `param` (its signature's)."""
+    return float(inspect.signature(losses.LOSSES[loss]).parameters[param].default)
+
+
+def contestants(grid: Mapping = GRID) -> list[dict]:
+    """One grid configuration per (loss, value): ``{"loss": "info_nce", "temperature": 0.05}``."""
+    return [{"loss": loss, param: v} for loss, (param, values) in check_grid(grid).items() for v in values]
+
+
+def out_dir(spec: S.ShowdownSpec) -> Path:
+    return runs_dir() / f"tuned-{spec.data}-{spec.setting}-{'fast' if spec.fast else 'full'}"
+
+
+def record_key(spec: S.ShowdownSpec, grid: Mapping = GRID) -> dict:
+    """The settings the record is found by: the budget (the spec) and the contestants."""
+    return {"experiment": "tuned", "spec": spec.key(), "configs": contestants(grid)}
+
+
+def run(spec: S.ShowdownSpec, grid: Mapping | None = None, command: str = "", out: Path | None = None,
+        record: bool = False, progress: bool = False) -> S.Showdown:
+    """Every (loss, value) x seed of `grid` (default :func:`grid_for` the spec's size) at `spec`'s budget: with
+    `record`, the shipped record when it matches, else trained now (finished cells are read from ``out/cells``).
+    ``$VLR_RECORD`` set: also kept as a record."""
+    grid = check_grid(grid or grid_for(spec.fast))
+    if len(spec.seeds) < 2:
+        raise ValueError(f"seeds must hold at least 2 seeds (a paired interval needs pairs), got {spec.seeds!r}")
+    out = Path(out or out_dir(spec))
+    key = record_key(spec, grid)
+    if record and (rec := R.read(out.name, key)) is not None:
+        return S.Showdown(R.cell_table(R.cells_of(rec.tables)), rec.manifest["meta"], rec.path, reused=True, record=rec)
+    claim_run_folder(out, mark=False)
+    result, data, callback, wall = S.train_cells(spec, contestants(grid), out, progress)
+    meta = {**S.race_meta(spec, result, data, callback, wall, command or "vlr_lib.train.tuned.run(spec_for(...))"),
+            "chance_rsum_val": chance_rsum(data.val[2])}
+    if D.rank_and_world()[0] == 0:
+        with writing(out):
+            atomic_write_json(out / META_FILE, meta)
+        R.keep_grid(out.name, key, result.runs, out, command=meta["command"], wall_seconds=meta["wall_seconds"],
+                    title=f"the tuned comparison ({spec.data}, {'fast' if spec.fast else 'full'} size)", meta=meta)
+    return S.Showdown(result.runs, meta, out, reused=False)
+
+
+#: The cell the record's check re-trains (``vlr_lib.train.recheck``): a value none of the other records trains.
+CHECKED = {"loss": "info_nce", "temperature": 0.05}
+
+
+def recorded_and_again(epochs: int | None = None, seed: int = 0) -> tuple[list[float], list[float]]:
+    """The record's per-epoch validation rsums of :data:`CHECKED` (seed `seed`) and the same cell re-trained from
+    scratch on the CPU (its first `epochs`; the learning rate still decays at the record's epoch)."""
+    spec = replace(spec_for(), device="cpu")
+    rec = R.read(out_dir(spec).name, record_key(spec))
+    if rec is None:
+        raise FileNotFoundError(f"no record of the tuned comparison matches the code: {R.REGENERATE}")
+    history = R.cell_history(R.cells_of(rec.tables), CHECKED, seed)
+    if epochs is not None:
+        spec, history = replace(spec, epochs=epochs), history[:epochs]
+    kwargs = {k: v for k, v in CHECKED.items() if k != "loss"}
+    again = S.retrain(spec, CHECKED["loss"], seed, loss_kwargs=kwargs)
+    return [r["rsum"] for r in history], [r["rsum"] for r in again.history]
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _value_column(runs: pd.DataFrame, loss: str, param: str) -> pd.Series:
+    rows = runs[runs["loss"] == loss]
+    if param not in rows:
+        raise ValueError(f"runs has no column {param!r} for {loss}: not a table of this comparison")
+    return rows[param].astype(float)
+
+
+def selection(runs: pd.DataFrame, chance_val: float, grid: Mapping = GRID) -> pd.DataFrame:
+    """Per loss and value: the mean and std over seeds of the best validation rsum, ``learned`` (every run above
+    `chance_val`) and ``chosen`` (the learned value with the highest mean). A loss with no learned value raises
+    :class:`NoConfigurationLeft`."""
+    rows = []
+    for loss, (param, values) in check_grid(grid).items():
+        part = runs[runs["loss"] == loss].assign(value=_value_column(runs, loss, param))
+        stats = []
+        for v in values:
+            val = part.loc[(part["value"] - v).abs() < 1e-12, "best_rsum"].astype(float)
+            learned = len(val) > 0 and bool((val > chance_val).all()) and bool(val.notna().all())
+            stats.append({"loss": loss, "parameter": param, "value": v, "default": v == default_of(loss, param),
+                          "n": len(val), "val_mean": val.mean(), "val_std": val.std(ddof=1), "learned": learned})
+        left = [s for s in stats if s["learned"]]
+        if not left:
+            raise NoConfigurationLeft(f"no value of {loss}'s {param} is left after validation: no value had every "
+                                      f"run above chance (validation rsum {chance_val:.1f}); try other values")
+        best = max(left, key=lambda s: s["val_mean"])
+        rows += [{**s, "chosen": s is best} for s in stats]
+    return pd.DataFrame(rows)
+
+
+def _test_by_seed(runs: pd.DataFrame, loss: str, param: str, value: float, metric: str) -> pd.Series:
+    part = runs[(runs["loss"] == loss) & ((_value_column(runs, loss, param) - value).abs() < 1e-12)]
+    return part.set_index("seed")[metric].astype(float).sort_index()
+
+
+def comparison(runs: pd.DataFrame, chosen: pd.DataFrame, metric: str = "sel_rsum") -> pd.DataFrame:
+    """Per loss: the test `metric` (at the best validation epoch) at its default and at its chosen value, over the
+    same seeds, and the paired 95% interval of tuned - untuned."""
+    rows = []
+    for loss, part in chosen.groupby("loss", sort=False):
+        param = part["parameter"].iloc[0]
+        default = float(part.loc[part["default"], "value"].iloc[0])
+        best = float(part.loc[part["chosen"], "value"].iloc[0])
+        a, b = _test_by_seed(runs, loss, param, best, metric), _test_by_seed(runs, loss, param, default, metric)
+        delta, low, high = paired_interval(a.to_numpy(), b.reindex(a.index).to_numpy())
+        rows.append({"loss": loss, "label": names.loss_name(loss), "parameter": param, "default": default,
+                     "untuned": b.mean(), "chosen": best, "tuned": a.mean(), "delta": delta, "ci_low": low,
+                     "ci_high": high, "n_seeds": len(a)})
+    return pd.DataFrame(rows)
+
+
+def orderings(runs: pd.DataFrame, chosen: pd.DataFrame, metric: str = "sel_rsum") -> pd.DataFrame:
+    """Every pair of losses, untuned (both at their defaults) and tuned (both at their chosen values): the mean
+    paired difference a - b of the test `metric` over seeds, its 95% interval, and whether it excludes 0."""
+    picks = {}
+    for loss, part in chosen.groupby("loss", sort=False):
+        param = part["parameter"].iloc[0]
+        picks[loss] = {kind: _test_by_seed(runs, loss, param, float(part.loc[part[col], "value"].iloc[0]), metric)
+                       for kind, col in (("untuned", "default"), ("tuned", "chosen"))}
+    rows = []
+    for a, b in combinations(picks, 2):
+        for kind in ("untuned", "tuned"):
+            x, y = picks[a][kind], picks[b][kind]
+            delta, low, high = paired_interval(x.to_numpy(), y.reindex(x.index).to_numpy())
+            rows.append({"a": a, "b": b, "comparison": f"{names.loss_name(a)} − {names.loss_name(b)}",
+                         "kind": kind, "delta": delta, "ci_low": low, "ci_high": high,
+                         "separated": bool(low > 0 or high < 0)})
+    return pd.DataFrame(rows)
+
+
+def tables(race: S.Showdown, grid: Mapping | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(selection, comparison, orderings) of a finished comparison (its stored chance level on validation); `grid`
+    defaults to :func:`grid_for` the race's size."""
+    grid = grid or grid_for(bool(race.meta.get("spec", {}).get("fast")))
+    chosen = selection(race.runs, race.meta["chance_rsum_val"], grid)
+    return chosen, comparison(race.runs, chosen), orderings(race.runs, chosen)
+
+
+# --------------------------------------------------------------------------- Markdown
+
+
+def _interval(delta: float, low: float, high: float) -> str:
+    return f"{delta:+.1f} [{low:+.1f}, {high:+.1f}]"
+
+
+def markdown(race: S.Showdown, grid: Mapping | None = None) -> str:
+    """The comparison as Markdown: what was trained, the validation sweep, the test table, every ordering."""
+    from .. import report
+
+    grid = grid or grid_for(bool(race.meta["spec"].get("fast")))
+    chosen, table, order = tables(race, grid)
+    spec, n_seeds = race.meta["spec"], len(race.meta["spec"]["seeds"])
+    lines = [f"Trained: {report.training_line(spec)}.",
+             f"Each loss's main hyperparameter took {len(next(iter(check_grid(grid).values()))[1])} values, chosen on "
+             f"**validation** (mean best-validation rsum over the {n_seeds} seeds; chance "
+             f"{race.meta['chance_rsum_val']:.1f}); the test split reports the chosen value and the default. "
+             f"{len(race.runs)} runs; {report.last_epoch_share(race.runs):.0%} of them select their last epoch.", "",
+             "A value chosen at the edge of its range may have a better neighbour outside it: the budget is "
+             "equal, not exhaustive.", "",
+             "| loss | parameter | validation rsum per value (mean over seeds) | chosen | default |",
+             "|---|---|---|---|---|"]
+    for loss, part in chosen.groupby("loss", sort=False):
+        cells = ", ".join(f"{v:g}: {m:.1f}" + ("" if ok else " (not learned)")
+                          for v, m, ok in zip(part["value"], part["val_mean"], part["learned"]))
+        best = part.loc[part["chosen"], "value"].iloc[0]
+        edge = " (edge of the range)" if best in (part["value"].min(), part["value"].max()) else ""
+        lines.append(f"| {names.loss_name(loss)} | {part['parameter'].iloc[0]} | {cells} | {best:g}{edge} | "
+                     f"{part.loc[part['default'], 'value'].iloc[0]:g} |")
+    lines += ["", f"Test rsum at each run's best validation epoch, mean over the {n_seeds} seeds; tuned − untuned is "
+              "paired by seed with its 95% paired t interval:", "",
+              "| loss | untuned (default) | tuned (chosen) | tuned − untuned [95% CI] |", "|---|---|---|---|"]
+    for r in table.itertuples():
+        lines.append(f"| {r.label} | {r.untuned:.1f} ({r.parameter} {r.default:g}) | {r.tuned:.1f} ({r.parameter} "
+                     f"{r.chosen:g}) | {_interval(r.delta, r.ci_low, r.ci_high)} |")
+    lines += ["", "Every ordering of two losses, untuned and tuned (test rsum a − b, paired by seed, 95% interval; "
+              "**bold**: the interval excludes 0):", "", "| a − b | untuned | tuned |", "|---|---|---|"]
+    for comp, part in order.groupby("comparison", sort=False):
+        cells = []
+        for kind in ("untuned", "tuned"):
+            r = part[part["kind"] == kind].iloc[0]
+            text = _interval(r["delta"], r["ci_low"], r["ci_high"])
+            cells.append(f"**{text}**" if r["separated"] else text)
+        lines.append(f"| {comp} | {cells[0]} | {cells[1]} |")
+    lines += ["", f"{len(order)} intervals are read here: at 95% each, about {0.05 * len(order):.1f} of them would "
+              "exclude 0 by chance alone if no loss differed, so one separated pair on its own is weak evidence."]
+    return "\n".join(lines)
