@@ -548,11 +548,11 @@ def _one_direction(S: Tensor, pos: Positives, cfg: GoalConfig) -> tuple[list[_En
     return entries, F.relu(cfg.margin + s_neg - s_pos).sum()
 
 
-def _diagonal_ms_neg(W: Tensor, s_pos: Tensor, s_neg: Tensor, cfg: GoalConfig, dim: int) -> Tensor:
+def _diagonal_ms_neg(S: Tensor, W: Tensor, s_pos: Tensor, s_neg: Tensor, cfg: GoalConfig, dim: int) -> Tensor:
     r"""The MS term of the hardest negatives (m^lin, or log m^sig in MS loss's form) on the diagonal layout.
 
     The same sets as :func:`_ms_sets` (with one positive per query, :math:`\mathcal{P}` is empty and the
-    lowest positive is the positive itself), summed along `dim` of W (S with a -inf diagonal) without
+    lowest positive is the positive itself), summed along `dim` of W (S with a -inf diagonal; S itself for the sums of R) without
     building them: :math:`\mathcal{N}` = the negatives above s_pos - eps other than the hardest. The
     hardest negative's own term is exactly e^0 = 1 (sig-ms) or s_neg - s_neg = 0 (lin-ms), and it is
     in the set's condition exactly when the set is non-empty or it is alone; so the sums run over
@@ -563,8 +563,10 @@ def _diagonal_ms_neg(W: Tensor, s_pos: Tensor, s_neg: Tensor, cfg: GoalConfig, d
     if cfg.pair == "sig-ms":  # log(1 + sum over the others of e^{beta (R - s_neg)}), each term <= 1
         total = torch.sub(W, view(s_neg)).mul_(cfg.beta).exp_().mul_(inside).sum(dim)
         return total.clamp_min(1.0).log()
-    total = torch.where(inside, view(s_neg) - W, 0).sum(dim)  # lin-ms: sum of s_neg - R (W's -inf stays out)
-    count = inside.sum(dim) - (s_neg > s_pos - cfg.eps).to(torch.long)
+    n_inside = torch.count_nonzero(inside, dim)
+    # lin-ms: the sum of s_neg - R over the set, as n * s_neg - sum R (R read from S: W's -inf stays out)
+    total = n_inside.to(W.dtype) * s_neg - torch.mul(S, inside).sum(dim)
+    count = n_inside - (s_neg > s_pos - cfg.eps).to(torch.long)
     return torch.where(count > 0, total / count.clamp_min(1), 0)
 
 
@@ -578,7 +580,7 @@ def _goal_diagonal(S: Tensor, cfg: GoalConfig) -> tuple[list[_Entries], Tensor]:
         ms_pos = ms_neg = None
         if cfg.pair in _MS_PAIRS:
             ms_pos = torch.zeros_like(d)  # no other positive: m_+ of an empty set (log 1 = 0, or 0)
-            ms_neg = _diagonal_ms_neg(W, d, hardest.values, cfg, dim)
+            ms_neg = _diagonal_ms_neg(S, W, d, hardest.values, cfg, dim)
         w_pos, w_neg = _weights(cfg, d, hardest.values, ms_pos, ms_neg, S)
         neg_at = (idx, hardest.indices) if dim == 1 else (hardest.indices, idx)
         entries += [(idx, idx, -w_pos), (*neg_at, w_neg)]
