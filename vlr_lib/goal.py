@@ -646,7 +646,8 @@ class _GoalFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output: Tensor):  # type: ignore[override]
         r, c, v = ctx.saved_tensors
-        return _dense(ctx.shape, v, (r, c, v), grad_output), None, None
+        # scaled after the scatter: grad_output may be batched (vmap over the backward, vlr_lib.analysis)
+        return grad_output * _dense(ctx.shape, v, (r, c, v)), None, None
 
 
 def goal_objective(

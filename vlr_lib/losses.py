@@ -251,7 +251,7 @@ class _DiagTripletAll(torch.autograd.Function):
         grad = torch.sign(H_r)  # 1 where the hinge is active, else 0
         grad.diagonal().zero_()
         active = grad.sum(1)
-        grad.mul_(g[:, None])
+        grad = grad * g[:, None]  # out of place: g may be batched (vmap over the backward, vlr_lib.analysis)
         on_c = torch.sign(H_c)
         on_c.diagonal().zero_()
         active = active + on_c.sum(0)
@@ -278,7 +278,7 @@ class _DiagTripletHardest(torch.autograd.Function):
         idx_r, idx_c, on_r, on_c = ctx.saved_tensors
         w_r, w_c = g * on_r, g * on_c
         n = g.numel()
-        grad = g.new_zeros(n, n)
+        grad = torch.zeros_like(g)[:, None].repeat(1, n)  # batched with g under vmap (vlr_lib.analysis)
         i = torch.arange(n, device=g.device)
         grad.index_put_((i, idx_r), w_r, accumulate=True)
         grad.index_put_((idx_c, i), w_c, accumulate=True)
