@@ -11,6 +11,10 @@ for the same number of epochs, in the same process:
 Throughput is captions per second of training (evaluation excluded: the
 trainer's ``train_seconds``; the first epoch of each is a warm-up and not timed).
 
+Step overhead (issue 25) -- a step of the trainer on features (train_seconds / steps of fit's second
+epoch) against its pure compute on pre-built tensors (heads, S, unified loss, backward, Adam), target
+<= 1.3x, and the cost of the per-step gradient norm the trainer records (accumulated on the device).
+
 Part 2 -- shapes end to end (CPU): TinyCNN + TextGRU from scratch; wall-clock
 seconds until the validation rsum first passes several levels, and the chance
 rsum of the validation split.
@@ -77,6 +81,71 @@ def dataloader_throughput(data, epochs: int, batch_size: int, dim: int, device: 
         if epoch:
             seconds += time.perf_counter() - t0
     return captions / seconds
+
+
+def pure_step_seconds(data, steps: int, batch_size: int, dim: int, device: str, grad_norm: bool) -> float:
+    """Seconds per step of the pure compute of a trainer step on pre-built batch tensors: heads forward, S,
+    unified loss (false negatives masked), backward, Adam step (and, if `grad_norm`, the gradient's total norm accumulated on the
+    device, as the trainer records it); no sampling, no masks, no flags."""
+    img, txt, c2i = data
+    g = torch.Generator().manual_seed(0)
+    order = torch.randperm(txt.shape[0], generator=g)[: steps * batch_size].view(steps, batch_size)
+    # pre-built, on the device, with the positive mask of a batch that repeats an image (as the trainer masks it)
+    batches = [(img[c2i[b]].to(device), txt[b].to(device), positive_mask(c2i[b]).to(device)) for b in order]
+    batches = [(x, y, m if int(m.sum()) > m.shape[0] else None) for x, y, m in batches]
+    torch.manual_seed(0)
+    heads = (LinearHead(img.shape[1], dim).to(device), LinearHead(txt.shape[1], dim).to(device))
+    params = [p for h in heads for p in h.parameters()]
+    opt = torch.optim.Adam(params, lr=2e-4)
+    norms = torch.zeros((), device=device)
+
+    def run(pairs) -> None:
+        nonlocal norms
+        for x_img, x_txt, mask in pairs:
+            S = heads[0](x_img) @ heads[1](x_txt).T
+            loss = losses.unified(S, pos_mask=mask)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if grad_norm:
+                norms = norms + torch.nn.utils.get_total_norm([p.grad for p in params])
+            opt.step()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    run(batches[:3])  # warm-up
+    t0 = time.perf_counter()
+    run(batches)
+    return (time.perf_counter() - t0) / len(batches)
+
+
+def step_overhead(args) -> None:
+    """Issue 25, item 2: a trainer step of heads on features against its pure compute (target <= 1.3x)."""
+    data = synthetic(args.n_images, args.feat_dim)
+    steps = 5 * args.n_images // args.batch_size
+    print(f"[step overhead] heads on features: a step of vlr_lib.train.fit against its pure compute (heads, S, "
+          f"unified loss, backward, Adam on pre-built tensors), {steps} steps per epoch, batch {args.batch_size}, "
+          f"device {args.device}, {torch.get_num_threads()} CPU threads; alternating, {args.repeats} repeats")
+    fit_s, pure_s, pure_norm_s = [], [], []
+    for _ in range(args.repeats):
+        res = fit(*data, "unified", dim=args.dim, epochs=2, batch_size=args.batch_size, device=args.device,
+                  probe_batch=0, progress=False, lr_decay_epoch=2)
+        rec = res.history[-1]  # the first epoch is a warm-up
+        fit_s.append(rec["train_seconds"] / rec["steps"])
+        pure_s.append(pure_step_seconds(data, steps, args.batch_size, args.dim, args.device, grad_norm=False))
+        pure_norm_s.append(pure_step_seconds(data, steps, args.batch_size, args.dim, args.device, grad_norm=True))
+    a, b, c = (statistics.median(x) for x in (fit_s, pure_s, pure_norm_s))
+    ratios = [x / y for x, y in zip(fit_s, pure_s)]
+    print(f"  trainer step (fit, train_seconds / steps)  {a * 1e3:8.3f} ms  (each: {_fmt_ms(fit_s)})")
+    print(f"  pure compute step                          {b * 1e3:8.3f} ms  (each: {_fmt_ms(pure_s)})")
+    print(f"  pure compute + gradient norm on device     {c * 1e3:8.3f} ms  (each: {_fmt_ms(pure_norm_s)}); "
+          f"the norm costs {(c - b) * 1e3:+.3f} ms per step ({c / b:.2f}x)")
+    r = statistics.median(ratios)
+    print(f"  ratio trainer / pure compute               {r:8.2f}x  (target <= 1.30x: {'ok' if r <= 1.3 else 'MISSED'}; "
+          f"median of the per-repeat ratios {', '.join(f'{x:.2f}' for x in ratios)})")
+
+
+def _fmt_ms(values) -> str:
+    return ", ".join(f"{v * 1e3:.3f}" for v in values)
 
 
 def part1(args) -> None:
@@ -157,10 +226,13 @@ def main(argv=None) -> None:
     p.add_argument("--e2e-epochs", type=int, default=200)
     p.add_argument("--skip-features", action="store_true")
     p.add_argument("--skip-shapes", action="store_true")
+    p.add_argument("--skip-overhead", action="store_true")
     args = p.parse_args(argv)
     if args.quick:
         args.n_images, args.feat_dim, args.dim, args.epochs = 500, 64, 32, 2
         args.shapes_train, args.shapes_val, args.budget = 200, 50, 10.0
+    if not args.skip_overhead:
+        step_overhead(args)
     if not args.skip_features:
         part1(args)
     if not args.skip_shapes:

@@ -45,9 +45,19 @@ def check_tensor(name: str, x: object, ndim: int | None = None) -> Tensor:
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
     if x.is_meta:  # a shape without values: every check and formula below would fail in .item()
         raise ValueError(f"{name} is a meta tensor (a shape without values); create it on cpu or cuda")
-    if x.numel() and values_checked() and not bool(torch.isfinite(x).all()):
+    if x.numel() and values_checked() and not _all_finite(x):
         raise ValueError(f"{name} contains NaN or inf")
     return x
+
+
+def _all_finite(x: Tensor) -> bool:
+    """Whether every entry of `x` is finite, in one read of it: its min and max are finite exactly then
+    (min and max propagate NaN). ``torch.isfinite(x).all()`` writes a bool tensor of x's size first,
+    which on the CPU cost as much as a whole loss on S (docs/benchmarks.md, 2026-11-26)."""
+    if x.is_complex():
+        return bool(torch.isfinite(x).all())
+    lo, hi = torch.aminmax(x.detach())
+    return bool(torch.isfinite(lo) & torch.isfinite(hi))
 
 
 @dataclass(frozen=True)
@@ -146,20 +156,30 @@ def check_reduction(reduction: str) -> str:
     return check_choice("reduction", reduction, REDUCTIONS)
 
 
-@dataclass(frozen=True)
 class Positives:
     """Which entries of S are positives, in the form the losses need.
 
     rows[p], cols[p] locate positive pair p (image rows[p], caption cols[p]);
     `neg` is True where an entry is a negative. `diagonal` marks the default
     layout (one caption per image, positives on the diagonal), which lets the
-    losses skip gathers.
+    losses skip gathers -- and the N x N mask: in that layout `neg` is built
+    only when something reads it (the losses' diagonal paths index the diagonal
+    instead).
     """
 
-    rows: Tensor
-    cols: Tensor
-    neg: Tensor
-    diagonal: bool
+    __slots__ = ("rows", "cols", "diagonal", "_neg")
+
+    def __init__(self, rows: Tensor, cols: Tensor, neg: Tensor | None, diagonal: bool) -> None:
+        if neg is None and not diagonal:
+            raise ValueError("neg may be left out (None) only in the diagonal layout")
+        self.rows, self.cols, self.diagonal, self._neg = rows, cols, diagonal, neg
+
+    @property
+    def neg(self) -> Tensor:
+        if self._neg is None:  # the diagonal layout: every off-diagonal entry
+            n = self.rows.numel()
+            self._neg = ~torch.eye(n, dtype=torch.bool, device=self.rows.device)
+        return self._neg
 
     @property
     def count(self) -> int:
@@ -167,7 +187,7 @@ class Positives:
 
     def transposed(self) -> "Positives":
         """The same pairs seen from the columns (caption -> image queries)."""
-        return Positives(self.cols, self.rows, self.neg.T, self.diagonal)
+        return Positives(self.cols, self.rows, None if self._neg is None else self._neg.T, self.diagonal)
 
 
 def check_similarity(S: object, pos_mask: object = None, both_directions: bool = True) -> tuple[Tensor, Positives]:
@@ -187,8 +207,7 @@ def check_similarity(S: object, pos_mask: object = None, both_directions: bool =
         if n_rows < 2:
             raise ValueError(f"S must be at least 2x2 so that every query has a negative, got shape {tuple(S.shape)}")
         idx = torch.arange(n_rows, device=S.device)
-        neg = ~torch.eye(n_rows, dtype=torch.bool, device=S.device)
-        return S, Positives(idx, idx, neg, diagonal=True)
+        return S, Positives(idx, idx, None, diagonal=True)
     if not isinstance(pos_mask, Tensor):
         raise TypeError(f"pos_mask must be a bool torch.Tensor, got {type(pos_mask).__name__}")
     if pos_mask.dtype != torch.bool:

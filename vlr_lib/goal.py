@@ -62,7 +62,7 @@ from ._checks import (
     check_tensor,
     values_checked,
 )
-from .similarity import hardest_negatives
+from .similarity import hardest_negatives, hardest_negatives_diagonal
 
 __all__ = [
     "GOAL_TRIPLETS",
@@ -520,30 +520,97 @@ def _check_weights(w_pos: Tensor, w_neg: Tensor, cfg: GoalConfig, S: Tensor) -> 
         )
 
 
-def _one_direction(S: Tensor, pos: Positives, cfg: GoalConfig, grad: Tensor) -> Tensor:
-    """Add the designed dL/dS of the row queries of S to `grad`; return their triplet-hardest value."""
-    s_pos, s_neg, neg_col = _hardest(S, pos)
+#: One direction's designed gradient, sparse: dL/dS[rows[k], cols[k]] += values[k] (accumulated).
+_Entries = tuple[Tensor, Tensor, Tensor]
+
+
+def _weights(cfg: GoalConfig, s_pos: Tensor, s_neg: Tensor, ms_pos: Tensor | None, ms_neg: Tensor | None,
+             S: Tensor) -> tuple[Tensor, Tensor]:
+    """T * P_+ and T * P_- of every triplet (eqs. 3-4), checked finite."""
     t = _triplet(cfg.triplet, s_pos, s_neg, cfg.margin, cfg.tau)
+    w_pos = t * _pair(cfg.pair, s_pos, True, cfg.alpha, cfg.beta, cfg.lam, ms_pos)
+    w_neg = t * _pair(cfg.pair, s_neg, False, cfg.alpha, cfg.beta, cfg.lam, ms_neg)
+    _check_weights(w_pos, w_neg, cfg, S)
+    return w_pos, w_neg
+
+
+def _one_direction(S: Tensor, pos: Positives, cfg: GoalConfig) -> tuple[list[_Entries], Tensor]:
+    """The designed dL/dS of the row queries of S as sparse entries, and their triplet-hardest value."""
+    s_pos, s_neg, neg_col = _hardest(S, pos)
     ms_pos = ms_neg = None
     if cfg.pair in _MS_PAIRS:
         (cand_p, in_p), (cand_n, in_n) = _ms_sets(S, pos, s_pos, s_neg, neg_col, cfg.eps)
         ms_pos = _relative(cfg.pair, s_pos, cand_p, in_p, True, cfg.alpha, cfg.beta, cfg.ms_form)
         ms_neg = _relative(cfg.pair, s_neg, cand_n, in_n, False, cfg.alpha, cfg.beta, cfg.ms_form)
-    w_pos = t * _pair(cfg.pair, s_pos, True, cfg.alpha, cfg.beta, cfg.lam, ms_pos)
-    w_neg = t * _pair(cfg.pair, s_neg, False, cfg.alpha, cfg.beta, cfg.lam, ms_neg)
-    _check_weights(w_pos, w_neg, cfg, S)
-    # Several positives of one query share its hardest negative: accumulate.
-    grad.index_put_((pos.rows, pos.cols), -w_pos, accumulate=True)
-    grad.index_put_((pos.rows, neg_col), w_neg, accumulate=True)
-    return F.relu(cfg.margin + s_neg - s_pos).sum()
+    w_pos, w_neg = _weights(cfg, s_pos, s_neg, ms_pos, ms_neg, S)
+    # Several positives of one query share its hardest negative: the entries accumulate.
+    entries = [(pos.rows, pos.cols, -w_pos), (pos.rows, neg_col, w_neg)]
+    return entries, F.relu(cfg.margin + s_neg - s_pos).sum()
+
+
+def _diagonal_ms_neg(S: Tensor, W: Tensor, s_pos: Tensor, s_neg: Tensor, cfg: GoalConfig, dim: int) -> Tensor:
+    r"""The MS term of the hardest negatives (m^lin, or log m^sig in MS loss's form) on the diagonal layout.
+
+    The same sets as :func:`_ms_sets` (with one positive per query, :math:`\mathcal{P}` is empty and the
+    lowest positive is the positive itself), summed along `dim` of W (S with a -inf diagonal; S itself for the sums of R) without
+    building them: :math:`\mathcal{N}` = the negatives above s_pos - eps other than the hardest. The
+    hardest negative's own term is exactly e^0 = 1 (sig-ms) or s_neg - s_neg = 0 (lin-ms), and it is
+    in the set's condition exactly when the set is non-empty or it is alone; so the sums run over
+    the condition and count it once, as MS loss's "1 +" does (sig-ms), or leave it out of the count
+    (lin-ms)."""
+    view = (lambda v: v[:, None]) if dim == 1 else (lambda v: v[None, :])
+    inside = W > view(s_pos - cfg.eps)
+    if cfg.pair == "sig-ms":  # log(1 + sum over the others of e^{beta (R - s_neg)}), each term <= 1
+        total = torch.sub(W, view(s_neg)).mul_(cfg.beta).exp_().mul_(inside).sum(dim)
+        return total.clamp_min(1.0).log()
+    n_inside = torch.count_nonzero(inside, dim)
+    # lin-ms: the sum of s_neg - R over the set, as n * s_neg - sum R (R read from S: W's -inf stays out)
+    total = n_inside.to(W.dtype) * s_neg - torch.mul(S, inside).sum(dim)
+    count = n_inside - (s_neg > s_pos - cfg.eps).to(torch.long)
+    return torch.where(count > 0, total / count.clamp_min(1), 0)
+
+
+def _goal_diagonal(S: Tensor, cfg: GoalConfig) -> tuple[list[_Entries], Tensor]:
+    """:func:`_goal_entries` for positives on the diagonal: both directions from one copy of S."""
+    rows, cols, W = hardest_negatives_diagonal(S)
+    d = S.diagonal()
+    idx = torch.arange(d.numel(), device=S.device)
+    entries, value = [], S.new_zeros(())
+    for hardest, dim in ((rows, 1), (cols, 0)):
+        ms_pos = ms_neg = None
+        if cfg.pair in _MS_PAIRS:
+            ms_pos = torch.zeros_like(d)  # no other positive: m_+ of an empty set (log 1 = 0, or 0)
+            ms_neg = _diagonal_ms_neg(S, W, d, hardest.values, cfg, dim)
+        w_pos, w_neg = _weights(cfg, d, hardest.values, ms_pos, ms_neg, S)
+        neg_at = (idx, hardest.indices) if dim == 1 else (hardest.indices, idx)
+        entries += [(idx, idx, -w_pos), (*neg_at, w_neg)]
+        value = value + F.relu(cfg.margin + hardest.values - d).sum()
+    return entries, value
+
+
+def _goal_entries(S: Tensor, pos: Positives, cfg: GoalConfig) -> tuple[_Entries, Tensor]:
+    """The designed dL/dS of both directions as one sparse set of entries, and the triplet-hardest value."""
+    if pos.diagonal and not (cfg.pair == "sig-ms" and cfg.ms_form == "printed"):
+        entries, value = _goal_diagonal(S, cfg)
+    else:
+        entries, value_rows = _one_direction(S, pos, cfg)
+        # The caption queries: the same on S.T, each entry's (row, column) swapped back.
+        entries_t, value_cols = _one_direction(S.T, pos.transposed(), cfg)
+        entries += [(c, r, v) for r, c, v in entries_t]
+        value = value_rows + value_cols
+    r, c, v = (torch.cat(parts) for parts in zip(*entries))
+    return (r, c, v), value
+
+
+def _dense(shape: torch.Size, like: Tensor, entries: _Entries, scale: Tensor | None = None) -> Tensor:
+    r, c, v = entries
+    grad = like.new_zeros(shape)
+    return grad.index_put_((r, c), v if scale is None else v * scale, accumulate=True)
 
 
 def _goal(S: Tensor, pos: Positives, cfg: GoalConfig) -> tuple[Tensor, Tensor]:
-    grad = torch.zeros_like(S)
-    # One buffer for both directions: the caption queries write through its transpose.
-    value_rows = _one_direction(S, pos, cfg, grad)
-    value_cols = _one_direction(S.T, pos.transposed(), cfg, grad.T)
-    return grad, value_rows + value_cols
+    entries, value = _goal_entries(S, pos, cfg)
+    return _dense(S.shape, S, entries), value
 
 
 def goal_gradient(
@@ -571,14 +638,16 @@ class _GoalFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, S: Tensor, pos: Positives, cfg: GoalConfig) -> Tensor:  # type: ignore[override]
-        grad, value = _goal(S.detach(), pos, cfg)
-        ctx.save_for_backward(grad)
+        entries, value = _goal_entries(S.detach(), pos, cfg)
+        ctx.save_for_backward(*entries)  # 4 entries per positive pair: the N x N gradient is written in backward
+        ctx.shape = S.shape
         return value
 
     @staticmethod
     def backward(ctx, grad_output: Tensor):  # type: ignore[override]
-        (grad,) = ctx.saved_tensors
-        return grad_output * grad, None, None
+        r, c, v = ctx.saved_tensors
+        # scaled after the scatter: grad_output may be batched (vmap over the backward, vlr_lib.analysis)
+        return grad_output * _dense(ctx.shape, v, (r, c, v)), None, None
 
 
 def goal_objective(

@@ -34,7 +34,7 @@ from ._checks import (
     reduce,
     values_checked,
 )
-from .similarity import hardest_negatives
+from .similarity import hardest_negatives, hardest_negatives_diagonal
 
 __all__ = [
     "triplet_all",
@@ -101,6 +101,219 @@ def _finite(loss: Tensor, name: str, param: str, value: object, too: str) -> Ten
     return loss
 
 
+# --------------------------------------------------------------------------- fused diagonal paths
+#
+# With one caption per image (no pos_mask) the positives are the diagonal of S. There the losses below
+# skip the N x N masks and autograd's chain of N x N temporaries: each is one torch.autograd.Function
+# whose forward reads S a few times (row reductions, and column reductions along dim 0 -- never a
+# transposed copy or a max-with-indices over columns) and whose hand-written backward writes dL/dS in
+# one or two passes. They compute the same formulas as the general (masked) code paths, which remain
+# the reading of the papers' equations; tests/core checks the two against the slow references and
+# against each other (float32 and float64) and gradchecks every Function in float64. Docs:
+# docs/benchmarks.md, "Losses, 2026-11-26".
+
+
+def _plain(x: float | Tensor) -> bool:
+    """A margin the fused paths may take: a number, or a tensor no gradient is asked of."""
+    return not isinstance(x, Tensor) or not x.requires_grad
+
+
+def _shifted(S: Tensor, scale: float, shift: float | Tensor, rows: bool) -> Tensor:
+    """X = scale * S + scale * shift off the diagonal (shift per row if `rows` else per column), X_ii = scale * S_ii."""
+    X = torch.mul(S, scale)
+    if isinstance(shift, Tensor):
+        X.add_(shift[:, None] * scale if rows else shift[None, :] * scale)
+        X.diagonal().sub_(shift * scale)
+    elif shift:
+        X.add_(shift * scale)
+        X.diagonal().sub_(shift * scale)
+    return X
+
+
+def _exp_stats(X: Tensor, dim: int) -> tuple[Tensor, Tensor, Tensor]:
+    """E = exp(X - max) along `dim`, its sums, and log-sum-exp of X along `dim`."""
+    m = X.amax(dim, keepdim=True)
+    E = torch.sub(X, m).exp_()
+    total = E.sum(dim)
+    return E, total, m.squeeze(dim) + total.log()
+
+
+class _DiagSoftmaxCE(torch.autograd.Function):
+    """Per pair i: out_scale * (LSE_j X_ij - X_ii) over rows (+ the same over columns if `both`), with
+    X = scale * S + scale * shift off the diagonal (_shifted): the cross-entropy of each query with
+    its diagonal target. dL/dX = softmax(X) - I per direction; dX/dS = scale."""
+
+    @staticmethod
+    def forward(ctx, S, scale, shift, both, out_scale):  # type: ignore[override]
+        X = _shifted(S, scale, shift, rows=True)
+        E_r, sum_r, lse_r = _exp_stats(X, 1)
+        per_pair = lse_r - X.diagonal()
+        saved = [E_r, sum_r]
+        if both:
+            if isinstance(shift, Tensor):  # a margin per pair: the column query j adds m_j
+                X = _shifted(S, scale, shift, rows=False)
+            E_c, sum_c, lse_c = _exp_stats(X, 0)
+            per_pair = per_pair + (lse_c - X.diagonal())
+            saved += [E_c, sum_c]
+        ctx.save_for_backward(*saved)
+        ctx.scale, ctx.out_scale, ctx.both = scale, out_scale, both
+        return per_pair * out_scale
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):  # type: ignore[override]
+        g = g * (ctx.scale * ctx.out_scale)
+        if ctx.both:
+            E_r, sum_r, E_c, sum_c = ctx.saved_tensors
+            grad = torch.mul(E_r, (g / sum_r)[:, None]).addcmul_(E_c, (g / sum_c)[None, :])
+            grad.diagonal().sub_(2 * g)
+        else:
+            E_r, sum_r = ctx.saved_tensors
+            grad = torch.mul(E_r, (g / sum_r)[:, None])
+            grad.diagonal().sub_(g)
+        return grad, None, None, None, None
+
+
+def _diag_softmax_ce(S: Tensor, scale: float, shift: float | Tensor = 0.0, both: bool = True,
+                     out_scale: float = 1.0) -> Tensor:
+    return _DiagSoftmaxCE.apply(S, scale, shift.detach() if isinstance(shift, Tensor) else shift, both, out_scale)
+
+
+def _off_diagonal(S: Tensor, scale: float) -> tuple[Tensor, Tensor]:
+    """scale * S with the diagonal (the positives) set to -inf, and the scaled diagonal itself."""
+    W = torch.mul(S, scale)
+    x = W.diagonal().clone()
+    W.diagonal().fill_(-math.inf)
+    return W, x
+
+
+class _DiagCrossExample(torch.autograd.Function):
+    """Cross-example softmax on the diagonal layout: per pair i, logaddexp(x_i, L) - x_i with x_i = scale * S_ii
+    and L the log-sum-exp of scale * S over every off-diagonal entry, or over its k largest (`topk`
+    given: the entries above the k-th largest value t, plus k - c copies of t, as _top_k_logsumexp)."""
+
+    @staticmethod
+    def forward(ctx, S, scale, k):  # type: ignore[override]
+        W, x = _off_diagonal(S, scale)
+        if k is None:
+            M = W.amax()
+            E = torch.sub(W, M).exp_()  # the diagonal's -inf gives 0
+            Z = E.sum()
+        else:
+            t = _kth_largest(W.view(-1), k)
+            keep = W >= t
+            M = W.amax()
+            E = torch.sub(W, M).exp_().mul_(keep)
+            n_keep = keep.sum()
+            # the entries tied with t count as k - (entries above t) copies of t: Z adds the difference
+            e_t = torch.exp(t - M)
+            Z = E.sum() + (k - n_keep).to(E.dtype) * e_t
+            if int(n_keep) != k:  # ties at t (rare): share the k - c copies' weight among them
+                n_at = (W == t).sum()
+                share = (k - (n_keep - n_at)).to(E.dtype) / n_at.to(E.dtype)
+                E = torch.where(W == t, e_t * share, E)
+        L = M + Z.log()
+        ctx.save_for_backward(E, Z, x, L)
+        ctx.scale = scale
+        return torch.logaddexp(x, L) - x
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):  # type: ignore[override]
+        E, Z, x, L = ctx.saved_tensors
+        p = torch.sigmoid(x - L)  # the positive's share of its partition function
+        g_L = (g * (1 - p)).sum()
+        grad = torch.mul(E, g_L * ctx.scale / Z)
+        grad.diagonal().copy_(g * (p - 1) * ctx.scale)
+        return grad, None, None
+
+
+class _DiagTripletAll(torch.autograd.Function):
+    """triplet_all on the diagonal layout: per pair i, sum_{n != i} [m_i - s_ii + s_in]_+ + [m_i - s_ii + s_ni]_+.
+
+    Forward: the row hinges are relu(S + (m - diag)[:, None]) and the column hinges relu(S + (m - diag)[None, :]),
+    each summed without a mask (the diagonal's own term is subtracted). Backward: each hinge that is active
+    puts g on its negative and -g on the positive."""
+
+    @staticmethod
+    def forward(ctx, S, m):  # type: ignore[override]
+        c = m - S.diagonal()
+        H_r = torch.add(S, c[:, None]).relu_()
+        H_c = torch.add(S, c[None, :]).relu_()
+        per_pair = (H_r.sum(1) - H_r.diagonal()) + (H_c.sum(0) - H_c.diagonal())
+        ctx.save_for_backward(H_r, H_c)
+        return per_pair
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):  # type: ignore[override]
+        H_r, H_c = ctx.saved_tensors
+        grad = torch.sign(H_r)  # 1 where the hinge is active, else 0
+        grad.diagonal().zero_()
+        active = grad.sum(1)
+        grad = grad * g[:, None]  # out of place: g may be batched (vmap over the backward, vlr_lib.analysis)
+        on_c = torch.sign(H_c)
+        on_c.diagonal().zero_()
+        active = active + on_c.sum(0)
+        grad.addcmul_(on_c, g[None, :])
+        grad.diagonal().copy_(-g * active)
+        return grad, None
+
+
+class _DiagTripletHardest(torch.autograd.Function):
+    """triplet_hardest on the diagonal layout: per pair i, [m_i + max_{n != i} s_in - s_ii]_+ + the column's;
+    the backward puts g on each violating query's hardest negative and -g on its positive."""
+
+    @staticmethod
+    def forward(ctx, S, m):  # type: ignore[override]
+        rows, cols, _ = hardest_negatives_diagonal(S)
+        d = S.diagonal()
+        h_r, h_c = m + rows.values - d, m + cols.values - d
+        ctx.save_for_backward(rows.indices, cols.indices, h_r > 0, h_c > 0)
+        return h_r.relu() + h_c.relu()
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):  # type: ignore[override]
+        idx_r, idx_c, on_r, on_c = ctx.saved_tensors
+        w_r, w_c = g * on_r, g * on_c
+        n = g.numel()
+        grad = torch.zeros_like(g)[:, None].repeat(1, n)  # batched with g under vmap (vlr_lib.analysis)
+        i = torch.arange(n, device=g.device)
+        grad.index_put_((i, idx_r), w_r, accumulate=True)
+        grad.index_put_((idx_c, i), w_c, accumulate=True)
+        grad.diagonal().sub_(w_r + w_c)
+        return grad, None
+
+
+def _kth_largest(values: Tensor, k: int) -> Tensor:
+    """The k-th largest entry of a 1-D tensor (0-D result), by partial selection, never a sort.
+
+    A strided sample of about 2^14 entries brackets the k-th largest value between two of its
+    order statistics; one pass counts the entries above the bracket and keeps the few inside it,
+    and kthvalue over those few finishes the selection. If the bracket misses (a sample that is
+    not representative, e.g. sorted or heavily tied input) it falls back to kthvalue over all.
+    Small k: topk. The result is exact in every case: it is an entry of `values`.
+    """
+    n = values.numel()
+    if k <= 256 or n <= 1 << 16:
+        return values.topk(k, sorted=False).values.min() if k <= 256 else values.kthvalue(n - k + 1).values
+    stride = n >> 14
+    sample = values[::stride]
+    m = sample.numel()
+    rank = k * m / n  # expected rank of t in the sample, from the top
+    spread = 5.0 * math.sqrt(rank * (1 - rank / m)) + 5.0
+    r_hi, r_lo = max(1, int(rank - spread)), min(m, int(math.ceil(rank + spread)))
+    ordered = sample.topk(r_lo, sorted=True).values if r_lo < m else sample.sort(descending=True).values
+    hi, lo = ordered[r_hi - 1], ordered[r_lo - 1]
+    above = int((values > hi).sum())
+    inside = values[(values >= lo) & (values <= hi)]
+    need = k - above
+    if 1 <= need <= inside.numel():  # the k-th largest lies inside the bracket
+        return inside.kthvalue(inside.numel() - need + 1).values
+    return values.kthvalue(n - k + 1).values
+
+
 # --------------------------------------------------------------------------- triplet
 
 
@@ -118,6 +331,9 @@ def triplet_all(
     S, pos = check_similarity(S, pos_mask)
     check_reduction(reduction)
     m = _margin(margin, pos, S)
+    if pos.diagonal and _plain(m):
+        per_pair = _DiagTripletAll.apply(S, m.detach() if isinstance(m, Tensor) else m)
+        return _finite(reduce(per_pair, reduction), "triplet_all", "margin", m, "large")
 
     def term(S: Tensor, pos: Positives) -> Tensor:
         rows, neg = _query_rows(S, pos)
@@ -147,6 +363,9 @@ def triplet_hardest(
     S, pos = check_similarity(S, pos_mask)
     check_reduction(reduction)
     m = _margin(margin, pos, S)
+    if pos.diagonal and _plain(m):
+        per_pair = _DiagTripletHardest.apply(S, m.detach() if isinstance(m, Tensor) else m)
+        return _finite(reduce(per_pair, reduction), "triplet_hardest", "margin", m, "large")
 
     def term(S: Tensor, pos: Positives) -> Tensor:
         return F.relu(m + _hardest_negative(S, pos) - _pos_scores(S, pos))
@@ -180,6 +399,9 @@ def info_nce(
     S, pos = check_similarity(S, pos_mask)
     check_reduction(reduction)
     inv_t = 1.0 / check_positive("temperature", temperature)
+    if pos.diagonal:  # the positive is the only non-negative: cross-entropy of every row and column, fused
+        per_pair = _diag_softmax_ce(S, inv_t)
+        return _finite(reduce(per_pair, reduction), "info_nce", "temperature", 1.0 / inv_t, "small")
 
     def term(S: Tensor, pos: Positives) -> Tensor:
         if pos.diagonal:  # the positive is the only non-negative: plain cross-entropy
@@ -226,6 +448,11 @@ def unified(
         if weights.shape != S.shape:
             raise ValueError(f"weights must have the shape of S {tuple(S.shape)}, got {tuple(weights.shape)}")
         S = weights * S
+    if pos.diagonal and _plain(m):
+        # log(1 + sum_n e^{g(s_in - s_ii + m)}) is the cross-entropy of the logits g * (S + m off the
+        # diagonal) with target i: the j = i term is e^0 = 1. Fused over rows and columns.
+        per_pair = _diag_softmax_ce(S, g, m, out_scale=1.0 / g)
+        return _finite(reduce(per_pair, reduction), "unified", "gamma", g, "large")
 
     def term(S: Tensor, pos: Positives) -> Tensor:
         if pos.diagonal:
@@ -293,10 +520,10 @@ def sampled_softmax(
     check_reduction(reduction)
     lam = check_positive("scale", scale)
     k = _topk_counts(topk, pos.neg.sum(dim=1))
-    logits = S * lam
     if pos.diagonal and k is None:
-        per_pair = F.cross_entropy(logits, pos.rows, reduction="none")
+        per_pair = _diag_softmax_ce(S, lam, both=False)
         return _finite(reduce(per_pair, reduction), "sampled_softmax", "scale", lam, "large")
+    logits = S * lam
     masked = _masked(logits, pos.neg, -math.inf)
     if k is not None:
         masked = _keep_top(masked, k)
@@ -341,6 +568,11 @@ def cross_example_softmax(
     S, pos = check_similarity(S, pos_mask, both_directions=False)
     check_reduction(reduction)
     lam = check_positive("scale", scale)
+    if pos.diagonal:
+        n = S.shape[0]
+        k = None if topk is None else int(_topk_counts(topk, torch.tensor([n * (n - 1)]))[0])
+        per_pair = _DiagCrossExample.apply(S, lam, k)
+        return _finite(reduce(per_pair, reduction), "cross_example_softmax", "scale", lam, "large")
     k = _topk_counts(topk, pos.neg.sum().reshape(1))
     negs = _masked(S * lam, pos.neg, -math.inf).flatten()  # every negative of the batch
     lse_neg = torch.logsumexp(negs, dim=0) if k is None else _top_k_logsumexp(negs, int(k[0]))

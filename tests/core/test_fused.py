@@ -1,0 +1,126 @@
+"""The fused diagonal paths of vlr_lib.losses and vlr_lib.goal (custom autograd Functions, hand-written backward).
+
+Without pos_mask the losses take the fused paths; with pos_mask = the identity they take the general
+(masked) paths, which tests/core/test_losses.py and test_goal.py check against the slow references.
+Here the two must agree, value and gradient, in float32 and float64, at sizes where the fused paths'
+selection (a sampled bracket) and column reductions really run; and every Function passes gradcheck
+in float64.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from vlr_lib import goal as G
+from vlr_lib import losses as L
+from vlr_lib.similarity import hardest_negatives, hardest_negatives_diagonal
+
+FUSED = {
+    "triplet_all": lambda S, pm: L.triplet_all(S, 0.2, "sum", pos_mask=pm),
+    "triplet_all_margins": lambda S, pm: L.triplet_all(S, torch.linspace(0.0, 0.4, S.shape[0], dtype=S.dtype),
+                                                       "none", pos_mask=pm),
+    "triplet_hardest": lambda S, pm: L.triplet_hardest(S, 0.3, "sum", pos_mask=pm),
+    "triplet_hardest_margins": lambda S, pm: L.triplet_hardest(S, torch.linspace(0.0, 0.4, S.shape[0],
+                                                                                 dtype=S.dtype), "none", pos_mask=pm),
+    "info_nce": lambda S, pm: L.info_nce(S, 0.1, "mean", pos_mask=pm),
+    "info_nce_none": lambda S, pm: L.info_nce(S, 0.05, "none", pos_mask=pm),
+    "unified": lambda S, pm: L.unified(S, 0.2, 60.0, "sum", pos_mask=pm),
+    "unified_margins": lambda S, pm: L.unified(S, torch.linspace(0.0, 0.4, S.shape[0], dtype=S.dtype), 30.0,
+                                               "none", pos_mask=pm),
+    "unified_big_gamma": lambda S, pm: L.unified(S, 0.2, 1e4, "sum", pos_mask=pm),
+    "sampled_softmax": lambda S, pm: L.sampled_softmax(S, 20.0, None, "none", pos_mask=pm),
+    "cross_example": lambda S, pm: L.cross_example_softmax(S, 20.0, None, "none", pos_mask=pm),
+    "cross_example_top7": lambda S, pm: L.cross_example_softmax(S, 20.0, 7, "mean", pos_mask=pm),
+    "cross_example_top50%": lambda S, pm: L.cross_example_softmax(S, 20.0, 0.5, "none", pos_mask=pm),
+    "cross_example_top3%": lambda S, pm: L.cross_example_softmax(S, 20.0, 0.03, "mean", pos_mask=pm),
+    **{f"goal({t},{p})": (lambda t, p: lambda S, pm: G.goal_objective(S, t, p, beta=50.0, pos_mask=pm))(t, p)
+       for t in G.GOAL_TRIPLETS for p in G.GOAL_PAIRS},
+}
+TOL = {torch.float64: dict(rtol=1e-9, atol=1e-10), torch.float32: dict(rtol=2e-4, atol=2e-5)}
+
+
+def _value_and_grad(fn, S):
+    S = S.detach().clone().requires_grad_()
+    value = fn(S)
+    (grad,) = torch.autograd.grad(value.sum(), S)
+    return value.detach(), grad
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("n", [5, 300])
+@pytest.mark.parametrize("name", FUSED)
+def test_fused_path_matches_the_masked_path(name, n, dtype):
+    g = torch.Generator().manual_seed(n)
+    S = (torch.rand(n, n, generator=g, dtype=torch.float64) * 2 - 1).to(dtype)
+    eye = torch.eye(n, dtype=torch.bool)
+    fn = FUSED[name]
+    v_fast, g_fast = _value_and_grad(lambda X: fn(X, None), S)
+    v_ref, g_ref = _value_and_grad(lambda X: fn(X, eye), S)
+    if name == "unified_big_gamma" and dtype == torch.float32:
+        # gamma = 1e4 scales float32's rounding of S by 1e4: both paths are off the float64 gradient by ~1e-3;
+        # the fused one must be no further off than the masked one
+        _, g64 = _value_and_grad(lambda X: fn(X, None), S.double())
+        assert (g_fast.double() - g64).abs().max() <= 1.5 * (g_ref.double() - g64).abs().max() + 1e-6
+        g_ref = g_fast
+    assert v_fast.dtype == g_fast.dtype == dtype
+    tol = TOL[dtype]
+    if name.startswith("unified") and dtype == torch.float64:
+        # the masked path's softplus(threshold=20) is linear above 20, off by log(1 + e^-20) ~ 2e-9
+        tol = dict(rtol=1e-9, atol=1e-8)
+    torch.testing.assert_close(v_fast, v_ref, **tol)
+    torch.testing.assert_close(g_fast, g_ref, **tol)
+
+
+@pytest.mark.parametrize("name", [k for k in FUSED if not k.startswith("goal")])
+def test_fused_functions_pass_gradcheck(name):
+    g = torch.Generator().manual_seed(11)
+    S = (torch.rand(7, 7, generator=g, dtype=torch.float64) * 2 - 1).requires_grad_()
+    fn = FUSED[name]
+    assert torch.autograd.gradcheck(lambda X: fn(X, None), (S,), eps=1e-6, atol=1e-5)
+
+
+def test_fused_paths_with_tied_scores():
+    """Ties (hardest negatives, the mining threshold): the fused paths still give the general paths' values,
+    and a gradient of the same total."""
+    S = (torch.arange(36, dtype=torch.float64).reshape(6, 6) % 4) / 4
+    eye = torch.eye(6, dtype=torch.bool)
+    for fn in (lambda X, pm: L.triplet_hardest(X, 0.3, pos_mask=pm),
+               lambda X, pm: L.cross_example_softmax(X, 20.0, 0.5, pos_mask=pm),
+               lambda X, pm: L.cross_example_softmax(X, 20.0, 3, pos_mask=pm)):
+        v_fast, g_fast = _value_and_grad(lambda X: fn(X, None), S)
+        v_ref, g_ref = _value_and_grad(lambda X: fn(X, eye), S)
+        torch.testing.assert_close(v_fast, v_ref)
+        torch.testing.assert_close(g_fast.sum(), g_ref.sum())
+        torch.testing.assert_close(g_fast.diagonal(), g_ref.diagonal())
+
+
+def test_hardest_negatives_diagonal_matches_hardest_negatives():
+    g = torch.Generator().manual_seed(3)
+    S = torch.randint(0, 5, (50, 50), generator=g).double()  # many ties: the first index wins, as torch.max
+    neg = ~torch.eye(50, dtype=torch.bool)
+    rows, cols, W = hardest_negatives_diagonal(S)
+    r, c = hardest_negatives(S, neg), hardest_negatives(S.T, neg.T)
+    assert torch.equal(rows.values, r.values) and torch.equal(cols.values, c.values)
+    assert torch.equal(rows.indices, r.indices) and torch.equal(cols.indices, c.indices)
+    assert torch.isinf(W.diagonal()).all() and torch.equal(W[neg], S[neg])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("kind", ["random", "sorted", "reversed", "ties", "with_inf"])
+def test_kth_largest_is_exact(kind, dtype):
+    g = torch.Generator().manual_seed(0)
+    n = 200_000
+    x = torch.randn(n, generator=g, dtype=dtype)
+    if kind == "sorted":
+        x = x.sort().values
+    elif kind == "reversed":
+        x = x.sort(descending=True).values
+    elif kind == "ties":
+        x = torch.randint(0, 7, (n,), generator=g).to(dtype)
+    elif kind == "with_inf":
+        x[::9] = -math.inf
+    for k in (1, 5, 256, 257, 1000, n // 3, n // 2, n - n // 9 - 1, n - 1, n):
+        expected = x.kthvalue(n - k + 1).values
+        assert L._kth_largest(x, k) == expected, k
