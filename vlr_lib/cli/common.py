@@ -52,9 +52,6 @@ LOSS_PARAMS = {
     "lam": A.finite_float,
     "eps": A.finite_float,
 }
-#: Setting defaults, resolved from None (never from a falsy value); vsepp's are its showdown's (spec_for).
-DEFAULTS = {"e2e": {"epochs": 20, "batch_size": 32, "lr": 2e-3, "dim": 64, "sampling": "images"},
-            "features": {"epochs": 10, "batch_size": 128, "lr": 2e-4, "dim": 512, "sampling": "captions"}}
 #: Lower bounds of the memory a size needs (bytes), checked by the parser before anything is allocated.
 IMAGE_BYTES = 64 * 64 * 3  # one shapes image, uint8
 
@@ -190,13 +187,11 @@ def resolve_setting(args: argparse.Namespace) -> str:
 
 
 def _defaults(args: argparse.Namespace, setting: str) -> dict:
-    if setting != "vsepp":
-        return DEFAULTS[setting]
-    from ..train.showdown import spec_for
+    """One run's defaults of the data set and setting (``train.settings.run_defaults``), filled in from None
+    (never from a falsy value)."""
+    from ..train.settings import run_defaults
 
-    spec = spec_for(args.data, False, "vsepp")
-    return {k: getattr(spec, k) for k in ("epochs", "batch_size", "lr", "dim", "sampling", "word_dim", "hidden",
-                                          "min_count", "grad_clip")}
+    return run_defaults(args.data, setting)
 
 
 def schedule(args: argparse.Namespace, setting: str) -> tuple[dict, dict]:
@@ -204,7 +199,7 @@ def schedule(args: argparse.Namespace, setting: str) -> tuple[dict, dict]:
     defaults = _defaults(args, setting)
     value = lambda name: getattr(args, name) if getattr(args, name) is not None else defaults[name]  # noqa: E731
     settings = {"epochs": value("epochs"), "batch_size": value("batch_size"), "lr": value("lr"),
-                "lr_decay_epoch": args.lr_decay_epoch, "sampling": value("sampling"), "device": args.device,
+                "lr_decay_epoch": value("lr_decay_epoch"), "sampling": value("sampling"), "device": args.device,
                 "progress": not args.no_progress, "optimizer_at_switch": args.optimizer_at_switch,
                 "grad_clip": grad_clip(args.grad_clip, defaults.get("grad_clip"))}
     model = {"dim": value("dim")}

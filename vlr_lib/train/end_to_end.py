@@ -20,7 +20,7 @@ from .inputs import flat_captions, shapes_images
 from .launch import prepare
 from .vsepp import caption_triple, launch_with_text, token_inputs
 from .objective import LossFn
-from .settings import TrainSettings
+from .settings import RUN, TrainSettings
 
 
 def shapes_tensors(split, vocab: Vocabulary | None = None) -> tuple[Tensor, Tensor, Tensor, Vocabulary]:
@@ -41,7 +41,7 @@ def fit_end_to_end(
     loss_kwargs: Mapping | None = None,
     *,
     text_encoder: str = "gru",
-    dim: int = 64,
+    dim: int = RUN["e2e"]["dim"],
     width: int = 32,
     train_split: str = "train",
     val_split: str | None = "validation",
@@ -81,7 +81,7 @@ def fit_encoders(
     *,
     val: tuple | None = None,
     text_encoder: str = "gru",
-    dim: int = 64,
+    dim: int = RUN["e2e"]["dim"],
     width: int = 32,
     min_count: int = 1,
     settings: TrainSettings | None = None,

@@ -12,7 +12,7 @@ from ..models import HEADS, make_head
 from .engine import FitResult, data_fingerprint
 from .launch import launch, prepare
 from .objective import LossFn
-from .settings import TrainSettings
+from .settings import RUN, TrainSettings
 
 #: One split's features: (img_feats [n_images, D], txt_feats [n_captions, D], caption_to_image [n_captions]).
 Triple = tuple[Tensor, Tensor, Tensor]
@@ -88,7 +88,7 @@ def fit(
     loss_kwargs: Mapping | None = None,
     *,
     head: str | tuple[nn.Module, nn.Module] = "linear",
-    dim: int = 512,
+    dim: int = RUN["features"]["dim"],
     val: Triple | None = None,
     settings: TrainSettings | None = None,
     **overrides,
