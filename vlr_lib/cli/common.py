@@ -221,14 +221,16 @@ def given_loss_params(args: argparse.Namespace) -> dict:
     return {name: getattr(args, name) for name in LOSS_PARAMS if getattr(args, name) is not None}
 
 
-def check_loss(loss: str, kwargs: dict, batch_size: int, flag: str = "--loss", param_flag: str | None = None) -> None:
-    """The loss exists, takes these parameters and accepts their values (one evaluation), before any data is loaded.
+def objective(loss: str, kwargs: dict, settings, flag: str = "--loss", param_flag: str | None = None):
+    """The run's ``train.Objective``, built and checked once, before any data is loaded: the loss exists, takes these
+    parameters, accepts their values (one evaluation on a batch of ``settings.batch_size``) and, a warm-up, switches
+    inside ``settings.epochs``. The trainer takes it as it is.
 
     Errors name `flag` (the loss) or the parameter's flag: ``--<name>``, or `param_flag` (``--param``).
     """
     where = lambda name: param_flag or f"--{name}"  # noqa: E731
     from ..names import loss_parameters
-    from ..train import make_objective
+    from ..train import build_objective
 
     try:
         takes = loss_parameters(loss)
@@ -238,8 +240,9 @@ def check_loss(loss: str, kwargs: dict, batch_size: int, flag: str = "--loss", p
         if name not in takes:
             raise A.UsageError(where(name), f"loss {loss!r} does not take {name}; it takes "
                                             f"{', '.join(t for t in takes if t != 'reduction')}")
+    check_warmup(loss, settings.epochs, flag)
     try:
-        make_objective(loss, kwargs).check(batch_size)
+        return build_objective(loss, kwargs, batch_size=settings.batch_size, epochs=settings.epochs)
     except (ValueError, TypeError, FloatingPointError) as err:
         name = _param_of(str(err), kwargs)
         raise A.UsageError(where(name) if name else flag, str(err)) from None

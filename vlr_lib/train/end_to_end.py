@@ -19,7 +19,7 @@ from .engine import FitResult, data_fingerprint
 from .inputs import flat_captions, shapes_images
 from .launch import prepare
 from .vsepp import caption_triple, launch_with_text, token_inputs
-from .objective import LossFn
+from .objective import LossFn, Objective
 from .settings import RUN, TrainSettings
 
 
@@ -37,7 +37,7 @@ def shapes_tensors(split, vocab: Vocabulary | None = None) -> tuple[Tensor, Tens
 
 def fit_end_to_end(
     dataset_dict,
-    loss: str | LossFn = "unified",
+    loss: str | LossFn | Objective = "unified",
     loss_kwargs: Mapping | None = None,
     *,
     text_encoder: str = "gru",
@@ -76,7 +76,7 @@ def fit_encoders(
     images: Tensor,
     captions: Sequence[str] | Tensor,
     caption_to_image: Tensor,
-    loss: str | LossFn = "unified",
+    loss: str | LossFn | Objective = "unified",
     loss_kwargs: Mapping | None = None,
     *,
     val: tuple | None = None,

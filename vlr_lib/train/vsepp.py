@@ -24,7 +24,7 @@ from ..models import Vocabulary, make_head, make_text_encoder
 from .engine import FitResult, data_fingerprint
 from .fit_features import check_caption_to_image
 from .launch import Inputs, launch, prepare
-from .objective import LossFn
+from .objective import LossFn, Objective
 from .settings import PRESETS, TrainSettings
 
 #: The VSE++ text encoder of Faghri et al.: 300-d word embeddings, a 1024-d GRU, a 1024-d joint space.
@@ -97,7 +97,7 @@ def fit_vsepp(
     img_feats: Tensor,
     captions: Sequence[str] | Tensor,
     caption_to_image: Tensor,
-    loss: str | LossFn = "unified",
+    loss: str | LossFn | Objective = "unified",
     loss_kwargs: Mapping | None = None,
     *,
     val: tuple | None = None,
