@@ -3,6 +3,7 @@ widgets without the trainer or the notebook settings. Every import is read (lazy
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,27 @@ def test_one_module_owns_the_loss_names():
     tree = ast.parse(MODULES["vlr_lib.train.objective"].read_text())
     defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
     assert not defined & {"parse_warmup_name", "loss_parameters", "split_loss_names"}
+
+
+CORE = ("losses", "metrics", "similarity", "goal", "analysis")
+DERIVED = re.compile(r"Derived in (notebooks/\d\d_\w+\.py)\.")
+
+
+def _docstrings(module: str) -> dict[str, str]:
+    tree = ast.parse(MODULES[f"vlr_lib.{module}"].read_text())
+    return {n.name: ast.get_docstring(n) or "" for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+
+@pytest.mark.parametrize("module", CORE)
+def test_core_functions_cite_the_notebook_that_derives_them(module):
+    """Like d2l's "Defined in": a core formula says where it is derived, and the notebook exists."""
+    docs = _docstrings(module)
+    cited = {name: DERIVED.search(doc) for name, doc in docs.items()}
+    assert any(cited.values()), f"no function of vlr_lib.{module} cites its notebook"
+    missing = [m.group(1) for m in cited.values() if m and not (PACKAGE.parent / m.group(1)).exists()]
+    assert not missing, f"vlr_lib.{module} cites notebooks that do not exist: {missing}"
+    main = {"losses": ("triplet_all", "triplet_hardest", "info_nce", "unified", "sampled_softmax",
+                       "cross_example_softmax", "smooth_ap"),
+            "metrics": ("retrieval_metrics", "map_at_k", "pr_auc"), "similarity": ("similarity",),
+            "goal": ("goal_gradient", "goal_objective"), "analysis": ("loss_gradient", "cocos")}[module]
+    assert not [name for name in main if not cited.get(name)]
