@@ -35,8 +35,12 @@ from __future__ import annotations
 import argparse
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import args as A
+
+if TYPE_CHECKING:  # the trainer is imported when a command runs, not when its parser is built
+    from ..train import Objective, TrainSettings
 
 #: Loss parameters settable from the command line and their parsers (``reduction`` is not one:
 #: the trainer needs a scalar loss).
@@ -221,10 +225,11 @@ def given_loss_params(args: argparse.Namespace) -> dict:
     return {name: getattr(args, name) for name in LOSS_PARAMS if getattr(args, name) is not None}
 
 
-def objective(loss: str, kwargs: dict, settings, flag: str = "--loss", param_flag: str | None = None):
-    """The run's ``train.Objective``, built and checked once, before any data is loaded: the loss exists, takes these
-    parameters, accepts their values (one evaluation on a batch of ``settings.batch_size``) and, a warm-up, switches
-    inside ``settings.epochs``. The trainer takes it as it is.
+def objective(loss: str, kwargs: dict, settings: TrainSettings, flag: str = "--loss",
+              param_flag: str | None = None) -> Objective:
+    """The run's objective, built and checked once, before any data is loaded: the loss exists, takes these
+    parameters, accepts their values (one evaluation on a batch of ``settings.batch_size``) and, for a warm-up,
+    switches inside ``settings.epochs``. The trainer takes it as it is.
 
     Errors name `flag` (the loss) or the parameter's flag: ``--<name>``, or `param_flag` (``--param``).
     """
