@@ -25,16 +25,6 @@ from torch import Tensor
 REDUCTIONS = ("sum", "mean", "none")
 
 
-def env_flag(name: str) -> bool:
-    """An on/off environment variable (VLR_FAST, VLR_RERUN, VLR_BOOK): 1/true/yes or 0/false/no/empty/unset."""
-    import os
-
-    value = os.environ.get(name, "0").strip().lower()
-    if value not in {"0", "1", "true", "false", "yes", "no", ""}:
-        raise ValueError(f"{name} must be 0 or 1, got {value!r}")
-    return value in {"1", "true", "yes"}
-
-
 def check_tensor(name: str, x: object, ndim: int | None = None) -> Tensor:
     """A floating-point tensor of `ndim` dimensions with only finite values."""
     if not isinstance(x, Tensor):

@@ -78,6 +78,8 @@ def loss_gradient(S: Tensor, loss_fn: Callable[[Tensor], Tensor]) -> Tensor:
 
     The one helper behind every "where does the gradient go" figure and notebook cell:
     ``loss_gradient(S, lambda X: losses.triplet_hardest(X, 0.2))``.
+
+    Derived in notebooks/02_triplet_losses.py.
     """
     check_tensor("S", S, ndim=2)
     if not callable(loss_fn):
@@ -112,6 +114,8 @@ def softmax_weights(
     query each row sums to :math:`1 - p_{q+}`, the weight of the positive; with several
     (a `pos_mask`), the weights of the query's positive pairs add up. Rows are the
     queries of `direction` ("i2t": images, "t2i": captions).
+
+    Derived in notebooks/03_contrastive.py.
     """
     t = check_positive("temperature", temperature)
     S_q, mask_q = _oriented(S, pos_mask, direction)
@@ -128,6 +132,8 @@ def effective_number(weights: object) -> float:
     The perplexity of the weight distribution: k for k equal weights, 1 when one
     negative takes all the weight (Triplet-SH's mining). A display statistic of this
     workbook, not from the papers. 0.0 when every weight is 0 (no negative gets gradient).
+
+    Derived in notebooks/03_contrastive.py.
     """
     w = torch.as_tensor(np.asarray(weights.detach().cpu() if isinstance(weights, Tensor) else weights,
                                    dtype=np.float64)).flatten()
@@ -152,6 +158,8 @@ def unified_one_negative_loss(x: object, margin: float, gamma: float) -> Tensor:
     elementwise over `x` (a number, array or tensor of gaps). It is :math:`[x + m]_+`
     within :math:`\log 2/\gamma` (eq. 6) and, with m = 0, :math:`1/\gamma` times the
     NT-Xent term at temperature :math:`1/\gamma` (eq. 7).
+
+    Derived in notebooks/04_unified_loss.py.
     """
     m, g = check_nonnegative("margin", margin), check_positive("gamma", gamma)
     return torch.logaddexp(torch.zeros(()), g * (_as_gaps(x) + m)) / g
@@ -163,6 +171,8 @@ def unified_one_negative_weight(x: object, margin: float, gamma: float) -> Tenso
     :math:`D = e^{\gamma(x + m)}`; the :math:`1/\gamma` of eq. 5 cancels the chain rule's
     :math:`\gamma`, so this is eq. 15 for any gamma. It tends to the step 1{x > -m} of
     Triplet-HN as gamma grows (eq. 6).
+
+    Derived in notebooks/04_unified_loss.py.
     """
     m, g = check_nonnegative("margin", margin), check_positive("gamma", gamma)
     return torch.sigmoid(g * (_as_gaps(x) + m))
@@ -177,6 +187,8 @@ def unified_weights(S: Tensor, margin: float, gamma: float, pos_mask: Tensor | N
     positives; with several positives in a row (`pos_mask`) their pairs' weights add.
     The caption -> text half is ``unified_weights(S.T, ...).T``; the two sum to autograd
     of ``losses.unified(S, m, gamma, "sum")`` at every negative.
+
+    Derived in notebooks/04_unified_loss.py.
     """
     m, g = check_nonnegative("margin", margin), check_positive("gamma", gamma)
     S, pos = check_similarity(S, pos_mask, both_directions=False)
@@ -205,6 +217,8 @@ def unified_limit(S: Tensor, margin: float, gammas: object) -> UnifiedLimit:
     loss tends to Triplet-SH (VSE++'s max of hinges) as gamma grows. Both losses are sums of size L;
     in float64 a gap below a few ulps of L (`resolution`, 8 eps L) is rounding. S is square with its
     positives on the diagonal.
+
+    Derived in notebooks/04_unified_loss.py.
     """
     m = check_nonnegative("margin", margin)
     S, pos = check_similarity(S)
@@ -230,6 +244,8 @@ def partition_weights(
     0 elsewhere; it sums to 1 and :math:`\ell_q = -\log p_+`. `S` is square with the
     positives on the diagonal, rows are queries. Computed in float64 (a weight below
     1e-308 would show as left out).
+
+    Derived in notebooks/05_cross_example_softmax.py.
     """
     check_choice("loss", loss, ("sampled_softmax", "cross_example_softmax"))
     lam = check_positive("scale", scale)
@@ -446,6 +462,8 @@ def cocos(
     `eps` (the threshold :math:`\epsilon`, 0.01 in the paper) is used by NT-Xent and
     SmoothAP; `margin` by the triplets; `temperature` by NT-Xent; `tau` by SmoothAP.
     All are validated whatever `loss` is.
+
+    Derived in notebooks/08_cocos.py.
     """
     settings = CocosSettings(eps, margin, temperature, tau)
     S, is_pos = _cocos_input(loss, S, pos_mask)
@@ -475,6 +493,8 @@ def cocos_mask(
     parameters of `settings`: a candidate is marked when it contributes to any anchor
     term of the query. With one positive per query a row's sum is exactly
     ``cocos(...)[direction]["C_q"]``.
+
+    Derived in notebooks/08_cocos.py.
     """
     check_choice("direction", direction, DIRECTIONS)
     if not isinstance(settings, CocosSettings):
@@ -505,6 +525,8 @@ def cocos_table(
     NaN elsewhere) and ``n_queries``. The paper averages these over many batches of
     128; average the frames of several batches to do the same. See :func:`cocos` for
     the definitions and arguments.
+
+    Derived in notebooks/08_cocos.py.
     """
     import pandas as pd  # only the table needs pandas
 
@@ -584,6 +606,8 @@ def tangent_gradient_norms(img: Tensor, txt: Tensor, loss_fn: Callable[[Tensor],
     Returns a :class:`TangentNorms` (tangent norms, signed radial coefficients and the
     tangent vectors, for images and captions). The inputs' autograd graphs are not
     touched; the outputs carry no graph.
+
+    Derived in notebooks/02_triplet_losses.py.
     """
     check_tensor("img", img, ndim=2)
     check_tensor("txt", txt, ndim=2)
@@ -668,6 +692,8 @@ def triplet_hn_tangent_norm(theta_pos, theta_neg, phi, margin: float = 0.2) -> S
     All three are 0 when the hinge is inactive. For :math:`\hat t \to v` the negative's
     norm vanishes, and for :math:`\hat t \to t` so does the anchor's -- Li et al.'s
     explanation of Triplet-HN's early vanishing gradient.
+
+    Derived in notebooks/02_triplet_losses.py.
     """
     m = check_nonnegative("margin", margin)
     anchor, neg, pos, cos_p, cos_n = _geometry(theta_pos, theta_neg, phi)
@@ -715,6 +741,8 @@ def triplet_hn_descent(theta_pos, theta_neg, phi, margin: float = 0.2) -> Sphere
     Raw gradients (eqs. 9-10) when the hinge :math:`\cos\theta^- - \cos\theta^+ + m` is
     active: dL/dv = t^ - t, dL/dt^ = v, dL/dt = -v; else 0. Each step is
     :math:`-(g - (g\cdot x)x)` at its point x, so its norm is the tangent norm of eqs. 11-12.
+
+    Derived in notebooks/02_triplet_losses.py.
     """
     m = check_nonnegative("margin", margin)
     tp, tn, ph = _angles(theta_pos, theta_neg, phi)

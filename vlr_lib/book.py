@@ -35,7 +35,8 @@ import re
 import plotly.io as pio
 from plotly.io.base_renderers import MimetypeRenderer
 
-from ._checks import check_choice, env_flag
+from ._checks import check_choice
+from .env import flag
 
 ENV = "VLR_BOOK"
 RENDERER = "vlr_book"
@@ -58,8 +59,8 @@ GRADED_CHECK = re.compile(r"""grading\.check\(\s*["'](?P<key>\w+)["']""")
 
 
 def active() -> bool:
-    """True while `make book` executes the notebooks (VLR_BOOK=1; read like every on/off variable, _checks.env_flag)."""
-    return env_flag(ENV)
+    """True while `make book` executes the notebooks (VLR_BOOK=1; read like every on/off variable, env.flag)."""
+    return flag(ENV)
 
 
 def chapter_env(stem: str) -> dict[str, str]:

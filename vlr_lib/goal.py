@@ -281,6 +281,8 @@ def triplet_weight(
 
     `margin` is used by "con" only, `tau` by "nca" and "cir". The sigmoid forms
     never overflow.
+
+    Derived in notebooks/07_goal.py.
     """
     check_choice("name", name, GOAL_TRIPLETS)
     s_pos, s_neg = _as_tensor("s_pos", s_pos), _as_tensor("s_neg", s_neg)
@@ -329,6 +331,8 @@ def pair_weight(
     *pulled in* (P_- < 0). With them every pair weight is >= 0, so positives are
     always pulled and negatives always pushed. For cosine similarities the clamp on
     P_+ never acts; on P_- it acts only when s_neg < 0.
+
+    Derived in notebooks/07_goal.py.
     """
     check_choice("name", name, GOAL_PAIRS)
     s = _as_tensor("s", s)
@@ -415,6 +419,8 @@ def relative_term(
     :math:`m^{sig}_- \le 1` (and :math:`m^{lin}_- \ge 0`), which *raises* P_- above the
     plain sigmoid, up to 1/m -- the prose says m_- > 1. That unbounded 1/m is why the
     default is MS loss's own sum.
+
+    Derived in notebooks/07_goal.py.
     """
     check_choice("name", name, _MS_PAIRS)
     check_choice("ms_form", ms_form, MS_FORMS)
@@ -465,6 +471,8 @@ def batch_triplets(S: Tensor, pos_mask: Tensor | None = None) -> tuple[Tensor, T
     Each positive pair (i, j) gives two triplets: the image query i with its hardest
     negative caption, and the caption query j with its hardest negative image. These
     are the points at which :func:`goal_gradient` evaluates T and P; shape [2P] each.
+
+    Derived in notebooks/07_goal.py.
     """
     S, pos = check_similarity(S, pos_mask)
     S = S.detach()
@@ -627,6 +635,8 @@ def goal_gradient(
     Takes a :class:`GoalConfig` (``goal_gradient(S, config=cfg)``) or the weights and the
     other fields of GoalConfig as keywords (``goal_gradient(S, "cir", "sig-ms", beta=50)``),
     not both; see :func:`goal_objective` for what each field does.
+
+    Derived in notebooks/07_goal.py.
     """
     cfg = _resolve(config, triplet=triplet, pair=pair, **params)
     S, pos = check_similarity(S, pos_mask)
@@ -695,6 +705,8 @@ def goal_objective(
     :math:`\sum [m + s_{neg} - s_{pos}]_+` over anchor terms and both directions, the
     number the paper's baselines report. It is comparable across all 15
     combinations and equals the trained objective for (con, con).
+
+    Derived in notebooks/07_goal.py.
     """
     cfg = _resolve(config, triplet=triplet, pair=pair, margin=margin, tau=tau, alpha=alpha, beta=beta, lam=lam,
                    eps=eps, ms_form=ms_form)

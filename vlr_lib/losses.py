@@ -327,6 +327,8 @@ def triplet_all(
     the first sum over the negatives of image query i (row i), the second over the
     negatives of caption query j (column j). Every margin-violating negative
     contributes with weight 1 (Bleeker eq. 9b).
+
+    Derived in notebooks/02_triplet_losses.py.
     """
     S, pos = check_similarity(S, pos_mask)
     check_reduction(reduction)
@@ -359,6 +361,8 @@ def triplet_hardest(
     [m + \max_{n \in N_j} s_{nj} - s_{ij}]_+` -- only the hardest negative of each
     query, image->text and text->image. A 1-D `margin` gives per-pair margins m_i,
     the NCR form (Li et al. eq. 27).
+
+    Derived in notebooks/02_triplet_losses.py.
     """
     S, pos = check_similarity(S, pos_mask)
     check_reduction(reduction)
@@ -395,6 +399,8 @@ def info_nce(
     diagonal target, i.e. 2 x open_clip's ClipLoss at logit scale 1/tau. Other
     positives of the same query are left out of the denominator (they are not
     negatives), as pytorch-metric-learning's NTXentLoss does.
+
+    Derived in notebooks/03_contrastive.py.
     """
     S, pos = check_similarity(S, pos_mask)
     check_reduction(reduction)
@@ -438,6 +444,8 @@ def unified(
     - `margin` as a 1-D tensor with one value per positive pair: the adaptive-margin
       unified loss, eq. 26 (m_i shared by both directions of pair i).
     Li et al. recommend m = 0.2 and gamma = 50-60.
+
+    Derived in notebooks/04_unified_loss.py.
     """
     S, pos = check_similarity(S, pos_mask)
     check_reduction(reduction)
@@ -515,6 +523,8 @@ def sampled_softmax(
     (eq. 3). `topk` is an int count (k negatives per row) or a float fraction in
     (0, 1] of the row's negatives (1.0 = all, i.e. no mining); None keeps them all.
     "mean" is the paper's 1/N sum.
+
+    Derived in notebooks/05_cross_example_softmax.py.
     """
     S, pos = check_similarity(S, pos_mask, both_directions=False)
     check_reduction(reduction)
@@ -564,6 +574,8 @@ def cross_example_softmax(
     calibration. `topk` keeps only the largest negatives of the whole batch
     (cross-example negative mining, eq. 6): an int count, or a float fraction in
     (0, 1] of all the batch's negatives (the paper uses 0.5; 1.0 = all).
+
+    Derived in notebooks/05_cross_example_softmax.py.
     """
     S, pos = check_similarity(S, pos_mask, both_directions=False)
     check_reduction(reduction)
@@ -589,6 +601,8 @@ def smooth_step(x: Tensor, tau: float) -> Tensor:
 
     SmoothAP counts candidate j as ranked above i by :math:`G(s_j - s_i)`; tau -> 0
     recovers the step (the exact rank), larger tau spreads it. Never overflows.
+
+    Derived in notebooks/06_smooth_ap.py.
     """
     return _smooth_step(check_tensor("x", x), check_positive("tau", tau))
 
@@ -610,6 +624,8 @@ def smooth_ap(S: Tensor, tau: float = 0.01, pos_mask: Tensor | None = None, redu
     [0, 1); "mean" averages over queries, "sum" adds, "none" gives one value per row.
     Several positives per row (e.g. 5 captions of an image) are allowed through
     `pos_mask`. Rows are queries (pass S.T for caption queries).
+
+    Derived in notebooks/06_smooth_ap.py.
     """
     S, pos = check_similarity(S, pos_mask, both_directions=False)
     check_reduction(reduction)

@@ -162,6 +162,8 @@ def ranks_i2t(S_eval: Tensor, caption_to_image: Tensor, chunk_size: int = DEFAUL
 
     rank_i = 1 + #{captions c of other images : S[i, c] >= max over i's captions of S[i, c']}
     (Bleeker & de Rijke eq. 6 applied to the best positive; a tied negative ranks first).
+
+    Derived in notebooks/01_embedding_and_evaluation.py.
     """
     S, c2i, chunk_size = _validate(S_eval, caption_to_image, chunk_size)
     return _ranks(S, c2i, chunk_size, i2t=True, t2i=False)[0]
@@ -173,6 +175,8 @@ def ranks_t2i(S_eval: Tensor, caption_to_image: Tensor, chunk_size: int = DEFAUL
 
     rank_c = 1 + #{images i != caption_to_image[c] : S[i, c] >= S[caption_to_image[c], c]}
     (a tied image ranks before the true one).
+
+    Derived in notebooks/01_embedding_and_evaluation.py.
     """
     S, c2i, chunk_size = _validate(S_eval, caption_to_image, chunk_size)
     return _ranks(S, c2i, chunk_size, i2t=False, t2i=True)[1]
@@ -197,6 +201,8 @@ def retrieval_metrics(
     is the sum of all 2 * len(ks) recalls (Bleeker & de Rijke Table 1; Li et
     al. Fig. 3). Keys: ``i2t_r{k}``, ``t2i_r{k}`` for k in ks, and ``rsum``.
     Every K must be <= min(n_images, n_captions).
+
+    Derived in notebooks/01_embedding_and_evaluation.py.
     """
     S, c2i, chunk_size = _validate(S_eval, caption_to_image, chunk_size)
     ks = _check_ks(ks, *S.shape)
@@ -242,6 +248,8 @@ def map_at_k(S_eval: Tensor, caption_to_image: Tensor, k: int = 5, chunk_size: i
     Only the k best *negatives* of a row are needed (no full-row sort): a caption
     at position <= k has fewer than k negatives at or above it, all of them among
     the k best; for one past k, those k best already push it out.
+
+    Derived in notebooks/01_embedding_and_evaluation.py.
     """
     S, c2i, chunk_size = _validate(S_eval, caption_to_image, chunk_size)
     k = check_int("k", k)
@@ -282,6 +290,8 @@ def average_precision(scores: Tensor, is_pos: Tensor) -> float:
     positive p sits at 1 + #{negatives scoring >= p} + b, exactly as in
     :func:`map_at_k` (which is the mean of this over images when k reaches every
     caption). `scores` [M] and `is_pos` (bool [M]): tensors or arrays.
+
+    Derived in notebooks/06_smooth_ap.py.
     """
     s, p = _one_query(scores, is_pos)
     pos = torch.sort(s[p], descending=True).values
@@ -297,6 +307,8 @@ def smooth_average_precision(scores: Tensor, is_pos: Tensor, tau: float = 0.01) 
     G(x; tau) of ``losses.smooth_step``: read off the library loss as 1 - ``losses.smooth_ap``
     on the single row, in float64. Without ties it tends to the exact AP as tau -> 0.
     `scores` [M] and `is_pos` (bool [M]): tensors or arrays.
+
+    Derived in notebooks/06_smooth_ap.py.
     """
     s, p = _one_query(scores, is_pos)
     return 1.0 - float(losses.smooth_ap(s.double()[None], tau, pos_mask=p[None]))
@@ -356,6 +368,8 @@ def pr_auc(S_eval: Tensor, caption_to_image: Tensor, chunk_size: int = DEFAULT_C
     i.e. no linear interpolation (which over-estimates PR area). This equals
     ``sklearn.metrics.average_precision_score`` on the flattened matrix,
     computed exactly, in blocks of rows, with no global sort (see ``_pr_points``).
+
+    Derived in notebooks/01_embedding_and_evaluation.py.
     """
     precision, recall = pr_curve(S_eval, caption_to_image, chunk_size)
     steps = torch.diff(recall, prepend=recall.new_zeros(1))
@@ -417,6 +431,8 @@ def chance_rsum(caption_to_image: Tensor | Sequence[int], ks: tuple[int, ...] = 
     N = 200: 0.5 + 2.5 + 4.9 (i2t) + 0.5 + 2.5 + 5.0 (t2i) = 15.9. Recalls at K larger than the
     split (fewer than K images) are left out, as ``train.evaluate.split_metrics`` leaves them out.
     Derived and checked against exhaustive random rankings in notebook 01.
+
+    Derived in notebooks/01_embedding_and_evaluation.py.
     """
     c2i = torch.as_tensor(caption_to_image)
     counts = torch.bincount(c2i).tolist()

@@ -1,6 +1,6 @@
 """The one settings cell of every notebook (the small demo batches they explore live in ``vlr_lib.demo``).
 
-Environment variables (read once, here):
+Environment variables (read once, here, through ``vlr_lib.env``: empty is unset):
 - VLR_FAST=1      fast mode (what CI runs): small sizes, few epochs, one CPU thread, same code path;
 - VLR_DATA        "shapes" (default, embedded, CPU) or "flickr30k" (cached features, GPU);
 - VLR_DEVICE      "cpu", "cuda", ... (default: cuda when available, else cpu);
@@ -23,7 +23,7 @@ from typing import TypeVar
 import numpy as np
 import torch
 
-from ._checks import env_flag
+from . import env
 from .data import DATA_MODES
 from .demo import demo_embeddings, demo_retrieval_batch  # noqa: F401 - the notebooks import them from here
 from .paths import feature_cache_root
@@ -35,6 +35,9 @@ T = TypeVar("T")
 PLOTLY_RENDERER = "plotly_mimetype"
 # Where plotly itself detected a hosted notebook that cannot draw that output, its choice is kept.
 HOSTED_RENDERERS = ("colab", "kaggle", "azure", "vscode", "nteract", "cocalc", "databricks")
+#: The shapes images (fast, full) of the training chapters' two splits (``training_features``; the records of
+#: notebooks 09 and 11 are keyed by them).
+TRAINING_SIZES = {"n_train": (400, 2000), "n_val": (100, 200)}
 
 
 @dataclass(frozen=True)
@@ -87,14 +90,12 @@ def setup(seed: int = 0, renderer: str | None = PLOTLY_RENDERER) -> Settings:
     `renderer`: plotly's default renderer for the notebook (None leaves plotly's choice). The
     environment variable PLOTLY_RENDERER (read by plotly) wins, e.g. for a static export.
     """
-    data = os.environ.get("VLR_DATA", "shapes").strip().lower()
-    if data not in DATA_MODES:
-        raise ValueError(f"VLR_DATA must be one of {DATA_MODES}, got {data!r}")
+    data = env.choice("VLR_DATA", DATA_MODES, "shapes")
     from .train.device import parse_device
 
     device_name = os.environ.get("VLR_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
     device = parse_device(device_name, "VLR_DEVICE")  # a bad name or a missing GPU fails here, not in training
-    settings = Settings(fast=env_flag("VLR_FAST"), data=data, device=device, seed=seed, rerun=env_flag("VLR_RERUN"))
+    settings = Settings(fast=env.flag("VLR_FAST"), data=data, device=device, seed=seed, rerun=env.flag("VLR_RERUN"))
     seed_everything(seed)
     if settings.fast and settings.device.type == "cpu":
         # Fast mode's matrices are tiny: threads gain nothing, and on a shared 2-core CI
@@ -106,7 +107,8 @@ def setup(seed: int = 0, renderer: str | None = PLOTLY_RENDERER) -> Settings:
 
 
 def training_features(
-    cfg: Settings, n_train: tuple[int, int] = (400, 2000), n_val: tuple[int, int] = (100, 200), test: bool = False
+    cfg: Settings, n_train: tuple[int, int] = TRAINING_SIZES["n_train"], n_val: tuple[int, int] = TRAINING_SIZES["n_val"],
+    test: bool = False,
 ) -> tuple[Triple, ...]:
     """(train, validation) frozen features (img, txt, caption_to_image) for the data mode of `cfg`;
     with `test`, (train, validation, test).

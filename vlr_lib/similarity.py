@@ -20,13 +20,19 @@ DIRECTIONS: tuple[str, str] = ("i2t", "t2i")
 
 
 def l2_normalize(x: Tensor, dim: int = -1) -> Tensor:
-    """Scale each embedding to unit length along `dim` (the unit hypersphere of Li et al. sec. 3.3)."""
+    """Scale each embedding to unit length along `dim` (the unit hypersphere of Li et al. sec. 3.3).
+
+    Derived in notebooks/01_embedding_and_evaluation.py.
+    """
     check_tensor("x", x)
     return x / x.norm(dim=dim, keepdim=True).clamp_min(_EPS)
 
 
 def similarity(img: Tensor, txt: Tensor) -> Tensor:
-    """Cosine similarity matrix S = norm(img) @ norm(txt).T, shape [n_images, n_captions]."""
+    """Cosine similarity matrix S = norm(img) @ norm(txt).T, shape [n_images, n_captions].
+
+    Derived in notebooks/01_embedding_and_evaluation.py.
+    """
     check_tensor("img", img, ndim=2)
     check_tensor("txt", txt, ndim=2)
     if img.shape[1] != txt.shape[1]:
@@ -40,6 +46,8 @@ def positive_mask(image_ids: Tensor, caption_image_ids: Tensor | None = None) ->
     With one id tensor, rows and columns are the same batch (image k of the
     batch paired with caption k); a repeated image id marks its other captions as
     positives, which masks false negatives.
+
+    Derived in notebooks/01_embedding_and_evaluation.py.
     """
     if caption_image_ids is None:
         caption_image_ids = image_ids
@@ -62,6 +70,8 @@ def hardest_negatives(S: Tensor, neg: Tensor) -> Hardest:
     Bleeker & de Rijke eq. 1; GOAL's triplets, Xuan & Chen sec. 3.1). Among tied
     negatives torch.max picks one index, the first, so the gradient of the max
     reaches a single entry, as in VSE++. Pass S.T and neg.T for caption queries.
+
+    Derived in notebooks/02_triplet_losses.py.
     """
     values, indices = S.masked_fill(~neg, -math.inf).max(dim=1)
     return Hardest(values, indices)
@@ -89,7 +99,10 @@ def hardest_negatives_diagonal(S: Tensor) -> tuple[Hardest, Hardest, Tensor]:
 
 def hardest_negative_mask(S: Tensor, pos_mask: Tensor | None = None, direction: str = "i2t") -> Tensor:
     """Bool mask of S's shape: True at the hardest negative of every image query (row, "i2t") or
-    caption query (column, "t2i"); one per query, chosen by :func:`hardest_negatives`."""
+    caption query (column, "t2i"); one per query, chosen by :func:`hardest_negatives`.
+
+    Derived in notebooks/02_triplet_losses.py.
+    """
     check_choice("direction", direction, DIRECTIONS)
     S, pos = check_similarity(S, pos_mask, both_directions=direction == "t2i")
     S_q, neg = (S, pos.neg) if direction == "i2t" else (S.T, pos.neg.T)

@@ -27,7 +27,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BOOK = Path(os.environ.get("VLR_BOOK_DIR") or ROOT / "build" / "book")
 CHAPTERS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
-# Raw TeX known to be fixed elsewhere: chapter 10's report prints "$C^q$" as plain text (vlr_lib/report.py and
+# Raw TeX known to be fixed elsewhere: chapter 10's report prints "$C^q$" as plain text (vlr_lib.report and
 # notebook 10 are being changed with chapters 09-12's written findings). Exactly this text is an expected
 # failure; anything else fails, and once it is gone the chapter passes (then delete the entry).
 KNOWN_RAW: dict[str, list[str]] = {}  # raw TeX a chapter is known to print (none now)

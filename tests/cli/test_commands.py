@@ -167,3 +167,13 @@ def test_a_warm_up_into_a_goal_combination_trains_from_the_command_line(here, ca
     """Issue 23: --loss warmup:triplet_all:1:goal:cir,sig-ms failed, its colon split breaking the GOAL name."""
     code, out, err = call(train.main, [*TINY, "--loss", "warmup:triplet_all:1:goal:cir,sig-ms"], capsys)
     assert code == 0 and "rsum" in out, err
+
+
+def test_train_builds_and_checks_its_objective_once(here, capsys, monkeypatch):
+    """--margin reaches the loss through the command line, one objective builder and the trainer: one check."""
+    from vlr_lib.train import Objective
+
+    calls, real = [], Objective.check
+    monkeypatch.setattr(Objective, "check", lambda self, batch_size: calls.append(self.describe()) or real(self, batch_size))
+    assert call(train.main, [*TINY, "--loss", "unified", "--margin", "0.2"], capsys)[0] == 0
+    assert calls == ["unified(margin=0.2)"]

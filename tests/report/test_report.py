@@ -311,19 +311,6 @@ def test_sweep_slice_tolerates_values_read_back_from_csv(sweep):
     assert len(s) == len(GAMMAS)
 
 
-@pytest.mark.parametrize("value, spec, text", [
-    (22.387211385683397, ".3~g", "22.4"), (60.0, ".3~g", "60"), (1e4, ".3~g", "1e+4"), (0.001, ".3~g", "0.001"),
-    (0.12345, ".3~g", "0.123"), (0.25, ".2f", "0.25"), (3.0, ".1f", "3.0"), (1e-7, ".3~g", "1e-7"),
-])
-def test_readout_prints_a_value_as_its_slider_shows_it(value, spec, text):
-    assert report.readout(value, spec) == text
-
-
-def test_readout_rejects_an_unknown_format():
-    with pytest.raises(ValueError, match="spec"):
-        report.readout(1.0, "%.2f")
-
-
 EMPTY = pd.DataFrame()
 
 
@@ -341,8 +328,6 @@ def _bad_library_calls():
         ("summary_table(no n_seeds)", lambda: report.summary_table(pd.DataFrame({"config": ["a"]})), ValueError,
          r"^summary lacks the columns \['loss', 'name', 'n_seeds'\]"),
         ("metric_errorbars(empty)", lambda: viz.showdown.metric_errorbars(EMPTY), ValueError, "^summary is empty"),
-        ("readout(nan)", lambda: report.readout(float("nan")), ValueError, "^value must be a finite number"),
-        ("readout(inf)", lambda: report.readout(math.inf, ".2f"), ValueError, "^value must be a finite number"),
         ("mean_std(inf, nan)", lambda: report.mean_std(math.inf, math.nan, "rsum"), ValueError, "^mean must be"),
         ("mean_std(1, nan)", lambda: report.mean_std(1.0, math.nan, "rsum"), ValueError, "^std must be"),
         ("mean_std(1, -1)", lambda: report.mean_std(1.0, -1.0, "rsum"), ValueError, "^std must be"),

@@ -8,7 +8,7 @@ from vlr_lib import report
 from vlr_lib.train import TrainSettings, fit
 from vlr_lib.train.device import parse_device
 from vlr_lib.train.grid_search import FIT_KEYS, MODEL_KEYS
-from vlr_lib.train.settings import EXPERIMENT_FIELDS, END_TO_END, fields
+from vlr_lib.train.settings import EXPERIMENT_FIELDS, RUN, fields, preset, run_defaults
 
 from .toy import toy_features
 
@@ -60,9 +60,24 @@ def test_unknown_keywords_and_data_dependent_checks(feats):
 
 
 def test_mode_defaults_and_the_grid_keys_come_from_one_place():
-    assert TrainSettings.end_to_end().experiment() == {**TrainSettings().experiment(), **END_TO_END}
+    e2e = {k: v for k, v in RUN["e2e"].items() if k != "dim"}
+    assert TrainSettings.end_to_end().experiment() == {**TrainSettings().experiment(), **e2e}
     assert set(FIT_KEYS) == (set(EXPERIMENT_FIELDS) - {"seed"}) | set(MODEL_KEYS)
     assert FIT_KEYS == report.SETTING_COLUMNS and set(EXPERIMENT_FIELDS) <= set(fields())
+
+
+def test_one_home_for_the_defaults():
+    """One run's defaults and the experiments' presets: the vsepp setting runs its preset (decayed halfway), fast
+    mode only shrinks, and an unknown data set and setting is named."""
+    for data in ("shapes", "flickr30k"):
+        assert run_defaults(data, "vsepp") == {**preset(data, "vsepp"), "lr_decay_epoch": None}
+        assert run_defaults(data, "features")["dim"] == fit.__kwdefaults__["dim"] == 512
+    assert run_defaults("shapes", "e2e")["epochs"] == 20 and preset("shapes", "e2e")["epochs"] == 40
+    for setting in ("features", "vsepp", "e2e"):
+        full, fast = preset("shapes", setting), preset("shapes", setting, fast=True)
+        assert fast["epochs"] < full["epochs"] and fast["dim"] <= full["dim"]
+    with pytest.raises(ValueError, match="no preset for data 'flickr30k' in setting 'e2e'"):
+        preset("flickr30k", "e2e")
 
 
 @pytest.mark.parametrize("text", ["bogus", "gpu", "cuda:x", "", "tpu"])

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from vlr_lib import losses as L
-from vlr_lib import report
+from vlr_lib import names, report
 from vlr_lib.train import fit, grid, make_objective
 
 TIME_KEYS = ("seconds", "train_seconds")
@@ -118,9 +118,9 @@ def test_a_resumed_run_keeps_the_schedule(feats, tmp_path):
 
 
 def test_names_and_parameters_in_reports_and_grid_cells(feats, tmp_path):
-    assert report.loss_name(WARMUP) == "Triplet → Triplet-SH after 1 epoch"
-    assert report.loss_name("warmup:triplet_all:2:unified") == "Triplet → Unified after 2 epochs"
-    assert report.loss_parameters("warmup:info_nce:1:unified") == ("temperature", "reduction", "margin", "gamma",
+    assert names.loss_name(WARMUP) == "Triplet → Triplet-SH after 1 epoch"
+    assert names.loss_name("warmup:triplet_all:2:unified") == "Triplet → Unified after 2 epochs"
+    assert names.loss_parameters("warmup:info_nce:1:unified") == ("temperature", "reduction", "margin", "gamma",
                                                                     "weights")
     assert report.hyperparameters(WARMUP, {"margin": 0.3}) == "margin=0.3"
     kw = dict(train=feats, val=feats, out=tmp_path, **{k: v for k, v in RUN.items() if k != "progress"},

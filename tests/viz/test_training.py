@@ -12,6 +12,7 @@ from tests.viz.helpers import title
 from tests.report.tables import GAMMAS, MARGINS, SEEDS, TEMPS, make_history, rsum_of, sweep_table
 from vlr_lib import report
 from vlr_lib.viz import training as T
+from vlr_lib.viz.readout import fmt
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +128,7 @@ def test_sweep_figure_grid(runs, x, other, values, metric):
         assert np.isfinite(np.asarray(bold.y, float)).all()
         assert len(fig.data) == len(values)  # one faint line per other value of `other`, plus the bold one
         assert all(t.opacity < 1 for t in fig.data[:-1])
-        assert f"{other} = {report.fmt(at)}" in title(fig)
+        assert f"{other} = {fmt(at)}" in title(fig)
         assert fig.layout.xaxis.title.text == x
         ref = [s for s in fig.layout.shapes if s.line.dash == "dash"]
         ref_value = {"rsum": np.mean([150.0 + s for s in SEEDS]), "i2t_r1": 1.0}[metric]
@@ -161,7 +162,7 @@ def test_sweep_heatmap(runs):
     i, j = np.unravel_index(np.argmax(z), z.shape)
     (box,) = fig.layout.shapes
     assert (box.x0 + 0.5, box.y0 + 0.5) == (j, i)
-    assert list(fig.data[0].x) == [report.fmt(g) for g in GAMMAS]
+    assert list(fig.data[0].x) == [fmt(g) for g in GAMMAS]
     other = T.sweep_heatmap(runs, "unified", "gamma", "margin", metric="i2t_r1")
     assert not np.allclose(np.asarray(other.data[0].z, float), z)
     with pytest.raises(ValueError, match="x and y"):

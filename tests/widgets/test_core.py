@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 import pytest
 
 from tests.viz.helpers import title
-from vlr_lib.report import readout
+from vlr_lib.viz.readout import readout
 from vlr_lib.widgets import _core as W
 
 

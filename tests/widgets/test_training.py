@@ -11,6 +11,7 @@ from tests.report.tables import GAMMAS, MARGINS, make_history, sweep_table
 from tests.widgets.helpers import find, live
 from vlr_lib import report
 from vlr_lib.viz import training as V
+from vlr_lib.viz.readout import fmt
 from vlr_lib.widgets.training import sweep_explorer, training_explorer
 
 
@@ -109,14 +110,14 @@ def test_moving_at_shows_that_slice(runs, margin):
     x, y = bold(box.figure)
     np.testing.assert_allclose(x, s["gamma"])
     np.testing.assert_allclose(y, s["mean"])
-    assert f"margin = {report.fmt(margin)}" in title(box.figure)
+    assert f"margin = {fmt(margin)}" in title(box.figure)
 
 
 def test_switching_x_resets_the_slider(runs):
     box = sweep_explorer(runs)
     c = box.controls
     c["x"].value = "margin"
-    assert c["at"].description == "gamma" and list(c["at"].options) == [(report.fmt(g), g) for g in GAMMAS]
+    assert c["at"].description == "gamma" and list(c["at"].options) == [(fmt(g), g) for g in GAMMAS]
     c["at"].value = GAMMAS[0]
     s = report.sweep_slice(runs, "unified", "margin", {"gamma": GAMMAS[0]})
     np.testing.assert_allclose(bold(box.figure)[1], s["mean"])

@@ -297,17 +297,6 @@ def suffix(*allowed: str) -> Callable[[str], Path]:
     return parse
 
 
-def from_env(name: str, parse: Callable[[str], object], default: object) -> object:
-    """The value of environment variable `name` parsed by `parse` (a type above), or `default` when unset."""
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    try:
-        return parse(text)
-    except argparse.ArgumentTypeError as err:
-        raise UsageError(None, f"environment variable {name}={text!r}: {err}") from None
-
-
 def default_checked(parse: Callable[[str], object], text: str, flag: str) -> object:
     """A default value (e.g. a folder under $VLR_RUNS) checked like the flag's own values: a UsageError naming it."""
     try:
@@ -316,22 +305,13 @@ def default_checked(parse: Callable[[str], object], text: str, flag: str) -> obj
         raise UsageError(flag, f"the default {text!r}: {err}") from None
 
 
-def flag(text: str) -> bool:
-    """0/1, true/false, yes/no (the VLR_FAST convention)."""
-    value = text.strip().lower()
-    if value not in {"0", "1", "true", "false", "yes", "no"}:
-        _fail(f"must be 0 or 1, got {text!r}")
-    return value in {"1", "true", "yes"}
-
-
-def choice(*choices: str) -> Callable[[str], str]:
-    def parse(text: str) -> str:
-        value = text.strip().lower()
-        if value not in choices:
-            _fail(f"must be one of {', '.join(choices)}, got {text!r}")
-        return value
-
-    return parse
+def env(read: Callable[..., object], *args) -> object:
+    """An environment variable read by ``vlr_lib.env`` (``env(env.flag, "VLR_FAST")``): as the notebooks read it,
+    a bad value a usage error naming it."""
+    try:
+        return read(*args)
+    except ValueError as err:
+        raise UsageError(None, f"environment variable {err}") from None
 
 
 # --------------------------------------------------------------------------- running a command

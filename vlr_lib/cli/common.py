@@ -35,8 +35,12 @@ from __future__ import annotations
 import argparse
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import args as A
+
+if TYPE_CHECKING:  # the trainer is imported when a command runs, not when its parser is built
+    from ..train import Objective, TrainSettings
 
 #: Loss parameters settable from the command line and their parsers (``reduction`` is not one:
 #: the trainer needs a scalar loss).
@@ -52,9 +56,6 @@ LOSS_PARAMS = {
     "lam": A.finite_float,
     "eps": A.finite_float,
 }
-#: Setting defaults, resolved from None (never from a falsy value); vsepp's are its showdown's (spec_for).
-DEFAULTS = {"e2e": {"epochs": 20, "batch_size": 32, "lr": 2e-3, "dim": 64, "sampling": "images"},
-            "features": {"epochs": 10, "batch_size": 128, "lr": 2e-4, "dim": 512, "sampling": "captions"}}
 #: Lower bounds of the memory a size needs (bytes), checked by the parser before anything is allocated.
 IMAGE_BYTES = 64 * 64 * 3  # one shapes image, uint8
 
@@ -190,13 +191,11 @@ def resolve_setting(args: argparse.Namespace) -> str:
 
 
 def _defaults(args: argparse.Namespace, setting: str) -> dict:
-    if setting != "vsepp":
-        return DEFAULTS[setting]
-    from ..train.showdown import spec_for
+    """One run's defaults of the data set and setting (``train.settings.run_defaults``), filled in from None
+    (never from a falsy value)."""
+    from ..train.settings import run_defaults
 
-    spec = spec_for(args.data, False, "vsepp")
-    return {k: getattr(spec, k) for k in ("epochs", "batch_size", "lr", "dim", "sampling", "word_dim", "hidden",
-                                          "min_count", "grad_clip")}
+    return run_defaults(args.data, setting)
 
 
 def schedule(args: argparse.Namespace, setting: str) -> tuple[dict, dict]:
@@ -204,7 +203,7 @@ def schedule(args: argparse.Namespace, setting: str) -> tuple[dict, dict]:
     defaults = _defaults(args, setting)
     value = lambda name: getattr(args, name) if getattr(args, name) is not None else defaults[name]  # noqa: E731
     settings = {"epochs": value("epochs"), "batch_size": value("batch_size"), "lr": value("lr"),
-                "lr_decay_epoch": args.lr_decay_epoch, "sampling": value("sampling"), "device": args.device,
+                "lr_decay_epoch": value("lr_decay_epoch"), "sampling": value("sampling"), "device": args.device,
                 "progress": not args.no_progress, "optimizer_at_switch": args.optimizer_at_switch,
                 "grad_clip": grad_clip(args.grad_clip, defaults.get("grad_clip"))}
     model = {"dim": value("dim")}
@@ -226,14 +225,17 @@ def given_loss_params(args: argparse.Namespace) -> dict:
     return {name: getattr(args, name) for name in LOSS_PARAMS if getattr(args, name) is not None}
 
 
-def check_loss(loss: str, kwargs: dict, batch_size: int, flag: str = "--loss", param_flag: str | None = None) -> None:
-    """The loss exists, takes these parameters and accepts their values (one evaluation), before any data is loaded.
+def objective(loss: str, kwargs: dict, settings: TrainSettings, flag: str = "--loss",
+              param_flag: str | None = None) -> Objective:
+    """The run's objective, built and checked once, before any data is loaded: the loss exists, takes these
+    parameters, accepts their values (one evaluation on a batch of ``settings.batch_size``) and, for a warm-up,
+    switches inside ``settings.epochs``. The trainer takes it as it is.
 
     Errors name `flag` (the loss) or the parameter's flag: ``--<name>``, or `param_flag` (``--param``).
     """
     where = lambda name: param_flag or f"--{name}"  # noqa: E731
     from ..names import loss_parameters
-    from ..train import make_objective
+    from ..train import build_objective
 
     try:
         takes = loss_parameters(loss)
@@ -243,8 +245,9 @@ def check_loss(loss: str, kwargs: dict, batch_size: int, flag: str = "--loss", p
         if name not in takes:
             raise A.UsageError(where(name), f"loss {loss!r} does not take {name}; it takes "
                                             f"{', '.join(t for t in takes if t != 'reduction')}")
+    check_warmup(loss, settings.epochs, flag)
     try:
-        make_objective(loss, kwargs).check(batch_size)
+        return build_objective(loss, kwargs, batch_size=settings.batch_size, epochs=settings.epochs)
     except (ValueError, TypeError, FloatingPointError) as err:
         name = _param_of(str(err), kwargs)
         raise A.UsageError(where(name) if name else flag, str(err)) from None

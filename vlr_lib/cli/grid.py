@@ -88,8 +88,7 @@ def _grid(args: argparse.Namespace) -> int:
         raise A.UsageError("--param" if str(err).startswith("param_grid") else "--losses", str(err)) from None
     for config in configs:
         loss_kw = {k: v for k, v in config.items() if k != "loss" and k not in FIT_KEYS}
-        common.check_loss(config["loss"], loss_kw, settings.batch_size, flag="--losses", param_flag="--param")
-        common.check_warmup(config["loss"], settings.epochs, flag="--losses")
+        common.objective(config["loss"], loss_kw, settings, flag="--losses", param_flag="--param")
     out = args.out or A.default_checked(A.run_dir, str(runs_dir() / f"grid-{args.data}-{setting}"), "--out")
     with D.process_group(args.device, args.dist_timeout) as device:
         data = common.load_data(args, setting, device)

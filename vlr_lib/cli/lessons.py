@@ -19,6 +19,7 @@ import argparse
 import shlex
 from collections.abc import Sequence
 
+from .. import env
 from . import args as A
 from .common import print_table
 
@@ -61,7 +62,7 @@ def _lessons(args: argparse.Namespace) -> int:
     from ..train import lessons
 
     if args.fast is None:
-        args.fast = A.from_env("VLR_FAST", A.flag, False)
+        args.fast = A.env(env.flag, "VLR_FAST")
     spec = lessons.LessonsSpec(fast=args.fast, device=args.device,
                                **({"seeds": tuple(args.seeds)} if args.seeds is not None else {}))
     done = lessons.run(spec, out=args.out, force=args.force, progress=args.progress, command=canonical_command(args))

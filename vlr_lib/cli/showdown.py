@@ -28,6 +28,7 @@ import argparse
 import shlex
 from collections.abc import Sequence
 
+from .. import env
 from . import args as A
 from . import common
 
@@ -62,9 +63,9 @@ def parser(prog: str = "python -m vlr_lib showdown") -> A.Parser:
 def resolve_env(args: argparse.Namespace) -> argparse.Namespace:
     """--data and --fast from VLR_DATA / VLR_FAST when not given (checked like the flags)."""
     if args.data is None:
-        args.data = A.from_env("VLR_DATA", A.choice("shapes", "flickr30k"), "shapes")
+        args.data = A.env(env.choice, "VLR_DATA", ("shapes", "flickr30k"), "shapes")
     if args.fast is None:
-        args.fast = A.from_env("VLR_FAST", A.flag, False)
+        args.fast = A.env(env.flag, "VLR_FAST")
     return args
 
 

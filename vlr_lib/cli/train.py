@@ -44,18 +44,15 @@ def _train(args: argparse.Namespace) -> int:
     setting = common.resolve_setting(args)
     fields, model = common.schedule(args, setting)
     settings = TrainSettings(**fields, seed=args.seed, checkpoint_dir=args.checkpoint_dir, resume=not args.no_resume)
-    loss_kwargs = common.given_loss_params(args)
-    common.check_loss(args.loss, loss_kwargs, settings.batch_size)
-    common.check_warmup(args.loss, settings.epochs)
+    objective = common.objective(args.loss, common.given_loss_params(args), settings)  # the one build and check
     with D.process_group(args.device, args.dist_timeout) as device:
         settings = settings.replace(device=device)
         data = common.load_data(args, setting, device)
         if "dataset" in data:
-            result = fit_end_to_end(data["dataset"], args.loss, loss_kwargs, settings=settings, **model)
+            result = fit_end_to_end(data["dataset"], objective, settings=settings, **model)
             chance = result.extras["chance_rsum"]
         else:
-            result = trainer(setting)(*data["train"], args.loss, loss_kwargs, val=data["val"], settings=settings,
-                                      **model)
+            result = trainer(setting)(*data["train"], objective, val=data["val"], settings=settings, **model)
             chance = chance_rsum(data["val"][2])
         if D.rank_and_world()[0] == 0:
             frame = result.frame()

@@ -29,7 +29,7 @@ from .engine import FitResult, TrainingDivergedError
 from .evaluate import evaluate, probe_indices
 from .fit_features import Triple, build_heads, fit
 from .grid_search import GridResult, expand_configs, goal_grid, grid, trainer
-from .objective import ROW_WISE, Objective, loss_names, make_objective
+from .objective import ROW_WISE, Objective, build_objective, loss_names, make_objective
 from .inputs import SETTINGS, caption_ids, shapes_features, shapes_inputs
 from .settings import TrainSettings
 from .vsepp import fit_vsepp
@@ -59,6 +59,7 @@ __all__ = [
     "TrainSettings",
     "Triple",
     "make_objective",
+    "build_objective",
     "loss_names",
     "Objective",
     "ROW_WISE",

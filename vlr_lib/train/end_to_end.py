@@ -19,8 +19,8 @@ from .engine import FitResult, data_fingerprint
 from .inputs import flat_captions, shapes_images
 from .launch import prepare
 from .vsepp import caption_triple, launch_with_text, token_inputs
-from .objective import LossFn
-from .settings import TrainSettings
+from .objective import LossFn, Objective
+from .settings import RUN, TrainSettings
 
 
 def shapes_tensors(split, vocab: Vocabulary | None = None) -> tuple[Tensor, Tensor, Tensor, Vocabulary]:
@@ -37,11 +37,11 @@ def shapes_tensors(split, vocab: Vocabulary | None = None) -> tuple[Tensor, Tens
 
 def fit_end_to_end(
     dataset_dict,
-    loss: str | LossFn = "unified",
+    loss: str | LossFn | Objective = "unified",
     loss_kwargs: Mapping | None = None,
     *,
     text_encoder: str = "gru",
-    dim: int = 64,
+    dim: int = RUN["e2e"]["dim"],
     width: int = 32,
     train_split: str = "train",
     val_split: str | None = "validation",
@@ -76,12 +76,12 @@ def fit_encoders(
     images: Tensor,
     captions: Sequence[str] | Tensor,
     caption_to_image: Tensor,
-    loss: str | LossFn = "unified",
+    loss: str | LossFn | Objective = "unified",
     loss_kwargs: Mapping | None = None,
     *,
     val: tuple | None = None,
     text_encoder: str = "gru",
-    dim: int = 64,
+    dim: int = RUN["e2e"]["dim"],
     width: int = 32,
     min_count: int = 1,
     settings: TrainSettings | None = None,

@@ -11,8 +11,8 @@ from .._checks import check_int, check_tensor
 from ..models import HEADS, make_head
 from .engine import FitResult, data_fingerprint
 from .launch import launch, prepare
-from .objective import LossFn
-from .settings import TrainSettings
+from .objective import LossFn, Objective
+from .settings import RUN, TrainSettings
 
 #: One split's features: (img_feats [n_images, D], txt_feats [n_captions, D], caption_to_image [n_captions]).
 Triple = tuple[Tensor, Tensor, Tensor]
@@ -84,11 +84,11 @@ def fit(
     img_feats: Tensor,
     txt_feats: Tensor,
     caption_to_image: Tensor,
-    loss: str | LossFn = "unified",
+    loss: str | LossFn | Objective = "unified",
     loss_kwargs: Mapping | None = None,
     *,
     head: str | tuple[nn.Module, nn.Module] = "linear",
-    dim: int = 512,
+    dim: int = RUN["features"]["dim"],
     val: Triple | None = None,
     settings: TrainSettings | None = None,
     **overrides,
@@ -101,7 +101,8 @@ def fit(
 
     Loss: a name of ``vlr_lib.losses.LOSSES``, a GOAL combination "goal:T,P"
     (``vlr_lib.goal``), or a callable ``(S, pos_mask=None) -> scalar``;
-    ``loss_kwargs`` go to it (unknown ones are an error). Row-wise losses
+    ``loss_kwargs`` go to it (unknown ones are an error). Or an ``Objective`` that
+    ``build_objective`` built and checked where the call was read (no ``loss_kwargs``). Row-wise losses
     (sampled_softmax, cross_example_softmax, smooth_ap) are applied in both
     directions, ``loss(S) + loss(S.T)`` (see ``vlr_lib.train.objective``).
 

@@ -40,7 +40,7 @@ from .fit_features import fit
 from .inputs import check_setting
 from .vsepp import fit_vsepp
 from ..names import WARMUP_PREFIX, loss_parameters
-from .objective import make_objective
+from .objective import Objective, build_objective, make_objective
 from .settings import TrainSettings, settings_for
 
 #: Model arguments of fit / fit_vsepp / fit_end_to_end a config or the grid may set.
@@ -265,15 +265,28 @@ def _cell_row(cell: dict, key: str) -> dict:
     return row(cell["config"], cell["seed"], key, cell["history"], cell.get("data_id"), cell.get("settings"))
 
 
-def _run_cell(config: Mapping, seed: int, data: Mapping, base: TrainSettings, model: dict, partial: Path | None):
-    name, loss_kw, fit_kw = _split_config(config)
-    model_kw = {**model, **{k: v for k, v in fit_kw.items() if k in MODEL_KEYS}}
-    settings = base.replace(seed=seed, checkpoint_dir=partial, **{k: v for k, v in fit_kw.items()
-                                                                   if k not in MODEL_KEYS})
+def _cell_settings_of(config: Mapping, base: TrainSettings) -> TrainSettings:
+    """The settings of a config's cells: `base` with the config's setting overrides (not its model arguments)."""
+    return base.replace(**{k: v for k, v in _split_config(config)[2].items() if k not in MODEL_KEYS})
+
+
+def _objectives(configs: Sequence[Mapping], base: TrainSettings) -> list[Objective]:
+    """Every config's objective, built and checked once before any training (``build_objective``)."""
+    out = []
+    for config in configs:
+        name, loss_kw, _ = _split_config(config)
+        cell = _cell_settings_of(config, base)
+        out.append(build_objective(name, loss_kw, batch_size=cell.batch_size, epochs=cell.epochs))
+    return out
+
+
+def _run_cell(config: Mapping, objective: Objective, seed: int, data: Mapping, base: TrainSettings, model: dict,
+              partial: Path | None):
+    model_kw = {**model, **{k: v for k, v in _split_config(config)[2].items() if k in MODEL_KEYS}}
+    settings = _cell_settings_of(config, base).replace(seed=seed, checkpoint_dir=partial)
     if "dataset" in data:
-        return fit_end_to_end(data["dataset"], name, loss_kw, settings=settings, **model_kw)
-    return trainer(data["setting"])(*data["train"], name, loss_kw, val=data.get("val"), settings=settings,
-                                    **model_kw)
+        return fit_end_to_end(data["dataset"], objective, settings=settings, **model_kw)
+    return trainer(data["setting"])(*data["train"], objective, val=data.get("val"), settings=settings, **model_kw)
 
 
 def trainer(setting: str):
@@ -361,18 +374,15 @@ def grid(
         raise TypeError("grid takes seeds=[...] and keeps one checkpoint per cell under out; "
                         "do not pass seed or checkpoint_dir")
     base = settings_for(settings, {"progress": False, **kwargs}, end_to_end=setting == "e2e")
-    for config in configs:  # every setting override and parameter value is checked before any training
-        name, loss_kw, fit_kw = _split_config(config)
-        cell = base.replace(**{k: v for k, v in fit_kw.items() if k not in MODEL_KEYS})
-        make_objective(name, loss_kw).check(cell.batch_size)
+    objectives = _objectives(configs, base)  # every setting override and parameter value, before any training
     data_id = data_id or _data_id(data)
     hashed = {"setting": setting, **{k: v for k, v in base.experiment().items() if k != "seed"}, **model}
     cells = Path(out) / "cells" if out is not None else None
-    todo = list(itertools.product(configs, seeds))
+    todo = [(c, o, s) for (c, o), s in itertools.product(zip(configs, objectives), seeds)]
     with writing(out):  # the tables are rebuilt under the lock: another run's cells are never left out
         if out is not None:
             check_cells(out)
-        rows = [_cell(c, s, data, data_id, base, model, hashed, cells) for c, s in _progress(todo, progress)]
+        rows = [_cell(c, o, s, data, data_id, base, model, hashed, cells) for c, o, s in _progress(todo, progress)]
         runs = pd.DataFrame(rows)
         if out is not None and D.rank_and_world()[0] == 0:
             save_tables(Path(out))
@@ -422,14 +432,14 @@ def _cell_settings(config: Mapping, hashed: dict) -> dict:
     return {k: v for k, v in hashed.items() if k != "optimizer_at_switch"}
 
 
-def _cell(config, seed, data, data_id, base, model, hashed, cells: Path | None) -> dict:
+def _cell(config, objective, seed, data, data_id, base, model, hashed, cells: Path | None) -> dict:
     hashed = _cell_settings(config, hashed)
     key = cell_key(config, seed, data_id, hashed)
     path = cells / f"{key}.json" if cells is not None else None
     if D.broadcast_object(path is not None and path.exists()):  # rank 0 decides: every rank trains the same cells
         return _cell_row(read_cell(path), key)
     partial = cells / f"{key}.partial" if cells is not None else None
-    history = _run_cell(config, seed, data, base, model, partial).history
+    history = _run_cell(config, objective, seed, data, base, model, partial).history
     if path is not None and D.rank_and_world()[0] == 0:
         atomic_write_json(path, {"config": dict(config), "seed": seed, "data_id": data_id, "settings": hashed,
                                  "history": history})

@@ -1,7 +1,8 @@
 """What ``fit``, ``fit_vsepp`` and ``fit_end_to_end`` share around the engine: settings, objective, device, the run.
 
 Each of them checks its own inputs and builds its two models; :func:`prepare` resolves the
-settings for the data and checks the loss on one batch before any training, and :func:`launch`
+settings for the data and builds the objective (``objective.build_objective``: checked on one batch
+before any training) unless the caller passed one it built, and :func:`launch`
 moves models and inputs to the device and hands them to ``engine.train_models`` with the
 run's recorded configuration.
 """
@@ -15,30 +16,24 @@ from torch import Tensor, nn
 from . import distributed as D
 from .device import default_device
 from .engine import FitResult, Plan, Split, train_models
-from .objective import LossFn, Objective, make_objective
+from .objective import LossFn, Objective, build_objective
 from .settings import TrainSettings, settings_for
 
 Inputs = tuple[Tensor, Tensor, Tensor]  # image inputs, caption inputs, caption_to_image
 
 
-def prepare(settings: TrainSettings | None, overrides: dict, n_images: int, loss: str | LossFn,
+def prepare(settings: TrainSettings | None, overrides: dict, n_images: int, loss: str | LossFn | Objective,
             loss_kwargs: Mapping | None, end_to_end: bool = False) -> tuple[TrainSettings, Objective]:
-    """The run's settings (mode defaults, overrides, resolved for `n_images` training images) and its objective,
-    evaluated once on a random batch so that a bad parameter fails before training."""
+    """The run's settings (mode defaults, overrides, resolved for `n_images` training images) and its objective:
+    `loss` itself when it is an :class:`Objective` (built and checked where the call was read), else built and
+    checked here, once, before training."""
     settings = settings_for(settings, overrides, end_to_end=end_to_end)
     settings = settings.resolve(n_images, D.rank_and_world()[1])
-    objective = make_objective(loss, loss_kwargs)
-    objective.check(settings.batch_size)
-    check_schedule(objective, settings.epochs)
-    return settings, objective
-
-
-def check_schedule(objective: Objective, epochs: int) -> None:
-    """A loss schedule must switch inside the run: a first phase of `epochs` or more would never train the second loss."""
-    late = [k for k in objective.switches() if k >= epochs]
-    if late:
-        raise ValueError(f"epochs is {epochs} but the loss schedule {objective.name!r} switches after {late[0]} "
-                         f"epoch(s): its second loss would never train; give more epochs or a shorter first phase")
+    if isinstance(loss, Objective):
+        if loss_kwargs:
+            raise TypeError(f"loss_kwargs must be empty when loss is an Objective (it holds its own: {loss.describe()})")
+        return settings, loss
+    return settings, build_objective(loss, loss_kwargs, batch_size=settings.batch_size, epochs=settings.epochs)
 
 
 def _split(inputs: Inputs, device) -> Split:

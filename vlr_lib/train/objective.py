@@ -165,3 +165,26 @@ def make_objective(loss: str | LossFn, loss_kwargs: Mapping | None = None) -> Ob
     fn = _loss_fn(loss)
     kwargs = _check_kwargs(loss, kwargs)
     return Objective(name=loss, kwargs=kwargs, fn=fn, both_directions=loss in ROW_WISE)
+
+
+def build_objective(loss: str | LossFn, loss_kwargs: Mapping | None = None, *, batch_size: int,
+                    epochs: int) -> Objective:
+    """A run's objective, built and checked once: :func:`make_objective` (the name and which parameters it takes),
+    evaluated on one random batch of `batch_size` pairs (a bad value fails now, naming its parameter), and a loss
+    schedule that switches inside the run's `epochs`.
+
+    Build it where the command line or the call is read and pass it down (``fit(..., loss=objective)``): the
+    trainer takes an :class:`Objective` as it is and checks it no more.
+    """
+    objective = make_objective(loss, loss_kwargs)
+    objective.check(batch_size)
+    check_schedule(objective, epochs)
+    return objective
+
+
+def check_schedule(objective: Objective, epochs: int) -> None:
+    """A loss schedule must switch inside the run: a first phase of `epochs` or more would never train the second loss."""
+    late = [k for k in objective.switches() if k >= epochs]
+    if late:
+        raise ValueError(f"epochs is {epochs} but the loss schedule {objective.name!r} switches after {late[0]} "
+                         f"epoch(s): its second loss would never train; give more epochs or a shorter first phase")

@@ -48,7 +48,7 @@ import pandas as pd
 import torch
 
 from .. import __version__
-from .._checks import env_flag
+from ..env import flag
 from .._io import atomic_dir, atomic_write_json, locked
 from ..paths import _absolute_env
 
@@ -498,7 +498,7 @@ def tolerance_of(name: str | None) -> float:
 def strict_checks() -> bool:
     """Whether a drift beyond tolerance is an error: under the tests and CI (VLR_FAST=1) and in the book build
     (VLR_BOOK=1); in full mode (``make lab``) it is a warning and the chapter goes on from the record."""
-    return env_flag("VLR_FAST") or env_flag("VLR_BOOK")
+    return flag("VLR_FAST") or flag("VLR_BOOK")
 
 
 def check_reproduced(recorded: Sequence[float], again: Sequence[float], what: str,

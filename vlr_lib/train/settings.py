@@ -10,6 +10,11 @@ same thing: keyword arguments override fields of the settings.
 The grid (``vlr_lib.train.grid``), the command lines and the showdown build their runs from
 it; :data:`EXPERIMENT_FIELDS` are the fields that change a result (they key grid cells and
 checkpoints), :data:`RUN_FIELDS` the ones that do not.
+
+Every default the library trains with is written here, once: :data:`RUN` (one run's defaults:
+``fit``, ``fit_end_to_end``, the ``train`` and ``grid`` commands, read through :func:`run_defaults`)
+and :data:`PRESETS` / :data:`FAST` (the experiments' recipes: the showdown and the lessons, read
+through :func:`preset`). Each names only what differs from TrainSettings' own defaults and :data:`MODEL`.
 """
 from __future__ import annotations
 
@@ -29,8 +34,28 @@ EXPERIMENT_FIELDS = ("epochs", "batch_size", "lr", "lr_decay_epoch", "sampling",
 #: What a loss schedule's switch does to Adam: a fresh state for the new loss, or the old loss's state carried over.
 OPTIMIZER_AT_SWITCH = ("fresh", "carry")
 RUN_FIELDS = ("device", "callbacks", "checkpoint_dir", "resume", "progress")
-#: Defaults of the end-to-end shapes mode (from scratch on a CPU: small batches, a larger lr, 5x cheaper epochs).
-END_TO_END = {"epochs": 20, "batch_size": 32, "lr": 2e-3, "sampling": "images"}
+#: The schedule fields a preset sets (the rest of a preset is the model's sizes, :data:`MODEL`).
+SCHEDULE_FIELDS = ("epochs", "batch_size", "lr", "lr_decay_epoch", "sampling", "grad_clip")
+#: The model sizes every preset starts from: the joint space (each preset names its own), the VSE++ setting's word
+#: embedding and GRU sizes (None: the model's default) and the count that admits a word into the vocabulary.
+MODEL = {"word_dim": None, "hidden": None, "min_count": 1}
+#: One run's defaults per setting (the vsepp setting's are its experiment preset's, :func:`run_defaults`).
+#: e2e learns from scratch on a CPU: small batches, a larger lr, 5x cheaper epochs ("images" sampling).
+RUN = {"features": {"dim": 512},
+       "e2e": {"epochs": 20, "batch_size": 32, "lr": 2e-3, "sampling": "images", "dim": 64}}
+#: The experiments' full-size recipes per (data set, setting), chosen on validation so that the runs converge
+#: (docs/results.md, run 7; ``vlr_lib.train.showdown.spec_for`` says why each number).
+PRESETS = {
+    ("shapes", "features"): {"epochs": 20, "lr": 1e-3, "lr_decay_epoch": 10, "dim": 256},
+    ("shapes", "vsepp"): {"epochs": 20, "lr": 2e-3, "lr_decay_epoch": 10, "dim": 256, "word_dim": 32, "hidden": 64,
+                          "grad_clip": 2.0},
+    ("shapes", "e2e"): {**RUN["e2e"], "epochs": 40},
+    ("flickr30k", "features"): {"epochs": 15, "dim": 512},
+    ("flickr30k", "vsepp"): {"epochs": 15, "dim": 1024, "word_dim": 300, "hidden": 1024, "min_count": 4},  # VSE++'s
+}
+#: Fast mode (the tests and CI) over a data set's full-size preset, for every setting.
+FAST = {"shapes": {"epochs": 4, "batch_size": 50, "lr": 3e-3, "lr_decay_epoch": None, "sampling": "images", "dim": 64},
+        "flickr30k": {"epochs": 2}}
 
 
 @dataclass(frozen=True)
@@ -96,8 +121,8 @@ class TrainSettings:
 
     @classmethod
     def end_to_end(cls, **overrides) -> "TrainSettings":
-        """The defaults of ``fit_end_to_end`` (:data:`END_TO_END`), with `overrides`."""
-        return cls(**{**END_TO_END, **overrides})
+        """The defaults of ``fit_end_to_end`` (``RUN["e2e"]``), with `overrides`."""
+        return cls(**{**schedule(run_defaults("shapes", "e2e")), **overrides})
 
     def replace(self, **changes) -> "TrainSettings":
         """A copy with `changes` applied (and validated); an unknown name is a TypeError naming it."""
@@ -126,6 +151,35 @@ class TrainSettings:
         probe = min(self.batch_size, n_images) if probe is None else check_int("probe_batch", probe, 0, n_images)
         decay = max(1, self.epochs // 2) if self.lr_decay_epoch is None else self.lr_decay_epoch
         return dataclasses.replace(self, probe_batch=probe, lr_decay_epoch=decay)
+
+
+def _filled(values: dict) -> dict:
+    """`values` over TrainSettings' schedule defaults and :data:`MODEL`: every field a preset has."""
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainSettings) if f.name in SCHEDULE_FIELDS}
+    return {**defaults, **MODEL, **values}
+
+
+def preset(data: str, setting: str, fast: bool = False) -> dict:
+    """The experiments' schedule and model sizes for `data` and `setting` (:data:`PRESETS`), :data:`FAST` over them
+    in fast mode: a dict of :data:`SCHEDULE_FIELDS` and :data:`MODEL`'s fields with "dim"."""
+    if (data, setting) not in PRESETS:
+        raise ValueError(f"no preset for data {data!r} in setting {setting!r}; there are {sorted(PRESETS)}")
+    return _filled({**PRESETS[data, setting], **(FAST[data] if fast else {})})
+
+
+def run_defaults(data: str, setting: str) -> dict:
+    """One run's schedule and model sizes (:data:`RUN`): the vsepp setting takes its full-size preset, with the lr
+    decayed halfway (the preset's epoch 10 of 20) so that a run of other length decays halfway too."""
+    if setting == "vsepp":
+        return {**preset(data, setting), "lr_decay_epoch": None}
+    if setting not in RUN:
+        raise ValueError(f"setting must be one of {(*RUN, 'vsepp')}, got {setting!r}")
+    return _filled(RUN[setting])
+
+
+def schedule(values: dict) -> dict:
+    """The TrainSettings fields of a preset (:data:`SCHEDULE_FIELDS`)."""
+    return {k: values[k] for k in SCHEDULE_FIELDS}
 
 
 def fields() -> tuple[str, ...]:

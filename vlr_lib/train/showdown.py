@@ -65,7 +65,7 @@ from .evaluate import probe_indices, split_metrics
 from .fit_features import Triple
 from .grid_search import GridResult, goal_grid, grid, tensor_id, writing
 from .inputs import SETTING_LABELS, check_setting, shapes_inputs, with_caption_ids
-from .settings import TrainSettings
+from .settings import TrainSettings, preset
 
 #: Bump when the recorded metrics change (the trainer's or the callback's): it is part of every cell's cache key.
 METRICS_VERSION = "showdown-metrics-v2"
@@ -74,6 +74,7 @@ SEEDS = (0, 1, 2)
 FLICKR_BACKBONE = "clip-vit-b32"
 FLICKR_CHOICE = ("revision", "weights", "dtype")
 STORED_FIX = "rerun with --force (force=True) to rebuild the table from the cached cells"
+_SHAPES = preset("shapes", "features")  # ShowdownSpec's defaults; spec_for sets every setting's own
 
 # --------------------------------------------------------------------------- the experiment
 
@@ -86,15 +87,15 @@ class ShowdownSpec:
     fast: bool = False
     setting: str = "features"  # features | vsepp | e2e (vlr_lib.train.inputs)
     seeds: tuple[int, ...] = SEEDS
-    epochs: int = 10
-    batch_size: int = 128
-    lr: float = 2e-4
-    lr_decay_epoch: int | None = None  # None: halfway
-    grad_clip: float | None = None  # the gradient norm's clip (vsepp: 2.0, as VSE++ trains)
+    epochs: int = _SHAPES["epochs"]  # the schedule and model sizes: settings.preset's (these: shapes, features)
+    batch_size: int = _SHAPES["batch_size"]
+    lr: float = _SHAPES["lr"]
+    lr_decay_epoch: int | None = _SHAPES["lr_decay_epoch"]  # None: halfway
+    grad_clip: float | None = _SHAPES["grad_clip"]  # the gradient norm's clip (vsepp: 2.0, as VSE++ trains)
     optimizer_at_switch: str = "fresh"  # a warm-up schedule's switch: a fresh Adam, or "carry" the old state
-    dim: int = 256
+    dim: int = _SHAPES["dim"]
     head: str = "linear"
-    sampling: str = "captions"
+    sampling: str = _SHAPES["sampling"]
     n_train: int | None = 1000  # shapes: images per split; flickr30k: None = the whole split
     n_val: int | None = 200
     n_test: int | None = 200
@@ -103,10 +104,10 @@ class ShowdownSpec:
     probe: int = 128  # COCOS probe batch (distinct training images, one caption each)
     image_encoder: str = "pretrained"  # shapes, features / vsepp: the frozen image encoder (or "random")
     text_encoder: str = "gru"  # vsepp / e2e: the text encoder trained from scratch ...
-    word_dim: int | None = None  # ... its word embedding size (None: the model's default)
-    hidden: int | None = None  # ... and the GRU's
+    word_dim: int | None = _SHAPES["word_dim"]  # ... its word embedding size (None: the model's default)
+    hidden: int | None = _SHAPES["hidden"]  # ... and the GRU's
     width: int = 32  # e2e: the TinyCNN's width
-    min_count: int = 1  # vsepp / e2e: a word joins the vocabulary when the training captions use it this often
+    min_count: int = _SHAPES["min_count"]  # vsepp / e2e: a word joins the vocabulary when the training captions use it this often
     metrics: str = METRICS_VERSION
     device: str | None = field(default=None, compare=False)
     cache_root: str | None = field(default=None, compare=False)
@@ -147,6 +148,12 @@ class ShowdownSpec:
         return {**text, "head": self.head, "word_dim": self.word_dim, "hidden": self.hidden}
 
 
+#: The data of each showdown, full size and fast (the schedule and model sizes are ``settings.preset``'s).
+FULL_DATA = {"shapes": {}, "flickr30k": {"n_train": None, "n_val": None, "n_test": None, "difficulty": 0.0}}
+FAST_DATA = {"shapes": {"n_train": 200, "n_val": 100, "n_test": 100, "probe": 50},
+             "flickr30k": {**FULL_DATA["flickr30k"], "n_train": 2900}}
+
+
 def spec_for(data: str = "shapes", fast: bool = False, setting: str = "features", **overrides) -> ShowdownSpec:
     """The showdown of a data mode and setting at full or fast (CI) size.
 
@@ -164,30 +171,17 @@ def spec_for(data: str = "shapes", fast: bool = False, setting: str = "features"
     lr 3e-3, 64-d: seconds. flickr30k: the Karpathy split (29,000 / 1,014 / 1,000 images) on
     CLIP features, 15 epochs, 512-d heads; vsepp: VSE++'s sizes (1024-d joint space, 300-d
     words, a 1024-d GRU, words seen at least 4 times); fast keeps 2,900 training images and
-    2 epochs. e2e needs the shapes images: flickr30k has cached features only.
+    2 epochs. e2e needs the shapes images: flickr30k has cached features only. The schedules and
+    model sizes are ``settings.PRESETS`` and ``settings.FAST``; the data sizes :data:`FULL_DATA` / :data:`FAST_DATA`.
     """
     if data not in DATA_MODES:
         raise ValueError(f"data must be one of {DATA_MODES}, got {data!r}")
     check_setting(setting)
-    if data == "shapes":
-        base = ShowdownSpec(data=data, fast=fast, setting=setting, epochs=20, lr=1e-3, lr_decay_epoch=10)
-        if setting == "vsepp":
-            base = replace(base, lr=2e-3, word_dim=32, hidden=64, grad_clip=2.0)
-        elif setting == "e2e":
-            base = replace(base, epochs=40, batch_size=32, lr=2e-3, lr_decay_epoch=None, sampling="images", dim=64)
-        if fast:
-            base = replace(base, n_train=200, n_val=100, n_test=100, epochs=4, batch_size=50, lr=3e-3, dim=64,
-                           sampling="images", probe=50, lr_decay_epoch=None)
-    else:
-        if setting == "e2e":
-            raise ValueError("setting 'e2e' trains a CNN on the shapes images; flickr30k has cached image features "
-                             "only: use setting 'features' or 'vsepp'")
-        base = ShowdownSpec(data=data, fast=fast, setting=setting, n_train=None, n_val=None, n_test=None, epochs=15,
-                            dim=512, difficulty=0.0)
-        if setting == "vsepp":
-            base = replace(base, dim=1024, word_dim=300, hidden=1024, min_count=4)
-        if fast:
-            base = replace(base, n_train=2900, epochs=2)
+    if data == "flickr30k" and setting == "e2e":
+        raise ValueError("setting 'e2e' trains a CNN on the shapes images; flickr30k has cached image features "
+                         "only: use setting 'features' or 'vsepp'")
+    sizes = FAST_DATA[data] if fast else FULL_DATA[data]
+    base = ShowdownSpec(data=data, fast=fast, setting=setting, **preset(data, setting, fast), **sizes)
     return replace(base, **overrides)
 
 

@@ -24,11 +24,11 @@ from ..models import Vocabulary, make_head, make_text_encoder
 from .engine import FitResult, data_fingerprint
 from .fit_features import check_caption_to_image
 from .launch import Inputs, launch, prepare
-from .objective import LossFn
-from .settings import TrainSettings
+from .objective import LossFn, Objective
+from .settings import PRESETS, TrainSettings
 
 #: The VSE++ text encoder of Faghri et al.: 300-d word embeddings, a 1024-d GRU, a 1024-d joint space.
-VSEPP_SIZES = {"word_dim": 300, "hidden": 1024, "dim": 1024}
+VSEPP_SIZES = {k: PRESETS["flickr30k", "vsepp"][k] for k in ("word_dim", "hidden", "dim")}
 
 
 def _no_words(name: str, txt: Tensor) -> ValueError:
@@ -97,7 +97,7 @@ def fit_vsepp(
     img_feats: Tensor,
     captions: Sequence[str] | Tensor,
     caption_to_image: Tensor,
-    loss: str | LossFn = "unified",
+    loss: str | LossFn | Objective = "unified",
     loss_kwargs: Mapping | None = None,
     *,
     val: tuple | None = None,

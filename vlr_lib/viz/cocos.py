@@ -18,8 +18,8 @@ from torch import Tensor
 from .. import analysis, losses, report
 from ..analysis import CocosSettings
 from .._checks import check_choice
-from ..report import readout
 from ..similarity import DIRECTIONS
+from .readout import readout
 from ._style import NEGATIVE, PALETTE, POSITIVE, SYMBOL, grid, matrix_axes, position, style, to_numpy
 
 __all__ = ["RULE_TITLES", "cocos_figure", "cocos_history_figure"]

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from .. import analysis, losses
 from .._checks import check_int, check_positive, check_similarity
-from ..report import readout
+from .readout import readout
 from ._style import CURVE, HARDEST, NEGATIVE, NEUTRAL, SYMBOL, grid, style, to_numpy
 from .matrix import batch_marks, oriented
 from .matrix import gradient_heatmap as _gradient_heatmap

@@ -15,7 +15,7 @@ import torch
 
 from .. import losses, metrics
 from .._checks import check_positive
-from ..report import readout
+from .readout import readout
 from ._style import ACCENT, CURVE, NEGATIVE, NEUTRAL, POSITIVE, SYMBOL, grid, style, to_numpy
 
 __all__ = ["ranking_figure", "smooth_ap_figure"]

@@ -24,7 +24,7 @@ from torch import Tensor
 
 from .. import analysis, losses, metrics
 from .._checks import check_int
-from ..report import readout
+from .readout import readout
 from ._style import CURVE, NEGATIVE, NEUTRAL, PALETTE, POSITIVE, SYMBOL, grid, matrix_axes, position, style, to_numpy
 from .matrix import mark_traces, oriented
 

@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from .. import report
 from .._checks import check_choice
 from ..report import metric_label
+from .readout import fmt
 from ._style import HARDEST, NEUTRAL, PALETTE, POSITIVE, SEQUENTIAL, SYMBOL, frame_best, panels, position, style
 
 # --------------------------------------------------------------------------- histories
@@ -120,7 +121,7 @@ def similarity_figure(histories: Mapping[str, object], runs: Sequence[str] | Non
 
 
 def _slice_label(fixed: Mapping) -> str:
-    return ", ".join(f"{k} = {report.fmt(v)}" for k, v in fixed.items())
+    return ", ".join(f"{k} = {fmt(v)}" for k, v in fixed.items())
 
 
 def sweep_figure(
@@ -154,7 +155,7 @@ def sweep_figure(
             fig.add_trace(go.Scatter(x=s[x], y=s["mean"], mode="lines", name=f"other {p} values",
                                      line=dict(color=NEUTRAL, width=1), opacity=0.35, showlegend=i == 0,
                                      legendgroup="others",
-                                     hovertemplate=f"{p} = {report.fmt(v)}<br>{x} = %{{x}}<br>{metric} = %{{y:.2f}}"))
+                                     hovertemplate=f"{p} = {fmt(v)}<br>{x} = %{{x}}<br>{metric} = %{{y:.2f}}"))
     fig.add_trace(go.Scatter(
         x=main[x], y=main["mean"], mode="lines+markers", name=_slice_label(fixed) or loss,
         error_y=dict(type="data", array=main["std"].to_numpy(), visible=True),
@@ -184,7 +185,7 @@ def sweep_heatmap(runs: pd.DataFrame, loss: str, x: str, y: str, metric: str = "
     cells = report.sweep_grid(runs, loss, x, y, metric)
     z = cells.to_numpy()
     text = [[("" if np.isnan(v) else f"{v:.1f}") for v in row] for row in z]
-    xl, yl = [report.fmt(v) for v in cells.columns], [report.fmt(v) for v in cells.index]
+    xl, yl = [fmt(v) for v in cells.columns], [fmt(v) for v in cells.index]
     fig = go.Figure(go.Heatmap(z=z, x=xl, y=yl, colorscale=SEQUENTIAL, text=text, texttemplate="%{text}",
                                textfont=dict(size=12), colorbar=dict(title=dict(text=metric)), hoverongaps=False))
     frame_best(fig, z)

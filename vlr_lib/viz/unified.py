@@ -18,7 +18,7 @@ from torch import Tensor
 
 from .. import analysis, losses
 from .._checks import check_int
-from ..report import readout
+from .readout import readout
 from ._style import (CURVE, DIVERGING, HARDEST, NEGATIVE, NEUTRAL, PALETTE, SEQUENTIAL, grid, increasing, matrix_axes,
                      style, to_numpy)
 from .matrix import gradient_heatmap

@@ -33,7 +33,7 @@ import plotly.io as pio
 import traitlets
 
 from .. import book
-from ..report import LOG_READOUT
+from ..viz.readout import LOG_READOUT
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 HINT = ("If the controls do nothing, run this cell again: a reopened notebook shows the explorer as it was "

@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 
 from .. import report
 from ..viz import training
+from ..viz.readout import fmt
 from ._core import Explorer, slider
 
 
@@ -102,7 +103,7 @@ def sweep_explorer(
         if other is None:
             at.options, at.disabled = ["—"], True
         else:
-            options = [(report.fmt(v), v) for v in values[other]]
+            options = [(fmt(v), v) for v in values[other]]
             at.options, at.disabled = options, False
             at.value = options[len(options) // 2][1]
 

@@ -1,0 +1,35 @@
+"""The workbook's environment switches, each read one way by the notebooks, the library and the command lines.
+
+An empty value is an unset one: ``VLR_FAST=`` (as a shell script or CI matrix writes an unset
+variable) takes the default, like ``VLR_DATA=`` does. A value that is set but not understood is an
+error naming the variable, never silently the default. ``vlr_lib.notebook`` documents what each
+variable does; the command lines turn these errors into usage errors (``cli.args.env``).
+"""
+from __future__ import annotations
+
+import os
+
+ON, OFF = ("1", "true", "yes"), ("0", "false", "no")
+
+
+def _value(name: str) -> str:
+    """The variable's value, stripped and lower-cased; "" when unset or empty."""
+    return os.environ.get(name, "").strip().lower()
+
+
+def flag(name: str, default: bool = False) -> bool:
+    """An on/off variable (VLR_FAST, VLR_RERUN, VLR_BOOK): 1/true/yes or 0/false/no; unset or empty: `default`."""
+    value = _value(name)
+    if not value:
+        return default
+    if value not in ON + OFF:
+        raise ValueError(f"{name} must be 0 or 1, got {value!r}")
+    return value in ON
+
+
+def choice(name: str, choices: tuple[str, ...], default: str) -> str:
+    """One of `choices` (VLR_DATA), case-insensitive; unset or empty: `default`."""
+    value = _value(name) or default
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return value

@@ -1,0 +1,173 @@
+"""The tables and the reading of notebook 12's controlled experiments (``vlr_lib.train.lessons``)."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+
+from .. import losses
+from ..names import loss_name
+from ..stats import VERDICTS, paired_interval, verdict
+from .labels import METRIC_LABELS, _digits, check_metric, mean_std
+from .markdown import last_epoch_share, to_markdown
+
+#: The differences notebook 12 plots: (a, b, the sign the papers report for a - b, who reports it).
+LESSON_DELTAS: tuple[tuple[str, str, int, str], ...] = (
+    ("triplet_hardest", "triplet_all", +1, "VSE++ (Faghri et al.) and Bleeker & de Rijke obs. 2"),
+    ("unified", "triplet_hardest", +1, "Li et al. Tables 1, 7"),
+    ("info_nce", "triplet_hardest", -1, "Bleeker & de Rijke obs. 3"),
+)
+def lesson_table(runs: pd.DataFrame, metric: str = "rsum", prefix: str = "sel_") -> pd.DataFrame:
+    """Each condition's three differences of :data:`LESSON_DELTAS`, paired by seed, with a 95% interval and verdict.
+
+    `runs`: one row per (experiment, condition, role, seed) with ``order`` (position of the
+    condition) and ``<prefix><metric>``. For a difference a - b of two roles the seeds are
+    paired (same seed: same initialisation and batches): ``delta`` is the mean per-seed
+    difference, ``ci_low`` / ``ci_high`` its paired t 95% interval (``vlr_lib.stats``), ``half``
+    the interval's half-width, ``verdict`` "holds" when the interval lies on the papers' side
+    of 0, "reverses" when on the other side, else "cannot tell" (always, with one seed).
+    ``seed_min`` / ``seed_max`` are the smallest and largest per-seed difference. One row per
+    (experiment, condition, comparison).
+    """
+    metric = check_metric(metric)
+    col = f"{prefix}{metric}"
+    needed = {"experiment", "condition", "order", "role", "seed", col}
+    if not isinstance(runs, pd.DataFrame) or not needed <= set(runs.columns):
+        raise ValueError(f"runs must be the lessons table (vlr_lib.train.lessons.run) with columns {sorted(needed)}")
+    rows = []
+    for (exp, cond), part in runs.groupby(["experiment", "condition"], sort=False):
+        by_role = part.pivot_table(index="seed", columns="role", values=col, aggfunc="first")
+        extra = {"overlap": float(part["overlap"].iloc[0])} if "overlap" in part else {}
+        for a, b, sign, source in LESSON_DELTAS:
+            if a not in by_role or b not in by_role:
+                continue
+            pair = by_role[[a, b]].dropna()
+            delta, low, high = paired_interval(pair[a], pair[b])
+            per_seed = pair[a] - pair[b]
+            rows.append({"experiment": exp, "condition": cond, "order": int(part["order"].iloc[0]), **extra,
+                         "comparison": f"{loss_name(a)} − {loss_name(b)}", "a": a, "b": b, "expected": sign,
+                         "source": source, "mean_a": pair[a].mean(), "std_a": pair[a].std(ddof=1),
+                         "mean_b": pair[b].mean(), "std_b": pair[b].std(ddof=1), "delta": delta, "ci_low": low,
+                         "ci_high": high, "half": (high - low) / 2, "verdict": verdict(low, high, sign),
+                         "seed_min": per_seed.min(), "seed_max": per_seed.max(), "n_seeds": len(pair),
+                         "metric": metric})
+    if not rows:
+        raise ValueError("runs holds no condition with both roles of any comparison")
+    return pd.DataFrame(rows).sort_values(["experiment", "order"], kind="stable", ignore_index=True,
+                                          key=lambda c: c.map({e: i for i, e in enumerate(dict.fromkeys(
+                                              runs["experiment"]))}) if c.name == "experiment" else c)
+
+
+def _delta_text(row: pd.Series) -> str:
+    digits = _digits(row["metric"])
+    every = ""
+    if row["n_seeds"] > 1 and (row["seed_min"] > 0 or row["seed_max"] < 0):
+        every = f", {'ahead' if row['seed_min'] > 0 else 'behind'} on every seed"
+    return f"{row['condition']} ({row['delta']:+.{digits}f} ± {row['half']:.{digits}f}{every})"
+
+
+def lesson_reading(table: pd.DataFrame, labels: Mapping[str, str] | None = None) -> dict:
+    """Where each paper's ordering holds, reverses, or cannot be told, per experiment, with the numbers.
+
+    `table` is :func:`lesson_table`'s; `labels` names the experiments (e.g.
+    ``vlr_lib.train.lessons.EXPERIMENTS``). Each difference is given as "condition (delta ±
+    half-width of its paired 95% interval)", with "ahead/behind on every seed" when the per-seed
+    differences share their sign. Returns {"verdicts": {(experiment, comparison):
+    {verdict: [conditions]}}, "text": Markdown, one paragraph per experiment}.
+    """
+    labels = dict(labels or {})
+    verdicts: dict = {}
+    paragraphs = []
+    for exp, part in table.groupby("experiment", sort=False):
+        sentences = []
+        for comparison, rows in part.groupby("comparison", sort=False):
+            first = rows.iloc[0]
+            claim = (f"'{loss_name(first['a'])} {'>' if first['expected'] > 0 else '<'} {loss_name(first['b'])}' "
+                     f"({first['source']})")
+            found = {v: rows[rows["verdict"] == v] for v in VERDICTS}
+            verdicts[(exp, comparison)] = {v: list(found[v]["condition"]) for v in VERDICTS}
+            cannot = f"{int(first['n_seeds'])} seeds cannot tell"
+            said = [f"{what}: {', '.join(_delta_text(r) for _, r in found[v].iterrows())}"
+                    for v, what in (("holds", "holds"), ("reverses", "reverses"), ("cannot tell", cannot))
+                    if len(found[v])]
+            sentences.append(f"{claim} {'; '.join(said)}.")
+        metric = METRIC_LABELS[part["metric"].iloc[0]]
+        paragraphs.append(f"**{labels.get(exp, exp)}** ({metric} differences paired by seed, mean ± half-width of "
+                          "the 95% paired t interval): " + " ".join(sentences))
+    return {"verdicts": verdicts, "text": "\n\n".join(paragraphs)}
+
+
+def lesson_part(table: pd.DataFrame, experiment: str) -> pd.DataFrame:
+    """The rows of one experiment of a :func:`lesson_table`, in the order of its conditions."""
+    if not isinstance(table, pd.DataFrame) or not {"experiment", "order", "comparison", "delta", "half"} <= set(table):
+        raise TypeError("table must be a lesson table (vlr_lib.report.lesson_table)")
+    part = table[table["experiment"] == experiment]
+    if part.empty:
+        raise ValueError(f"experiment must be one of {list(dict.fromkeys(table['experiment']))}, got {experiment!r}")
+    return part.sort_values("order", kind="stable")
+
+
+def lesson_matrix(table: pd.DataFrame, experiment: str) -> pd.DataFrame:
+    """One experiment of a lesson table as text: rows conditions (with the scene overlap when measured), columns
+    the comparisons, cells "delta ± noise (verdict)"."""
+    part = lesson_part(table, experiment)
+    digits = _digits(part["metric"].iloc[0])
+    cells = part.assign(cell=[f"{d:+.{digits}f} ± {n:.{digits}f} ({v})" for d, n, v in
+                              zip(part["delta"], part["half"], part["verdict"])])
+    out = cells.pivot_table(index=["order", "condition"], columns="comparison", values="cell", aggfunc="first",
+                            sort=False).reset_index(level="order", drop=True)
+    out = out[list(dict.fromkeys(part["comparison"]))]
+    if experiment == "difficulty" and "overlap" in part:
+        out.insert(0, "scene overlap", [f"{o:.3f}" for o in part.drop_duplicates("condition")["overlap"]])
+    out.columns.name = None
+    return out
+
+
+def role_matrix(runs: pd.DataFrame, experiment: str, metric: str = "rsum", prefix: str = "sel_") -> pd.DataFrame:
+    """Mean ± std over seeds of each role's metric per condition of one experiment (rows conditions)."""
+    part = runs[runs["experiment"] == experiment]
+    col = f"{prefix}{check_metric(metric)}"
+    g = part.groupby(["order", "condition", "role"], sort=False)[col]
+    text = [mean_std(m, s, metric) for m, s in zip(g.mean(), g.std(ddof=1).fillna(0.0))]
+    frame = pd.DataFrame({"cell": text}, index=g.mean().index).reset_index()
+    out = frame.pivot_table(index=["order", "condition"], columns="role", values="cell", aggfunc="first")
+    out = out.sort_index(level="order").reset_index(level="order", drop=True)
+    roles = [r for r in ("triplet_all", "triplet_hardest", "unified", "info_nce") if r in out]
+    out = out[roles].rename(columns=lambda r: losses.loss_label(r))
+    out.columns.name = None
+    return out
+
+
+def lessons_markdown(runs: pd.DataFrame, meta: Mapping, labels: Mapping[str, str] | None = None) -> str:
+    """The docs/results.md section of notebook 12's experiments: provenance, each experiment's differences and
+    rsums, the generated reading. `runs` / `meta` come from ``vlr_lib.train.lessons.run``."""
+    labels = dict(labels or {})
+    spec = meta["spec"]
+    table = lesson_table(runs)
+    lines = [
+        f"### Notebook 12: when do the papers' lessons hold? ({'fast' if spec['fast'] else 'full'} size), "
+        f"{meta['date'][:10]}",
+        "",
+        f"- command: `{meta['command']}`",
+        f"- conditions: every experiment trains Triplet, Triplet-SH, Unified and NT-Xent (library defaults) "
+        f"through the showdown of its condition (`vlr_lib.train.showdown.spec_for('shapes', fast={spec['fast']}, "
+        f"setting)`: same data sizes, schedule, selection on validation), difficulty {spec['difficulty']} unless "
+        f"swept ({', '.join(f'{d:g}' for d in spec['difficulties'])}), warm-up epochs "
+        f"{', '.join(map(str, spec['warmup_epochs']))}, settings {', '.join(spec['settings'])}; seeds "
+        f"{', '.join(map(str, spec['seeds']))}",
+        "- reported: test rsum at the epoch of best validation rsum; a difference a − b is the mean of the per-seed "
+        "differences (same seed: same initialisation and batches) ± the half-width of its 95% paired t interval; "
+        "'holds' / 'reverses' = the interval lies on / against the papers' side of 0, else 'cannot tell'",
+        f"- hardware: {meta['hardware']}; wall time {meta['wall_seconds'] / 60:.1f} min ({meta['n_cells']} cells, "
+        f"{meta['epochs_trained_now']} epochs trained in that call)",
+        f"- converged: {last_epoch_share(runs):.0%} of the distinct runs select their last epoch",
+        "",
+    ]
+    for exp in dict.fromkeys(table["experiment"]):
+        lines += [f"**{labels.get(exp, exp)}**: differences of test rsum", "", to_markdown(lesson_matrix(table, exp),
+                                                                                          index=True),
+                  "", "test rsum of each loss, mean ± std over seeds:", "",
+                  to_markdown(role_matrix(runs, exp), index=True), ""]
+    lines += ["Reading (generated from the table by `vlr_lib.report.lesson_reading`):", "",
+              lesson_reading(table, labels)["text"], ""]
+    return "\n".join(lines)
