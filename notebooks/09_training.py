@@ -52,7 +52,7 @@ from IPython.display import Markdown, display
 from tqdm.auto import tqdm
 
 from vlr_lib import analysis, losses, report, similarity, viz, widgets
-from vlr_lib.notebook import setup, training_features
+from vlr_lib.notebook import TRAINING_SIZES, setup, training_features
 from vlr_lib.train import build_heads, chance_rsum, evaluate, fit, make_objective, recheck, record
 
 cfg = setup(seed=0)
@@ -70,7 +70,7 @@ LOSSES = {  # display name (losses.loss_label) -> (vlr_lib.losses name, paramete
 }
 assert list(LOSSES) == ["Triplet-SH", "NT-Xent", "Unified"]
 OFFSET = 20.0  # the shared bias of the collapse experiment (below)
-SIZES = {"n_train": (400, 2000), "n_val": (100, 200)}  # images (fast, full) of the two splits
+SIZES = TRAINING_SIZES  # images (fast, full) of the two splits, shared by notebooks 09 and 11
 # Every setting of the runs: a record of them (vlr_lib.train.record) is opened only when these hash alike.
 KEY = {"notebook": "09_training", "data": cfg.data, "seed": cfg.seed, **{k: cfg.pick(*v) for k, v in SIZES.items()},
        "epochs": EPOCHS, "batch_size": BATCH, "lr": LR, "dim": DIM, "head": HEAD, "seeds": SEEDS, "losses": LOSSES,

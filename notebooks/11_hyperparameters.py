@@ -50,7 +50,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from vlr_lib import paths, report, viz, widgets
-from vlr_lib.notebook import setup, training_features
+from vlr_lib.notebook import TRAINING_SIZES, setup, training_features
 from vlr_lib.train import chance_rsum, grid, recheck, record, tuned
 
 cfg = setup(seed=0)
@@ -77,7 +77,7 @@ RUNS = paths.runs_dir()  # $VLR_RUNS, else the workbook's cache folder (never th
 OUT = RUNS / f"11_hyperparameters-{cfg.data}-{'fast' if cfg.fast else 'full'}"
 OUT.mkdir(parents=True, exist_ok=True)
 print(f"grid cache: {OUT}")
-SIZES = {"n_train": (400, 2000), "n_val": (100, 200)}  # images (fast, full) of the two splits
+SIZES = TRAINING_SIZES  # images (fast, full) of the two splits, shared by notebooks 09 and 11
 # Every setting of the sweeps: a record of them (vlr_lib.train.record) is opened only when these hash alike.
 KEY = {"notebook": "11_hyperparameters", "data": cfg.data, "seed": cfg.seed,
        **{k: cfg.pick(*v) for k, v in SIZES.items()}, "sweeps": SWEEPS, "seeds": SEEDS, "epochs": EPOCHS,

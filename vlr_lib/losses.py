@@ -200,7 +200,7 @@ class _DiagCrossExample(torch.autograd.Function):
             E = torch.sub(W, M).exp_()  # the diagonal's -inf gives 0
             Z = E.sum()
         else:
-            t = _kth_largest(W.view(-1), k)
+            t = _kth_largest(W.reshape(-1), k)
             keep = W >= t
             M = W.amax()
             E = torch.sub(W, M).exp_().mul_(keep)

@@ -73,6 +73,19 @@ def test_fused_path_matches_the_masked_path(name, n, dtype):
     torch.testing.assert_close(g_fast, g_ref, **tol)
 
 
+@pytest.mark.parametrize("name", FUSED)
+def test_fused_paths_take_a_non_contiguous_S(name):
+    """S as a transposed view (as a caller's txt @ img.T gives): the same value and gradient as its contiguous copy.
+    (The cross-example mining once failed here: it viewed S's entries as one flat tensor.)"""
+    g = torch.Generator().manual_seed(3)
+    base = torch.rand(300, 300, generator=g, dtype=torch.float64) * 2 - 1
+    fn = FUSED[name]
+    v_t, g_t = _value_and_grad(lambda X: fn(X.T, None), base)
+    v_c, g_c = _value_and_grad(lambda X: fn(X.T.contiguous(), None), base)
+    torch.testing.assert_close(v_t, v_c, **TOL[torch.float64])
+    torch.testing.assert_close(g_t, g_c, **TOL[torch.float64])
+
+
 @pytest.mark.parametrize("name", [k for k in FUSED if not k.startswith("goal")])
 def test_fused_functions_pass_gradcheck(name):
     g = torch.Generator().manual_seed(11)

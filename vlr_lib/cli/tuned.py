@@ -19,6 +19,7 @@ import argparse
 import shlex
 from collections.abc import Sequence
 
+from .. import env
 from . import args as A
 from . import common
 
@@ -73,7 +74,7 @@ def _tuned(args: argparse.Namespace) -> int:
     from ..train import tuned
 
     if args.fast is None:
-        args.fast = A.from_env("VLR_FAST", A.flag, False)
+        args.fast = A.env(env.flag, "VLR_FAST")
     if args.seeds is not None and len(args.seeds) < 2:
         raise A.UsageError("--seeds", "needs at least 2 seeds: a paired interval needs pairs")
     grid = _grid(args)
