@@ -54,8 +54,9 @@ def test_module_entry_point_lists_and_dispatches_commands(capsys):
     assert entry.main(["--help"]) == 0 and "python -m vlr_lib train" in capsys.readouterr().out
     assert entry.main(["nope"]) == 2
     assert capsys.readouterr().err == ("python -m vlr_lib: error: unknown command 'nope'; "
-                                       "choose one of train, grid, showdown, lessons, check, record, encoder\n")
-    for command, flag in (("train", "--loss"), ("grid", "--losses"), ("showdown", "--force"), ("lessons", "--force"),
+                                       "choose one of train, grid, showdown, tuned, lessons, check, record, encoder\n")
+    for command, flag in (("train", "--loss"), ("grid", "--losses"), ("showdown", "--force"), ("tuned", "--values"),
+                          ("lessons", "--force"),
                           ("record", "--only"), ("encoder", "--retrain")):
         with pytest.raises(SystemExit) as exit_:
             entry.main([command, "--help"])
