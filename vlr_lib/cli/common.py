@@ -367,3 +367,15 @@ def print_table(block: str, done, fix: str, markdown: Path | None) -> None:
         print(f"(stored table reused from {done.out}; {fix})")
     if markdown is not None:
         atomic_write_text(markdown, block)
+
+
+def add_run_outputs(p: argparse.ArgumentParser, folder: str, force: bool = True) -> None:
+    """An experiment command's outputs: --out (a run folder, default <runs>/`folder`), --markdown, --force (a stored
+    table ignored) when the experiment stores one, and --progress."""
+    p.add_argument("--out", type=A.run_dir, default=None,
+                   help=f"results folder (default <runs>/{folder}, <runs> = $VLR_RUNS or ~/.cache/vlr-workbook/runs); "
+                        "a new, empty or earlier run folder")
+    p.add_argument("--markdown", type=A.output_file, default=None, help="also write the docs/results.md block here")
+    if force:
+        p.add_argument("--force", action="store_true", help="ignore a stored table (cached cells are still reused)")
+    p.add_argument("--progress", action="store_true", help="progress bar over cells")

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from .. import env
 from . import args as A
+from . import common
 from .common import print_table
 
 
@@ -29,12 +30,7 @@ def parser(prog: str = "python -m vlr_lib lessons") -> A.Parser:
     p.add_argument("--fast", action="store_true", default=None, help="the CI size (default: VLR_FAST)")
     p.add_argument("--seeds", type=A.seeds, default=None, help="comma-separated distinct seeds (default 0,1,2)")
     p.add_argument("--device", type=A.device, default=None, help="cpu, cuda, cuda:N or mps (default: cuda if available)")
-    p.add_argument("--out", type=A.run_dir, default=None,
-                   help="results folder (default <runs>/lessons-shapes-<size>, <runs> = $VLR_RUNS or "
-                        "~/.cache/vlr-workbook/runs)")
-    p.add_argument("--markdown", type=A.output_file, default=None, help="also write the docs/results.md block here")
-    p.add_argument("--force", action="store_true", help="ignore a stored table (cached cells are still reused)")
-    p.add_argument("--progress", action="store_true", help="progress bar over cells")
+    common.add_run_outputs(p, "lessons-shapes-<size>")
     return p
 
 

@@ -51,12 +51,7 @@ def parser(prog: str = "python -m vlr_lib showdown") -> A.Parser:
     common.add_feature_choice_options(p, hub=False)
     p.add_argument("--data-path", type=A.existing_path, default=None,
                    help="flickr30k vsepp: the local copy the cached features were extracted from (its captions)")
-    p.add_argument("--out", type=A.run_dir, default=None,
-                   help="results folder (default <runs>/showdown-<data>-<size>, <runs> = $VLR_RUNS or "
-                        "~/.cache/vlr-workbook/runs); a new, empty or earlier run folder")
-    p.add_argument("--markdown", type=A.output_file, default=None, help="also write the docs/results.md block here")
-    p.add_argument("--force", action="store_true", help="ignore a stored table (cached cells are still reused)")
-    p.add_argument("--progress", action="store_true", help="progress bar over cells")
+    common.add_run_outputs(p, "showdown-<data>-<setting>-<size>")
     return p
 
 

@@ -46,11 +46,7 @@ def parser(prog: str = "python -m vlr_lib tuned") -> A.Parser:
                    help="LOSS:PARAMETER=v1,v2,... replaces that loss's values (repeatable)")
     p.add_argument("--device", type=A.device, default=None,
                    help="cpu, cuda, cuda:N or mps (default: cuda if available)")
-    p.add_argument("--out", type=A.run_dir, default=None,
-                   help="results folder (default <runs>/tuned-shapes-features-<size>); a new, empty or earlier "
-                        "run folder")
-    p.add_argument("--markdown", type=A.output_file, default=None, help="also write the Markdown block here")
-    p.add_argument("--progress", action="store_true", help="progress bar over cells")
+    common.add_run_outputs(p, "tuned-shapes-features-<size>", force=False)
     return p
 
 
