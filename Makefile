@@ -61,16 +61,21 @@ LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: setup notebooks
 	$(PY) jupyter/lab.py $(if $(FIRST_NOTEBOOK),$(FIRST_NOTEBOOK)) $(LAB_ARGS)
 
-# pytest exits 5 when it collects nothing: that is a failure here, tests must exist.
+# The tests run on TEST_WORKERS parallel workers (pytest-xdist; auto: one per core). TEST_WORKERS=0 runs them in
+# one process, one after another. tests/conftest.py says what keeps the unit tests right on several workers.
+TEST_WORKERS ?= auto
+
+# pytest exits 5 when it collects nothing: that is a failure here, tests must exist (with workers too).
+# --dist loadgroup: each test on its own, except the modules tests/conftest.py keeps together on one worker.
 test-unit: setup
-	$(PY) -m pytest tests $(PYTEST_ARGS) || { rc=$$?; [ $$rc -ne 5 ] || echo "pytest collected no tests" >&2; exit $$rc; }
+	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS) || { rc=$$?; [ $$rc -ne 5 ] || echo "pytest collected no tests" >&2; exit $$rc; }
 
 test-notebooks: setup notebooks
 ifneq ($(NOTEBOOKS),)
 	@# fresh runs and cache folders: the tests train what they check, never read what an older version left behind
 	runs=$$(mktemp -d) && cache=$$(mktemp -d) && trap 'rm -rf "$$runs" "$$cache"' EXIT && \
 	VLR_RUNS="$$runs" VLR_CACHE="$$cache" VLR_FAST=$${VLR_FAST:-1} \
-	$(PY) -m pytest --nbval-lax --nbval-cell-timeout=300 -p no:cacheprovider $(NOTEBOOKS)
+	$(PY) -m pytest --nbval-lax --nbval-cell-timeout=300 -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile $(NOTEBOOKS)
 else
 	@echo "no notebooks yet: nothing for nbval to run"
 endif
