@@ -50,7 +50,17 @@ $(EDITION_STAMP):
 notebooks/%.ipynb: notebooks/%.py $(STAMP) $(EDITION_STAMP)
 	VLR_EDITION=$(VLR_EDITION) $(PY) -m vlr_lib.book $< $@
 
-notebooks: $(NOTEBOOKS)
+# The same rule for all of them at once: every notebook that is missing or older than its source, the install or
+# the edition is written by one Python (vlr_lib.book.write_notebook), which imports the library once instead of
+# once per notebook (half a minute in a fresh clone).
+notebooks: $(STAMP) $(EDITION_STAMP)
+	@stale="$$(for py in $(NOTEBOOK_SOURCES); do nb="$${py%.py}.ipynb"; \
+	    if [ ! -e "$$nb" ] || [ "$$py" -nt "$$nb" ] || [ $(STAMP) -nt "$$nb" ] || [ $(EDITION_STAMP) -nt "$$nb" ]; \
+	    then echo "$$py"; fi; done)"; \
+	if [ -n "$$stale" ]; then \
+	    echo "writing the $(VLR_EDITION) notebooks of" $$stale; \
+	    VLR_EDITION=$(VLR_EDITION) $(PY) -c 'import sys; from vlr_lib.book import write_notebook; [write_notebook(py, py[:-3] + ".ipynb") for py in sys.argv[1:]]' $$stale; \
+	fi
 
 # Containers often run as root, which JupyterLab refuses without --allow-root.
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
@@ -61,16 +71,21 @@ LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: setup notebooks
 	$(PY) jupyter/lab.py $(if $(FIRST_NOTEBOOK),$(FIRST_NOTEBOOK)) $(LAB_ARGS)
 
-# pytest exits 5 when it collects nothing: that is a failure here, tests must exist.
+# The tests run on TEST_WORKERS parallel workers (pytest-xdist; auto: one per core). TEST_WORKERS=0 runs them in
+# one process, one after another. tests/conftest.py says what keeps the unit tests right on several workers.
+TEST_WORKERS ?= auto
+
+# pytest exits 5 when it collects nothing: that is a failure here, tests must exist (with workers too).
+# --dist loadgroup: each test on its own, except the modules tests/conftest.py keeps together on one worker.
 test-unit: setup
-	$(PY) -m pytest tests $(PYTEST_ARGS) || { rc=$$?; [ $$rc -ne 5 ] || echo "pytest collected no tests" >&2; exit $$rc; }
+	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS) || { rc=$$?; [ $$rc -ne 5 ] || echo "pytest collected no tests" >&2; exit $$rc; }
 
 test-notebooks: setup notebooks
 ifneq ($(NOTEBOOKS),)
 	@# fresh runs and cache folders: the tests train what they check, never read what an older version left behind
 	runs=$$(mktemp -d) && cache=$$(mktemp -d) && trap 'rm -rf "$$runs" "$$cache"' EXIT && \
 	VLR_RUNS="$$runs" VLR_CACHE="$$cache" VLR_FAST=$${VLR_FAST:-1} \
-	$(PY) -m pytest --nbval-lax --nbval-cell-timeout=300 -p no:cacheprovider $(NOTEBOOKS)
+	$(PY) -m pytest --nbval-lax --nbval-cell-timeout=300 -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile $(NOTEBOOKS)
 else
 	@echo "no notebooks yet: nothing for nbval to run"
 endif

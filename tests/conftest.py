@@ -1,0 +1,56 @@
+"""Running the unit tests on parallel workers (pytest-xdist; `make test-unit` runs ``-n auto --dist loadgroup``).
+
+Two things make the suite safe and quick on two workers:
+
+- **One intra-op thread per worker.** Two workers on a 2-core machine already fill the cores; a second
+  torch thread per worker only spins (OpenMP busy-waits), and runs several times slower on a shared machine.
+  The child processes the tests start set ``OMP_NUM_THREADS=1`` themselves (tests/cli/helpers.py), and the
+  notebooks' fast mode runs single-threaded; the shipped records were made with one thread (``make record``).
+- **Modules whose module-scoped fixture is expensive stay on one worker** (:data:`GROUPS`). Every other test
+  is scheduled on its own, so a module's fixture may be built once per worker; for these modules that would
+  double minutes of work (JupyterLab running every notebook, a Chromium, two spawned ranks). A group is
+  scheduled as one unit, the largest first, so the long JupyterLab run starts at once and the rest of the
+  suite fills the other worker around it.
+
+  xdist's own ``xdist_group`` mark does not group under pytest 9.2 (xdist 3.8 renames ``item._nodeid``, which
+  pytest 9.2 no longer reads), so :func:`pytest_xdist_make_scheduler` gives ``--dist loadgroup`` a scheduler
+  that groups by module path instead; it needs nothing from the workers but the test ids.
+
+Without xdist (``-n 0``, or xdist not installed) nothing here changes anything.
+"""
+from __future__ import annotations
+
+import os
+
+# modules (paths from the repository root) kept on one worker, for the module-scoped fixture named
+GROUPS = {
+    "tests/browser/test_jupyterlab.py",  # `runs`: one JupyterLab server runs every notebook
+    "tests/browser/test_figure_layout.py",  # `page`: one Chromium measures every figure
+    "tests/train/test_distributed.py",  # `two_ranks`: two spawned processes train once
+}
+
+
+def pytest_configure(config):
+    if os.environ.get("PYTEST_XDIST_WORKER") is not None:
+        import torch
+
+        torch.set_num_threads(1)
+
+
+def group_of(nodeid: str) -> str:
+    """The unit of work a test is scheduled in: its module for a module of GROUPS, else the test itself."""
+    path = nodeid.split("::", 1)[0]
+    return path if path in GROUPS else nodeid
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup``: the tests of a module of GROUPS together on one worker, every other test on its own."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return ModuleGroupScheduling(config, log)
