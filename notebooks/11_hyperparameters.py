@@ -344,7 +344,14 @@ display(Markdown(
 # %%
 tuned_race = tuned.run(tuned.spec_for("shapes", cfg.fast), record=cfg.use_record)
 chosen, tuned_table, orderings = tuned.tables(tuned_race)
-display(Markdown(tuned.markdown(tuned_race)))
+intro, sweep_shown, test_shown, orderings_shown = tuned.frames(tuned_race)
+display(Markdown(intro))
+print("Chosen on validation:")
+display(sweep_shown)
+print("Test rsum at each run's best validation epoch, mean over the seeds; tuned − untuned paired by seed (95% interval):")
+display(test_shown)
+print("Every ordering, test rsum a − b paired by seed (95% interval):")
+display(orderings_shown)
 assert (chosen.groupby("loss")["chosen"].sum() == 1).all() and chosen.loc[chosen["chosen"], "learned"].all()
 # The choice is made on validation: it is never worse there than the default (on test it may be).
 picked = chosen[chosen["chosen"]].set_index("loss")["val_mean"]

@@ -241,44 +241,60 @@ def _interval(delta: float, low: float, high: float) -> str:
     return f"{delta:+.1f} [{low:+.1f}, {high:+.1f}]"
 
 
-def markdown(race: S.Showdown, grid: Mapping | None = None) -> str:
-    """The comparison as Markdown: what was trained, the validation sweep, the test table, every ordering."""
+def frames(race: S.Showdown, grid: Mapping | None = None) -> tuple[str, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """What the comparison shows: a paragraph (Markdown) on what was trained and how the value is chosen, then the
+    validation sweep, the test table and every ordering as tables of formatted text (a notebook displays them;
+    :func:`markdown` writes them as Markdown)."""
     from .. import report
 
     grid = grid or grid_for(bool(race.meta["spec"].get("fast")))
     chosen, table, order = tables(race, grid)
     spec, n_seeds = race.meta["spec"], len(race.meta["spec"]["seeds"])
-    lines = [f"Trained: {report.training_line(spec)}.",
-             f"Each loss's main hyperparameter took {len(next(iter(check_grid(grid).values()))[1])} values, chosen on "
-             f"**validation** (mean best-validation rsum over the {n_seeds} seeds; chance "
+    n_values = len(next(iter(check_grid(grid).values()))[1])
+    intro = (f"Trained: {report.training_line(spec)}. Each loss's main hyperparameter took {n_values} values, chosen "
+             f"on **validation** (mean best-validation rsum over the {n_seeds} seeds; chance "
              f"{race.meta['chance_rsum_val']:.1f}); the test split reports the chosen value and the default. "
-             f"{len(race.runs)} runs; {report.last_epoch_share(race.runs):.0%} of them select their last epoch.", "",
-             "A value chosen at the edge of its range may have a better neighbour outside it: the budget is "
-             "equal, not exhaustive.", "",
-             "| loss | parameter | validation rsum per value (mean over seeds) | chosen | default |",
-             "|---|---|---|---|---|"]
+             f"{len(race.runs)} runs; {report.last_epoch_share(race.runs):.0%} of them select their last epoch. "
+             "A value chosen at the edge of its range may have a better neighbour outside it: the budget is equal, "
+             "not exhaustive.")
+    sweep = []
     for loss, part in chosen.groupby("loss", sort=False):
-        cells = ", ".join(f"{v:g}: {m:.1f}" + ("" if ok else " (not learned)")
-                          for v, m, ok in zip(part["value"], part["val_mean"], part["learned"]))
         best = part.loc[part["chosen"], "value"].iloc[0]
         edge = " (edge of the range)" if best in (part["value"].min(), part["value"].max()) else ""
-        lines.append(f"| {names.loss_name(loss)} | {part['parameter'].iloc[0]} | {cells} | {best:g}{edge} | "
-                     f"{part.loc[part['default'], 'value'].iloc[0]:g} |")
-    lines += ["", f"Test rsum at each run's best validation epoch, mean over the {n_seeds} seeds; tuned − untuned is "
-              "paired by seed with its 95% paired t interval:", "",
-              "| loss | untuned (default) | tuned (chosen) | tuned − untuned [95% CI] |", "|---|---|---|---|"]
-    for r in table.itertuples():
-        lines.append(f"| {r.label} | {r.untuned:.1f} ({r.parameter} {r.default:g}) | {r.tuned:.1f} ({r.parameter} "
-                     f"{r.chosen:g}) | {_interval(r.delta, r.ci_low, r.ci_high)} |")
-    lines += ["", "Every ordering of two losses, untuned and tuned (test rsum a − b, paired by seed, 95% interval; "
-              "**bold**: the interval excludes 0):", "", "| a − b | untuned | tuned |", "|---|---|---|"]
+        sweep.append({"loss": names.loss_name(loss), "parameter": part["parameter"].iloc[0],
+                      "validation rsum per value (mean over seeds)": ", ".join(
+                          f"{v:g}: {m:.1f}" + ("" if ok else " (not learned)")
+                          for v, m, ok in zip(part["value"], part["val_mean"], part["learned"])),
+                      "chosen": f"{best:g}{edge}", "default": f"{part.loc[part['default'], 'value'].iloc[0]:g}"})
+    test = pd.DataFrame([{"loss": r.label, "untuned (default)": f"{r.untuned:.1f} ({r.parameter} {r.default:g})",
+                          "tuned (chosen)": f"{r.tuned:.1f} ({r.parameter} {r.chosen:g})",
+                          "tuned − untuned [95% CI]": _interval(r.delta, r.ci_low, r.ci_high)}
+                         for r in table.itertuples()])
+    rows = []
     for comp, part in order.groupby("comparison", sort=False):
-        cells = []
+        row = {"a − b": comp}
         for kind in ("untuned", "tuned"):
             r = part[part["kind"] == kind].iloc[0]
             text = _interval(r["delta"], r["ci_low"], r["ci_high"])
-            cells.append(f"**{text}**" if r["separated"] else text)
-        lines.append(f"| {comp} | {cells[0]} | {cells[1]} |")
-    lines += ["", f"{len(order)} intervals are read here: at 95% each, about {0.05 * len(order):.1f} of them would "
-              "exclude 0 by chance alone if no loss differed, so one separated pair on its own is weak evidence."]
+            row[kind] = f"{text} excludes 0" if r["separated"] else text
+        rows.append(row)
+    return intro, pd.DataFrame(sweep), test, pd.DataFrame(rows)
+
+
+def _markdown_table(frame: pd.DataFrame) -> list[str]:
+    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
+    return lines + ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+
+
+def markdown(race: S.Showdown, grid: Mapping | None = None) -> str:
+    """The comparison as Markdown (the command line's and docs/results.md's block): :func:`frames` as text."""
+    intro, sweep, test, order = frames(race, grid)
+    n_seeds = len(race.meta["spec"]["seeds"])
+    lines = [intro, "", *_markdown_table(sweep), "",
+             f"Test rsum at each run's best validation epoch, mean over the {n_seeds} seeds; tuned − untuned is "
+             "paired by seed with its 95% paired t interval:", "", *_markdown_table(test), "",
+             "Every ordering of two losses, untuned and tuned (test rsum a − b, paired by seed, 95% interval):", "",
+             *_markdown_table(order), "",
+             f"{2 * len(order)} intervals are read here: at 95% each, about {0.05 * 2 * len(order):.1f} of them "
+             "would exclude 0 by chance alone if no loss differed, so one separated pair on its own is weak evidence."]
     return "\n".join(lines)
