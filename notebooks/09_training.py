@@ -192,9 +192,7 @@ assert table["rsum"].iloc[-1] > chance
 # re-training call.
 
 # %%
-rec = record.read(NAME, KEY) if cfg.use_record else None
-if rec is not None:
-    print(rec.line())
+rec = record.read(NAME, KEY) if cfg.use_record else None  # the record, when its settings are KEY
 t0 = time.perf_counter()
 
 
@@ -211,29 +209,16 @@ def runs_from(start: str, offset: float, rec) -> dict[int, dict[str, list[dict]]
 
 histories = runs_from("usual", 0.0, rec)
 # Same seed, same history: seed 0's unified run (heads from start_heads) repeats `first` (heads built by fit),
-# exactly when both were trained here; the record (made on another machine) within its measured tolerance.
-if rec is None:  # bit for bit on a CPU; on a GPU (bf16 autocast, atomic adds in some backward passes) within 1%
+# bit for bit on a CPU; on a GPU (bf16 autocast, atomic adds in some backward passes) within 1%.
+if rec is None:
     same_seed = [torch.tensor([(r["loss"], r["rsum"]) for r in h[1:]], dtype=torch.float64)
                  for h in (histories[0]["Unified"], first)]
     torch.testing.assert_close(*same_seed, rtol=0.0 if cfg.device.type == "cpu" else 1e-2, atol=0.0)
-else:  # the record is a CPU run: on a GPU its run is re-trained on the CPU for the check (vlr_lib.train.recheck)
-    pair = ([r["rsum"] for r in histories[0]["Unified"][1:]], [r["rsum"] for r in first[1:]]) \
-        if cfg.device.type == "cpu" else recheck.training()
-    gap = record.check_reproduced(*pair, "notebook 09's record, Unified seed 0", name=rec.name)
-    print(f"Unified, seed 0, trained here: validation rsum within {gap:.2f} of the record at every epoch")
-
-# The shipped record, checked in every mode: with other settings (fast mode) the first 3 epochs of its Unified run,
-# seed 0, are re-trained at the record's settings (from its manifest; the lr still decays at the record's epoch, so
-# they are the record's first 3 epochs) on full-size features; with the record's settings, the runs trained above.
-shipped = record.read(f"09_training-{cfg.data}-full", None)  # integrity checked, any settings
-if shipped is not None and rec is None:
-    if record.settings_hash(KEY) == shipped.manifest["settings_sha256"]:  # VLR_RERUN=1: the runs above are its runs
-        recorded = record.histories_of(shipped.tables["runs"])[f"usual/{SEEDS[0]}/Unified"][1:]
-        recorded, again = [r["rsum"] for r in recorded], [r["rsum"] for r in histories[0]["Unified"][1:]]
-    else:  # vlr_lib.train.recheck: the record's own settings, full-size features, its first 3 epochs
-        recorded, again = recheck.training(epochs=3)
-    gap = record.check_reproduced(recorded, again, "notebook 09's record", name=shipped.name)
-    print(f"the record's Unified run re-trained ({len(again)} epochs): validation rsum within {gap:.2f} of the record")
+# The shipped record, checked in every mode (vlr_lib.train.recheck): `first` against it, or its run re-trained.
+if rec is not None:
+    print(rec.line())
+if SHAPES:
+    print(recheck.training_against(KEY, [r["rsum"] for r in first[1:]], on_cpu=cfg.device.type == "cpu"))
 
 summary = report.history_frame({f"{name} / seed {s}": h for s, runs in histories.items() for name, h in runs.items()})
 final = summary[summary["epoch"] == EPOCHS].set_index("run")

@@ -37,3 +37,20 @@ def test_the_fast_mode_check_of_notebook_09_catches_a_change(change):
     recorded, again = recheck.training(epochs=3, **change)
     with pytest.raises(AssertionError, match="regenerate it with make record"):
         record.check_reproduced(recorded, again, str(change), name="09_training-shapes-full", strict=True)
+
+
+def test_training_against_compares_a_run_with_the_records_settings_and_retrains_otherwise(monkeypatch):
+    """Notebook 09's one-call check: its own run when the settings are the record's, else a re-trained one."""
+    from vlr_lib.train import record as R
+    from vlr_lib.train import recheck
+
+    rec = R.read("09_training-shapes-full", None)
+    settings = rec.manifest["settings"]
+    seed = settings["seeds"][0]
+    own = [r["rsum"] for r in R.histories_of(rec.tables["runs"])[f"usual/{seed}/Unified"][1:]]
+    assert "trained here: validation rsum within 0.00" in recheck.training_against(settings, own)
+    monkeypatch.setenv("VLR_FAST", "1")  # as under the tests and CI: a drift is an error, not a warning
+    with pytest.raises(AssertionError, match="differ from the record"):  # 5 points off at every epoch
+        recheck.training_against(settings, [v - 5.0 for v in own])
+    other = {**settings, "lr": settings["lr"] * 2}  # not the record's: its own run is re-trained (1 epoch here)
+    assert "re-trained at the record's settings on the CPU (1 epochs)" in recheck.training_against(other, [], epochs=1)

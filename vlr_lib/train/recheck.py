@@ -73,6 +73,30 @@ def training(epochs: int | None = None, loss: tuple[str, dict] | None = None, **
     return [r["rsum"] for r in recorded][: len(again)], again
 
 
+def training_against(settings: dict, here: list[float], on_cpu: bool = True, epochs: int = 3) -> str:
+    """Notebook 09's record check in one call, whatever the mode: the sentence to print.
+
+    `here`: the validation rsums (epochs 1..) of the notebook's Unified run of seed 0, trained now with
+    `settings`. When those are the record's settings and the run was trained on the CPU (as the record was), they are
+    compared with the record's run; otherwise the record's run is re-trained at its own settings on the CPU: its
+    first `epochs` (the learning rate still decays at the record's epoch), or all of them for the record's settings
+    on a GPU. Beyond the record's tolerance: an error under the tests and the book, a warning in full mode."""
+    name = "09_training-shapes-full"
+    rec = R.read(name, None)  # integrity checked, any settings
+    if rec is None:
+        return f"no usable record {name} in {R.record_root()}: nothing to check ({R.REGENERATE} makes it)"
+    same = R.settings_hash(settings) == rec.manifest["settings_sha256"]
+    if same and on_cpu:
+        seed = rec.manifest["settings"]["seeds"][0]
+        recorded = [r["rsum"] for r in R.histories_of(rec.tables["runs"])[f"usual/{seed}/Unified"][1:]]
+        again, how = here, "trained here"
+    else:
+        recorded, again = training(epochs=None if same else epochs)
+        how = f"re-trained at the record's settings on the CPU ({len(again)} epochs)"
+    gap = R.check_reproduced(recorded[: len(again)], again, "notebook 09's record", name=name)
+    return f"the record's Unified run, seed 0, {how}: validation rsum within {gap:.2f} of the record at every epoch"
+
+
 def sweeps(epochs: int | None = None) -> Pair:
     """Notebook 11: the record's Triplet-SH cell of its first seed."""
     rec = _shipped("11_hyperparameters-shapes-full")
