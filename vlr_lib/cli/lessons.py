@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from .. import env
 from . import args as A
 from . import common
-from .common import print_table
 
 
 def parser(prog: str = "python -m vlr_lib lessons") -> A.Parser:
@@ -62,6 +61,6 @@ def _lessons(args: argparse.Namespace) -> int:
     spec = lessons.LessonsSpec(fast=args.fast, device=args.device,
                                **({"seeds": tuple(args.seeds)} if args.seeds is not None else {}))
     done = lessons.run(spec, out=args.out, force=args.force, progress=args.progress, command=canonical_command(args))
-    print_table(report.lessons_markdown(done.runs, done.meta, lessons.EXPERIMENTS), done,
+    common.print_table(report.lessons_markdown(done.runs, done.meta, lessons.EXPERIMENTS), done,
                 "--force to rebuild it from the cached cells", args.markdown)
     return 0

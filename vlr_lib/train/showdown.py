@@ -435,6 +435,11 @@ def recorded(spec: ShowdownSpec) -> Showdown | None:
     rec = R.read(spec.out.name, record_key(spec))
     if rec is None:
         return None
+    return opened(rec)
+
+
+def opened(rec: R.Record) -> Showdown:
+    """A race read from a shipped record of its cells (the showdown's, or another experiment's of the same form)."""
     return Showdown(R.cell_table(R.cells_of(rec.tables)), rec.manifest["meta"], rec.path, reused=True, record=rec)
 
 

@@ -122,7 +122,7 @@ def run(spec: S.ShowdownSpec, grid: Mapping | None = None, command: str = "", ou
     out = Path(out or out_dir(spec))
     key = record_key(spec, grid)
     if record and (rec := R.read(out.name, key)) is not None:
-        return S.Showdown(R.cell_table(R.cells_of(rec.tables)), rec.manifest["meta"], rec.path, reused=True, record=rec)
+        return S.opened(rec)
     claim_run_folder(out, mark=False)
     result, data, callback, wall = S.train_cells(spec, contestants(grid), out, progress)
     meta = {**S.race_meta(spec, result, data, callback, wall, command or "vlr_lib.train.tuned.run(spec_for(...))"),
