@@ -30,6 +30,8 @@ from . import record as R
 NAMES = ("09_training-shapes-full", "11_hyperparameters-shapes-full", "tuned-shapes-features-full",
          "showdown-shapes-features-full", "showdown-shapes-vsepp-full", "lessons-shapes-full")
 Pair = tuple[list[float], list[float]]
+#: The first epochs a check re-trains when the notebook's settings are not the record's (fast mode).
+CHECK_EPOCHS = 3
 
 
 def _shipped(name: str) -> R.Record:
@@ -73,14 +75,15 @@ def training(epochs: int | None = None, loss: tuple[str, dict] | None = None, **
     return [r["rsum"] for r in recorded][: len(again)], again
 
 
-def training_against(settings: dict, here: list[float], on_cpu: bool = True, epochs: int = 3) -> str:
+def training_against(settings: dict, here: list[float], on_cpu: bool = True,
+                     epochs: int | None = None) -> str:
     """Notebook 09's record check in one call, whatever the mode: the sentence to print.
 
     `here`: the validation rsums (epochs 1..) of the notebook's Unified run of seed 0, trained now with
     `settings`. When those are the record's settings and the run was trained on the CPU (as the record was), they are
     compared with the record's run; otherwise the record's run is re-trained at its own settings on the CPU: its
-    first `epochs` (the learning rate still decays at the record's epoch), or all of them for the record's settings
-    on a GPU. Beyond the record's tolerance: an error under the tests and the book, a warning in full mode."""
+    first `epochs` (default :data:`CHECK_EPOCHS`; the learning rate still decays at the record's epoch), or all
+    of them for the record's settings on a GPU. Beyond the record's tolerance: an error under the tests and the book, a warning in full mode."""
     name = "09_training-shapes-full"
     rec = R.read(name, None)  # integrity checked, any settings
     if rec is None:
@@ -91,7 +94,7 @@ def training_against(settings: dict, here: list[float], on_cpu: bool = True, epo
         recorded = [r["rsum"] for r in R.histories_of(rec.tables["runs"])[f"usual/{seed}/Unified"][1:]]
         again, how = here, "trained here"
     else:
-        recorded, again = training(epochs=None if same else epochs)
+        recorded, again = training(epochs=None if same else (epochs or CHECK_EPOCHS))
         how = f"re-trained at the record's settings on the CPU ({len(again)} epochs)"
     gap = R.check_reproduced(recorded[: len(again)], again, "notebook 09's record", name=name)
     return f"the record's Unified run, seed 0, {how}: validation rsum within {gap:.2f} of the record at every epoch"
