@@ -99,7 +99,7 @@ RECORD_NOTEBOOKS := $(filter notebooks/09_% notebooks/10_% notebooks/11_% notebo
 test-portable: setup
 	ATEN_CPU_CAPABILITY=default $(MAKE) --no-print-directory test-notebooks NOTEBOOKS="$(RECORD_NOTEBOOKS)"
 
-# The full-size runs that ship in vlr_lib/recorded/ (vlr_lib.train.record); cells are reused from $$VLR_RUNS.
+# The full-size runs that ship in vlr_lib/recorded/ (vlr_lib.experiments.record); cells are reused from $$VLR_RUNS.
 record: setup
 	OMP_NUM_THREADS=1 $(PY) -m vlr_lib record
 

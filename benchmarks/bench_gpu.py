@@ -17,7 +17,7 @@
    the same steps as a plain loop (embed, S, loss, backward, Adam; no masks, no flags). On CUDA
    also the host synchronisations inside the trainer's steps (``torch.cuda.set_sync_debug_mode``).
 3. The loss showdown: 22 configurations x 3 seeds = 66 runs of 15 epochs on cached features of
-   the Karpathy sizes (random, with a learnable signal), through ``vlr_lib.train.showdown.run``
+   the Karpathy sizes (random, with a learnable signal), through ``vlr_lib.experiments.showdown.run``
    (test split and COCOS every epoch, selection on validation). Target: < 15 min on a GPU.
    Baseline: 66 x 15 of part 2's epochs; the ratio is the showdown's own cost (test split, COCOS).
    Fewer seeds or epochs (``--seeds``, ``--epochs``) are scaled linearly to 66 x 15, as an
@@ -187,7 +187,7 @@ def _count_step_syncs(device: torch.device):
 
 def showdown(args, device: torch.device, work: Path, epoch_s: float | None) -> None:
     from vlr_lib.features import FeatureSet, default_cache_dir, save_features
-    from vlr_lib.train import showdown as sd
+    from vlr_lib.experiments import showdown as sd
 
     sizes = {"train": args.train_images, "validation": args.val_images, "test": args.val_images}
     for i, (split, n) in enumerate(sizes.items()):

@@ -5,7 +5,7 @@
 
 For every kernel set (``ATEN_CPU_CAPABILITY``: torch's portable kernels, AVX2, AVX-512 where the CPU
 has it; the same values another CPU's torch picks) and thread count, a fresh process re-trains each
-record's checked run (``vlr_lib.train.recheck``: the run the notebooks and tests re-train) at full
+record's checked run (``vlr_lib.experiments.recheck``: the run the notebooks and tests re-train) at full
 length with the shipped shapes encoder, and prints the largest gap to the record over the epochs the
 checks compare: every epoch, and the first 3 (what fast mode re-trains for 09 and 11). Then, under this
 CPU's own kernels, the same run with ONE thing changed -- the margin 0.2 -> 0.3, the learning rate x2, or
@@ -43,7 +43,7 @@ def one(threads: int, changes: bool, names: list[str] | None = None) -> list[dic
     changed runs instead."""
     import torch
 
-    from vlr_lib.train import recheck
+    from vlr_lib.experiments import recheck
 
     torch.set_num_threads(threads)
     rows = []
@@ -59,8 +59,8 @@ def one(threads: int, changes: bool, names: list[str] | None = None) -> list[dic
 
 def _changed() -> dict:
     """The record 09's and the showdown's checked runs with one setting changed (what the check exists to catch)."""
-    from vlr_lib.train import recheck
-    from vlr_lib.train import record as R
+    from vlr_lib.experiments import recheck
+    from vlr_lib.experiments import record as R
 
     lr = R.read("09_training-shapes-full", None).manifest["settings"]["lr"]
     race = recheck.CHECKS["showdown-shapes-features-full"]
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report(rows: list[dict], changed: list[dict]) -> None:
-    from vlr_lib.train import record as R
+    from vlr_lib.experiments import record as R
 
     print("\n| record | kernels | threads | largest gap, every epoch | first 3 epochs |\n|---|---|---|---|---|")
     for r in rows:

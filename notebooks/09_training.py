@@ -53,7 +53,8 @@ from tqdm.auto import tqdm
 
 from vlr_lib import analysis, losses, report, similarity, viz, widgets
 from vlr_lib.notebook import TRAINING_SIZES, setup, training_features
-from vlr_lib.train import build_heads, chance_rsum, evaluate, fit, make_objective, recheck, record
+from vlr_lib.train import build_heads, chance_rsum, evaluate, fit, make_objective
+from vlr_lib.experiments import recheck, record
 
 cfg = setup(seed=0)
 SHAPES = cfg.data == "shapes"
@@ -71,7 +72,7 @@ LOSSES = {  # display name (losses.loss_label) -> (vlr_lib.losses name, paramete
 assert list(LOSSES) == ["Triplet-SH", "NT-Xent", "Unified"]
 OFFSET = 20.0  # the shared bias of the collapse experiment (below)
 SIZES = TRAINING_SIZES  # images (fast, full) of the two splits, shared by notebooks 09 and 11
-# Every setting of the runs: a record of them (vlr_lib.train.record) is opened only when these hash alike.
+# Every setting of the runs: a record of them (vlr_lib.experiments.record) is opened only when these hash alike.
 KEY = {"notebook": "09_training", "data": cfg.data, "seed": cfg.seed, **{k: cfg.pick(*v) for k, v in SIZES.items()},
        "epochs": EPOCHS, "batch_size": BATCH, "lr": LR, "dim": DIM, "head": HEAD, "seeds": SEEDS, "losses": LOSSES,
        "offset": OFFSET}
@@ -185,7 +186,7 @@ assert table["rsum"].iloc[-1] > chance
 # * **Unified** (eq. 5), $m = 0.2$, $\gamma = 60$ (Li et al.'s setting for VSE++).
 
 # In full mode on the shapes data these runs — and the collapsed-start runs further down — open
-# from their **record** (`vlr_lib.train.record`): their per-epoch histories, used only when the
+# from their **record** (`vlr_lib.experiments.record`): their per-epoch histories, used only when the
 # sha256 of `KEY` (every setting above) equals the record's and its tables match their stored
 # hashes. Otherwise (`VLR_RERUN=1`, another setting, fast mode) `runs_from` trains them, with a
 # progress bar and an estimate of the time left; `runs_from("usual", 0.0, None)` is the one-line
@@ -214,7 +215,7 @@ if rec is None:
     same_seed = [torch.tensor([(r["loss"], r["rsum"]) for r in h[1:]], dtype=torch.float64)
                  for h in (histories[0]["Unified"], first)]
     torch.testing.assert_close(*same_seed, rtol=0.0 if cfg.device.type == "cpu" else 1e-2, atol=0.0)
-# The shipped record, checked in every mode (vlr_lib.train.recheck): `first` against it, or its run re-trained.
+# The shipped record, checked in every mode (vlr_lib.experiments.recheck): `first` against it, or its run re-trained.
 if rec is not None:
     print(rec.line())
 if SHAPES:

@@ -26,7 +26,7 @@
 # - say which differences are real at three seeds, and which are noise.
 #
 # Papers: Bleeker & de Rijke (Table 1; COCOS eqs. 9–13, Tables 2–4), Xuan & Chen (Table 1, Tables 3–5),
-# Veit & Wilber (PR-AUC, Table 1), Li et al. (the unified loss, eq. 5). Library: `vlr_lib.train.grid`
+# Veit & Wilber (PR-AUC, Table 1), Li et al. (the unified loss, eq. 5). Library: `vlr_lib.experiments.grid`
 # (training, cached per cell), `vlr_lib.metrics`, `vlr_lib.analysis.cocos_table`,
 # `vlr_lib.report` (tables and the reading), `vlr_lib.viz.showdown` (figures).
 #
@@ -52,7 +52,7 @@ from IPython.display import Markdown, display
 
 from vlr_lib import goal, losses, report, viz, widgets
 from vlr_lib.notebook import setup
-from vlr_lib.train import record, showdown  # the experiment, shared with `python -m vlr_lib showdown`
+from vlr_lib.experiments import record, showdown  # the experiment, shared with `python -m vlr_lib showdown`
 
 cfg = setup(seed=0)
 SETTING = "features"  # what learns: "features" (heads), "vsepp" (+ a GRU from scratch) or "e2e" (shapes only)
@@ -108,12 +108,12 @@ assert contestants["loss"].is_unique
 #
 # In full mode on the shapes data the race opens from its **record**: the per-run, per-epoch
 # histories of all 66 runs, stored with the settings that produced them, the hardware and the date
-# (`vlr_lib.train.record`). `showdown.run(spec, record=True)` uses a record only when the sha256 of
+# (`vlr_lib.experiments.record`). `showdown.run(spec, record=True)` uses a record only when the sha256 of
 # its settings equals that of `spec` and every table matches its stored hash; otherwise — another
 # `SETTING`, another schedule, `VLR_RERUN=1` or the one-line `showdown.run(spec)` — it trains, with a
 # progress bar and an estimate of the time left.
 #
-# Training goes through `vlr_lib.train.grid`, which stores every (configuration, seed) cell on disk under
+# Training goes through `vlr_lib.experiments.grid`, which stores every (configuration, seed) cell on disk under
 # the runs folder (`$VLR_RUNS`, else `~/.cache/vlr-workbook/runs`; `vlr_lib.paths.runs_dir`). `showdown.run` returns the stored table when its settings match, so
 # re-opening this notebook does not retrain; in fast mode (CI) the small grid trains in seconds.
 # In essence it calls

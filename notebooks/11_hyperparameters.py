@@ -18,7 +18,7 @@
 # it, and never trains it again.
 #
 # **Learning goals.** After this notebook you can
-# 1. run a sweep of losses × hyperparameters × seeds with `vlr_lib.train.grid` into a cache
+# 1. run a sweep of losses × hyperparameters × seeds with `vlr_lib.experiments.grid` into a cache
 #    directory, and extend or re-run it without retraining finished cells;
 # 2. read the margin and scale sweeps of the unified loss (Li et al., eq. 5 and Fig. 5) and
 #    recognise two of its cells as NT-Xent (Li et al.'s VLC, eq. 7) and as the road to Triplet-SH
@@ -51,7 +51,8 @@ from IPython.display import Markdown, display
 
 from vlr_lib import paths, report, viz, widgets
 from vlr_lib.notebook import TRAINING_SIZES, setup, training_features
-from vlr_lib.train import chance_rsum, grid, recheck, record, tuned
+from vlr_lib.train import chance_rsum
+from vlr_lib.experiments import grid, recheck, record, tuned
 
 cfg = setup(seed=0)
 SHAPES = cfg.data == "shapes"
@@ -78,7 +79,7 @@ OUT = RUNS / f"11_hyperparameters-{cfg.data}-{'fast' if cfg.fast else 'full'}"
 OUT.mkdir(parents=True, exist_ok=True)
 print(f"grid cache: {OUT}")
 SIZES = TRAINING_SIZES  # images (fast, full) of the two splits, shared by notebooks 09 and 11
-# Every setting of the sweeps: a record of them (vlr_lib.train.record) is opened only when these hash alike.
+# Every setting of the sweeps: a record of them (vlr_lib.experiments.record) is opened only when these hash alike.
 KEY = {"notebook": "11_hyperparameters", "data": cfg.data, "seed": cfg.seed,
        **{k: cfg.pick(*v) for k, v in SIZES.items()}, "sweeps": SWEEPS, "seeds": SEEDS, "epochs": EPOCHS,
        "batch_size": BATCH, "lr": LR, "dim": DIM, **({"lr_decay_epoch": DECAY} if DECAY is not None else {})}
@@ -115,7 +116,7 @@ print(f"{train_set[0].shape[0]} training images, {val_set[0].shape[0]} validatio
 # every epoch it trains. Callbacks are not part of the cell key.
 #
 # In full mode on the shapes data nothing needs training: the sweeps' per-run, per-epoch histories
-# ship with the workbook as a **record** (`vlr_lib.train.record`), used only when the sha256 of
+# ship with the workbook as a **record** (`vlr_lib.experiments.record`), used only when the sha256 of
 # `KEY` — every setting below — equals the record's and its tables match their stored hashes.
 # Change a sweep, the seeds or the schedule, or set `VLR_RERUN=1`, and the cell trains instead,
 # with a progress bar and an estimate of the time left (the one-line re-training call is the
@@ -134,15 +135,13 @@ class EpochCounter:
 
 SETTINGS = dict(train=train_set, val=val_set, out=OUT, epochs=EPOCHS, batch_size=BATCH, lr=LR, lr_decay_epoch=DECAY,
                 dim=DIM, probe_batch=0, progress=not cfg.fast)  # probe_batch=0: no COCOS probe, sweeps only need the metrics
-rec = record.read(NAME, KEY) if cfg.use_record else None
 counter = EpochCounter()
 t0 = time.perf_counter()
-if rec is None:  # train every cell not in the cache (make record keeps them as the record)
-    runs = grid(list(SWEEPS), SWEEPS, seeds=SEEDS, callbacks=counter, **SETTINGS).runs
-    record.keep_grid(NAME, KEY, runs, OUT, title="notebook 11's sweeps", wall_seconds=time.perf_counter() - t0,
-                     command=f"notebook 11 (VLR_FAST={int(cfg.fast)}, VLR_DATA={cfg.data})")
-else:
-    runs = record.cell_table(record.cells_of(rec.tables))
+# The record when its settings are KEY, else every cell not in the cache trained (make record keeps them as the record)
+runs, rec = record.grid_or_train(NAME, KEY, lambda: grid(list(SWEEPS), SWEEPS, seeds=SEEDS, callbacks=counter, **SETTINGS),
+                                 use_record=cfg.use_record, title="notebook 11's sweeps",
+                                 command=f"notebook 11 (VLR_FAST={int(cfg.fast)}, VLR_DATA={cfg.data})")
+if rec is not None:
     print(rec.line())
 first_seconds = time.perf_counter() - t0
 new_cells = counter.epochs // EPOCHS
@@ -156,8 +155,7 @@ print(report.summary_table(report.summarize(runs), ("rsum", "i2t_r1", "t2i_r1"))
 # The same call again: every cell is found in the cache, so nothing is trained, no file is
 # rewritten, and the table is identical. (Opened from the record, nothing is in the cache yet:
 # the call is then made for Triplet-SH with the first seed alone, which trains that one cell
-# first — and that cell, trained here from scratch, must match the record within
-# its measured tolerance (`record.TOLERANCES`) at every epoch.)
+# first; the next section checks it against the record.)
 
 # %%
 call = dict(losses=list(SWEEPS), param_grid=SWEEPS, seeds=SEEDS) if rec is None else \
@@ -166,19 +164,13 @@ expected = grid(**call, **SETTINGS).runs if rec is not None else runs  # the rec
 cells = {p.name: p.stat().st_mtime_ns for p in (OUT / "cells").glob("*.json")}
 again = EpochCounter()
 t0 = time.perf_counter()
-runs_again = grid(**call, callbacks=again, **SETTINGS).runs
+second = grid(**call, callbacks=again, **SETTINGS)
+runs_again = second.runs
 print(f"second call: {again.epochs} epochs trained, {time.perf_counter() - t0:.2f} s")
 assert again.epochs == 0
 assert {p.name: p.stat().st_mtime_ns for p in (OUT / "cells").glob("*.json")} == cells
 pd.testing.assert_frame_equal(runs_again, expected)
 assert (OUT / "runs.csv").exists() and (OUT / "summary.csv").exists()  # the tables are saved next to the cells
-if rec is not None:
-    trained = record.grid_cells(OUT, runs_again["key"])[0]["history"]
-    recorded = record.cell_history(record.cells_of(rec.tables), {"loss": "triplet_hardest"}, SEEDS[0])
-    pair = ([r["rsum"] for r in recorded], [r["rsum"] for r in trained]) if cfg.device.type == "cpu" \
-        else recheck.sweeps()  # the record is a CPU run: on a GPU the check re-trains its cell on the CPU
-    gap = record.check_reproduced(*pair, "notebook 11's record", name=rec.name)
-    print(f"Triplet-SH, seed {SEEDS[0]}, trained here: validation rsum within {gap:.2f} of the record at every epoch")
 
 # %% [markdown]
 # Two checks on the results:
@@ -209,20 +201,16 @@ assert (runs["rsum"] > chance).all(), runs.loc[runs["rsum"] <= chance, "config"]
 # %% [markdown]
 # ### The shipped record, checked in every mode
 #
-# Fast mode trains its own small sweeps, so it checks the full-size record separately: the first 3
-# epochs of Triplet-SH with the record's first seed, re-trained from scratch at the record's
-# settings (read from its manifest; the learning rate decays at the record's epoch, so these are
-# the record's first 3 epochs) on the full-size features, must match the record's validation rsum
-# within its measured tolerance (`record.TOLERANCES`). (Opened from the record, the cell above re-trained a whole run.)
+# Opened from the record, the cell above trained Triplet-SH with the record's first seed from scratch at the
+# record's settings: it must match the record's validation rsum within its measured tolerance
+# (`record.TOLERANCES`) at every epoch. Fast mode trains its own small sweeps, so it checks the full-size
+# record separately: the first 3 epochs of the same cell, re-trained from scratch at the record's settings
+# (read from its manifest; the learning rate decays at the record's epoch, so these are the record's first
+# 3 epochs) on the full-size features. (The records are CPU runs: on a GPU the check re-trains on the CPU.)
 
 # %%
-shipped = record.read(f"11_hyperparameters-{cfg.data}-full", None)  # integrity checked, any settings
-if shipped is not None and rec is None:  # vlr_lib.train.recheck: the record's settings, full-size features
-    recorded, redo = recheck.sweeps(epochs=3)
-    gap = record.check_reproduced(recorded, redo, "notebook 11's record", name=shipped.name)
-    print(f"the record's Triplet-SH, first {len(redo)} epochs re-trained at full size: validation rsum within "
-          f"{gap:.2f}")
-print("record:", shipped.line() if shipped else f"none for data={cfg.data}")
+if SHAPES:  # the record is of the shapes data
+    print(recheck.sweeps_against(second if rec is not None else None, on_cpu=cfg.device.type == "cpu"))
 
 # %% [markdown]
 # ## The unified loss: margin and scale (Li et al., Fig. 5)
@@ -334,7 +322,7 @@ display(Markdown(
 # each loss the same validation budget. Here the four headline losses each get five values of
 # their main hyperparameter — Triplet's and Triplet-SH's margin $m$, NT-Xent's temperature
 # $\tau$, the unified loss's scale $\gamma$ (at its $m = 0.2$) — each list holding the default,
-# trained at notebook 10's features budget with five seeds (`vlr_lib.train.tuned`; the command
+# trained at notebook 10's features budget with five seeds (`vlr_lib.experiments.tuned`; the command
 # line is `python -m vlr_lib tuned`). The value is chosen on **validation** alone; the test split
 # then reports the chosen value beside the default on the same seeds, and every ordering of two
 # losses is read from a paired 95% interval (notebook 12 explains the interval). In full mode the
@@ -362,8 +350,7 @@ assert (picked >= chosen[chosen["default"]].set_index("loss")["val_mean"]).all()
 # its first 5 epochs (full size), must land within the record's measured tolerance at every epoch.
 
 # %%
-recorded_t, again_t = recheck.tuned(epochs=5)
-gap = record.check_reproduced(recorded_t, again_t, "the tuned comparison's record", name="tuned-shapes-features-full")
+gap = recheck.check("tuned-shapes-features-full", epochs=5)
 print(f"tuned comparison, NT-Xent tau 0.05, seed 0, first 5 epochs re-trained: validation rsum within {gap:.2f}")
 
 # %% [markdown]

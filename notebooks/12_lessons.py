@@ -63,7 +63,8 @@ from IPython.display import Markdown, display
 from vlr_lib import feature_quality, report, shapes_encoder, stats, viz
 from vlr_lib.data import make_shapes
 from vlr_lib.notebook import setup
-from vlr_lib.train import chance_rsum, lessons, record, shapes_features, showdown
+from vlr_lib.train import chance_rsum, shapes_features
+from vlr_lib.experiments import lessons, record, showdown
 
 cfg = setup(seed=0)
 
@@ -129,7 +130,7 @@ assert quality.loc["pretrained", "caption-overlap Spearman"] >= 0.35  # their ca
 #
 # ## 2. The experiments
 #
-# In full mode the chapter's table opens from its **record** (`vlr_lib.train.record`: the runs
+# In full mode the chapter's table opens from its **record** (`vlr_lib.experiments.record`: the runs
 # with the settings that produced them, the hardware and the date), used only when the sha256 of
 # the spec equals the record's and its table matches its stored hash; `VLR_RERUN=1` or the one-line
 # `lessons.run(spec)` trains instead, with a progress bar and an estimate of the time left. In
@@ -137,7 +138,7 @@ assert quality.loc["pretrained", "caption-overlap Spearman"] >= 0.35  # their ca
 # its measured tolerance (`record.TOLERANCES`, rsum points; the check after the table; in fast mode the tests make it).
 #
 # `lessons.conditions` lists every condition. Each runs through a showdown spec
-# (`vlr_lib.train.showdown.spec_for`) — the same data sizes, schedule, seeds and selection on validation
+# (`vlr_lib.experiments.showdown.spec_for`) — the same data sizes, schedule, seeds and selection on validation
 # as notebook 10 — and differs from the base condition (pretrained features, difficulty 0.5, heads on
 # features) in one thing. Conditions with the same spec share their cells: the base is trained once.
 
@@ -198,7 +199,7 @@ table = report.lesson_table(runs)
 print(f"{len(runs)} rows, {meta['n_cells']} distinct runs; chance rsum on the test split {chance:.1f}")
 
 # The shipped record, checked in full mode: one of its runs re-trained from scratch at full size (fast mode leaves
-# it to the tests, tests/train/test_lessons.py, which re-train the same run).
+# it to the tests, tests/experiments/test_lessons.py, which re-train the same run).
 gap = None if cfg.fast else lessons.check_record(lessons.LessonsSpec(fast=False, device=str(cfg.device)))
 print("the record's check runs in full mode" if cfg.fast else "no record of the chapter to check" if gap is None
       else f"a recorded run (pretrained encoder, Triplet-SH, seed 0) re-trained: last and best validation rsum "

@@ -83,13 +83,29 @@ REPORT = sorted(m for m in MODULES if m == "vlr_lib.report" or m.startswith("vlr
 
 @pytest.mark.parametrize("module", REPORT)
 def test_the_report_imports_nothing_from_the_trainer_or_the_figures(module):
-    bad = sorted(t for t in GRAPH[module] if t.startswith(("vlr_lib.train", "vlr_lib.viz", "vlr_lib.widgets")))
+    bad = sorted(t for t in GRAPH[module]
+                 if t.startswith(("vlr_lib.train", "vlr_lib.experiments", "vlr_lib.viz", "vlr_lib.widgets")))
     assert not bad, f"{module} imports {bad}"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("vlr_lib.train")))
+def test_the_trainer_imports_no_experiment(module):
+    """vlr_lib.train trains one run; the experiments (grid, showdown, tuned, lessons, records) sit above it."""
+    bad = sorted(t for t in GRAPH[module] if t.startswith(("vlr_lib.experiments", "vlr_lib.cli", "vlr_lib.notebook")))
+    assert not bad, f"{module} imports {bad}"
+
+
+def test_the_experiments_live_in_their_own_package():
+    assert {"vlr_lib.experiments." + m for m in ("grid_search", "showdown", "tuned", "lessons", "record", "recheck")} \
+        <= set(MODULES)
+    assert not [m for m in MODULES if m.startswith("vlr_lib.train.")
+                and m.rsplit(".", 1)[1] in ("grid_search", "showdown", "tuned", "lessons", "record", "recheck")]
 
 
 @pytest.mark.parametrize("widget", sorted(m for m in MODULES if m.startswith("vlr_lib.widgets.")))
 def test_no_widget_imports_the_trainer_or_the_notebook_settings(widget):
-    bad = sorted(t for t in GRAPH[widget] if t == "vlr_lib.notebook" or t.startswith("vlr_lib.train"))
+    bad = sorted(t for t in GRAPH[widget]
+                 if t == "vlr_lib.notebook" or t.startswith(("vlr_lib.train", "vlr_lib.experiments")))
     assert not bad, f"{widget} imports {bad}"
 
 
@@ -130,7 +146,7 @@ def test_core_functions_cite_the_notebook_that_derives_them(module):
 DEFAULT_FIELDS = {"epochs", "batch_size", "lr", "lr_decay_epoch", "grad_clip", "word_dim", "hidden"}
 #: Literal numbers that are not defaults: the check command's one-epoch smoke run, experiment (e)'s clipped runs.
 NOT_DEFAULTS = {("vlr_lib.cli.check", "epochs"), ("vlr_lib.cli.check", "batch_size"),
-                ("vlr_lib.train.lessons", "grad_clip")}
+                ("vlr_lib.experiments.lessons", "grad_clip")}
 
 
 def _literal_fields(module: str) -> set[str]:
@@ -155,7 +171,7 @@ def _literal_fields(module: str) -> set[str]:
 
 def test_training_defaults_are_written_only_in_the_settings():
     """The command lines, the showdown, the lessons and the fit functions read settings.RUN / PRESETS / FAST."""
-    trainer = sorted(m for m in MODULES if m.startswith(("vlr_lib.cli.", "vlr_lib.train.")))
+    trainer = sorted(m for m in MODULES if m.startswith(("vlr_lib.cli.", "vlr_lib.train.", "vlr_lib.experiments.")))
     written = {(m, f) for m in trainer if m != "vlr_lib.train.settings" for f in _literal_fields(m)}
     assert not written - NOT_DEFAULTS, f"training defaults written outside vlr_lib.train.settings: {written}"
     assert {"epochs", "batch_size", "lr"} <= _literal_fields("vlr_lib.train.settings")

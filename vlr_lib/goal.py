@@ -150,7 +150,7 @@ class GoalConfig:
     eps = 0.1 is MS loss's mining margin (Wang et al. 2019). The paper gives no training recipe
     for them: these are values for drawing the weights, not tuned ones. On cosines, T^cir at
     tau = 10 has a median weight of ~0.004 and trains slowly; the showdown trains T^cir at a
-    tau chosen on validation (``vlr_lib.train.showdown.CIR_TAU``).
+    tau chosen on validation (``vlr_lib.experiments.showdown.CIR_TAU``).
     """
 
     triplet: str = "con"

@@ -9,7 +9,7 @@ Environment variables (read once, here, through ``vlr_lib.env``: empty is unset)
 - VLR_FLICKR_REVISION  flickr30k: a commit hash (or its first 7+ characters) that chooses between
                   feature caches of several commits;
 - VLR_RERUN=1     full mode re-trains instead of opening the recorded runs that ship with the
-                  workbook (``vlr_lib.train.record``); fast mode always trains;
+                  workbook (``vlr_lib.experiments.record``); fast mode always trains;
 - VLR_BOOK=1      set by `make book` only: figures and explorers for the static book (vlr_lib.book).
 """
 from __future__ import annotations

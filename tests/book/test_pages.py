@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from vlr_lib import book, report
-from vlr_lib.train import lessons, record
+from vlr_lib.experiments import lessons, record
 
 ROOT = Path(__file__).resolve().parents[2]
 BOOK = Path(os.environ.get("VLR_BOOK_DIR") or ROOT / "build" / "book")

@@ -136,7 +136,7 @@ def test_make_shapes_writes_a_loadable_folder_and_replaces_it_whole(here, capsys
 
 def test_lessons_writes_the_markdown_block_and_reuses_the_stored_table(here, capsys, monkeypatch):
     from vlr_lib.cli import lessons as lessons_cli
-    from vlr_lib.train import lessons
+    from vlr_lib.experiments import lessons
 
     small = lessons.LessonsSpec  # the CLI's spec, made tiny: sizes are not flags (the chapter fixes them)
     monkeypatch.setattr(lessons, "LessonsSpec", lambda **kw: small(
@@ -177,3 +177,14 @@ def test_train_builds_and_checks_its_objective_once(here, capsys, monkeypatch):
     monkeypatch.setattr(Objective, "check", lambda self, batch_size: calls.append(self.describe()) or real(self, batch_size))
     assert call(train.main, [*TINY, "--loss", "unified", "--margin", "0.2"], capsys)[0] == 0
     assert calls == ["unified(margin=0.2)"]
+
+
+def test_grid_builds_and_checks_each_objective_once(here, capsys, monkeypatch):
+    """The grid command checks every configuration before training and hands the objectives to grid(): one check."""
+    from vlr_lib.train import Objective
+
+    calls, real = [], Objective.check
+    monkeypatch.setattr(Objective, "check", lambda self, batch_size: calls.append(self.describe()) or real(self, batch_size))
+    args = [*TINY, "--losses", "unified", "--param", "margin=0.1,0.2", "--out", "g"]
+    assert call(grid.main, args, capsys)[0] == 0
+    assert sorted(calls) == ["unified(margin=0.1)", "unified(margin=0.2)"]

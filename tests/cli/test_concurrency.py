@@ -18,7 +18,7 @@ PAUSED_GRID = """
 import sys, time
 from pathlib import Path
 from vlr_lib.cli import grid
-from vlr_lib.train import grid_search as gs
+from vlr_lib.experiments import grid_search as gs
 
 read = gs.union_runs
 

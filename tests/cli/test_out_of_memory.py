@@ -44,7 +44,7 @@ def test_extraction_oom_names_the_batch_size(monkeypatch, tmp_path, capsys):
 
 
 def test_a_command_without_the_flag_still_says_what_to_do(monkeypatch, tmp_path, capsys):
-    from vlr_lib.train import showdown as sd
+    from vlr_lib.experiments import showdown as sd
 
     monkeypatch.setattr(sd, "run", _raise_oom)
     line = _one_line(*call(showdown.main, ["--fast", "--out", str(tmp_path / "sd")], capsys)[::2])

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from vlr_lib import book, notebook
-from vlr_lib.train import record
+from vlr_lib.experiments import record
 
 
 @pytest.fixture

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from vlr_lib.train import Objective, build_objective, fit, grid
+from vlr_lib.train import Objective, build_objective, fit
+from vlr_lib.experiments import grid
 from vlr_lib.train import objective as O
 
 from .toy import toy_features

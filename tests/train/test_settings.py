@@ -7,7 +7,7 @@ import torch
 from vlr_lib import report
 from vlr_lib.train import TrainSettings, fit
 from vlr_lib.train.device import parse_device
-from vlr_lib.train.grid_search import FIT_KEYS, MODEL_KEYS
+from vlr_lib.experiments.grid_search import FIT_KEYS, MODEL_KEYS
 from vlr_lib.train.settings import EXPERIMENT_FIELDS, RUN, fields, preset, run_defaults
 
 from .toy import toy_features

@@ -8,7 +8,8 @@ import torch
 
 from vlr_lib.data import make_shapes
 from vlr_lib.models import LinearHead, TextBag, TextGRU, make_text_encoder
-from vlr_lib.train import caption_ids, chance_rsum, fit_end_to_end, fit_vsepp, grid, shapes_inputs
+from vlr_lib.train import caption_ids, chance_rsum, fit_end_to_end, fit_vsepp, shapes_inputs
+from vlr_lib.experiments import grid
 from vlr_lib.train.end_to_end import fit_encoders
 
 TIME_KEYS = ("seconds", "train_seconds")

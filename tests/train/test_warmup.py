@@ -6,7 +6,8 @@ import torch
 
 from vlr_lib import losses as L
 from vlr_lib import names, report
-from vlr_lib.train import fit, grid, make_objective
+from vlr_lib.train import fit, make_objective
+from vlr_lib.experiments import grid
 
 TIME_KEYS = ("seconds", "train_seconds")
 WARMUP = "warmup:triplet_all:1:triplet_hardest"

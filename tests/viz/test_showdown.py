@@ -1,7 +1,7 @@
 """vlr_lib.viz.showdown over grids of control values, on synthetic showdown tables (tests/report/tables.py).
 
 The numbers behind the figures (summaries, rankings, the GOAL matrix) are tested in
-tests/report; the runner that makes the real tables in tests/train/test_showdown.py.
+tests/report; the runner that makes the real tables in tests/experiments/test_showdown.py.
 """
 from __future__ import annotations
 

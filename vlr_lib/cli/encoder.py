@@ -80,7 +80,7 @@ def _previous_sha(folder: Path) -> str | None:
 
 def trained_with() -> dict:
     """What the encoder's bytes depend on besides the recipe: the kernels, the CPU, torch's threads, the date."""
-    from ..train.record import cpu_model
+    from ..experiments.record import cpu_model
 
     return {"kernels": os.environ.get("ATEN_CPU_CAPABILITY") or "native (this CPU's best)", "threads": 1,
             "cpu": cpu_model(), "machine": platform.machine(),

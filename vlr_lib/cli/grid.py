@@ -36,7 +36,7 @@ def _interrupted(args: argparse.Namespace) -> str:
 
 def losses(spec: str) -> list[str]:
     """Comma-separated loss names ("goal:cir,sig-ms" is one), 'goal' expanded to the 15 GOAL combinations."""
-    from ..train import goal_grid
+    from ..experiments import goal_grid
     from ..names import split_loss_names
 
     names = split_loss_names(spec)
@@ -74,9 +74,10 @@ def param_grid(items: Sequence[str]) -> dict:
 
 def _grid(args: argparse.Namespace) -> int:
     from ..paths import runs_dir
-    from ..train import TrainSettings, chance_rsum, expand_configs, grid
+    from ..train import TrainSettings, chance_rsum
+    from ..experiments import expand_configs, grid
     from ..train import distributed as D
-    from ..train.grid_search import FIT_KEYS
+    from ..experiments.grid_search import FIT_KEYS, cell_settings
 
     setting = common.resolve_setting(args)
     fields, model = common.schedule(args, setting)
@@ -86,14 +87,14 @@ def _grid(args: argparse.Namespace) -> int:
         configs = expand_configs(names, params)
     except ValueError as err:
         raise A.UsageError("--param" if str(err).startswith("param_grid") else "--losses", str(err)) from None
-    for config in configs:
-        loss_kw = {k: v for k, v in config.items() if k != "loss" and k not in FIT_KEYS}
-        common.objective(config["loss"], loss_kw, settings, flag="--losses", param_flag="--param")
+    objectives = [common.objective(config["loss"], {k: v for k, v in config.items() if k != "loss" and k not in FIT_KEYS},
+                                   cell_settings(config, settings), flag="--losses", param_flag="--param")
+                  for config in configs]  # built and checked once, here, where the flags are known
     out = args.out or A.default_checked(A.run_dir, str(runs_dir() / f"grid-{args.data}-{setting}"), "--out")
     with D.process_group(args.device, args.dist_timeout) as device:
         data = common.load_data(args, setting, device)
         result = grid(configs, seeds=args.seeds, out=out, progress=not args.no_progress, setting=setting,
-                      settings=settings.replace(device=device), **data, **model)
+                      settings=settings.replace(device=device), objectives=objectives, **data, **model)
         if D.rank_and_world()[0] == 0:
             print(result.table())
             if "val" in data:

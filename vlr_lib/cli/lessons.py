@@ -5,7 +5,7 @@
     python -m vlr_lib lessons --markdown lessons.md
 
 Four experiments, each changing one condition of the shapes showdown and training Triplet,
-Triplet-SH, Unified and NT-Xent with seeds 0, 1, 2 (vlr_lib.train.lessons): (a) random vs
+Triplet-SH, Unified and NT-Xent with seeds 0, 1, 2 (vlr_lib.experiments.lessons): (a) random vs
 pretrained image features, (b) the data's difficulty (false negatives), (c) Triplet (all) for
 the first epoch(s) before Triplet-SH, (d) heads on features vs the VSE++ setting vs end to end.
 Cells are cached under <runs>/lessons-shapes-<fast|full>/ ($VLR_RUNS, else
@@ -54,7 +54,7 @@ def canonical_command(args: argparse.Namespace) -> str:
 
 def _lessons(args: argparse.Namespace) -> int:
     from .. import report
-    from ..train import lessons
+    from ..experiments import lessons
 
     if args.fast is None:
         args.fast = A.env(env.flag, "VLR_FAST")

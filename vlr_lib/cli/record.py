@@ -4,7 +4,7 @@
     python -m vlr_lib record --only 10-features,11
 
 The records are the full-size shapes results that notebooks 09-12 open in full mode
-(vlr_lib.train.record; they ship in vlr_lib/recorded/). Each step re-runs one experiment
+(vlr_lib.experiments.record; they ship in vlr_lib/recorded/). Each step re-runs one experiment
 with VLR_RECORD pointing at --to (default: vlr_lib/recorded of this checkout), which makes
 the experiment write its record there, each into a new folder that then replaces the old
 one (an interrupted step leaves the previous record):
@@ -55,7 +55,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m vlr_lib recor
 
 def _showdown(setting: str) -> Callable[[], None]:
     def step() -> None:
-        from ..train import showdown
+        from ..experiments import showdown
 
         spec = showdown.spec_for("shapes", False, setting)
         showdown.run(spec, command=f"python -m vlr_lib showdown --setting {setting}", progress=True)
@@ -63,13 +63,13 @@ def _showdown(setting: str) -> Callable[[], None]:
 
 
 def _tuned() -> None:
-    from ..train import tuned
+    from ..experiments import tuned
 
     tuned.run(tuned.spec_for(), command="python -m vlr_lib tuned", progress=True)
 
 
 def _lessons() -> None:
-    from ..train import lessons
+    from ..experiments import lessons
 
     lessons.run(lessons.LessonsSpec(), command="python -m vlr_lib lessons", progress=True)
 
@@ -89,7 +89,7 @@ def _notebook(stem: str) -> Callable[[], None]:
 
 
 def _record(args: argparse.Namespace) -> int:
-    from ..train import record
+    from ..experiments import record
 
     os.environ.update({record.RECORD_ENV: str(Path(args.to or record.RECORDED).resolve()), "VLR_FAST": "0",
                        "VLR_RERUN": "1", "VLR_DATA": "shapes"})

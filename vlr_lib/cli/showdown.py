@@ -19,7 +19,7 @@ data_scripts/extract_features.py (this command never downloads or encodes); its
 vsepp setting also reads the captions of the data they were extracted from.
 --data and --fast default to VLR_DATA and VLR_FAST.
 
-The experiment itself is vlr_lib.train.showdown (spec_for, run), which notebook 10
+The experiment itself is vlr_lib.experiments.showdown (spec_for, run), which notebook 10
 imports; the Markdown is vlr_lib.report.markdown_block.
 """
 from __future__ import annotations
@@ -112,7 +112,7 @@ def _overrides(args: argparse.Namespace) -> dict:
 def _showdown(args: argparse.Namespace) -> int:
     from .. import report
     from ..train import distributed as D
-    from ..train import showdown as sd
+    from ..experiments import showdown as sd
 
     overrides = _overrides(args)
     with D.process_group(args.device, args.dist_timeout) as device:

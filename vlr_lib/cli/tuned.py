@@ -11,7 +11,7 @@ budget; the value is chosen on validation and the test split reports it beside t
 (the untuned row). --values replaces a loss's list (LOSS:PARAMETER=v1,v2,...; it must hold the
 loss's default); a loss none of whose values learns (every run above chance on validation) is an
 error naming --values. Results go to <runs>/tuned-shapes-features-<fast|full>/ (cells cached, an
-interrupted run resumes). --fast defaults to VLR_FAST. The experiment is vlr_lib.train.tuned.
+interrupted run resumes). --fast defaults to VLR_FAST. The experiment is vlr_lib.experiments.tuned.
 """
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m vlr_lib tuned
 
 
 def _grid(args: argparse.Namespace) -> dict:
-    from ..train import tuned
+    from ..experiments import tuned
 
     grid = tuned.grid_for(args.fast)
     for loss, spec in args.values or []:
@@ -67,7 +67,7 @@ def _grid(args: argparse.Namespace) -> dict:
 
 
 def _tuned(args: argparse.Namespace) -> int:
-    from ..train import tuned
+    from ..experiments import tuned
 
     if args.fast is None:
         args.fast = A.env(env.flag, "VLR_FAST")

@@ -1,8 +1,8 @@
 """Results: tidy tables, mean ± std over seeds, the papers' table layouts, the written reading, Markdown.
 
 Everything here is a pure function of a runs table -- one row per (configuration, seed), as
-``vlr_lib.train.grid`` writes it (``GridResult.runs``, ``runs.csv``) and the showdown extends it
-(``sel_*`` / ``test_*`` columns, ``vlr_lib.train.showdown``) -- or of per-epoch histories
+``vlr_lib.experiments.grid`` writes it (``GridResult.runs``, ``runs.csv``) and the showdown extends it
+(``sel_*`` / ``test_*`` columns, ``vlr_lib.experiments.showdown``) -- or of per-epoch histories
 (``FitResult.history``). The grid, the showdown, the command lines, notebooks 09-12 and the
 figures of ``vlr_lib.viz.showdown`` / ``vlr_lib.viz.training`` all read their numbers here,
 as ``report.<name>``; each concern has its own module:

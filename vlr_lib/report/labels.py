@@ -40,7 +40,7 @@ COCOS_RULES = {"triplet": "Triplet", "triplet_sh": "Triplet-SH", "nt_xent": "NT-
 COCOS_STATS = ("C_q", "C_0", "W_neg", "W_pos")
 #: Columns that tell runs of different data or schedules apart (never averaged together).
 SETUP_COLUMNS = ("data_id", "settings")
-#: Columns of a grid's runs table that hold training settings (``vlr_lib.train.grid_search.FIT_KEYS``).
+#: Columns of a grid's runs table that hold training settings (``vlr_lib.experiments.grid_search.FIT_KEYS``).
 SETTING_COLUMNS = ("epochs", "batch_size", "lr", "lr_decay_epoch", "sampling", "probe_batch", "grad_clip",
                    "optimizer_at_switch", "head", "dim",
                    "text_encoder", "width", "word_dim", "hidden", "min_count")

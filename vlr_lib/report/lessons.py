@@ -1,4 +1,4 @@
-"""The tables and the reading of notebook 12's controlled experiments (``vlr_lib.train.lessons``)."""
+"""The tables and the reading of notebook 12's controlled experiments (``vlr_lib.experiments.lessons``)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -33,7 +33,7 @@ def lesson_table(runs: pd.DataFrame, metric: str = "rsum", prefix: str = "sel_")
     col = f"{prefix}{metric}"
     needed = {"experiment", "condition", "order", "role", "seed", col}
     if not isinstance(runs, pd.DataFrame) or not needed <= set(runs.columns):
-        raise ValueError(f"runs must be the lessons table (vlr_lib.train.lessons.run) with columns {sorted(needed)}")
+        raise ValueError(f"runs must be the lessons table (vlr_lib.experiments.lessons.run) with columns {sorted(needed)}")
     rows = []
     for (exp, cond), part in runs.groupby(["experiment", "condition"], sort=False):
         by_role = part.pivot_table(index="seed", columns="role", values=col, aggfunc="first")
@@ -70,7 +70,7 @@ def lesson_reading(table: pd.DataFrame, labels: Mapping[str, str] | None = None)
     """Where each paper's ordering holds, reverses, or cannot be told, per experiment, with the numbers.
 
     `table` is :func:`lesson_table`'s; `labels` names the experiments (e.g.
-    ``vlr_lib.train.lessons.EXPERIMENTS``). Each difference is given as "condition (delta ±
+    ``vlr_lib.experiments.lessons.EXPERIMENTS``). Each difference is given as "condition (delta ±
     half-width of its paired 95% interval)", with "ahead/behind on every seed" when the per-seed
     differences share their sign. Returns {"verdicts": {(experiment, comparison):
     {verdict: [conditions]}}, "text": Markdown, one paragraph per experiment}.
@@ -140,7 +140,7 @@ def role_matrix(runs: pd.DataFrame, experiment: str, metric: str = "rsum", prefi
 
 def lessons_markdown(runs: pd.DataFrame, meta: Mapping, labels: Mapping[str, str] | None = None) -> str:
     """The docs/results.md section of notebook 12's experiments: provenance, each experiment's differences and
-    rsums, the generated reading. `runs` / `meta` come from ``vlr_lib.train.lessons.run``."""
+    rsums, the generated reading. `runs` / `meta` come from ``vlr_lib.experiments.lessons.run``."""
     labels = dict(labels or {})
     spec = meta["spec"]
     table = lesson_table(runs)
@@ -150,7 +150,7 @@ def lessons_markdown(runs: pd.DataFrame, meta: Mapping, labels: Mapping[str, str
         "",
         f"- command: `{meta['command']}`",
         f"- conditions: every experiment trains Triplet, Triplet-SH, Unified and NT-Xent (library defaults) "
-        f"through the showdown of its condition (`vlr_lib.train.showdown.spec_for('shapes', fast={spec['fast']}, "
+        f"through the showdown of its condition (`vlr_lib.experiments.showdown.spec_for('shapes', fast={spec['fast']}, "
         f"setting)`: same data sizes, schedule, selection on validation), difficulty {spec['difficulty']} unless "
         f"swept ({', '.join(f'{d:g}' for d in spec['difficulties'])}), warm-up epochs "
         f"{', '.join(map(str, spec['warmup_epochs']))}, settings {', '.join(spec['settings'])}; seeds "

@@ -53,7 +53,7 @@ def training_line(spec: Mapping) -> str:
             "library defaults unless its label names a parameter")
 
 
-#: What :func:`markdown_block` reads of a showdown's metadata (``vlr_lib.train.showdown.run``), and of its spec.
+#: What :func:`markdown_block` reads of a showdown's metadata (``vlr_lib.experiments.showdown.run``), and of its spec.
 META_KEYS = ("spec", "date", "command", "data", "n_test_images", "chance_rsum_test", "hardware", "wall_seconds",
              "n_runs", "epochs_trained_now")
 META_SPEC_KEYS = ("data", "fast", "seeds")
@@ -68,14 +68,14 @@ def _check_meta(meta: object) -> Mapping:
     elif not missing:
         missing = ["spec (a dict)"]
     if missing:
-        raise ValueError(f"meta lacks {', '.join(missing)}: pass the metadata of vlr_lib.train.showdown.run")
+        raise ValueError(f"meta lacks {', '.join(missing)}: pass the metadata of vlr_lib.experiments.showdown.run")
     return meta
 
 
 def markdown_block(runs: pd.DataFrame, meta: Mapping) -> str:
     """The docs/results.md section of one showdown: provenance, the Table 1 layout, the GOAL grids, the reading.
 
-    `runs` and `meta` are a finished showdown's table and metadata (``vlr_lib.train.showdown.run``).
+    `runs` and `meta` are a finished showdown's table and metadata (``vlr_lib.experiments.showdown.run``).
     """
     summary = summarize(runs, prefix="sel_")
     spec = _check_meta(meta)["spec"]

@@ -15,7 +15,7 @@ def _default_metrics(runs: pd.DataFrame, prefix: str) -> list[str]:
     found = [m for m in SUMMARY_METRICS if f"{prefix}{m}" in runs.columns]
     if not found:
         raise ValueError(f"runs has no {prefix}<metric> columns ({', '.join(SUMMARY_METRICS)}); "
-                         "was it made by vlr_lib.train.grid or the showdown?")
+                         "was it made by vlr_lib.experiments.grid or the showdown?")
     return found
 
 
@@ -46,7 +46,7 @@ def summarize(runs: pd.DataFrame, prefix: str = "", metrics: Sequence[str] | Non
     metrics = list(metrics) if metrics is not None else _default_metrics(runs, prefix)
     missing = [f"{prefix}{m}" for m in metrics if f"{prefix}{m}" not in runs.columns]
     if missing:
-        raise ValueError(f"runs lacks the columns {missing}; was it made by vlr_lib.train.grid or the showdown?")
+        raise ValueError(f"runs lacks the columns {missing}; was it made by vlr_lib.experiments.grid or the showdown?")
     keys = ["config", *(c for c in SETUP_COLUMNS if c in runs.columns)]
     g = runs.groupby(keys, sort=False, dropna=False)
     first = g.head(1).set_index(keys)

@@ -7,7 +7,7 @@ progress bars). It is validated once, when it is made; the checks that need the 
 :meth:`TrainSettings.resolve`. ``fit(..., epochs=3)`` and ``fit(..., settings=s)`` are the
 same thing: keyword arguments override fields of the settings.
 
-The grid (``vlr_lib.train.grid``), the command lines and the showdown build their runs from
+The grid (``vlr_lib.experiments.grid``), the command lines and the showdown build their runs from
 it; :data:`EXPERIMENT_FIELDS` are the fields that change a result (they key grid cells and
 checkpoints), :data:`RUN_FIELDS` the ones that do not.
 
@@ -44,7 +44,7 @@ MODEL = {"word_dim": None, "hidden": None, "min_count": 1}
 RUN = {"features": {"dim": 512},
        "e2e": {"epochs": 20, "batch_size": 32, "lr": 2e-3, "sampling": "images", "dim": 64}}
 #: The experiments' full-size recipes per (data set, setting), chosen on validation so that the runs converge
-#: (docs/results.md, run 7; ``vlr_lib.train.showdown.spec_for`` says why each number).
+#: (docs/results.md, run 7; ``vlr_lib.experiments.showdown.spec_for`` says why each number).
 PRESETS = {
     ("shapes", "features"): {"epochs": 20, "lr": 1e-3, "lr_decay_epoch": 10, "dim": 256},
     ("shapes", "vsepp"): {"epochs": 20, "lr": 2e-3, "lr_decay_epoch": 10, "dim": 256, "word_dim": 32, "hidden": 64,

@@ -34,14 +34,13 @@ from torch import Tensor
 
 from .. import report
 from .._io import UnreadableFileError, atomic_write, atomic_write_json, claim_run_folder, locked, read_json
-from . import distributed as D
-from .end_to_end import fit_encoders, fit_end_to_end
-from .fit_features import fit
-from .inputs import check_setting
-from .vsepp import fit_vsepp
+from ..train import distributed as D
+from ..train import trainer
+from ..train.end_to_end import fit_end_to_end
+from ..train.inputs import check_setting
 from ..names import WARMUP_PREFIX, loss_parameters
-from .objective import Objective, build_objective, make_objective
-from .settings import TrainSettings, settings_for
+from ..train.objective import Objective, build_objective, make_objective
+from ..train.settings import TrainSettings, settings_for
 
 #: Model arguments of fit / fit_vsepp / fit_end_to_end a config or the grid may set.
 MODEL_KEYS = ("head", "dim", "text_encoder", "width", "word_dim", "hidden", "min_count")
@@ -222,7 +221,7 @@ def read_cell(path: Path) -> dict:
     cell = read_json(path, "grid cell", CELL_FIX)
     problem = _cell_problem(cell)
     if problem:
-        raise UnreadableFileError(f"the grid cell {path} is not a cell written by vlr_lib.train.grid "
+        raise UnreadableFileError(f"the grid cell {path} is not a cell written by vlr_lib.experiments.grid "
                                   f"({problem}); {CELL_FIX}")
     return cell
 
@@ -265,17 +264,23 @@ def _cell_row(cell: dict, key: str) -> dict:
     return row(cell["config"], cell["seed"], key, cell["history"], cell.get("data_id"), cell.get("settings"))
 
 
-def _cell_settings_of(config: Mapping, base: TrainSettings) -> TrainSettings:
+def cell_settings(config: Mapping, base: TrainSettings) -> TrainSettings:
     """The settings of a config's cells: `base` with the config's setting overrides (not its model arguments)."""
     return base.replace(**{k: v for k, v in _split_config(config)[2].items() if k not in MODEL_KEYS})
 
 
-def _objectives(configs: Sequence[Mapping], base: TrainSettings) -> list[Objective]:
-    """Every config's objective, built and checked once before any training (``build_objective``)."""
+def _objectives(configs: Sequence[Mapping], base: TrainSettings,
+                built: Sequence[Objective] | None = None) -> list[Objective]:
+    """Every config's objective, built and checked once before any training (``build_objective``); `built`:
+    the caller already built them (the command line, which names its flags in the errors), one per config."""
+    if built is not None:
+        if len(built) != len(configs) or not all(isinstance(o, Objective) for o in built):
+            raise ValueError(f"objectives must be one Objective per configuration ({len(configs)}), in order")
+        return list(built)
     out = []
     for config in configs:
         name, loss_kw, _ = _split_config(config)
-        cell = _cell_settings_of(config, base)
+        cell = cell_settings(config, base)
         out.append(build_objective(name, loss_kw, batch_size=cell.batch_size, epochs=cell.epochs))
     return out
 
@@ -283,16 +288,10 @@ def _objectives(configs: Sequence[Mapping], base: TrainSettings) -> list[Objecti
 def _run_cell(config: Mapping, objective: Objective, seed: int, data: Mapping, base: TrainSettings, model: dict,
               partial: Path | None):
     model_kw = {**model, **{k: v for k, v in _split_config(config)[2].items() if k in MODEL_KEYS}}
-    settings = _cell_settings_of(config, base).replace(seed=seed, checkpoint_dir=partial)
+    settings = cell_settings(config, base).replace(seed=seed, checkpoint_dir=partial)
     if "dataset" in data:
         return fit_end_to_end(data["dataset"], objective, settings=settings, **model_kw)
     return trainer(data["setting"])(*data["train"], objective, val=data.get("val"), settings=settings, **model_kw)
-
-
-def trainer(setting: str):
-    """The training function of a setting on (train triple, loss, loss_kwargs, val=, settings=, model arguments):
-    ``fit`` (features), ``fit_vsepp`` (vsepp) or ``fit_encoders`` (e2e)."""
-    return {"features": fit, "vsepp": fit_vsepp, "e2e": fit_encoders}[check_setting(setting)]
 
 
 def resolve_setting(setting: str | None, train, dataset) -> str:
@@ -343,6 +342,7 @@ def grid(
     data_id: str | None = None,
     progress: bool = True,
     settings: TrainSettings | None = None,
+    objectives: Sequence[Objective] | None = None,
     **kwargs,
 ) -> GridResult:
     """Train every configuration (``expand_configs(losses, param_grid)``) with every seed.
@@ -356,7 +356,9 @@ def grid(
     ``settings`` (a ``TrainSettings``; default the setting's) and keyword arguments, which are
     TrainSettings fields (epochs, batch_size, lr, callbacks, device, ...) or model arguments
     (:data:`MODEL_KEYS`); a config may override the settings and model arguments.
-    ``progress`` is the bar over cells (the runs themselves are quiet).
+    ``progress`` is the bar over cells (the runs themselves are quiet). ``objectives``: the configurations'
+    objectives when the caller built them already (``train.build_objective``, one per configuration, in
+    order); by default each is built and checked here, before any cell trains.
 
     With ``out``, cells are cached in ``out/cells`` and the folder's tables rebuilt from all
     of them (module docstring). ``data_id`` names the data in the cache key (default: a
@@ -374,7 +376,7 @@ def grid(
         raise TypeError("grid takes seeds=[...] and keeps one checkpoint per cell under out; "
                         "do not pass seed or checkpoint_dir")
     base = settings_for(settings, {"progress": False, **kwargs}, end_to_end=setting == "e2e")
-    objectives = _objectives(configs, base)  # every setting override and parameter value, before any training
+    objectives = _objectives(configs, base, objectives)  # every setting and parameter, before any training
     data_id = data_id or _data_id(data)
     hashed = {"setting": setting, **{k: v for k, v in base.experiment().items() if k != "seed"}, **model}
     cells = Path(out) / "cells" if out is not None else None

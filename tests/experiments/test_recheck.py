@@ -1,13 +1,14 @@
-"""vlr_lib.train.recheck: each shipped record reproduces within its measured tolerance, and its check catches a change.
+"""vlr_lib.experiments.recheck: each shipped record reproduces within its measured tolerance, and its check catches a change.
 
 Notebooks 09, 10 and 11 make their checks in fast mode under nbval (and CI repeats them under torch's
 portable kernels, `make test-portable`); the VSE++ showdown and notebook 12's record are checked here.
 """
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
-from vlr_lib.train import recheck, record
+from vlr_lib.experiments import recheck, record
 
 
 @pytest.mark.slow
@@ -41,8 +42,8 @@ def test_the_fast_mode_check_of_notebook_09_catches_a_change(change):
 
 def test_training_against_compares_a_run_with_the_records_settings_and_retrains_otherwise(monkeypatch):
     """Notebook 09's one-call check: its own run when the settings are the record's, else a re-trained one."""
-    from vlr_lib.train import record as R
-    from vlr_lib.train import recheck
+    from vlr_lib.experiments import record as R
+    from vlr_lib.experiments import recheck
 
     rec = R.read("09_training-shapes-full", None)
     settings = rec.manifest["settings"]
@@ -54,3 +55,39 @@ def test_training_against_compares_a_run_with_the_records_settings_and_retrains_
         recheck.training_against(settings, [v - 5.0 for v in own])
     other = {**settings, "lr": settings["lr"] * 2}  # not the record's: its own run is re-trained (1 epoch here)
     assert "re-trained at the record's settings on the CPU (1 epochs)" in recheck.training_against(other, [], epochs=1)
+
+
+def test_sweeps_against_compares_the_notebooks_cell_and_retrains_without_it(tmp_path, monkeypatch):
+    """Notebook 11's one-call check: the record's cell as the notebook's grid trained it, else re-trained."""
+    from vlr_lib._io import atomic_write_json
+    from vlr_lib.experiments import GridResult
+
+    rec = record.read("11_hyperparameters-shapes-full", None)
+    seed = rec.manifest["settings"]["seeds"][0]
+    cell = next(c for c in record.cells_of(rec.tables) if c["config"] == {"loss": "triplet_hardest"} and c["seed"] == seed)
+
+    def grid_of(history):  # a grid folder holding that one cell, as grid() writes it
+        atomic_write_json(tmp_path / "cells" / "k.json", {k: v for k, v in {**cell, "history": history}.items() if k != "key"})
+        return GridResult(runs=pd.DataFrame({"key": ["k"]}), summary=None, out=str(tmp_path))
+
+    assert "trained here: validation rsum within 0.00" in recheck.sweeps_against(grid_of(cell["history"]))
+    off = [{**r, "rsum": r["rsum"] - 5.0} for r in cell["history"]]
+    monkeypatch.setenv("VLR_FAST", "1")  # as under the tests and CI: a drift is an error, not a warning
+    with pytest.raises(AssertionError, match="differ from the record"):
+        recheck.sweeps_against(grid_of(off))
+    assert "re-trained at the record's settings on the CPU (1 epochs)" in recheck.sweeps_against(None, epochs=1)
+
+
+def test_grid_or_train_opens_the_record_or_trains(tmp_path, monkeypatch):
+    """The notebooks' one call for a grid's record: the record for its settings, else the grid trained."""
+    from vlr_lib.experiments import GridResult
+
+    rec = record.read("11_hyperparameters-shapes-full", None)
+    never = lambda: pytest.fail("trained although the record matches")  # noqa: E731
+    runs, opened = record.grid_or_train(rec.name, rec.manifest["settings"], never)
+    assert opened is not None and len(runs) == len(record.cells_of(rec.tables))
+    monkeypatch.delenv("VLR_RECORD", raising=False)  # nothing is written outside make record
+    trained = GridResult(runs=runs.head(1), summary=None, out=str(tmp_path))
+    for settings, use in (({**rec.manifest["settings"], "lr": 1.0}, True), (rec.manifest["settings"], False)):
+        got, opened = record.grid_or_train(rec.name, settings, lambda: trained, use_record=use)
+        assert opened is None and got is trained.runs

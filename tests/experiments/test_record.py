@@ -1,4 +1,4 @@
-"""vlr_lib.train.record: recorded runs are exact, checked by hash, never drawn when damaged, and not stale."""
+"""vlr_lib.experiments.record: recorded runs are exact, checked by hash, never drawn when damaged, and not stale."""
 from __future__ import annotations
 
 import gzip
@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 import torch
 
-from vlr_lib.train import grid, lessons, record, showdown, tuned
+from vlr_lib.experiments import grid, lessons, record, showdown, tuned
 
-from .toy import toy_features
+from tests.train.toy import toy_features
 
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = {"experiment": "test", "epochs": 2, "losses": {"Triplet-SH": ["triplet_hardest", {"margin": 0.2}]}}
@@ -112,7 +112,7 @@ def test_check_reproduced_states_the_gap_and_names_the_fix():
 
 
 def test_each_record_has_its_measured_tolerance():
-    from vlr_lib.train import recheck
+    from vlr_lib.experiments import recheck
 
     assert set(record.TOLERANCES) == set(recheck.NAMES) == set(recheck.CHECKS)
     for name, limit in record.TOLERANCES.items():
@@ -302,7 +302,7 @@ KILLED_WRITER = """
 import os, signal, sys
 from pathlib import Path
 from vlr_lib import _io
-from vlr_lib.train import record
+from vlr_lib.experiments import record
 
 root, after = Path(sys.argv[1]), int(sys.argv[2])
 real, renames = os.replace, []

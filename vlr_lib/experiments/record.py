@@ -10,7 +10,7 @@ and the sha256 and row count of every table file.
 Tables are lists of JSON objects, one per row: nested keys are joined with "/" into columns
 (``probe_cocos/triplet_i2t/C_q``), every cell holds a JSON value (so ints stay ints, NaN stays
 NaN, floats round-trip bit for bit) and an empty cell is a key the row did not have. A grid's
-cells (configuration, seed, per-epoch history; ``vlr_lib.train.grid``) become two tables:
+cells (configuration, seed, per-epoch history; ``vlr_lib.experiments.grid``) become two tables:
 ``runs`` (one row per cell) and ``epochs`` (one row per cell and epoch).
 
 Reading (:func:`read`) is checked, never trusted: a record is used only when the sha256 of the
@@ -38,11 +38,13 @@ import os
 import platform
 import shutil
 import stat
+import time
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import torch
@@ -51,6 +53,9 @@ from .. import __version__
 from ..env import flag
 from .._io import atomic_dir, atomic_write_json, locked
 from ..paths import _absolute_env
+
+if TYPE_CHECKING:
+    from .grid_search import GridResult
 
 RECORDED = Path(__file__).resolve().parents[1] / "recorded"
 MANIFEST = "manifest.json"
@@ -61,7 +66,7 @@ SEP = "/"
 #: How far a run re-trained from scratch may land from its record, in validation rsum points (of 600), at every
 #: epoch compared, per record. Sized by measurement, not by a guess: with the shipped shapes encoder every machine
 #: computes the same features up to inference rounding, and benchmarks/record_drift.py re-trains each record's
-#: checked run (vlr_lib.train.recheck, on the CPU) under torch's portable, AVX2 and AVX-512 kernels with 1, 2 and
+#: checked run (vlr_lib.experiments.recheck, on the CPU) under torch's portable, AVX2 and AVX-512 kernels with 1, 2 and
 #: 4 threads, on the machine that made the records and on a second one (another torch version). The largest gap
 #: measured was 0.8 (the VSE++ showdown under the portable kernels); most were 0.0. Each tolerance is the record's
 #: largest gap x 1.5 + 1, at least 2 (room for CPU families not measured: AMD, ARM), rounded up to half a point;
@@ -485,6 +490,20 @@ def keep_grid(name: str, settings: Mapping, runs: pd.DataFrame, out: Path, **how
         return None
     tables = cell_rows(grid_cells(out, runs["key"]))
     return write(name, settings, tables, train_seconds=train_seconds(tables["epochs"]), **how)
+
+
+def grid_or_train(name: str, settings: Mapping, train: Callable[[], "GridResult"], use_record: bool = True,
+                  **how) -> tuple[pd.DataFrame, Record | None]:
+    """A grid's runs table in one call: from the shipped record `name` when `use_record` and it was made with
+    `settings` (their sha256 is its manifest's), else ``train()`` -- a grid call, whose cells :func:`keep_grid`
+    keeps as the record under ``make record``. Returns (runs, the record or None)."""
+    rec = read(name, settings) if use_record else None
+    if rec is not None:
+        return cell_table(cells_of(rec.tables)), rec
+    start = time.perf_counter()
+    result = train()
+    keep_grid(name, settings, result.runs, Path(result.out), wall_seconds=time.perf_counter() - start, **how)
+    return result.runs, None
 
 
 # --------------------------------------------------------------------------- checked, not trusted

@@ -1,4 +1,4 @@
-"""vlr_lib.train.showdown (the experiment of notebook 10) and its command line (python -m vlr_lib showdown).
+"""vlr_lib.experiments.showdown (the experiment of notebook 10) and its command line (python -m vlr_lib showdown).
 
 The runner is run on a tiny shapes set and on a fake Flickr30K feature cache to
 check the columns the figures read (sel_*, test_*, COCOS) and the stored-table
@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from vlr_lib import analysis, metrics, report
-from vlr_lib.train import showdown as sd
+from vlr_lib.experiments import showdown as sd
 
 from ..data.fakes import FakeClip
 
@@ -227,7 +227,7 @@ def test_script_help():
     for flag in ("--data", "--fast", "--seeds", "--epochs", "--device", "--cache-root", "--out", "--markdown",
                  "--force"):
         assert flag in out.stdout
-    assert "vlr_lib.train.showdown" in out.stdout
+    assert "vlr_lib.experiments.showdown" in out.stdout
 
 
 def test_canonical_command_writes_the_environment_out_as_flags(monkeypatch):

@@ -1,6 +1,6 @@
 """Each shipped record's check: one recorded run re-trained from scratch, its validation rsums beside the record's.
 
-The records (``vlr_lib.train.record``) are checked, never trusted: notebooks 09-12 re-train one
+The records (``vlr_lib.experiments.record``) are checked, never trusted: notebooks 09-12 re-train one
 recorded run in every mode, the tests do so in fast mode, and ``benchmarks/record_drift.py``
 measures how far these re-trained runs land from the record under other CPU kernels and thread
 counts -- the measurements that size ``record.TOLERANCES``. One function per record gives
@@ -44,7 +44,7 @@ def _shipped(name: str) -> R.Record:
 def _features(made: dict):
     """The shapes train and validation features of a notebook record's settings (notebook.training_features)."""
     from ..data import make_shapes
-    from .inputs import shapes_features
+    from ..train.inputs import shapes_features
 
     data = make_shapes(n_train=made["n_train"], n_val=made["n_val"], n_test=1, seed=made["seed"])
     feats = shapes_features(data, seed=made["seed"], splits=("train", "validation"))
@@ -52,7 +52,7 @@ def _features(made: dict):
 
 
 def _heads_run(made: dict, loss: str, loss_kwargs: dict, epochs: int | None, **extra) -> list[float]:
-    from .fit_features import fit
+    from ..train.fit_features import fit
 
     train, val = _features(made)
     result = fit(*train, loss=loss, loss_kwargs=loss_kwargs, val=val, dim=made["dim"], epochs=epochs or made["epochs"],
@@ -75,29 +75,61 @@ def training(epochs: int | None = None, loss: tuple[str, dict] | None = None, **
     return [r["rsum"] for r in recorded][: len(again)], again
 
 
+def _against(name: str, label: str, what: str, here: Callable[[R.Record], Pair | None], again: Callable[[int | None], Pair],
+             on_cpu: bool, epochs: int | None) -> str:
+    """A notebook's record check in one call: the sentence to print.
+
+    `here(rec)` gives (recorded, trained) when the notebook trained the record's checked run at the record's
+    settings, else None; on the CPU (as the records were made) those are compared. Otherwise `again` re-trains
+    the record's run at its own settings on the CPU: its first `epochs` (default :data:`CHECK_EPOCHS`; the
+    learning rate still decays at the record's epoch), or all of it for the record's settings on a GPU.
+    Beyond the record's tolerance: an error under the tests and the book, a warning in full mode."""
+    rec = R.read(name, None)  # integrity checked, any settings
+    if rec is None:
+        return f"no usable record {name} in {R.record_root()}: nothing to check ({R.REGENERATE} makes it)"
+    pair = here(rec)
+    if pair is not None and on_cpu:
+        (recorded, run), how = pair, "trained here"
+    else:
+        recorded, run = again(None if pair is not None else (epochs or CHECK_EPOCHS))
+        how = f"re-trained at the record's settings on the CPU ({len(run)} epochs)"
+    gap = R.check_reproduced(recorded[: len(run)], run, label, name=name)
+    return f"the record's {what}, {how}: validation rsum within {gap:.2f} of the record at every epoch"
+
+
 def training_against(settings: dict, here: list[float], on_cpu: bool = True,
                      epochs: int | None = None) -> str:
     """Notebook 09's record check in one call, whatever the mode: the sentence to print.
 
     `here`: the validation rsums (epochs 1..) of the notebook's Unified run of seed 0, trained now with
-    `settings`. When those are the record's settings and the run was trained on the CPU (as the record was), they are
-    compared with the record's run; otherwise the record's run is re-trained at its own settings on the CPU: its
-    first `epochs` (default :data:`CHECK_EPOCHS`; the learning rate still decays at the record's epoch), or all
-    of them for the record's settings on a GPU. Beyond the record's tolerance: an error under the tests and the book, a warning in full mode."""
-    name = "09_training-shapes-full"
-    rec = R.read(name, None)  # integrity checked, any settings
-    if rec is None:
-        return f"no usable record {name} in {R.record_root()}: nothing to check ({R.REGENERATE} makes it)"
-    same = R.settings_hash(settings) == rec.manifest["settings_sha256"]
-    if same and on_cpu:
+    `settings`. When those are the record's settings (their sha256 is the manifest's) the run is compared
+    with the record's; otherwise the record's run is re-trained (:func:`_against`)."""
+    def trained_here(rec: R.Record) -> Pair | None:
+        if R.settings_hash(settings) != rec.manifest["settings_sha256"]:
+            return None
         seed = rec.manifest["settings"]["seeds"][0]
-        recorded = [r["rsum"] for r in R.histories_of(rec.tables["runs"])[f"usual/{seed}/Unified"][1:]]
-        again, how = here, "trained here"
-    else:
-        recorded, again = training(epochs=None if same else (epochs or CHECK_EPOCHS))
-        how = f"re-trained at the record's settings on the CPU ({len(again)} epochs)"
-    gap = R.check_reproduced(recorded[: len(again)], again, "notebook 09's record", name=name)
-    return f"the record's Unified run, seed 0, {how}: validation rsum within {gap:.2f} of the record at every epoch"
+        return [r["rsum"] for r in R.histories_of(rec.tables["runs"])[f"usual/{seed}/Unified"][1:]], here
+
+    return _against("09_training-shapes-full", "notebook 09's record", "Unified run, seed 0", trained_here, training,
+                    on_cpu, epochs)
+
+
+def sweeps_against(trained=None, on_cpu: bool = True, epochs: int | None = None) -> str:
+    """Notebook 11's record check in one call, whatever the mode: the sentence to print.
+
+    `trained`: the grid result (``GridResult``) in which the notebook, having opened the record, trained
+    the record's Triplet-SH cell of its first seed at the record's settings; that cell is compared with the
+    record's. None (fast mode, other settings): the record's cell is re-trained (:func:`_against`)."""
+    def trained_here(rec: R.Record) -> Pair | None:
+        if trained is None:
+            return None
+        seed, config = rec.manifest["settings"]["seeds"][0], {"loss": "triplet_hardest"}
+        mine = R.cell_history(R.grid_cells(trained.out, trained.runs["key"]), config, seed)
+        return ([r["rsum"] for r in R.cell_history(R.cells_of(rec.tables), config, seed)],
+                [r["rsum"] for r in mine])
+
+    return _against("11_hyperparameters-shapes-full", "notebook 11's record", "Triplet-SH cell, seed 0", trained_here,
+                    sweeps, on_cpu, epochs)
 
 
 def sweeps(epochs: int | None = None) -> Pair:

@@ -1,4 +1,4 @@
-"""vlr_lib.train.grid: configs, per-cell caching, tidy tables, the 15-cell GOAL grid, and vlr-grid."""
+"""vlr_lib.experiments.grid: configs, per-cell caching, tidy tables, the 15-cell GOAL grid, and vlr-grid."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,13 +7,14 @@ import pandas as pd
 import pytest
 import torch
 
+import vlr_lib.train
 from vlr_lib import report
 from vlr_lib._io import UnreadableFileError
 from vlr_lib.goal import GOAL_PAIRS, GOAL_TRIPLETS, parse_goal_name
-from vlr_lib.train import expand_configs, goal_grid, grid
-from vlr_lib.train import grid_search as gs
+from vlr_lib.experiments import expand_configs, goal_grid, grid
+from vlr_lib.experiments import grid_search as gs
 
-from .toy import toy_features
+from tests.train.toy import toy_features
 
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = dict(epochs=1, batch_size=8, dim=8, lr=5e-3, probe_batch=0)
@@ -29,7 +30,7 @@ class CountingFit:
 
     def __init__(self):
         self.calls = 0
-        self.real = gs.fit
+        self.real = vlr_lib.train.fit
 
     def __call__(self, *args, **kwargs):
         self.calls += 1
@@ -64,7 +65,7 @@ def test_expand_configs_per_loss_and_shared_grids():
 
 def test_grid_rows_summary_files_and_caching(data, tmp_path, monkeypatch):
     counter = CountingFit()
-    monkeypatch.setattr(gs, "fit", counter)
+    monkeypatch.setattr(vlr_lib.train, "fit", counter)  # the grid trains through train.trainer()
     kwargs = dict(train=data, val=data, out=tmp_path, progress=False, **SETTINGS)
     first = grid(["info_nce", "triplet_hardest"], seeds=[0, 1], **kwargs)
     assert counter.calls == 4
@@ -100,7 +101,7 @@ def test_grid_rows_summary_files_and_caching(data, tmp_path, monkeypatch):
 
 def test_other_data_is_another_cell(data, tmp_path, monkeypatch):
     counter = CountingFit()
-    monkeypatch.setattr(gs, "fit", counter)
+    monkeypatch.setattr(vlr_lib.train, "fit", counter)  # the grid trains through train.trainer()
     img, txt, c2i = data
     grid(["info_nce"], train=data, out=tmp_path, progress=False, **SETTINGS)
     grid(["info_nce"], train=(img + 1.0, txt, c2i), out=tmp_path, progress=False, **SETTINGS)
@@ -168,7 +169,7 @@ def test_cells_of_other_data_or_schedules_are_never_averaged_together(data, tmp_
 def test_bad_selections_are_rejected_before_anything_is_trained_or_written(data, tmp_path, monkeypatch, losses,
                                                                           params, seeds, match):
     counter = CountingFit()
-    monkeypatch.setattr(gs, "fit", counter)
+    monkeypatch.setattr(vlr_lib.train, "fit", counter)  # the grid trains through train.trainer()
     with pytest.raises(ValueError, match=match):
         grid(losses, params, seeds, train=data, val=data, out=tmp_path / "g", progress=False, **SETTINGS)
     assert counter.calls == 0 and not (tmp_path / "g").exists()
@@ -229,7 +230,7 @@ def test_a_collapsed_epoch_is_never_the_selected_one(data):
     lr=1e-12 keeps the collapsed heads exactly constant through epoch 2's steps (float32), so
     epoch 2 is evaluated on a constant S; epoch 1 is the untrained heads, a plain ranking.
     """
-    from vlr_lib.train import showdown as sd
+    from vlr_lib.experiments import showdown as sd
 
     probe = sd.probe_batch(data, 8)
     pick = sd.ShowdownMetrics(data, probe)
@@ -279,7 +280,20 @@ def test_a_bad_cell_outside_the_selection_is_named_before_anything_is_trained(da
     bad = tmp_path / "cells" / "0123456789abcdef0123.json"
     bad.write_text(json.dumps(cell))
     counter = CountingFit()
-    monkeypatch.setattr(gs, "fit", counter)
+    monkeypatch.setattr(vlr_lib.train, "fit", counter)  # the grid trains through train.trainer()
     with pytest.raises(UnreadableFileError, match=rf"{bad.name} .*{problem}.*delete it"):
         grid(["info_nce"], seeds=[5], train=data, val=data, out=tmp_path, progress=False, **SETTINGS)
     assert counter.calls == 0 and [p.name for p in (tmp_path / "cells").iterdir()] == [bad.name]
+
+
+def test_grid_takes_the_objectives_its_caller_built(data, monkeypatch):
+    """The command line builds each configuration's objective once and hands them over: grid builds none again."""
+    from vlr_lib.train import Objective, build_objective
+
+    built = [build_objective(name, {}, batch_size=8, epochs=1) for name in ("info_nce", "triplet_hardest")]
+    monkeypatch.setattr(Objective, "check", lambda self, batch_size: pytest.fail("checked again"))
+    runs = grid(["info_nce", "triplet_hardest"], train=data, val=data, epochs=1, batch_size=8, dim=8,
+                objectives=built, progress=False).runs
+    assert list(runs["loss"]) == ["info_nce", "triplet_hardest"]
+    with pytest.raises(ValueError, match="one Objective per configuration"):
+        grid(["info_nce", "triplet_hardest"], train=data, val=data, epochs=1, objectives=built[:1])

@@ -1,4 +1,4 @@
-"""The tuned comparison (vlr_lib.train.tuned): selection on validation only, paired tables, clear errors.
+"""The tuned comparison (vlr_lib.experiments.tuned): selection on validation only, paired tables, clear errors.
 
 The selection and tables are checked on hand-made run tables whose answers are known; one fast run
 trains the real thing end to end (2 seeds, notebook 10's fast size).
@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from vlr_lib.cli import tuned as cli
-from vlr_lib.train import showdown as S
-from vlr_lib.train import tuned as T
+from vlr_lib.experiments import showdown as S
+from vlr_lib.experiments import tuned as T
 from tests.cli.helpers import call
 
 GRID = {"triplet_hardest": ("margin", (0.1, 0.2, 0.4)), "info_nce": ("temperature", (0.05, 0.1))}

@@ -5,8 +5,8 @@ Bleeker & de Rijke (Table 1) find the hardest-negative triplet (Triplet-SH) far 
 triplet over all negatives and ahead of NT-Xent; Li et al. (Tables 1, 7) find their unified
 loss ahead of Triplet-SH. All of them train on *pretrained* image features with real captions.
 Each experiment here changes one condition and re-measures the three orderings, with the four
-losses of those claims (:data:`ROLES`) trained through ``vlr_lib.train.grid`` exactly as the
-showdown trains them (``vlr_lib.train.showdown``: same seeds, schedule, selection on validation,
+losses of those claims (:data:`ROLES`) trained through ``vlr_lib.experiments.grid`` exactly as the
+showdown trains them (``vlr_lib.experiments.showdown``: same seeds, schedule, selection on validation,
 report on test, cells cached under ``paths.runs_dir()``):
 
 - ``features`` (a): image features from the random vs the pretrained shapes encoder;
@@ -45,11 +45,11 @@ import torch
 from .._checks import check_int
 from .._io import atomic_write, atomic_write_json, claim_run_folder, read_back, read_json
 from ..paths import runs_dir
-from . import distributed as D
+from ..train import distributed as D
 from . import record as R
-from .device import default_device
+from ..train.device import default_device
 from .grid_search import check_seeds, writing
-from .inputs import check_setting
+from ..train.inputs import check_setting
 from .showdown import Showdown, ShowdownSpec, hardware, retrain, spec_for, train_cells
 
 #: The four losses of the papers' orderings, by the role they play (the warm-up experiment swaps Triplet-SH's loss).
@@ -189,7 +189,7 @@ def record_key(spec: LessonsSpec) -> dict:
 
 
 def recorded(spec: LessonsSpec) -> Lessons | None:
-    """The chapter's table from the records that ship with the workbook (``vlr_lib.train.record``), else None."""
+    """The chapter's table from the records that ship with the workbook (``vlr_lib.experiments.record``), else None."""
     rec = R.read(spec.out.name, record_key(spec))
     if rec is None:
         return None
@@ -258,7 +258,7 @@ def run(spec: LessonsSpec, out: Path | None = None, force: bool = False, progres
     runs = runs.sort_values(["experiment", "order", "role", "seed"], key=lambda c: c.map(order) if c.name ==
                             "experiment" else c, kind="stable", ignore_index=True)
     device = default_device(spec.device)
-    meta = {"spec": spec.key(), "command": command or "vlr_lib.train.lessons.run(LessonsSpec(...))",
+    meta = {"spec": spec.key(), "command": command or "vlr_lib.experiments.lessons.run(LessonsSpec(...))",
             "n_runs": int(runs[["experiment", "condition", "role", "seed"]].drop_duplicates().shape[0]),
             "n_cells": int(runs["key"].nunique()), "epochs_trained_now": trained, "hardware": hardware(device),
             "wall_seconds": round(time.perf_counter() - t0, 1),

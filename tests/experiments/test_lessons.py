@@ -1,4 +1,4 @@
-"""vlr_lib.train.lessons: the conditions of notebook 12's experiments, their cells, the stored table."""
+"""vlr_lib.experiments.lessons: the conditions of notebook 12's experiments, their cells, the stored table."""
 from __future__ import annotations
 
 import pandas as pd
@@ -7,7 +7,7 @@ import pytest
 from vlr_lib import report
 from vlr_lib.data.shapes import scene_overlap, split_scenes
 from vlr_lib.data import make_shapes
-from vlr_lib.train import lessons
+from vlr_lib.experiments import lessons
 
 TINY = {"n_train": 24, "n_val": 12, "n_test": 12, "epochs": 2, "batch_size": 12, "dim": 8, "probe": 12,
         "word_dim": 8, "hidden": 8}
@@ -37,7 +37,7 @@ def test_conditions_change_one_thing_each():
     assert [(c.spec.optimizer_at_switch, c.spec.grad_clip) for c in optimizer] == [
         ("fresh", None), ("carry", None), ("carry", 2.0), ("fresh", 2.0)]
     assert spec.seeds == lessons.LESSON_SEEDS == (0, 1, 2, 3, 4)
-    showdown_spec = __import__("vlr_lib.train.showdown", fromlist=["x"]).spec_for("shapes", True, seeds=spec.seeds)
+    showdown_spec = __import__("vlr_lib.experiments.showdown", fromlist=["x"]).spec_for("shapes", True, seeds=spec.seeds)
     assert base.key() == showdown_spec.key()  # the showdown's spec, with the lessons' five seeds
     assert all(c.losses()["triplet_all"] == "triplet_all" for c in conds)
 
@@ -100,7 +100,7 @@ def test_a_damaged_stored_table_names_the_file_and_the_fix(tmp_path):
 
 def test_a_recorded_chapter_is_checked_by_retraining_one_of_its_runs(tmp_path, monkeypatch):
     """check_record re-trains the pretrained-encoder Triplet-SH run and compares its last and best rsum."""
-    from vlr_lib.train import record
+    from vlr_lib.experiments import record
 
     monkeypatch.setenv("VLR_RUNS", str(tmp_path / "runs"))
     monkeypatch.setenv(record.RECORD_ENV, str(tmp_path / "records"))  # run() writes the record; read() finds it

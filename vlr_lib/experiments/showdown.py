@@ -6,8 +6,8 @@ import showdown``) and the command line ``python -m vlr_lib showdown`` (also
 :func:`run` and prints ``vlr_lib.report.markdown_block``.
 
 Contestants (:func:`configs`): every loss of ``vlr_lib.losses.LOSSES`` at its
-paper defaults plus the 15 GOAL combinations (``vlr_lib.train.goal_grid``), 22
-configurations, each trained with seeds 0, 1, 2 through ``vlr_lib.train.grid``
+paper defaults plus the 15 GOAL combinations (``vlr_lib.experiments.goal_grid``), 22
+configurations, each trained with seeds 0, 1, 2 through ``vlr_lib.experiments.grid``
 in one *setting* (``vlr_lib.train.inputs``): "features" (heads on frozen features,
 the default), "vsepp" (a head on the frozen image features + a GRU text encoder from
 scratch, the VSE++ setting) or "e2e" (shapes only: CNN + GRU from scratch), with
@@ -27,7 +27,7 @@ finished showdown is ``showdown.json`` (the settings, command, data, hardware, d
 wall time and the keys of its cells) next to the folder's ``runs.csv`` (every cell of the
 folder). A stored showdown whose settings match is reused as it is; an interrupted run
 resumes cell by cell. The full-size showdowns of the shapes data also ship with the workbook
-as records (``vlr_lib.train.record``, ``vlr_lib/recorded/showdown-shapes-<setting>-full``):
+as records (``vlr_lib.experiments.record``, ``vlr_lib/recorded/showdown-shapes-<setting>-full``):
 ``run(spec, record=True)`` (notebook 10 in full mode) opens them in seconds.
 
 Data: ``shapes`` -- the synthetic set (``vlr_lib.data.shapes``) with the setting's inputs
@@ -57,15 +57,15 @@ from .._io import atomic_write_json, claim_run_folder, read_back, read_json
 from ..data import DATA_MODES
 from ..features import flickr_feature_dirs
 from ..paths import feature_cache_root, flickr30k_path, runs_dir
-from . import distributed as D
+from ..train import distributed as D
 from . import record as R
-from .device import default_device
+from ..train.device import default_device
 from ..metrics import chance_rsum
-from .evaluate import probe_indices, split_metrics
-from .fit_features import Triple
+from ..train.evaluate import probe_indices, split_metrics
+from ..train.fit_features import Triple
 from .grid_search import GridResult, goal_grid, grid, tensor_id, writing
-from .inputs import SETTING_LABELS, check_setting, shapes_inputs, with_caption_ids
-from .settings import TrainSettings, preset
+from ..train.inputs import SETTING_LABELS, check_setting, shapes_inputs, with_caption_ids
+from ..train.settings import TrainSettings, preset
 
 #: Bump when the recorded metrics change (the trainer's or the callback's): it is part of every cell's cache key.
 METRICS_VERSION = "showdown-metrics-v2"
@@ -363,7 +363,7 @@ class Showdown:
     meta: dict
     out: Path
     reused: bool
-    record: R.Record | None = None  # the shipped record it was read from (vlr_lib.train.record)
+    record: R.Record | None = None  # the shipped record it was read from (vlr_lib.experiments.record)
 
 
 def stored(spec: ShowdownSpec, out: Path | None = None) -> Showdown | None:
@@ -431,7 +431,7 @@ def record_key(spec: ShowdownSpec) -> dict:
 
 
 def recorded(spec: ShowdownSpec) -> Showdown | None:
-    """The showdown of `spec` from the records that ship with the workbook (``vlr_lib.train.record``), else None."""
+    """The showdown of `spec` from the records that ship with the workbook (``vlr_lib.experiments.record``), else None."""
     rec = R.read(spec.out.name, record_key(spec))
     if rec is None:
         return None
@@ -462,7 +462,7 @@ def recorded_and_again(spec: ShowdownSpec, loss: str = "triplet_hardest", seed: 
                        epochs: int | None = None) -> tuple[str, list[float], list[float]] | None:
     """(record name, its per-epoch validation rsums, those of the same cell re-trained from scratch) for `spec`'s
     record, or None when no record matches `spec`. The cell re-trains on the CPU, as the records were made
-    (on a GPU it lands far from them: ``vlr_lib.train.recheck``); `retrain_as` (another loss) and `loss_kwargs`
+    (on a GPU it lands far from them: ``vlr_lib.experiments.recheck``); `retrain_as` (another loss) and `loss_kwargs`
     re-train it with one thing changed, what the check exists to catch. `epochs` re-trains only the first
     epochs: the learning rate still decays at the record's epoch, so they are the record's first epochs."""
     spec = replace(spec, device="cpu")
@@ -494,7 +494,7 @@ def run(spec: ShowdownSpec, command: str = "", out: Path | None = None, force: b
     """The showdown table of `spec`: with `record`, the shipped record when one matches; else the stored
     one when it matches (unless `force`), else trained now.
 
-    Training goes through ``vlr_lib.train.grid`` (:func:`train_cells`: cells cached individually,
+    Training goes through ``vlr_lib.experiments.grid`` (:func:`train_cells`: cells cached individually,
     so a re-run trains only missing cells). Where ``$VLR_RECORD`` is set (``make record``) the
     result is also written as a record.
     """
@@ -505,7 +505,7 @@ def run(spec: ShowdownSpec, command: str = "", out: Path | None = None, force: b
     if not force and (found := stored(spec, out)) is not None:
         return _recorded_now(spec, found)
     result, data, callback, wall = train_cells(spec, configs(), out, progress)
-    meta = race_meta(spec, result, data, callback, wall, command or "vlr_lib.train.showdown.run(spec_for(...))")
+    meta = race_meta(spec, result, data, callback, wall, command or "vlr_lib.experiments.showdown.run(spec_for(...))")
     if D.rank_and_world()[0] == 0:
         with writing(out):
             atomic_write_json(out / META_FILE, meta)

@@ -35,7 +35,7 @@ from .._io import atomic_write_json, claim_run_folder
 from ..metrics import chance_rsum
 from ..paths import runs_dir
 from ..stats import paired_interval
-from . import distributed as D
+from ..train import distributed as D
 from . import record as R
 from . import showdown as S
 from .grid_search import writing
@@ -125,7 +125,7 @@ def run(spec: S.ShowdownSpec, grid: Mapping | None = None, command: str = "", ou
         return S.opened(rec)
     claim_run_folder(out, mark=False)
     result, data, callback, wall = S.train_cells(spec, contestants(grid), out, progress)
-    meta = {**S.race_meta(spec, result, data, callback, wall, command or "vlr_lib.train.tuned.run(spec_for(...))"),
+    meta = {**S.race_meta(spec, result, data, callback, wall, command or "vlr_lib.experiments.tuned.run(spec_for(...))"),
             "chance_rsum_val": chance_rsum(data.val[2])}
     if D.rank_and_world()[0] == 0:
         with writing(out):
@@ -135,7 +135,7 @@ def run(spec: S.ShowdownSpec, grid: Mapping | None = None, command: str = "", ou
     return S.Showdown(result.runs, meta, out, reused=False)
 
 
-#: The cell the record's check re-trains (``vlr_lib.train.recheck``): a value none of the other records trains.
+#: The cell the record's check re-trains (``vlr_lib.experiments.recheck``): a value none of the other records trains.
 CHECKED = {"loss": "info_nce", "temperature": 0.05}
 
 

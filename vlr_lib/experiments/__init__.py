@@ -1,0 +1,35 @@
+"""The experiments the notebooks and command lines run, above the trainer (docs/architecture.md).
+
+``vlr_lib.train`` trains one run; this package decides which runs to train, stores them and reads
+them back:
+
+- :func:`grid` / :func:`goal_grid` / :func:`expand_configs` -- losses x hyperparameters x seeds,
+  every (configuration, seed) cell cached on disk and resumed (``grid_search``; notebook 11,
+  ``python -m vlr_lib grid``);
+- :mod:`showdown` -- the loss showdown of notebook 10 (:class:`ShowdownSpec`, :func:`spec_for`,
+  ``showdown.run``; ``python -m vlr_lib showdown``);
+- :mod:`tuned` -- the tuned comparison of notebook 11 (``python -m vlr_lib tuned``);
+- :mod:`lessons` -- the controlled experiments of notebook 12 (``python -m vlr_lib lessons``);
+- :mod:`record` -- the full-size runs that ship in ``vlr_lib/recorded/``: read, checked by hash,
+  written (``python -m vlr_lib record``), and :mod:`recheck` -- each record's checked run re-trained.
+"""
+from . import lessons, recheck, record, showdown, tuned
+from .grid_search import GridResult, expand_configs, goal_grid, grid
+from .showdown import Showdown, ShowdownData, ShowdownMetrics, ShowdownSpec, spec_for
+
+__all__ = [
+    "grid",
+    "goal_grid",
+    "expand_configs",
+    "GridResult",
+    "showdown",
+    "tuned",
+    "lessons",
+    "record",
+    "recheck",
+    "Showdown",
+    "ShowdownData",
+    "ShowdownMetrics",
+    "ShowdownSpec",
+    "spec_for",
+]
