@@ -216,7 +216,8 @@ def _current(name: str, tmp_path: Path) -> dict:
         return lessons.record_key(lessons.LessonsSpec())
     if name == tuned.out_dir(tuned.spec_for()).name:
         return tuned.record_key(tuned.spec_for())
-    for stem in ("09", "11"):
+    # the notebook whose number starts the name first (each notebook's settings cell runs in its own Python)
+    for stem in sorted(("09", "11"), key=lambda s: not name.startswith(f"{s}_")):
         nb_name, key = _notebook_key(stem, tmp_path)
         if nb_name == name:
             return key
