@@ -228,6 +228,51 @@ class _DiagCrossExample(torch.autograd.Function):
         return grad, None, None
 
 
+class _DiagSampledTopK(torch.autograd.Function):
+    """Sampled softmax with top-k negative mining on the diagonal layout (Veit & Wilber eq. 3): per query row i,
+    logaddexp(x_i, L_i) - x_i with x_i = scale * S_ii and L_i the log-sum-exp of scale * S over the k largest
+    negatives of row i -- the same k for every row (each has N - 1 negatives).
+
+    Forward: t_i, the k-th largest negative of row i, by a per-row partial selection (`topk` unsorted; its
+    minimum), never a sort of the row; then one masked exp over the entries >= t_i. As _top_k_logsumexp, the
+    top k are the c_i entries strictly above t_i plus k - c_i copies of t_i, so entries tied at t_i count
+    k - c_i times in all: Z_i subtracts the surplus copies, and the backward shares the k - c_i copies' weight
+    equally among the tied entries (the masked path's `topk` gives it to an arbitrary k - c_i of them; the
+    value, the positive's gradient and each row's total are the same). Backward: dL_i/dS_in = scale (1 - p_i)
+    softmax weight of n among the kept entries, dL_i/dS_ii = scale (p_i - 1), p_i = sigmoid(x_i - L_i)."""
+
+    @staticmethod
+    def forward(ctx, S, scale, k):  # type: ignore[override]
+        W, x = _off_diagonal(S, scale)  # the diagonal's -inf is below every negative: never selected
+        top = W.topk(k, dim=1, sorted=False).values
+        t, M = top.amin(1, keepdim=True), top.amax(1, keepdim=True)
+        del top
+        keep = W >= t
+        n_keep = keep.sum(1)
+        E = torch.sub(W, M).exp_().mul_(keep)
+        e_t = torch.exp(t - M).squeeze(1)
+        # the entries tied with t count as k - (entries above t) copies of t: Z subtracts the surplus copies
+        Z = E.sum(1) - (n_keep - k).to(E.dtype) * e_t
+        if bool((n_keep != k).any()):  # ties at t in some row (rare): share the k - c copies' weight among them
+            at = W == t
+            n_at = at.sum(1)
+            share = (k - (n_keep - n_at)).to(E.dtype) / n_at.to(E.dtype)
+            E = torch.where(at, (e_t * share)[:, None], E)
+        L = M.squeeze(1) + Z.log()
+        ctx.save_for_backward(E, Z, x, L)
+        ctx.scale = scale
+        return torch.logaddexp(x, L) - x
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):  # type: ignore[override]
+        E, Z, x, L = ctx.saved_tensors
+        p = torch.sigmoid(x - L)  # the positive's share of its partition function
+        grad = torch.mul(E, (g * (1 - p) * ctx.scale / Z)[:, None])
+        grad.diagonal().copy_(g * (p - 1) * ctx.scale)
+        return grad, None, None
+
+
 class _DiagTripletAll(torch.autograd.Function):
     """triplet_all on the diagonal layout: per pair i, sum_{n != i} [m_i - s_ii + s_in]_+ + [m_i - s_ii + s_ni]_+.
 
@@ -529,10 +574,15 @@ def sampled_softmax(
     S, pos = check_similarity(S, pos_mask, both_directions=False)
     check_reduction(reduction)
     lam = check_positive("scale", scale)
-    k = _topk_counts(topk, pos.neg.sum(dim=1))
-    if pos.diagonal and k is None:
-        per_pair = _diag_softmax_ce(S, lam, both=False)
+    if pos.diagonal:  # every row has the N - 1 off-diagonal negatives: one k for all, no N x N mask read
+        n = S.shape[0]
+        k = None if topk is None else int(_topk_counts(topk, torch.tensor([n - 1]))[0])
+        if k is None or k == n - 1:  # no mining, or the top k of N - 1 negatives is all of them
+            per_pair = _diag_softmax_ce(S, lam, both=False)
+        else:
+            per_pair = _DiagSampledTopK.apply(S, lam, k)
         return _finite(reduce(per_pair, reduction), "sampled_softmax", "scale", lam, "large")
+    k = _topk_counts(topk, pos.neg.sum(dim=1))
     logits = S * lam
     masked = _masked(logits, pos.neg, -math.inf)
     if k is not None:

@@ -31,6 +31,13 @@ FUSED = {
                                                "none", pos_mask=pm),
     "unified_big_gamma": lambda S, pm: L.unified(S, 0.2, 1e4, "sum", pos_mask=pm),
     "sampled_softmax": lambda S, pm: L.sampled_softmax(S, 20.0, None, "none", pos_mask=pm),
+    "sampled_softmax_top1": lambda S, pm: L.sampled_softmax(S, 20.0, 1, "none", pos_mask=pm),
+    "sampled_softmax_top3": lambda S, pm: L.sampled_softmax(S, 20.0, 3, "mean", pos_mask=pm),
+    "sampled_softmax_top50%": lambda S, pm: L.sampled_softmax(S, 20.0, 0.5, "none", pos_mask=pm),
+    "sampled_softmax_top10%": lambda S, pm: L.sampled_softmax(S, 5.0, 0.1, "sum", pos_mask=pm),
+    "sampled_softmax_top_all": lambda S, pm: L.sampled_softmax(S, 20.0, 1.0, "none", pos_mask=pm),
+    "sampled_softmax_top_all_but_one": lambda S, pm: L.sampled_softmax(S, 20.0, S.shape[0] - 2, "none",
+                                                                       pos_mask=pm),
     "cross_example": lambda S, pm: L.cross_example_softmax(S, 20.0, None, "none", pos_mask=pm),
     "cross_example_top7": lambda S, pm: L.cross_example_softmax(S, 20.0, 7, "mean", pos_mask=pm),
     "cross_example_top50%": lambda S, pm: L.cross_example_softmax(S, 20.0, 0.5, "none", pos_mask=pm),
@@ -101,12 +108,43 @@ def test_fused_paths_with_tied_scores():
     eye = torch.eye(6, dtype=torch.bool)
     for fn in (lambda X, pm: L.triplet_hardest(X, 0.3, pos_mask=pm),
                lambda X, pm: L.cross_example_softmax(X, 20.0, 0.5, pos_mask=pm),
-               lambda X, pm: L.cross_example_softmax(X, 20.0, 3, pos_mask=pm)):
+               lambda X, pm: L.cross_example_softmax(X, 20.0, 3, pos_mask=pm),
+               *[(lambda k: lambda X, pm: L.sampled_softmax(X, 20.0, k, "none", pos_mask=pm))(k)
+                 for k in (1, 2, 3, 4, 0.5, 5)]):
         v_fast, g_fast = _value_and_grad(lambda X: fn(X, None), S)
         v_ref, g_ref = _value_and_grad(lambda X: fn(X, eye), S)
         torch.testing.assert_close(v_fast, v_ref)
         torch.testing.assert_close(g_fast.sum(), g_ref.sum())
         torch.testing.assert_close(g_fast.diagonal(), g_ref.diagonal())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("topk", [1, 2, 5, 0.5, 0.7, 1.0])
+def test_sampled_top_k_with_tied_scores_per_row(topk, dtype):
+    """Rows with many ties at their k-th largest negative (scores on a coarse grid): the fused path counts the
+    tied entries k - c times in all, as the masked path's topk does -- the same value per row, the same
+    gradient on the positive and the same total per row; the k - c copies' weight is shared equally among the
+    tied entries (topk gives it to an arbitrary k - c of them), so the fused gradient is the same at every tie."""
+    g = torch.Generator().manual_seed(5)
+    n = 40
+    S = (torch.randint(0, 5, (n, n), generator=g).double() / 4).to(dtype)
+    eye = torch.eye(n, dtype=torch.bool)
+    fn = lambda X, pm: L.sampled_softmax(X, 20.0, topk, "none", pos_mask=pm)  # noqa: E731
+    v_fast, g_fast = _value_and_grad(lambda X: fn(X, None), S)
+    v_ref, g_ref = _value_and_grad(lambda X: fn(X, eye), S)
+    tol = TOL[dtype]
+    torch.testing.assert_close(v_fast, v_ref, **tol)
+    torch.testing.assert_close(g_fast.diagonal(), g_ref.diagonal(), **tol)
+    off = lambda G: G.sum(1) - G.diagonal()  # noqa: E731  (each row's negatives in all)
+    torch.testing.assert_close(off(g_fast), off(g_ref), **tol)
+    # within a row, every entry of one value (off the diagonal) has the same fused gradient
+    for i in range(0, n, 7):
+        row, grad_row = S[i].clone(), g_fast[i].clone()
+        row[i], grad_row[i] = math.nan, math.nan
+        for v in row.unique():
+            if not math.isnan(v):
+                at = grad_row[row == v]
+                torch.testing.assert_close(at, at[:1].expand_as(at), **tol)
 
 
 def test_hardest_negatives_diagonal_matches_hardest_negatives():
