@@ -233,42 +233,35 @@ class _DiagSampledTopK(torch.autograd.Function):
     logaddexp(x_i, L_i) - x_i with x_i = scale * S_ii and L_i the log-sum-exp of scale * S over the k largest
     negatives of row i -- the same k for every row (each has N - 1 negatives).
 
-    Forward: t_i, the k-th largest negative of row i, by a per-row partial selection (`topk` unsorted; its
-    minimum), never a sort of the row; then one masked exp over the entries >= t_i. As _top_k_logsumexp, the
-    top k are the c_i entries strictly above t_i plus k - c_i copies of t_i, so entries tied at t_i count
-    k - c_i times in all: Z_i subtracts the surplus copies, and the backward shares the k - c_i copies' weight
-    equally among the tied entries (the masked path's `topk` gives it to an arbitrary k - c_i of them; the
-    value, the positive's gradient and each row's total are the same). Backward: dL_i/dS_in = scale (1 - p_i)
-    softmax weight of n among the kept entries, dL_i/dS_ii = scale (p_i - 1), p_i = sigmoid(x_i - L_i)."""
+    Forward: one per-row partial selection (`topk`, unsorted: no sort of a row) of the k largest negatives
+    (the diagonal, set to -inf, is never among them), their values and columns; L_i is the log-sum-exp of
+    those N x k values alone. Ties at the k-th largest value are handled as `topk` handles them in the masked
+    path: exactly k entries are kept, so the value is the sum over the c entries above the k-th largest t plus
+    k - c copies of t whichever tied entries are picked. Backward: the softmax weights of the kept entries
+    times scale (1 - p_i), scattered to their columns (no N x N mask), and scale (p_i - 1) on the diagonal,
+    with p_i = sigmoid(x_i - L_i) the positive's share of its partition function."""
 
     @staticmethod
     def forward(ctx, S, scale, k):  # type: ignore[override]
-        W, x = _off_diagonal(S, scale)  # the diagonal's -inf is below every negative: never selected
-        top = W.topk(k, dim=1, sorted=False).values
-        t, M = top.amin(1, keepdim=True), top.amax(1, keepdim=True)
-        del top
-        keep = W >= t
-        n_keep = keep.sum(1)
-        E = torch.sub(W, M).exp_().mul_(keep)
-        e_t = torch.exp(t - M).squeeze(1)
-        # the entries tied with t count as k - (entries above t) copies of t: Z subtracts the surplus copies
-        Z = E.sum(1) - (n_keep - k).to(E.dtype) * e_t
-        if bool((n_keep != k).any()):  # ties at t in some row (rare): share the k - c copies' weight among them
-            at = W == t
-            n_at = at.sum(1)
-            share = (k - (n_keep - n_at)).to(E.dtype) / n_at.to(E.dtype)
-            E = torch.where(at, (e_t * share)[:, None], E)
+        W, x = _off_diagonal(S, scale)
+        V, cols = W.topk(k, dim=1, sorted=False)
+        del W
+        M = V.amax(1, keepdim=True)
+        E = V.sub_(M).exp_()  # in place: V is topk's own output
+        Z = E.sum(1)
         L = M.squeeze(1) + Z.log()
-        ctx.save_for_backward(E, Z, x, L)
+        ctx.save_for_backward(E, cols, Z, x, L)
         ctx.scale = scale
         return torch.logaddexp(x, L) - x
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, g):  # type: ignore[override]
-        E, Z, x, L = ctx.saved_tensors
-        p = torch.sigmoid(x - L)  # the positive's share of its partition function
-        grad = torch.mul(E, (g * (1 - p) * ctx.scale / Z)[:, None])
+        E, cols, Z, x, L = ctx.saved_tensors
+        p = torch.sigmoid(x - L)
+        w = E * (g * (1 - p) * ctx.scale / Z)[:, None]  # out of place: E is saved (a retained graph reuses it)
+        n = g.shape[-1]
+        grad = torch.zeros_like(g)[:, None].repeat(1, n).scatter_(1, cols, w)
         grad.diagonal().copy_(g * (p - 1) * ctx.scale)
         return grad, None, None
 

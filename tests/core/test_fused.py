@@ -121,10 +121,10 @@ def test_fused_paths_with_tied_scores():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("topk", [1, 2, 5, 0.5, 0.7, 1.0])
 def test_sampled_top_k_with_tied_scores_per_row(topk, dtype):
-    """Rows with many ties at their k-th largest negative (scores on a coarse grid): the fused path counts the
-    tied entries k - c times in all, as the masked path's topk does -- the same value per row, the same
-    gradient on the positive and the same total per row; the k - c copies' weight is shared equally among the
-    tied entries (topk gives it to an arbitrary k - c of them), so the fused gradient is the same at every tie."""
+    """Rows with many ties at their k-th largest negative (scores on a coarse grid): the fused path keeps exactly
+    k negatives per row, as the masked path's topk does -- the sum over the c entries above the k-th largest t
+    plus k - c copies of t, whichever tied entries are picked. So: the same value, the same gradient on the
+    positive, and each row's gradient the same up to which tied entries carry it (the same sorted values)."""
     g = torch.Generator().manual_seed(5)
     n = 40
     S = (torch.randint(0, 5, (n, n), generator=g).double() / 4).to(dtype)
@@ -135,16 +135,10 @@ def test_sampled_top_k_with_tied_scores_per_row(topk, dtype):
     tol = TOL[dtype]
     torch.testing.assert_close(v_fast, v_ref, **tol)
     torch.testing.assert_close(g_fast.diagonal(), g_ref.diagonal(), **tol)
-    off = lambda G: G.sum(1) - G.diagonal()  # noqa: E731  (each row's negatives in all)
-    torch.testing.assert_close(off(g_fast), off(g_ref), **tol)
-    # within a row, every entry of one value (off the diagonal) has the same fused gradient
-    for i in range(0, n, 7):
-        row, grad_row = S[i].clone(), g_fast[i].clone()
-        row[i], grad_row[i] = math.nan, math.nan
-        for v in row.unique():
-            if not math.isnan(v):
-                at = grad_row[row == v]
-                torch.testing.assert_close(at, at[:1].expand_as(at), **tol)
+    torch.testing.assert_close(g_fast.sort(dim=1).values, g_ref.sort(dim=1).values, **tol)
+    k = int(L._topk_counts(topk, torch.tensor([n - 1]))[0])
+    if k < n - 1:  # (k = all negatives takes the unmined path)
+        assert ((g_fast != 0).sum(1) == k + 1).all()  # k negatives and the positive
 
 
 def test_hardest_negatives_diagonal_matches_hardest_negatives():
