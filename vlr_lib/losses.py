@@ -190,28 +190,32 @@ def _off_diagonal(S: Tensor, scale: float) -> tuple[Tensor, Tensor]:
 class _DiagCrossExample(torch.autograd.Function):
     """Cross-example softmax on the diagonal layout: per pair i, logaddexp(x_i, L) - x_i with x_i = scale * S_ii
     and L the log-sum-exp of scale * S over every off-diagonal entry, or over its k largest (`topk`
-    given: the entries above the k-th largest value t, plus k - c copies of t, as _top_k_logsumexp)."""
+    given: the entries above the k-th largest value t, plus k - c copies of t, as _top_k_logsumexp).
+
+    Every N x N step works in place on one copy W of scale * S (the diagonal -inf): with `topk`, the
+    selection gives t and the number of entries >= t; W keeps the entries >= t (F.threshold_ at the float
+    just below t: no bool mask) and becomes E = exp(W - max) in place, the softmax weights' numerators."""
 
     @staticmethod
     def forward(ctx, S, scale, k):  # type: ignore[override]
         W, x = _off_diagonal(S, scale)
+        M = W.amax()
         if k is None:
-            M = W.amax()
-            E = torch.sub(W, M).exp_()  # the diagonal's -inf gives 0
+            E = W.sub_(M).exp_()  # the diagonal's -inf gives 0
             Z = E.sum()
         else:
-            t = _kth_largest(W.reshape(-1), k)
-            keep = W >= t
-            M = W.amax()
-            E = torch.sub(W, M).exp_().mul_(keep)
-            n_keep = keep.sum()
-            # the entries tied with t count as k - (entries above t) copies of t: Z adds the difference
+            t, n_keep = _kth_largest_count(W.reshape(-1), k)
+            below_t = torch.nextafter(t, t.new_tensor(-math.inf))
+            E = F.threshold_(W, float(below_t), -math.inf).sub_(M).exp_()  # entries < t: exp(-inf) = 0
+            # the entries tied with t count as k - (entries above t) copies of t: Z subtracts the surplus copies
             e_t = torch.exp(t - M)
-            Z = E.sum() + (k - n_keep).to(E.dtype) * e_t
-            if int(n_keep) != k:  # ties at t (rare): share the k - c copies' weight among them
-                n_at = (W == t).sum()
+            Z = E.sum() - (n_keep - k) * e_t
+            if n_keep != k:  # ties at t (rare): share the k - c copies' weight among them
+                at = torch.mul(S, scale) == t  # W's entries, bit for bit (W itself is now E)
+                at.diagonal().fill_(False)
+                n_at = at.sum()
                 share = (k - (n_keep - n_at)).to(E.dtype) / n_at.to(E.dtype)
-                E = torch.where(W == t, e_t * share, E)
+                E = torch.where(at, e_t * share, E)
         L = M + Z.log()
         ctx.save_for_backward(E, Z, x, L)
         ctx.scale = scale
@@ -325,17 +329,25 @@ class _DiagTripletHardest(torch.autograd.Function):
 
 
 def _kth_largest(values: Tensor, k: int) -> Tensor:
-    """The k-th largest entry of a 1-D tensor (0-D result), by partial selection, never a sort.
+    """The k-th largest entry of a 1-D tensor (0-D result), by partial selection, never a sort (see _kth_largest_count)."""
+    return _kth_largest_count(values, k)[0]
+
+
+def _kth_largest_count(values: Tensor, k: int) -> tuple[Tensor, int]:
+    """The k-th largest entry t of a 1-D tensor (0-D result) and how many entries are >= t, never a sort.
 
     A strided sample of about 2^14 entries brackets the k-th largest value between two of its
     order statistics; one pass counts the entries above the bracket and keeps the few inside it,
     and kthvalue over those few finishes the selection. If the bracket misses (a sample that is
     not representative, e.g. sorted or heavily tied input) it falls back to kthvalue over all.
-    Small k: topk. The result is exact in every case: it is an entry of `values`.
+    Small k: topk. The result is exact in every case: it is an entry of `values`. The count (k
+    unless entries tie with t) comes from the bracket's own counts; the other branches count it
+    in one more pass. Counts use count_nonzero (a bool tensor's sum() is several times slower).
     """
     n = values.numel()
     if k <= 256 or n <= 1 << 16:
-        return values.topk(k, sorted=False).values.min() if k <= 256 else values.kthvalue(n - k + 1).values
+        t = values.topk(k, sorted=False).values.min() if k <= 256 else values.kthvalue(n - k + 1).values
+        return t, int(torch.count_nonzero(values >= t))
     stride = n >> 14
     sample = values[::stride]
     m = sample.numel()
@@ -344,12 +356,15 @@ def _kth_largest(values: Tensor, k: int) -> Tensor:
     r_hi, r_lo = max(1, int(rank - spread)), min(m, int(math.ceil(rank + spread)))
     ordered = sample.topk(r_lo, sorted=True).values if r_lo < m else sample.sort(descending=True).values
     hi, lo = ordered[r_hi - 1], ordered[r_lo - 1]
-    above = int((values > hi).sum())
-    inside = values[(values >= lo) & (values <= hi)]
+    over = values > hi
+    above = int(torch.count_nonzero(over))
+    inside = values[(values >= lo) ^ over]  # lo <= value <= hi (over is a subset of value >= lo)
     need = k - above
     if 1 <= need <= inside.numel():  # the k-th largest lies inside the bracket
-        return inside.kthvalue(inside.numel() - need + 1).values
-    return values.kthvalue(n - k + 1).values
+        t = inside.kthvalue(inside.numel() - need + 1).values
+        return t, above + int(torch.count_nonzero(inside >= t))
+    t = values.kthvalue(n - k + 1).values
+    return t, int(torch.count_nonzero(values >= t))
 
 
 # --------------------------------------------------------------------------- triplet

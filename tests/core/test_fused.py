@@ -169,3 +169,5 @@ def test_kth_largest_is_exact(kind, dtype):
     for k in (1, 5, 256, 257, 1000, n // 3, n // 2, n - n // 9 - 1, n - 1, n):
         expected = x.kthvalue(n - k + 1).values
         assert L._kth_largest(x, k) == expected, k
+        t, count = L._kth_largest_count(x, k)
+        assert t == expected and count == int((x >= expected).sum()), k
