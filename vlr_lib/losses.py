@@ -110,7 +110,7 @@ def _finite(loss: Tensor, name: str, param: str, value: object, too: str) -> Ten
 # one or two passes. They compute the same formulas as the general (masked) code paths, which remain
 # the reading of the papers' equations; tests/core checks the two against the slow references and
 # against each other (float32 and float64) and gradchecks every Function in float64. Docs:
-# docs/benchmarks.md, "Losses, 2026-11-26".
+# docs/benchmarks.md, "Losses, 2026-11-26" and "Losses after the fused top-k, 2026-11-26".
 
 
 def _plain(x: float | Tensor) -> bool:

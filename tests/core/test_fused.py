@@ -129,7 +129,7 @@ def test_sampled_top_k_with_tied_scores_per_row(topk, dtype):
     n = 40
     S = (torch.randint(0, 5, (n, n), generator=g).double() / 4).to(dtype)
     eye = torch.eye(n, dtype=torch.bool)
-    fn = lambda X, pm: L.sampled_softmax(X, 20.0, topk, "none", pos_mask=pm)  # noqa: E731
+    fn = lambda X, pm: L.sampled_softmax(X, 20.0, topk, "none", pos_mask=pm)
     v_fast, g_fast = _value_and_grad(lambda X: fn(X, None), S)
     v_ref, g_ref = _value_and_grad(lambda X: fn(X, eye), S)
     tol = TOL[dtype]
@@ -139,6 +139,30 @@ def test_sampled_top_k_with_tied_scores_per_row(topk, dtype):
     k = int(L._topk_counts(topk, torch.tensor([n - 1]))[0])
     if k < n - 1:  # (k = all negatives takes the unmined path)
         assert ((g_fast != 0).sum(1) == k + 1).all()  # k negatives and the positive
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("topk", [3, 0.5, 0.1])
+def test_cross_example_mining_with_tied_scores_at_a_bracketed_size(topk, dtype):
+    """Cross-example mining where the threshold's selection runs its sampled bracket (N (N - 1) > 2^16) on
+    scores with many ties at the threshold: the same value as the masked path, the same gradient on the
+    positives and in all, and one gradient for all the entries tied at the threshold."""
+    g = torch.Generator().manual_seed(8)
+    n = 300
+    S = (torch.randint(0, 9, (n, n), generator=g).double() / 8).to(dtype)
+    eye = torch.eye(n, dtype=torch.bool)
+    fn = lambda X, pm: L.cross_example_softmax(X, 20.0, topk, "none", pos_mask=pm)
+    v_fast, g_fast = _value_and_grad(lambda X: fn(X, None), S)
+    v_ref, g_ref = _value_and_grad(lambda X: fn(X, eye), S)
+    tol = TOL[dtype]
+    torch.testing.assert_close(v_fast, v_ref, **tol)
+    torch.testing.assert_close(g_fast.diagonal(), g_ref.diagonal(), **tol)
+    off = ~eye
+    torch.testing.assert_close(g_fast[off].sum(), g_ref[off].sum(), **tol)
+    k = int(L._topk_counts(topk, torch.tensor([n * (n - 1)]))[0])
+    t = S[off].kthvalue(n * (n - 1) - k + 1).values
+    at = g_fast[off][S[off] == t]
+    assert at.numel() > 1 and torch.equal(at, at[:1].expand_as(at))
 
 
 def test_hardest_negatives_diagonal_matches_hardest_negatives():
