@@ -195,9 +195,9 @@ class _DiagCrossExample(torch.autograd.Function):
     and L the log-sum-exp of scale * S over every off-diagonal entry, or over its k largest (`topk`
     given: the entries above the k-th largest value t, plus k - c copies of t, as _top_k_logsumexp).
 
-    Every N x N step works in place on one copy W of scale * S (the diagonal -inf): with `topk`, the
-    selection gives t and the number of entries >= t; W keeps the entries >= t (F.threshold_ at the float
-    just below t: no bool mask) and becomes E = exp(W - max) in place, the softmax weights' numerators."""
+    The N x N steps work on one copy W of scale * S (the diagonal -inf) and, with `topk`, one more: the
+    selection gives t and the number of entries >= t, and E = exp(W - max) where W >= t, else 0 (the softmax
+    weights' numerators), is made with float passes only (no bool mask, no cast)."""
 
     @staticmethod
     def forward(ctx, S, scale, k):  # type: ignore[override]
@@ -208,8 +208,11 @@ class _DiagCrossExample(torch.autograd.Function):
             Z = E.sum()
         else:
             t, n_keep = _kth_largest_count(W.reshape(-1), k)
-            below_t = torch.nextafter(t, t.new_tensor(-math.inf))
-            E = F.threshold_(W, float(below_t), -math.inf).sub_(M).exp_()  # entries < t: exp(-inf) = 0
+            # exp over max(W, t) (finite: exp_ stays on its vectorised path, which -inf or underflowing inputs
+            # leave: 7.5 vs 2 ms at N = 1024), times 1 where W >= t and 0 elsewhere: W - (the float below t) is
+            # > 0 exactly there (a difference of distinct floats is never 0), read off as sign(relu(.)) in place
+            E = torch.clamp_min(W, t).sub_(M).exp_()
+            E.mul_(W.sub_(torch.nextafter(t, t.new_tensor(-math.inf))).relu_().sign_())
             # the entries tied with t count as k - (entries above t) copies of t: Z subtracts the surplus copies
             e_t = torch.exp(t - M)
             Z = E.sum() - (n_keep - k) * e_t
