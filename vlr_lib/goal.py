@@ -556,25 +556,30 @@ def _one_direction(S: Tensor, pos: Positives, cfg: GoalConfig) -> tuple[list[_En
     return entries, F.relu(cfg.margin + s_neg - s_pos).sum()
 
 
-def _diagonal_ms_neg(S: Tensor, W: Tensor, s_pos: Tensor, s_neg: Tensor, cfg: GoalConfig, dim: int) -> Tensor:
+def _diagonal_ms_neg(W: Tensor, s_pos: Tensor, s_neg: Tensor, cfg: GoalConfig, dim: int) -> Tensor:
     r"""The MS term of the hardest negatives (m^lin, or log m^sig in MS loss's form) on the diagonal layout.
 
     The same sets as :func:`_ms_sets` (with one positive per query, :math:`\mathcal{P}` is empty and the
-    lowest positive is the positive itself), summed along `dim` of W (S with a -inf diagonal; S itself for the sums of R) without
+    lowest positive is the positive itself), summed along `dim` of W (S with a -inf diagonal) without
     building them: :math:`\mathcal{N}` = the negatives above s_pos - eps other than the hardest. The
     hardest negative's own term is exactly e^0 = 1 (sig-ms) or s_neg - s_neg = 0 (lin-ms), and it is
     in the set's condition exactly when the set is non-empty or it is alone; so the sums run over
     the condition and count it once, as MS loss's "1 +" does (sig-ms), or leave it out of the count
     (lin-ms)."""
     view = (lambda v: v[:, None]) if dim == 1 else (lambda v: v[None, :])
-    inside = W > view(s_pos - cfg.eps)
+    c = s_pos - cfg.eps
+    # D = R - c: > 0 exactly where R > c (a float difference of distinct floats is never 0), -inf on W's diagonal;
+    # the set is read off D's sign, with no bool N x N mask
+    D = torch.sub(W, view(c))
     if cfg.pair == "sig-ms":  # log(1 + sum over the others of e^{beta (R - s_neg)}), each term <= 1
-        total = torch.sub(W, view(s_neg)).mul_(cfg.beta).exp_().mul_(inside).sum(dim)
+        total = F.threshold_(D, 0.0, -math.inf).add_(view(c - s_neg)).mul_(cfg.beta).exp_().sum(dim)
         return total.clamp_min(1.0).log()
-    n_inside = torch.count_nonzero(inside, dim)
-    # lin-ms: the sum of s_neg - R over the set, as n * s_neg - sum R (R read from S: W's -inf stays out)
-    total = n_inside.to(W.dtype) * s_neg - torch.mul(S, inside).sum(dim)
-    count = n_inside - (s_neg > s_pos - cfg.eps).to(torch.long)
+    # lin-ms: the sum of s_neg - R over the set, as n (s_neg - c) - sum (R - c)
+    D.relu_()
+    over = D.sum(dim)
+    n_inside = D.sign_().sum(dim)  # exact: a float sum of at most N ones
+    total = n_inside * (s_neg - c) - over
+    count = n_inside - (s_neg > c).to(W.dtype)
     return torch.where(count > 0, total / count.clamp_min(1), 0)
 
 
@@ -588,7 +593,7 @@ def _goal_diagonal(S: Tensor, cfg: GoalConfig) -> tuple[list[_Entries], Tensor]:
         ms_pos = ms_neg = None
         if cfg.pair in _MS_PAIRS:
             ms_pos = torch.zeros_like(d)  # no other positive: m_+ of an empty set (log 1 = 0, or 0)
-            ms_neg = _diagonal_ms_neg(S, W, d, hardest.values, cfg, dim)
+            ms_neg = _diagonal_ms_neg(W, d, hardest.values, cfg, dim)
         w_pos, w_neg = _weights(cfg, d, hardest.values, ms_pos, ms_neg, S)
         neg_at = (idx, hardest.indices) if dim == 1 else (hardest.indices, idx)
         entries += [(idx, idx, -w_pos), (*neg_at, w_neg)]

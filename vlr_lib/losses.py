@@ -110,7 +110,7 @@ def _finite(loss: Tensor, name: str, param: str, value: object, too: str) -> Ten
 # one or two passes. They compute the same formulas as the general (masked) code paths, which remain
 # the reading of the papers' equations; tests/core checks the two against the slow references and
 # against each other (float32 and float64) and gradchecks every Function in float64. Docs:
-# docs/benchmarks.md, "Losses, 2026-11-26".
+# docs/benchmarks.md, "Losses, 2026-11-26" and "Losses after the fused top-k, 2026-11-26".
 
 
 def _plain(x: float | Tensor) -> bool:
@@ -180,8 +180,11 @@ def _diag_softmax_ce(S: Tensor, scale: float, shift: float | Tensor = 0.0, both:
 
 
 def _off_diagonal(S: Tensor, scale: float) -> tuple[Tensor, Tensor]:
-    """scale * S with the diagonal (the positives) set to -inf, and the scaled diagonal itself."""
-    W = torch.mul(S, scale)
+    """scale * S with the diagonal (the positives) set to -inf, and the scaled diagonal itself. W is row-major
+    even for a transposed S (as S.T for caption queries), so that row reductions and topk read rows
+    contiguously: copy_ transposes in blocks (~1 ms at N = 1024), while torch.mul keeps S's strides and a
+    row-wise topk over a transposed layout takes 2-5x as long."""
+    W = torch.mul(S, scale) if S.is_contiguous() else S.contiguous().mul_(scale)
     x = W.diagonal().clone()
     W.diagonal().fill_(-math.inf)
     return W, x
@@ -190,28 +193,35 @@ def _off_diagonal(S: Tensor, scale: float) -> tuple[Tensor, Tensor]:
 class _DiagCrossExample(torch.autograd.Function):
     """Cross-example softmax on the diagonal layout: per pair i, logaddexp(x_i, L) - x_i with x_i = scale * S_ii
     and L the log-sum-exp of scale * S over every off-diagonal entry, or over its k largest (`topk`
-    given: the entries above the k-th largest value t, plus k - c copies of t, as _top_k_logsumexp)."""
+    given: the entries above the k-th largest value t, plus k - c copies of t, as _top_k_logsumexp).
+
+    The N x N steps work on one copy W of scale * S (the diagonal -inf) and, with `topk`, one more: the
+    selection gives t and the number of entries >= t, and E = exp(W - max) where W >= t, else 0 (the softmax
+    weights' numerators), is made with float passes only (no bool mask, no cast)."""
 
     @staticmethod
     def forward(ctx, S, scale, k):  # type: ignore[override]
         W, x = _off_diagonal(S, scale)
+        M = W.amax()
         if k is None:
-            M = W.amax()
-            E = torch.sub(W, M).exp_()  # the diagonal's -inf gives 0
+            E = W.sub_(M).exp_()  # the diagonal's -inf gives 0
             Z = E.sum()
         else:
-            t = _kth_largest(W.reshape(-1), k)
-            keep = W >= t
-            M = W.amax()
-            E = torch.sub(W, M).exp_().mul_(keep)
-            n_keep = keep.sum()
-            # the entries tied with t count as k - (entries above t) copies of t: Z adds the difference
+            t, n_keep = _kth_largest_count(W.reshape(-1), k)
+            # exp over max(W, t) (finite: exp_ stays on its vectorised path, which -inf or underflowing inputs
+            # leave: 7.5 vs 2 ms at N = 1024), times 1 where W >= t and 0 elsewhere: W - (the float below t) is
+            # > 0 exactly there (a difference of distinct floats is never 0), read off as sign(relu(.)) in place
+            E = torch.clamp_min(W, t).sub_(M).exp_()
+            E.mul_(W.sub_(torch.nextafter(t, t.new_tensor(-math.inf))).relu_().sign_())
+            # the entries tied with t count as k - (entries above t) copies of t: Z subtracts the surplus copies
             e_t = torch.exp(t - M)
-            Z = E.sum() + (k - n_keep).to(E.dtype) * e_t
-            if int(n_keep) != k:  # ties at t (rare): share the k - c copies' weight among them
-                n_at = (W == t).sum()
+            Z = E.sum() - (n_keep - k) * e_t
+            if n_keep != k:  # ties at t (rare): share the k - c copies' weight among them
+                at = torch.mul(S, scale) == t  # W's entries, bit for bit (W itself is now E)
+                at.diagonal().fill_(False)
+                n_at = at.sum()
                 share = (k - (n_keep - n_at)).to(E.dtype) / n_at.to(E.dtype)
-                E = torch.where(W == t, e_t * share, E)
+                E = torch.where(at, e_t * share, E)
         L = M + Z.log()
         ctx.save_for_backward(E, Z, x, L)
         ctx.scale = scale
@@ -224,6 +234,44 @@ class _DiagCrossExample(torch.autograd.Function):
         p = torch.sigmoid(x - L)  # the positive's share of its partition function
         g_L = (g * (1 - p)).sum()
         grad = torch.mul(E, g_L * ctx.scale / Z)
+        grad.diagonal().copy_(g * (p - 1) * ctx.scale)
+        return grad, None, None
+
+
+class _DiagSampledTopK(torch.autograd.Function):
+    """Sampled softmax with top-k negative mining on the diagonal layout (Veit & Wilber eq. 3): per query row i,
+    logaddexp(x_i, L_i) - x_i with x_i = scale * S_ii and L_i the log-sum-exp of scale * S over the k largest
+    negatives of row i -- the same k for every row (each has N - 1 negatives).
+
+    Forward: one per-row partial selection (`topk`, unsorted: no sort of a row) of the k largest negatives
+    (the diagonal, set to -inf, is never among them), their values and columns; L_i is the log-sum-exp of
+    those N x k values alone. Ties at the k-th largest value are handled as `topk` handles them in the masked
+    path: exactly k entries are kept, so the value is the sum over the c entries above the k-th largest t plus
+    k - c copies of t whichever tied entries are picked. Backward: the softmax weights of the kept entries
+    times scale (1 - p_i), scattered to their columns (no N x N mask), and scale (p_i - 1) on the diagonal,
+    with p_i = sigmoid(x_i - L_i) the positive's share of its partition function."""
+
+    @staticmethod
+    def forward(ctx, S, scale, k):  # type: ignore[override]
+        W, x = _off_diagonal(S, scale)
+        V, cols = W.topk(k, dim=1, sorted=False)
+        del W
+        M = V.amax(1, keepdim=True)
+        E = V.sub_(M).exp_()  # in place: V is topk's own output
+        Z = E.sum(1)
+        L = M.squeeze(1) + Z.log()
+        ctx.save_for_backward(E, cols, Z, x, L)
+        ctx.scale = scale
+        return torch.logaddexp(x, L) - x
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):  # type: ignore[override]
+        E, cols, Z, x, L = ctx.saved_tensors
+        p = torch.sigmoid(x - L)
+        w = E * (g * (1 - p) * ctx.scale / Z)[:, None]  # out of place: E is saved (a retained graph reuses it)
+        n = g.shape[-1]
+        grad = torch.zeros_like(g)[:, None].repeat(1, n).scatter_(1, cols, w)
         grad.diagonal().copy_(g * (p - 1) * ctx.scale)
         return grad, None, None
 
@@ -287,17 +335,25 @@ class _DiagTripletHardest(torch.autograd.Function):
 
 
 def _kth_largest(values: Tensor, k: int) -> Tensor:
-    """The k-th largest entry of a 1-D tensor (0-D result), by partial selection, never a sort.
+    """The k-th largest entry of a 1-D tensor (0-D result), by partial selection, never a sort (see _kth_largest_count)."""
+    return _kth_largest_count(values, k)[0]
+
+
+def _kth_largest_count(values: Tensor, k: int) -> tuple[Tensor, int]:
+    """The k-th largest entry t of a 1-D tensor (0-D result) and how many entries are >= t, never a sort.
 
     A strided sample of about 2^14 entries brackets the k-th largest value between two of its
     order statistics; one pass counts the entries above the bracket and keeps the few inside it,
     and kthvalue over those few finishes the selection. If the bracket misses (a sample that is
     not representative, e.g. sorted or heavily tied input) it falls back to kthvalue over all.
-    Small k: topk. The result is exact in every case: it is an entry of `values`.
+    Small k: topk. The result is exact in every case: it is an entry of `values`. The count (k
+    unless entries tie with t) comes from the bracket's own counts; the other branches count it
+    in one more pass. Counts use count_nonzero (a bool tensor's sum() is several times slower).
     """
     n = values.numel()
     if k <= 256 or n <= 1 << 16:
-        return values.topk(k, sorted=False).values.min() if k <= 256 else values.kthvalue(n - k + 1).values
+        t = values.topk(k, sorted=False).values.min() if k <= 256 else values.kthvalue(n - k + 1).values
+        return t, int(torch.count_nonzero(values >= t))
     stride = n >> 14
     sample = values[::stride]
     m = sample.numel()
@@ -306,12 +362,15 @@ def _kth_largest(values: Tensor, k: int) -> Tensor:
     r_hi, r_lo = max(1, int(rank - spread)), min(m, int(math.ceil(rank + spread)))
     ordered = sample.topk(r_lo, sorted=True).values if r_lo < m else sample.sort(descending=True).values
     hi, lo = ordered[r_hi - 1], ordered[r_lo - 1]
-    above = int((values > hi).sum())
-    inside = values[(values >= lo) & (values <= hi)]
+    over = values > hi
+    above = int(torch.count_nonzero(over))
+    inside = values[(values >= lo) ^ over]  # lo <= value <= hi (over is a subset of value >= lo)
     need = k - above
     if 1 <= need <= inside.numel():  # the k-th largest lies inside the bracket
-        return inside.kthvalue(inside.numel() - need + 1).values
-    return values.kthvalue(n - k + 1).values
+        t = inside.kthvalue(inside.numel() - need + 1).values
+        return t, above + int(torch.count_nonzero(inside >= t))
+    t = values.kthvalue(n - k + 1).values
+    return t, int(torch.count_nonzero(values >= t))
 
 
 # --------------------------------------------------------------------------- triplet
@@ -529,10 +588,15 @@ def sampled_softmax(
     S, pos = check_similarity(S, pos_mask, both_directions=False)
     check_reduction(reduction)
     lam = check_positive("scale", scale)
-    k = _topk_counts(topk, pos.neg.sum(dim=1))
-    if pos.diagonal and k is None:
-        per_pair = _diag_softmax_ce(S, lam, both=False)
+    if pos.diagonal:  # every row has the N - 1 off-diagonal negatives: one k for all, no N x N mask read
+        n = S.shape[0]
+        k = None if topk is None else int(_topk_counts(topk, torch.tensor([n - 1]))[0])
+        if k is None or k == n - 1:  # no mining, or the top k of N - 1 negatives is all of them
+            per_pair = _diag_softmax_ce(S, lam, both=False)
+        else:
+            per_pair = _DiagSampledTopK.apply(S, lam, k)
         return _finite(reduce(per_pair, reduction), "sampled_softmax", "scale", lam, "large")
+    k = _topk_counts(topk, pos.neg.sum(dim=1))
     logits = S * lam
     masked = _masked(logits, pos.neg, -math.inf)
     if k is not None:

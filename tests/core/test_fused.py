@@ -31,6 +31,13 @@ FUSED = {
                                                "none", pos_mask=pm),
     "unified_big_gamma": lambda S, pm: L.unified(S, 0.2, 1e4, "sum", pos_mask=pm),
     "sampled_softmax": lambda S, pm: L.sampled_softmax(S, 20.0, None, "none", pos_mask=pm),
+    "sampled_softmax_top1": lambda S, pm: L.sampled_softmax(S, 20.0, 1, "none", pos_mask=pm),
+    "sampled_softmax_top3": lambda S, pm: L.sampled_softmax(S, 20.0, 3, "mean", pos_mask=pm),
+    "sampled_softmax_top50%": lambda S, pm: L.sampled_softmax(S, 20.0, 0.5, "none", pos_mask=pm),
+    "sampled_softmax_top10%": lambda S, pm: L.sampled_softmax(S, 5.0, 0.1, "sum", pos_mask=pm),
+    "sampled_softmax_top_all": lambda S, pm: L.sampled_softmax(S, 20.0, 1.0, "none", pos_mask=pm),
+    "sampled_softmax_top_all_but_one": lambda S, pm: L.sampled_softmax(S, 20.0, S.shape[0] - 2, "none",
+                                                                       pos_mask=pm),
     "cross_example": lambda S, pm: L.cross_example_softmax(S, 20.0, None, "none", pos_mask=pm),
     "cross_example_top7": lambda S, pm: L.cross_example_softmax(S, 20.0, 7, "mean", pos_mask=pm),
     "cross_example_top50%": lambda S, pm: L.cross_example_softmax(S, 20.0, 0.5, "none", pos_mask=pm),
@@ -101,12 +108,61 @@ def test_fused_paths_with_tied_scores():
     eye = torch.eye(6, dtype=torch.bool)
     for fn in (lambda X, pm: L.triplet_hardest(X, 0.3, pos_mask=pm),
                lambda X, pm: L.cross_example_softmax(X, 20.0, 0.5, pos_mask=pm),
-               lambda X, pm: L.cross_example_softmax(X, 20.0, 3, pos_mask=pm)):
+               lambda X, pm: L.cross_example_softmax(X, 20.0, 3, pos_mask=pm),
+               *[(lambda k: lambda X, pm: L.sampled_softmax(X, 20.0, k, "none", pos_mask=pm))(k)
+                 for k in (1, 2, 3, 4, 0.5, 5)]):
         v_fast, g_fast = _value_and_grad(lambda X: fn(X, None), S)
         v_ref, g_ref = _value_and_grad(lambda X: fn(X, eye), S)
         torch.testing.assert_close(v_fast, v_ref)
         torch.testing.assert_close(g_fast.sum(), g_ref.sum())
         torch.testing.assert_close(g_fast.diagonal(), g_ref.diagonal())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("topk", [1, 2, 5, 0.5, 0.7, 1.0])
+def test_sampled_top_k_with_tied_scores_per_row(topk, dtype):
+    """Rows with many ties at their k-th largest negative (scores on a coarse grid): the fused path keeps exactly
+    k negatives per row, as the masked path's topk does -- the sum over the c entries above the k-th largest t
+    plus k - c copies of t, whichever tied entries are picked. So: the same value, the same gradient on the
+    positive, and each row's gradient the same up to which tied entries carry it (the same sorted values)."""
+    g = torch.Generator().manual_seed(5)
+    n = 40
+    S = (torch.randint(0, 5, (n, n), generator=g).double() / 4).to(dtype)
+    eye = torch.eye(n, dtype=torch.bool)
+    fn = lambda X, pm: L.sampled_softmax(X, 20.0, topk, "none", pos_mask=pm)
+    v_fast, g_fast = _value_and_grad(lambda X: fn(X, None), S)
+    v_ref, g_ref = _value_and_grad(lambda X: fn(X, eye), S)
+    tol = TOL[dtype]
+    torch.testing.assert_close(v_fast, v_ref, **tol)
+    torch.testing.assert_close(g_fast.diagonal(), g_ref.diagonal(), **tol)
+    torch.testing.assert_close(g_fast.sort(dim=1).values, g_ref.sort(dim=1).values, **tol)
+    k = int(L._topk_counts(topk, torch.tensor([n - 1]))[0])
+    if k < n - 1:  # (k = all negatives takes the unmined path)
+        assert ((g_fast != 0).sum(1) == k + 1).all()  # k negatives and the positive
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("topk", [3, 0.5, 0.1])
+def test_cross_example_mining_with_tied_scores_at_a_bracketed_size(topk, dtype):
+    """Cross-example mining where the threshold's selection runs its sampled bracket (N (N - 1) > 2^16) on
+    scores with many ties at the threshold: the same value as the masked path, the same gradient on the
+    positives and in all, and one gradient for all the entries tied at the threshold."""
+    g = torch.Generator().manual_seed(8)
+    n = 300
+    S = (torch.randint(0, 9, (n, n), generator=g).double() / 8).to(dtype)
+    eye = torch.eye(n, dtype=torch.bool)
+    fn = lambda X, pm: L.cross_example_softmax(X, 20.0, topk, "none", pos_mask=pm)
+    v_fast, g_fast = _value_and_grad(lambda X: fn(X, None), S)
+    v_ref, g_ref = _value_and_grad(lambda X: fn(X, eye), S)
+    tol = TOL[dtype]
+    torch.testing.assert_close(v_fast, v_ref, **tol)
+    torch.testing.assert_close(g_fast.diagonal(), g_ref.diagonal(), **tol)
+    off = ~eye
+    torch.testing.assert_close(g_fast[off].sum(), g_ref[off].sum(), **tol)
+    k = int(L._topk_counts(topk, torch.tensor([n * (n - 1)]))[0])
+    t = S[off].kthvalue(n * (n - 1) - k + 1).values
+    at = g_fast[off][S[off] == t]
+    assert at.numel() > 1 and torch.equal(at, at[:1].expand_as(at))
 
 
 def test_hardest_negatives_diagonal_matches_hardest_negatives():
@@ -140,3 +196,5 @@ def test_kth_largest_is_exact(kind, dtype):
     for k in (1, 5, 256, 257, 1000, n // 3, n // 2, n - n // 9 - 1, n - 1, n):
         expected = ascending[n - k]
         assert L._kth_largest(x, k) == expected, k
+        t, count = L._kth_largest_count(x, k)
+        assert t == expected and count == int((x >= expected).sum()), k
