@@ -96,3 +96,8 @@ def test_grid_or_train_opens_the_record_or_trains(tmp_path, monkeypatch):
     for settings, use in (({**rec.manifest["settings"], "lr": 1.0}, True), (rec.manifest["settings"], False)):
         got, opened = record.grid_or_train(rec.name, settings, lambda: trained, use_record=use)
         assert opened is None and got is trained.runs
+    unkept = GridResult(runs=runs.head(1), summary=None, out=None)  # no cells folder: fine unless recording
+    assert record.grid_or_train(rec.name, rec.manifest["settings"], lambda: unkept, use_record=False)[0] is unkept.runs
+    monkeypatch.setenv("VLR_RECORD", str(tmp_path / "records"))
+    with pytest.raises(ValueError, match="run the grid with out="):
+        record.grid_or_train(rec.name, rec.manifest["settings"], lambda: unkept, use_record=False)

@@ -484,10 +484,12 @@ def keep(name: str, settings: Mapping, tables: Mapping[str, Iterable[Mapping]], 
     return None if destination() is None else write(name, settings, tables, **how)
 
 
-def keep_grid(name: str, settings: Mapping, runs: pd.DataFrame, out: Path, **how) -> Path | None:
+def keep_grid(name: str, settings: Mapping, runs: pd.DataFrame, out: str | os.PathLike | None, **how) -> Path | None:
     """:func:`keep` of the cells of a grid's runs table (``out/cells``), with their training time."""
     if destination() is None:
         return None
+    if out is None:
+        raise ValueError(f"the record {name} keeps a grid's cells: run the grid with out= (a folder for its cells)")
     tables = cell_rows(grid_cells(out, runs["key"]))
     return write(name, settings, tables, train_seconds=train_seconds(tables["epochs"]), **how)
 
@@ -502,7 +504,7 @@ def grid_or_train(name: str, settings: Mapping, train: Callable[[], "GridResult"
         return cell_table(cells_of(rec.tables)), rec
     start = time.perf_counter()
     result = train()
-    keep_grid(name, settings, result.runs, Path(result.out), wall_seconds=time.perf_counter() - start, **how)
+    keep_grid(name, settings, result.runs, result.out, wall_seconds=time.perf_counter() - start, **how)
     return result.runs, None
 
 
