@@ -18,7 +18,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -80,8 +79,10 @@ def explorer_calls(path: Path) -> int:
 
 
 def to_ipynb(source: Path, target: Path) -> None:
-    jupytext = Path(sys.executable).parent / "jupytext"
-    subprocess.run([str(jupytext), "--quiet", "--to", "notebook", "--output", str(target), str(source)], check=True)
+    """The notebook `make lab` writes (instructor edition), in this process: no jupytext start per notebook."""
+    from vlr_lib import book
+
+    book.write_notebook(str(source), str(target), "instructor")
 
 
 def _wait_for_server(url: str, proc: subprocess.Popen, log: Path, timeout: float = 120) -> None:
