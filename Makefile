@@ -32,12 +32,10 @@ help:
 
 setup: $(STAMP)
 
-# --no-compile: pip would byte-compile every module of every package it installs (torch's thousands among them),
-# a third of the install's time; Python compiles the modules a program imports, once, on first import instead.
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --no-compile $(PIP_EXTRA) -e ".[dev,book]"
+	$(PY) -m pip install --quiet $(PIP_EXTRA) -e ".[dev,book]"
 	touch $(STAMP)
 
 # The jupytext .py files are the source of truth; the .ipynb are generated (and git-ignored), in the edition
