@@ -34,10 +34,10 @@ try:
 except ImportError:  # run from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vlr_lib import losses
+from vlr_lib import losses, metrics
 from vlr_lib.models import LinearHead
 from vlr_lib.similarity import positive_mask
-from vlr_lib.train import chance_rsum, fit, fit_end_to_end
+from vlr_lib.train import fit, fit_end_to_end
 
 
 def synthetic(n_images: int, dim: int, seed: int = 0):
@@ -175,7 +175,7 @@ def part2(args) -> None:
 
     dd = make_shapes(n_train=args.shapes_train, n_val=args.shapes_val, n_test=1, seed=0)
     n_val_caps = sum(len(c) for c in dd["validation"]["caption"])
-    chance = chance_rsum(torch.arange(args.shapes_val).repeat_interleave(n_val_caps // args.shapes_val))
+    chance = metrics.chance_rsum(torch.arange(args.shapes_val).repeat_interleave(n_val_caps // args.shapes_val))
     levels = [2 * chance, 100.0, 200.0, 300.0, 400.0]
     reached: dict[float, float] = {}
     history = []

@@ -40,7 +40,7 @@ import plotly
 import torch
 
 import vlr_lib
-from vlr_lib import losses, similarity, viz, widgets
+from vlr_lib import losses, registry, similarity, viz, widgets
 from vlr_lib.data import COLUMNS, load_flickr30k, make_shapes, scene_overlap
 from vlr_lib.notebook import setup
 
@@ -129,17 +129,17 @@ assert S.abs().max() <= 1.0 + 1e-6, "cosine similarities lie in [-1, 1]"
 # docstring; the notebooks derive a formula, then assert that the library computes the same.
 #
 # **One name per loss.** The papers name the same losses differently. The workbook uses one
-# name each, the one of `losses.loss_label`, and lists the others once, here (the glossary of
-# `docs/architecture.md` says the same):
+# name each, the label of the loss's entry in `vlr_lib.registry` (one entry per loss: its
+# function, its names, its hyperparameters with their defaults and the notebook that derives
+# it), and lists the others once, here (`python -m vlr_lib losses` prints the same glossary):
 
 # %% [markdown]
 # %%
-for name, label in losses.LOSS_LABELS.items():
-    print(
-        f"{label:22s} losses.{name:22s} also: {'; '.join(losses.ALSO_KNOWN_AS[name])}"
-    )
-assert losses.loss_label("triplet_hardest") == "Triplet-SH"
-assert losses.loss_label("goal:cir,sig-ms") == "GOAL (cir, sig-ms)"
+for name in registry.names():
+    entry = registry.entry(name)
+    print(f"{entry.label:22s} losses.{name:22s} also: {'; '.join(entry.aliases)}")
+assert registry.label("triplet_hardest") == "Triplet-SH"
+assert registry.label("goal:cir,sig-ms") == "GOAL (cir, sig-ms)"
 
 # %% [markdown]
 # ## Environment check

@@ -35,7 +35,8 @@ import numpy as np
 import torch
 
 from vlr_lib import metrics, similarity, viz, widgets
-from vlr_lib.notebook import demo_retrieval_batch, setup
+from vlr_lib.demo import demo_retrieval_batch
+from vlr_lib.notebook import setup
 from vlr_lib.metrics import chance_rsum
 
 cfg = setup(seed=0)

@@ -36,7 +36,8 @@ import numpy as np
 import torch
 
 from vlr_lib import analysis, grading, losses, similarity, widgets
-from vlr_lib.notebook import demo_embeddings, setup
+from vlr_lib.demo import demo_embeddings
+from vlr_lib.notebook import setup
 
 cfg = setup(seed=0)
 

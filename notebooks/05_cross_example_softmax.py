@@ -45,8 +45,9 @@ import torch
 
 from vlr_lib import analysis, grading, losses, metrics, similarity, viz, widgets
 from vlr_lib.data import make_shapes
-from vlr_lib.notebook import demo_embeddings, setup
-from vlr_lib.train import chance_rsum, fit, shapes_features
+from vlr_lib.demo import demo_embeddings
+from vlr_lib.notebook import setup
+from vlr_lib.train import fit, shapes_features
 
 cfg = setup(seed=0)
 N = cfg.pick(10, 16)  # pairs in the live batch
@@ -432,9 +433,9 @@ table = pd.DataFrame(rows).set_index("loss")
 random_auc = 1 / val[0].shape[0]  # share of matching pairs: what a random scorer gets
 # both learned
 assert (table["PR-AUC"] > random_auc).all() and (
-    table["rsum"] > chance_rsum(val[2])
+    table["rsum"] > metrics.chance_rsum(val[2])
 ).all()
-print(f"random scorer: PR-AUC {random_auc:.3f}, rsum {chance_rsum(val[2]):.1f}")
+print(f"random scorer: PR-AUC {random_auc:.3f}, rsum {metrics.chance_rsum(val[2]):.1f}")
 table.round(3)
 
 # %%
@@ -591,7 +592,7 @@ table.loc["cross-example negative mining"] = [
 ]
 print(table.round(3))
 assert table.loc["cross-example negative mining", "PR-AUC"] > random_auc  # it learned
-assert table.loc["cross-example negative mining", "rsum"] > chance_rsum(val[2])
+assert table.loc["cross-example negative mining", "rsum"] > metrics.chance_rsum(val[2])
 
 # %% [markdown]
 # 4. **Graded (5 points): implement cross-example softmax.** Fill in `cross_example(S, scale)` in the next

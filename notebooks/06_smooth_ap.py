@@ -39,7 +39,8 @@ import pandas as pd
 import torch
 
 from vlr_lib import grading, losses, metrics, similarity, viz, widgets
-from vlr_lib.notebook import demo_embeddings, setup
+from vlr_lib.demo import demo_embeddings
+from vlr_lib.notebook import setup
 
 cfg = setup(seed=0)
 N_IMG = cfg.pick(6, 16)  # images in the live batch, 5 captions each

@@ -47,7 +47,8 @@ import torch
 import torch.nn.functional as F
 
 from vlr_lib import goal, grading, losses, similarity, viz, widgets
-from vlr_lib.notebook import demo_embeddings, setup
+from vlr_lib.demo import demo_embeddings
+from vlr_lib.notebook import setup
 
 cfg = setup(seed=0)
 N = cfg.pick(8, 12)  # batch size of the live batch (both small: every matrix is shown)

@@ -42,9 +42,10 @@ import pandas as pd
 import torch
 from torch.autograd.functional import jacobian
 
-from vlr_lib import analysis, goal, grading, losses, similarity, viz, widgets
+from vlr_lib import analysis, goal, grading, losses, registry, similarity, viz, widgets
 from vlr_lib.data import make_shapes
-from vlr_lib.notebook import demo_embeddings, setup
+from vlr_lib.demo import demo_embeddings
+from vlr_lib.notebook import setup
 from vlr_lib.train import fit, probe_indices, shapes_features
 
 cfg = setup(seed=0)
@@ -278,7 +279,7 @@ schedule = dict(
     progress=False,
 )
 configs = {  # label -> (training loss, its arguments, its COCOS rule)
-    losses.loss_label(loss): (loss, kw, analysis.COCOS_RULE_OF_LOSS[loss])
+    registry.label(loss): (loss, kw, registry.cocos_rules()[loss])
     for loss, kw in (
         ("triplet_all", {"margin": MARGIN}),
         ("triplet_hardest", {"margin": MARGIN}),

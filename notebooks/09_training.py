@@ -16,8 +16,8 @@
 # Vision-Language Retrieval") use exactly these curves (their Figs. 3–4, sec. 4.4) to argue
 # that Triplet-SH converges badly because its gradient vanishes early in training (sec. 3.3).
 # (Li et al. call the losses Triplet-HN and VLC; the workbook's names are Triplet-SH and
-# NT-Xent, `vlr_lib.losses.loss_label`, with the other names in the glossary of
-# docs/architecture.md.)
+# NT-Xent, `vlr_lib.registry.label`, with the other names in the glossary that
+# `python -m vlr_lib losses` prints.)
 # We repeat their comparison on our own data and check what actually happens.
 #
 # **Learning goals.** After this notebook you can
@@ -51,9 +51,9 @@ import torch
 from IPython.display import Markdown, display
 from tqdm.auto import tqdm
 
-from vlr_lib import analysis, losses, report, similarity, viz, widgets
+from vlr_lib import analysis, metrics, registry, report, similarity, viz, widgets
 from vlr_lib.notebook import TRAINING_SIZES, setup, training_features
-from vlr_lib.train import build_heads, chance_rsum, evaluate, fit, make_objective
+from vlr_lib.train import build_heads, evaluate, fit, make_objective
 from vlr_lib.experiments import recheck, record
 
 cfg = setup(seed=0)
@@ -64,18 +64,19 @@ LR = cfg.pick(3e-3, 1e-3) if SHAPES else 5e-4  # fewer epochs in fast mode: larg
 DIM = 128 if SHAPES else 512  # joint space
 HEAD = "linear"  # projection heads: "linear" (VSE++) or "mlp"
 SEEDS = (0, 1)  # every comparison we assert must hold for each of them
-LOSSES = {  # display name (losses.loss_label) -> (vlr_lib.losses name, parameters)
-    losses.loss_label(name): (name, kw)
+LOSSES = {  # display name (registry.label) -> (vlr_lib.losses name, parameters)
+    registry.label(name): (name, kw)
     for name, kw in (("triplet_hardest", {"margin": 0.2}), ("info_nce", {"temperature": 0.1}),
                      ("unified", {"margin": 0.2, "gamma": 60.0}))
 }
 assert list(LOSSES) == ["Triplet-SH", "NT-Xent", "Unified"]
 OFFSET = 20.0  # the shared bias of the collapse experiment (below)
 SIZES = TRAINING_SIZES  # images (fast, full) of the two splits, shared by notebooks 09 and 11
-# Every setting of the runs: a record of them (vlr_lib.experiments.record) is opened only when these hash alike.
+# Every setting of the runs: a record of them (vlr_lib.experiments.record) is opened only when these hash alike;
+# each loss with every hyperparameter resolved (registry.resolved), so a changed library default makes it stale.
 KEY = {"notebook": "09_training", "data": cfg.data, "seed": cfg.seed, **{k: cfg.pick(*v) for k, v in SIZES.items()},
        "epochs": EPOCHS, "batch_size": BATCH, "lr": LR, "dim": DIM, "head": HEAD, "seeds": SEEDS, "losses": LOSSES,
-       "offset": OFFSET}
+       "offset": OFFSET, "resolved": {label: registry.resolved(*loss) for label, loss in LOSSES.items()}}
 NAME = f"09_training-{cfg.data}-{'fast' if cfg.fast else 'full'}"
 
 # %% [markdown]
@@ -102,7 +103,7 @@ NAME = f"09_training-{cfg.data}-{'fast' if cfg.fast else 'full'}"
 
 # %%
 train_set, val_set = training_features(cfg, **SIZES)  # shapes, or cached CLIP features of Flickr30K
-chance = chance_rsum(val_set[2])
+chance = metrics.chance_rsum(val_set[2])
 for name, (img, txt, c2i) in (("train", train_set), ("validation", val_set)):
     print(f"{name:>10}: {img.shape[0]} images x {img.shape[1]} features, {txt.shape[0]} captions x {txt.shape[1]}")
 print(f"chance rsum on the validation split: {chance:.1f} (of 600)")

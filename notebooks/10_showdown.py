@@ -10,7 +10,7 @@
 # # 10 · The loss showdown
 #
 # Notebooks 02–07 took the losses apart one at a time. Here they all race: every loss of
-# `vlr_lib.losses.LOSSES` and all 15 GOAL combinations, trained on **the same frozen features**,
+# `showdown.CONTESTANTS` and all 15 GOAL combinations, trained on **the same frozen features**,
 # with **the same three seeds** and **the same schedule**, evaluated the same way. The result is a
 # table in the layout of Bleeker & de Rijke's Table 1, the GOAL grid in the layout of Xuan & Chen's
 # Tables 3–5, COCOS counts at each loss's best checkpoint, and a written reading whose every
@@ -50,7 +50,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from vlr_lib import goal, losses, report, viz, widgets
+from vlr_lib import goal, registry, report, viz, widgets
 from vlr_lib.notebook import setup
 from vlr_lib.experiments import record, showdown  # the experiment, shared with `python -m vlr_lib showdown`
 
@@ -74,15 +74,15 @@ spec
 # hyperparameter and shows which orderings of this table survive tuning.
 
 # %%
-contestants = pd.DataFrame([{"loss": c["loss"], "name": losses.loss_label(c["loss"]),
+contestants = pd.DataFrame([{"loss": c["loss"], "name": registry.label(c["loss"]),
                              "hyper-param (library default)": report.hyperparameters(c["loss"])} for c in showdown.configs()])
 contestants
 
 # %%
-goal_losses = {f"goal:{t},{p}" for t in goal.GOAL_TRIPLETS for p in goal.GOAL_PAIRS}
-assert len(contestants) == len(losses.LOSSES) + 15 == 22
+goal_losses = set(registry.goal_names())
+assert len(contestants) == len(showdown.CONTESTANTS) + 15 == 22
 assert sum(name != "New" for name in goal.TABLE1.values()) == 5, "Table 1: five known losses among the 15 cells"
-assert set(contestants["loss"]) == set(losses.LOSSES) | goal_losses, "every closed-form loss and every GOAL cell, once"
+assert set(contestants["loss"]) == set(showdown.CONTESTANTS) | goal_losses, "every listed loss and every GOAL cell, once"
 assert contestants["loss"].is_unique
 
 # %% [markdown]
@@ -177,7 +177,7 @@ print(f"{share:.0%} of the runs select their last epoch (a run still rising when
 
 # %%
 traces = showdown.histories(race, spec.seeds[0])
-headline = {losses.loss_label(name): traces[name] for name in ("triplet_all", "triplet_hardest", "info_nce", "unified")}
+headline = {registry.label(name): traces[name] for name in ("triplet_all", "triplet_hardest", "info_nce", "unified")}
 viz.training.curves_figure(headline, metrics=("grad_norm", "rsum"), relative_loss=False, chance=chance,
                            subtitle=f"seed {spec.seeds[0]}; the gradient norm on a log axis")
 
@@ -241,7 +241,7 @@ table
 # %% [markdown]
 # The table is computed, not typed: the cell below recomputes one entry from the raw runs, checks that
 # rsum is the sum of the six recalls in every run, and that every loss clears the chance level of the
-# test split (a random ranking's rsum, `vlr_lib.train.chance_rsum`).
+# test split (a random ranking's rsum, `vlr_lib.metrics.chance_rsum`).
 
 # %%
 row = runs[runs["loss"] == "info_nce"]["sel_rsum"]
@@ -371,7 +371,7 @@ display(Markdown(text))
 
 # the saturated set, recomputed from the raw columns
 raw = runs.groupby("loss", sort=False)[["sel_cocos_triplet_i2t_C_q", "sel_cocos_triplet_t2i_C_q"]].mean()
-assert saturated == [losses.loss_label(l) for l in raw.index if (raw.loc[l] == n_neg).all()]
+assert saturated == [registry.label(l) for l in raw.index if (raw.loc[l] == n_neg).all()]
 
 # %%
 # Definitions the counts must obey, whatever the model (Bleeker & de Rijke eqs. 9a, 9b, 11).

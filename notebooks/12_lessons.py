@@ -60,10 +60,10 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from vlr_lib import feature_quality, report, shapes_encoder, stats, viz
+from vlr_lib import feature_quality, metrics, report, shapes_encoder, stats, viz
 from vlr_lib.data import make_shapes
 from vlr_lib.notebook import setup
-from vlr_lib.train import chance_rsum, shapes_features
+from vlr_lib.train import shapes_features
 from vlr_lib.experiments import lessons, record, showdown
 
 cfg = setup(seed=0)
@@ -187,7 +187,7 @@ warm_c, warm_e = (runs[(runs["experiment"] == e) & (runs["condition"] == c)].set
                   for e, c in (("warmup", "1 epoch of Triplet first"), ("optimizer", "fresh Adam at the switch")))
 assert warm_c.equals(warm_e), "(e)'s first condition is (c)'s one-epoch warm-up"
 n_test = lessons.conditions(spec)[0].spec.n_test
-chance = chance_rsum([i for i in range(n_test) for _ in range(5)])  # a random ranking; five captions per image
+chance = metrics.chance_rsum([i for i in range(n_test) for _ in range(5)])  # a random ranking; five captions per image
 end_to_end = runs["condition"] == lessons.SETTING_NAMES["e2e"]
 judged = runs[~end_to_end]
 assert (judged["sel_rsum"] > chance + 10).all(), judged.loc[judged["sel_rsum"] <= chance + 10, ["condition", "loss"]]

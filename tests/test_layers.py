@@ -67,8 +67,8 @@ def _cycle_from(start: str, graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_import_graph_is_read():
     assert "vlr_lib.train.objective" in GRAPH["vlr_lib.train.engine"]  # a relative import
-    assert "vlr_lib.goal" in GRAPH["vlr_lib.train.objective"]  # a lazy one, inside a function
-    assert "vlr_lib.names" in GRAPH["vlr_lib.report.labels"]
+    assert "vlr_lib.registry" in GRAPH["vlr_lib.train.objective"]
+    assert "vlr_lib.viz.html" in GRAPH["vlr_lib.notebook"]  # a lazy one, inside a function
 
 
 def test_no_import_circle():
@@ -78,21 +78,92 @@ def test_no_import_circle():
     assert not circles, f"import circles: {circles[:3]}"
 
 
-REPORT = sorted(m for m in MODULES if m == "vlr_lib.report" or m.startswith("vlr_lib.report."))
+#: docs/architecture.md's diagram as one table: layer -> (rank, branch, the modules it holds). A module imports its
+#: own layer and layers of a lower rank that are on its branch or on none ("train" makes numbers, "draw" draws them);
+#: the notebooks' setup, on no branch above both, joins them. Every import is checked, lazy ones too.
+LAYERS: dict[str, tuple[int, str | None, tuple[str, ...]]] = {
+    "shared": (0, None, ("vlr_lib", "vlr_lib._checks", "vlr_lib._io", "vlr_lib.env", "vlr_lib.paths",
+                         "vlr_lib.loss_entry")),
+    "data": (1, None, ("vlr_lib.data",)),
+    "features": (2, None, ("vlr_lib.features", "vlr_lib.models", "vlr_lib.shapes_encoder", "vlr_lib.feature_quality")),
+    "S": (3, None, ("vlr_lib.similarity",)),
+    "core": (4, None, ("vlr_lib.losses", "vlr_lib.goal", "vlr_lib.metrics", "vlr_lib.analysis", "vlr_lib.registry",
+                       "vlr_lib.demo")),
+    "report": (5, None, ("vlr_lib.report", "vlr_lib.stats")),
+    "train": (6, "train", ("vlr_lib.train",)),
+    "experiments": (7, "train", ("vlr_lib.experiments",)),
+    "cli": (8, "train", ("vlr_lib.cli", "vlr_lib.__main__")),
+    "notebook setup": (9, None, ("vlr_lib.notebook", "vlr_lib.book", "vlr_lib.grading")),
+    "viz": (6, "draw", ("vlr_lib.viz",)),
+    "widgets": (7, "draw", ("vlr_lib.widgets",)),
+}
 
 
-@pytest.mark.parametrize("module", REPORT)
-def test_the_report_imports_nothing_from_the_trainer_or_the_figures(module):
-    bad = sorted(t for t in GRAPH[module]
-                 if t.startswith(("vlr_lib.train", "vlr_lib.experiments", "vlr_lib.viz", "vlr_lib.widgets")))
-    assert not bad, f"{module} imports {bad}"
+def layer_of(module: str) -> str:
+    """The layer whose module (or package) is the longest prefix of `module`."""
+    found = [(len(prefix), name) for name, (_, _, prefixes) in LAYERS.items() for prefix in prefixes
+             if module == prefix or module.startswith(prefix + ".")]
+    assert found, f"{module} is in no layer of LAYERS: add it to the table and to docs/architecture.md"
+    return max(found)[1]
 
 
-@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("vlr_lib.train")))
-def test_the_trainer_imports_no_experiment(module):
-    """vlr_lib.train trains one run; the experiments (grid, showdown, tuned, lessons, records) sit above it."""
-    bad = sorted(t for t in GRAPH[module] if t.startswith(("vlr_lib.experiments", "vlr_lib.cli", "vlr_lib.notebook")))
-    assert not bad, f"{module} imports {bad}"
+def allowed(importer: str, target: str) -> bool:
+    a, b = layer_of(importer), layer_of(target)
+    if a == b:
+        return True
+    (rank_a, branch_a, _), (rank_b, branch_b, _) = LAYERS[a], LAYERS[b]
+    return rank_b < rank_a and (branch_a is None or branch_b in (None, branch_a))
+
+
+def test_every_module_has_a_layer():
+    assert not [m for m in MODULES if not any(m == p or m.startswith(p + ".") for *_, ps in LAYERS.values()
+                                                 for p in ps)]
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_follow_the_layers(module):
+    bad = sorted(f"{t} ({layer_of(t)})" for t in GRAPH[module] if not allowed(module, t))
+    assert not bad, f"{module} ({layer_of(module)}) imports {bad}"
+
+
+def test_the_rank_table_catches_what_it_should():
+    """The table's own rules: a figure never trains, the trainer never imports an experiment, a widget never
+    imports the book or a notebook's setup, the report never imports the trainer or a figure."""
+    assert not allowed("vlr_lib.viz.goal", "vlr_lib.train.engine")
+    assert not allowed("vlr_lib.train.engine", "vlr_lib.experiments.record")
+    assert not allowed("vlr_lib.widgets._core", "vlr_lib.book")
+    assert not allowed("vlr_lib.report.labels", "vlr_lib.train.settings")
+    assert not allowed("vlr_lib.report.labels", "vlr_lib.viz._style")
+    assert not allowed("vlr_lib.losses", "vlr_lib.report.labels")
+    assert not allowed("vlr_lib.cli.train", "vlr_lib.notebook")
+    assert allowed("vlr_lib.widgets._core", "vlr_lib.viz.html") and allowed("vlr_lib.cli.train", "vlr_lib.train")
+
+
+def test_the_experiments_use_the_trainers_public_api():
+    """vlr_lib.experiments imports what vlr_lib.train exports (``__all__``), never one of its submodules."""
+    import vlr_lib.train
+
+    public = set(vlr_lib.train.__all__)
+    for module in (m for m in MODULES if m.startswith("vlr_lib.experiments")):
+        for node in ast.walk(ast.parse(MODULES[module].read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level and (node.module or "").startswith("train"):
+                assert node.module == "train", f"{module} imports vlr_lib.{node.module}"
+                assert not [a.name for a in node.names if a.name not in public], \
+                    f"{module} imports {[a.name for a in node.names]} from vlr_lib.train, not all in its __all__"
+
+
+def test_the_registry_alone_parses_loss_names():
+    """Parsing "goal:..." and "warmup:..." and the parameters of a name live in vlr_lib.registry."""
+    defined = {m: {n.name for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.FunctionDef)}
+               for m, p in MODULES.items()}
+    for name in ("schedule", "split_names", "parameters", "resolved", "label"):
+        assert name in defined["vlr_lib.registry"]
+    owners = [m for m, names in defined.items() if names & {"parse_warmup_name", "loss_parameters", "split_loss_names",
+                                                             "loss_label", "loss_name"}]
+    assert not owners, f"loss names parsed outside vlr_lib.registry: {owners}"
+    literal = re.compile(r"""startswith\(\s*["'](goal|warmup):["']""")
+    readers = [m for m, p in MODULES.items() if m != "vlr_lib.registry" and literal.search(p.read_text())]
+    assert not readers, f"name forms read outside vlr_lib.registry: {readers}"
 
 
 def test_the_experiments_live_in_their_own_package():
@@ -100,22 +171,6 @@ def test_the_experiments_live_in_their_own_package():
         <= set(MODULES)
     assert not [m for m in MODULES if m.startswith("vlr_lib.train.")
                 and m.rsplit(".", 1)[1] in ("grid_search", "showdown", "tuned", "lessons", "record", "recheck")]
-
-
-@pytest.mark.parametrize("widget", sorted(m for m in MODULES if m.startswith("vlr_lib.widgets.")))
-def test_no_widget_imports_the_trainer_or_the_notebook_settings(widget):
-    bad = sorted(t for t in GRAPH[widget]
-                 if t == "vlr_lib.notebook" or t.startswith(("vlr_lib.train", "vlr_lib.experiments")))
-    assert not bad, f"{widget} imports {bad}"
-
-
-def test_one_module_owns_the_loss_names():
-    """Parsing "warmup:..." and the parameters of a name live in vlr_lib.names; the trainer and report import them."""
-    for module in ("vlr_lib.train.objective", "vlr_lib.report.labels"):
-        assert "vlr_lib.names" in GRAPH[module]
-    tree = ast.parse(MODULES["vlr_lib.train.objective"].read_text())
-    defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
-    assert not defined & {"parse_warmup_name", "loss_parameters", "split_loss_names"}
 
 
 CORE = ("losses", "metrics", "similarity", "goal", "analysis")
@@ -181,18 +236,35 @@ def test_the_slider_readout_lives_with_the_figures():
     defined = {m: {n.name for n in ast.parse(MODULES[m].read_text()).body if isinstance(n, ast.FunctionDef)}
                for m in MODULES}
     assert {"fmt", "readout"} <= defined["vlr_lib.viz.readout"]
-    assert not [m for m in REPORT if {"fmt", "readout"} & defined[m]]
+    assert not [m for m in MODULES if m.startswith("vlr_lib.report") and {"fmt", "readout"} & defined[m]]
+
+
+def _environment_reads(path: Path) -> list[str]:
+    """The names of the variables a module reads from os.environ (get, getenv, [...], in), literal or a module
+    constant's value."""
+    tree = ast.parse(path.read_text())
+    constants = {t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
+                 for t in n.targets if isinstance(t, ast.Name)}
+    environ = lambda x: isinstance(x, ast.Attribute) and x.attr == "environ" or (  # noqa: E731
+        isinstance(x, ast.Name) and x.id == "environ")
+    keys = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.args and (
+                (n.func.attr == "get" and environ(n.func.value)) or n.func.attr == "getenv"):
+            keys.append(n.args[0])
+        elif isinstance(n, ast.Subscript) and environ(n.value) and isinstance(n.ctx, ast.Load):
+            keys.append(n.slice)
+        elif isinstance(n, ast.Compare) and any(environ(c) for c in n.comparators):
+            keys.append(n.left)
+    names = [k.value if isinstance(k, ast.Constant) else constants.get(k.id, k.id) if isinstance(k, ast.Name) else "?"
+             for k in keys]
+    return [str(name) for name in names]
 
 
 def test_one_reader_of_the_environment_switches():
-    """VLR_FAST, VLR_RERUN, VLR_BOOK and VLR_DATA are read through vlr_lib.env alone (one meaning of an empty value)."""
-    switches = {"VLR_FAST", "VLR_RERUN", "VLR_BOOK", "VLR_DATA"}
-    readers = set()
-    for module, path in MODULES.items():
-        for n in ast.walk(ast.parse(path.read_text())):
-            get = isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("get", "getenv")
-            key = n.args[0] if get and n.args else n.slice if isinstance(n, ast.Subscript) else None
-            if isinstance(key, ast.Constant) and key.value in switches and isinstance(getattr(n, "ctx", ast.Load()),
-                                                                                       ast.Load):
-                readers.add(module)
-    assert not readers - {"vlr_lib.env"}, f"read outside vlr_lib.env: {readers}"
+    """Every VLR_* variable is read through vlr_lib.env alone (one meaning of an empty value, one error naming it)."""
+    readers = {m: [v for v in _environment_reads(p) if v.startswith("VLR_") or v == "?"] for m, p in MODULES.items()
+               if m != "vlr_lib.env"}
+    assert not {m: v for m, v in readers.items() if v}, "VLR_* read outside vlr_lib.env"
+    assert "VLR_FLICKR_REPO" not in _environment_reads(MODULES["vlr_lib.data.flickr30k"])
+    assert _environment_reads(MODULES["vlr_lib.env"])  # the reader itself is seen

@@ -46,7 +46,6 @@ __all__ = [
     "unified_limit",
     "partition_weights",
     "COCOS_LOSSES",
-    "COCOS_RULE_OF_LOSS",
     "CocosSettings",
     "cocos",
     "cocos_mask",
@@ -60,12 +59,9 @@ __all__ = [
     "triplet_hn_descent",
 ]
 
+#: The losses COCOS is defined for (Bleeker & de Rijke sec. 4); each training loss names its rule in its registry
+#: entry (``vlr_lib.registry.cocos_rules``): the paper counts only these four losses (eqs. 9-13).
 COCOS_LOSSES = ("triplet", "triplet_sh", "nt_xent", "smooth_ap")
-#: The COCOS counting rule of each training loss (vlr_lib.losses name -> one of COCOS_LOSSES); the paper counts
-#: only these four losses (Bleeker & de Rijke eqs. 9-13).
-COCOS_RULE_OF_LOSS = {"triplet_all": "triplet", "triplet_hardest": "triplet_sh", "info_nce": "nt_xent",
-                      "smooth_ap": "smooth_ap"}
-"""The losses COCOS is defined for (Bleeker & de Rijke sec. 4)."""
 
 _TABLE_OF = {"triplet": 2, "triplet_sh": 2, "nt_xent": 3, "smooth_ap": 4}
 
@@ -251,7 +247,7 @@ def partition_weights(
     lam = check_positive("scale", scale)
     S, _ = check_similarity(S, None, both_directions=False)
     q = check_int("query", query, 0, S.shape[0] - 1)
-    fn = losses.LOSSES[loss]
+    fn = getattr(losses, loss)
     weights = loss_gradient(S.double(), lambda X: fn(X, lam, topk=topk, reduction="none")[q]) / lam
     weights[q, q] += 1.0  # the positive: 1 - (1 - p+) = p+
     return weights

@@ -32,15 +32,10 @@ from __future__ import annotations
 
 import re
 
-import plotly.io as pio
-from plotly.io.base_renderers import MimetypeRenderer
-
 from ._checks import check_choice
-from .env import flag
+from .env import BOOK, book_mode, text
 
-ENV = "VLR_BOOK"
-RENDERER = "vlr_book"
-PLOTLY_CONFIG = {"responsive": True, "displaylogo": False}
+ENV = BOOK
 #: The chapters the book shows from their shipped records (full mode); every other chapter runs in fast mode.
 RECORDED_CHAPTERS = ("09_training", "10_showdown", "11_hyperparameters", "12_lessons")
 #: A cell with this tag is shown in the book but not run there (a solution that would train new full-size runs).
@@ -59,8 +54,8 @@ GRADED_CHECK = re.compile(r"""grading\.check\(\s*["'](?P<key>\w+)["']""")
 
 
 def active() -> bool:
-    """True while `make book` executes the notebooks (VLR_BOOK=1; read like every on/off variable, env.flag)."""
-    return flag(ENV)
+    """True while `make book` executes the notebooks (VLR_BOOK=1; ``env.book_mode``)."""
+    return book_mode()
 
 
 def chapter_env(stem: str) -> dict[str, str]:
@@ -86,27 +81,9 @@ def page_problems(text: str) -> list[str]:
     return found
 
 
-class BookRenderer(MimetypeRenderer):
-    """A figure as a div and the script that draws it with the page's ``Plotly`` (no plotly.js inside)."""
-
-    def to_mimebundle(self, fig_dict: dict) -> dict:
-        html = pio.to_html(fig_dict, include_plotlyjs=False, include_mathjax=False, full_html=False,
-                           default_width="100%", config=PLOTLY_CONFIG, auto_play=False, validate=False)
-        return {"text/html": html}
-
-
-def use_renderer() -> str:
-    """Register the book's renderer with plotly and make it the default; returns its name."""
-    pio.renderers[RENDERER] = BookRenderer()
-    pio.renderers.default = RENDERER
-    return RENDERER
-
-
 def edition(value: str | None = None) -> str:
     """The edition `value` names, or ``$VLR_EDITION`` when it is None (unset or empty: "instructor")."""
-    import os
-
-    chosen = os.environ.get(EDITION_ENV, "") if value is None else value
+    chosen = text(EDITION_ENV) if value is None else value
     return check_choice(EDITION_ENV if value is None else "edition", chosen.strip() or EDITIONS[0], EDITIONS)
 
 

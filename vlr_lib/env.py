@@ -8,8 +8,11 @@ variable does; the command lines turn these errors into usage errors (``cli.args
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 ON, OFF = ("1", "true", "yes"), ("0", "false", "no")
+#: On while `make book` executes the notebooks (``vlr_lib.book``): figures and explorers show their book versions.
+BOOK = "VLR_BOOK"
 
 
 def _value(name: str) -> str:
@@ -27,9 +30,31 @@ def flag(name: str, default: bool = False) -> bool:
     return value in ON
 
 
+def book_mode() -> bool:
+    """True while `make book` executes the notebooks (VLR_BOOK=1)."""
+    return flag(BOOK)
+
+
 def choice(name: str, choices: tuple[str, ...], default: str) -> str:
     """One of `choices` (VLR_DATA), case-insensitive; unset or empty: `default`."""
     value = _value(name) or default
     if value not in choices:
         raise ValueError(f"{name} must be one of {choices}, got {value!r}")
     return value
+
+
+def text(name: str) -> str:
+    """A free-text variable (VLR_DEVICE, VLR_EDITION, VLR_FLICKR_REPO, ...), stripped, case kept; "" when unset."""
+    return os.environ.get(name, "").strip()
+
+
+def path(name: str) -> Path | None:
+    """An absolute path variable (VLR_CACHE, VLR_RUNS, VLR_RECORD); None when unset or empty, a relative one is an
+    error naming the variable (a relative path would move with the working directory)."""
+    value = text(name)
+    if not value:
+        return None
+    found = Path(value).expanduser()
+    if not found.is_absolute():
+        raise ValueError(f"{name} must be an absolute path, got {value!r}")
+    return found

@@ -61,7 +61,7 @@ import pyarrow.compute as pc
 import torch
 from torch import Tensor
 
-from . import __version__
+from . import __version__, env
 from ._checks import check_choice
 from ._io import UnreadableFileError, atomic_write, atomic_write_text, read_back, read_json
 
@@ -537,7 +537,7 @@ def _is_flickr_id(dataset_id: str) -> bool:
     """A dataset id of :func:`flickr_cache_id`: a local copy ("flickr30k:<folder>") or the Hub repo."""
     from .data.flickr30k import DEFAULT_REPO_ID, ENV_REPO
 
-    return "flickr30k" in dataset_id.lower() or dataset_id == (os.environ.get(ENV_REPO) or DEFAULT_REPO_ID)
+    return "flickr30k" in dataset_id.lower() or dataset_id == (env.text(ENV_REPO) or DEFAULT_REPO_ID)
 
 
 def cached_feature_sets(cache_root: str | os.PathLike, backbone: str | None = None) -> list[CachedSet]:

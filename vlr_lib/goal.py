@@ -62,6 +62,7 @@ from ._checks import (
     check_tensor,
     values_checked,
 )
+from .loss_entry import Hyper
 from .similarity import hardest_negatives, hardest_negatives_diagonal
 
 __all__ = [
@@ -93,6 +94,17 @@ MS_FORMS: tuple[str, ...] = ("ms-loss", "printed")
 TRIPLET_PARAMS: dict[str, tuple[str, ...]] = {"con": ("margin",), "nca": ("tau",), "cir": ("tau",)}
 PAIR_PARAMS: dict[str, tuple[str, ...]] = {"con": (), "lin": (), "sig": ("alpha", "beta", "lam"), "lin-ms": ("eps",),
                                            "sig-ms": ("alpha", "beta", "lam", "eps")}
+#: The range each GOAL parameter makes sense in (the registry's entries for "goal:<triplet>,<pair>";
+#: ``vlr_lib.registry``), and ms_form's choices.
+HYPER: dict[str, Hyper] = {
+    "margin": Hyper(low=0.0, high=1.0),
+    "tau": Hyper(low=0.1, high=100.0),
+    "alpha": Hyper(low=0.1, high=100.0),
+    "beta": Hyper(low=0.1, high=100.0),
+    "lam": Hyper(low=-1.0, high=1.0),
+    "eps": Hyper(low=0.0, high=0.5),
+    "ms_form": Hyper("choice", choices=MS_FORMS),
+}
 
 #: Table 1 of the paper: the existing loss each (triplet weight, pair weight) combination
 #: reproduces; "New" marks the combinations that only GOAL can train. Table 1 calls (nca, con)
@@ -191,10 +203,8 @@ class GoalConfig:
 
     @property
     def label(self) -> str:
-        """The display name, e.g. "GOAL (cir, sig-ms)" (losses.loss_label)."""
-        from .losses import loss_label
-
-        return loss_label(self.name)
+        """The display name, e.g. "GOAL (cir, sig-ms)" (the registry's label of the name)."""
+        return f"GOAL ({self.triplet}, {self.pair})"
 
     @property
     def known_as(self) -> str:

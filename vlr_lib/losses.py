@@ -34,6 +34,7 @@ from ._checks import (
     reduce,
     values_checked,
 )
+from .loss_entry import REDUCTION, Hyper, LossEntry
 from .similarity import hardest_negatives, hardest_negatives_diagonal
 
 __all__ = [
@@ -45,7 +46,7 @@ __all__ = [
     "cross_example_softmax",
     "smooth_ap",
     "smooth_step",
-    "LOSSES",
+    "REGISTERED",
 ]
 
 
@@ -711,46 +712,33 @@ def smooth_ap(S: Tensor, tau: float = 0.01, pos_mask: Tensor | None = None, redu
     return _finite(reduce(per_query, reduction), "smooth_ap", "tau", t, "small")
 
 
-LOSSES = {
-    "triplet_all": triplet_all,
-    "triplet_hardest": triplet_hardest,
-    "info_nce": info_nce,
-    "unified": unified,
-    "sampled_softmax": sampled_softmax,
-    "cross_example_softmax": cross_example_softmax,
-    "smooth_ap": smooth_ap,
-}
-"""Every closed-form loss by name (the trainer and the notebooks look them up here)."""
+# --------------------------------------------------------------------------- the registry's entries
 
-#: The one display name of each loss, used by every notebook, figure and table (the glossary is docs/architecture.md).
-LOSS_LABELS: dict[str, str] = {
-    "triplet_all": "Triplet",
-    "triplet_hardest": "Triplet-SH",
-    "info_nce": "NT-Xent",
-    "unified": "Unified",
-    "sampled_softmax": "Sampled softmax",
-    "cross_example_softmax": "Cross-example softmax",
-    "smooth_ap": "SmoothAP",
-}
+_MARGIN = Hyper(low=0.0, high=1.0)
+_SCALE = Hyper(low=1.0, high=100.0)
+_TOPK = Hyper("topk")
 
-#: Other names the papers use for the same loss (a reader meets all of them).
-ALSO_KNOWN_AS: dict[str, tuple[str, ...]] = {
-    "triplet_all": ("Triplet (all negatives)", "VSE0 sum of hinges (Faghri et al.)", "Triplet (Bleeker & de Rijke)"),
-    "triplet_hardest": ("Triplet-SH (Bleeker & de Rijke)", "Triplet-HN (Li et al.)", "VSE++ max of hinges (Faghri et al.)",
-                        "Triplet (Xuan & Chen, Table 1)"),
-    "info_nce": ("NT-Xent (Chen et al.; Bleeker & de Rijke)", "InfoNCE", "VLC (Li et al.)", "CLIP loss (Radford et al.)"),
-    "unified": ("Unified loss (Li et al., eq. 5)",),
-    "sampled_softmax": ("Sampled softmax (Veit & Wilber, eq. 2)",),
-    "cross_example_softmax": ("Cross-example softmax (Veit & Wilber, eq. 5)",),
-    "smooth_ap": ("SmoothAP (Brown et al.; Bleeker & de Rijke)",),
-}
-
-
-def loss_label(name: str) -> str:
-    """The display name of a loss: ``LOSS_LABELS[name]``, or "GOAL (cir, sig-ms)" for "goal:cir,sig-ms"."""
-    if isinstance(name, str) and name.startswith("goal:"):
-        triplet, _, pair = name[len("goal:"):].partition(",")
-        return f"GOAL ({triplet.strip()}, {pair.strip()})"
-    if name not in LOSS_LABELS:
-        raise ValueError(f"name must be one of {tuple(LOSS_LABELS)} or 'goal:<triplet>,<pair>', got {name!r}")
-    return LOSS_LABELS[name]
+#: One entry per loss (``vlr_lib.registry`` reads them: the trainer, the command lines, the report and the figures
+#: find a loss by name there). Adding a loss: its function above, its entry here, its slow reference in
+#: tests/core/references.py, and the notebook its docstring names (docs/architecture.md, "How to add a loss").
+REGISTERED: tuple[LossEntry, ...] = (
+    LossEntry("triplet_all", triplet_all, "Triplet",
+              ("Triplet (all negatives)", "VSE0 sum of hinges (Faghri et al.)", "Triplet (Bleeker & de Rijke)"),
+              {"margin": _MARGIN, "reduction": REDUCTION}, cocos="triplet"),
+    LossEntry("triplet_hardest", triplet_hardest, "Triplet-SH",
+              ("Triplet-SH (Bleeker & de Rijke)", "Triplet-HN (Li et al.)", "VSE++ max of hinges (Faghri et al.)",
+               "Triplet (Xuan & Chen, Table 1)"),
+              {"margin": _MARGIN, "reduction": REDUCTION}, cocos="triplet_sh"),
+    LossEntry("info_nce", info_nce, "NT-Xent",
+              ("NT-Xent (Chen et al.; Bleeker & de Rijke)", "InfoNCE", "VLC (Li et al.)", "CLIP loss (Radford et al.)"),
+              {"temperature": Hyper(low=0.005, high=1.0), "reduction": REDUCTION}, cocos="nt_xent"),
+    LossEntry("unified", unified, "Unified", ("Unified loss (Li et al., eq. 5)",),
+              {"margin": _MARGIN, "gamma": Hyper(low=1.0, high=1000.0), "reduction": REDUCTION}),
+    LossEntry("sampled_softmax", sampled_softmax, "Sampled softmax", ("Sampled softmax (Veit & Wilber, eq. 2)",),
+              {"scale": _SCALE, "topk": _TOPK, "reduction": REDUCTION}, row_wise=True),
+    LossEntry("cross_example_softmax", cross_example_softmax, "Cross-example softmax",
+              ("Cross-example softmax (Veit & Wilber, eq. 5)",),
+              {"scale": _SCALE, "topk": _TOPK, "reduction": REDUCTION}, row_wise=True),
+    LossEntry("smooth_ap", smooth_ap, "SmoothAP", ("SmoothAP (Brown et al.; Bleeker & de Rijke)",),
+              {"tau": Hyper(low=1e-4, high=1.0), "reduction": REDUCTION}, cocos="smooth_ap", row_wise=True),
+)

@@ -25,7 +25,6 @@ import torch
 
 from . import env
 from .data import DATA_MODES
-from .demo import demo_embeddings, demo_retrieval_batch  # noqa: F401 - the notebooks import them from here
 from .paths import feature_cache_root
 from .train import Triple
 
@@ -74,10 +73,10 @@ def _set_renderer(renderer: str | None) -> None:
     """`renderer` as plotly's default, unless PLOTLY_RENDERER (plotly's own variable) or a hosted notebook decided."""
     import plotly.io as pio
 
-    from . import book
+    from .viz.html import use_renderer
 
-    if book.active():  # `make book`: figures as HTML for the book's one local plotly.js
-        book.use_renderer()
+    if env.book_mode():  # `make book`: figures as HTML for the book's one local plotly.js
+        use_renderer()
         return
     if renderer is None or os.environ.get("PLOTLY_RENDERER") or pio.renderers.default in HOSTED_RENDERERS:
         return
@@ -93,7 +92,7 @@ def setup(seed: int = 0, renderer: str | None = PLOTLY_RENDERER) -> Settings:
     data = env.choice("VLR_DATA", DATA_MODES, "shapes")
     from .train.device import parse_device
 
-    device_name = os.environ.get("VLR_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+    device_name = env.text("VLR_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
     device = parse_device(device_name, "VLR_DEVICE")  # a bad name or a missing GPU fails here, not in training
     settings = Settings(fast=env.flag("VLR_FAST"), data=data, device=device, seed=seed, rerun=env.flag("VLR_RERUN"))
     seed_everything(seed)
@@ -157,7 +156,7 @@ def _flickr30k_revision() -> str | None:
 
     from .data.flickr30k import ENV_REVISION
 
-    value = os.environ.get(ENV_REVISION, "").strip().lower()
+    value = env.text(ENV_REVISION).lower()
     return value if re.fullmatch(r"[0-9a-f]{7,40}", value) else None
 
 

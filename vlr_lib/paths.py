@@ -20,26 +20,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from . import env
+
 
 def repo_root() -> Path:
     """The checkout holding vlr_lib (its parent folder)."""
     return Path(__file__).resolve().parents[1]
 
 
-def _absolute_env(name: str) -> Path | None:
-    value = os.environ.get(name, "").strip()
-    if not value:
-        return None
-    path = Path(value).expanduser()
-    if not path.is_absolute():
-        raise ValueError(f"{name} must be an absolute path, got {value!r}")
-    return path
-
-
 def cache_root() -> Path:
     """$VLR_CACHE, else $XDG_CACHE_HOME/vlr-workbook, else ~/.cache/vlr-workbook (a relative XDG_CACHE_HOME
     is ignored, as the XDG specification says; a relative VLR_CACHE is an error)."""
-    explicit = _absolute_env("VLR_CACHE")
+    explicit = env.path("VLR_CACHE")
     if explicit is not None:
         return explicit
     xdg = Path(os.environ.get("XDG_CACHE_HOME", "") or "~/.cache").expanduser()
@@ -53,7 +45,7 @@ def feature_cache_root() -> Path:
 
 def runs_dir() -> Path:
     """Results of training runs: $VLR_RUNS, else ``<cache_root()>/runs``."""
-    explicit = _absolute_env("VLR_RUNS")
+    explicit = env.path("VLR_RUNS")
     return explicit if explicit is not None else cache_root() / "runs"
 
 
@@ -65,7 +57,7 @@ def flickr30k_dir() -> Path:
 def flickr30k_path() -> Path | None:
     """The local Flickr30K copy read when no path is given: $VLR_DATA_PATH (which must exist), else
     :func:`flickr30k_dir` when it holds a saved copy, else None (the Hub)."""
-    explicit = _absolute_env("VLR_DATA_PATH")
+    explicit = env.path("VLR_DATA_PATH")
     if explicit is not None:
         if not explicit.exists():
             raise FileNotFoundError(f"VLR_DATA_PATH is {str(explicit)!r}, which does not exist; point it at a "

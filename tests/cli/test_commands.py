@@ -77,7 +77,7 @@ def test_random_image_encoder_from_the_command_line(here, capsys):
 
 @pytest.mark.parametrize("text, value", [("1", 1), ("50", 50), ("1.0", 1.0), ("0.5", 0.5), ("5e-1", 0.5)])
 def test_topk_literal_decides_count_or_fraction(text, value):
-    parsed = common.LOSS_PARAMS["topk"](text)
+    parsed = common.loss_params()["topk"](text)
     assert parsed == value and type(parsed) is type(value)
 
 
@@ -90,7 +90,7 @@ def test_vlr_train_topk_and_vlr_grid_param_topk_train_the_identical_model(topk, 
     assert call(grid.main, [*args, "--losses", "cross_example_softmax", "--param", f"topk={topk}", "--out", "g"],
                 capsys)[0] == 0
     cell = json.loads(next((here / "g" / "cells").glob("*.json")).read_text())
-    assert cell["config"]["topk"] == common.LOSS_PARAMS["topk"](topk)  # same type: int count or float fraction
+    assert cell["config"]["topk"] == common.loss_params()["topk"](topk)  # same type: int count or float fraction
     assert strip_time(cell["history"]) == strip_time(json.loads((here / "t.json").read_text()))
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from vlr_lib import losses as L  # only in CASES, to pair each library call with its reference
+
 
 def diagonal(n: int) -> list[list[bool]]:
     return [[i == j for j in range(n)] for i in range(n)]
@@ -148,3 +150,46 @@ def smooth_ap(S, tau, pos):
             ap = ap + above_pos / above_all
         total = total + (1.0 - ap / len(positives))
     return total / S.shape[0]
+
+
+# The reference checks of every registered loss (tests/core/test_losses.py runs them; tests/core/test_registry.py fails
+# for a registered loss without one). Each case "<loss>" or "<loss>_<variant>": (the library's call, this file's).
+CASES = {
+    "triplet_all": (lambda S, pm: L.triplet_all(S, 0.2, "sum", pos_mask=pm), lambda S, p: triplet_all(S, 0.2, p)),
+    "triplet_hardest": (
+        lambda S, pm: L.triplet_hardest(S, 0.3, "sum", pos_mask=pm),
+        lambda S, p: triplet_hardest(S, 0.3, p),
+    ),
+    "info_nce": (lambda S, pm: L.info_nce(S, 0.1, "sum", pos_mask=pm), lambda S, p: info_nce(S, 0.1, p)),
+    "unified": (
+        lambda S, pm: L.unified(S, 0.2, 60.0, "sum", pos_mask=pm),
+        lambda S, p: unified(S, 0.2, 60.0, p),
+    ),
+    "sampled_softmax": (
+        lambda S, pm: L.sampled_softmax(S, 20.0, None, "mean", pos_mask=pm),
+        lambda S, p: sampled_softmax(S, 20.0, None, p),
+    ),
+    "sampled_softmax_topk": (
+        lambda S, pm: L.sampled_softmax(S, 20.0, 2, "mean", pos_mask=pm),
+        lambda S, p: sampled_softmax(S, 20.0, 2, p),
+    ),
+    # a fraction of each row's negatives: 3 of 5, and 2 of 4 in the rows of a repeated image
+    "sampled_softmax_topk_fraction": (
+        lambda S, pm: L.sampled_softmax(S, 20.0, 0.5, "mean", pos_mask=pm),
+        lambda S, p: sampled_softmax(S, 20.0, 0.5, p),
+    ),
+    "cross_example_softmax": (
+        lambda S, pm: L.cross_example_softmax(S, 20.0, None, "mean", pos_mask=pm),
+        lambda S, p: cross_example_softmax(S, 20.0, None, p),
+    ),
+    "cross_example_topk_count": (
+        lambda S, pm: L.cross_example_softmax(S, 20.0, 7, "mean", pos_mask=pm),
+        lambda S, p: cross_example_softmax(S, 20.0, 7, p),
+    ),
+    "cross_example_topk_fraction": (
+        lambda S, pm: L.cross_example_softmax(S, 20.0, 0.5, "mean", pos_mask=pm),
+        lambda S, p: cross_example_softmax(S, 20.0, 0.5, p),
+    ),
+    "smooth_ap": (lambda S, pm: L.smooth_ap(S, 0.01, pos_mask=pm), lambda S, p: smooth_ap(S, 0.01, p)),
+    "smooth_ap_soft": (lambda S, pm: L.smooth_ap(S, 0.3, pos_mask=pm), lambda S, p: smooth_ap(S, 0.3, p)),
+}

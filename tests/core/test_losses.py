@@ -11,6 +11,7 @@ from hypothesis.extra.numpy import arrays
 
 from tests.core import references as ref
 from vlr_lib import losses as L
+from vlr_lib import registry
 
 
 def random_S(n: int = 6, m: int | None = None, seed: int = 0) -> torch.Tensor:
@@ -29,47 +30,10 @@ def five_caption_mask(n_img: int = 3) -> torch.Tensor:
     return torch.arange(n_img)[:, None] == (torch.arange(5 * n_img) // 5)[None, :]
 
 
-# Each case: (vectorised loss, reference, keyword arguments, reduction that matches the reference)
-CASES = {
-    "triplet_all": (lambda S, pm: L.triplet_all(S, 0.2, "sum", pos_mask=pm), lambda S, p: ref.triplet_all(S, 0.2, p)),
-    "triplet_hardest": (
-        lambda S, pm: L.triplet_hardest(S, 0.3, "sum", pos_mask=pm),
-        lambda S, p: ref.triplet_hardest(S, 0.3, p),
-    ),
-    "info_nce": (lambda S, pm: L.info_nce(S, 0.1, "sum", pos_mask=pm), lambda S, p: ref.info_nce(S, 0.1, p)),
-    "unified": (
-        lambda S, pm: L.unified(S, 0.2, 60.0, "sum", pos_mask=pm),
-        lambda S, p: ref.unified(S, 0.2, 60.0, p),
-    ),
-    "sampled_softmax": (
-        lambda S, pm: L.sampled_softmax(S, 20.0, None, "mean", pos_mask=pm),
-        lambda S, p: ref.sampled_softmax(S, 20.0, None, p),
-    ),
-    "sampled_softmax_topk": (
-        lambda S, pm: L.sampled_softmax(S, 20.0, 2, "mean", pos_mask=pm),
-        lambda S, p: ref.sampled_softmax(S, 20.0, 2, p),
-    ),
-    # a fraction of each row's negatives: 3 of 5, and 2 of 4 in the rows of a repeated image
-    "sampled_softmax_topk_fraction": (
-        lambda S, pm: L.sampled_softmax(S, 20.0, 0.5, "mean", pos_mask=pm),
-        lambda S, p: ref.sampled_softmax(S, 20.0, 0.5, p),
-    ),
-    "cross_example_softmax": (
-        lambda S, pm: L.cross_example_softmax(S, 20.0, None, "mean", pos_mask=pm),
-        lambda S, p: ref.cross_example_softmax(S, 20.0, None, p),
-    ),
-    "cross_example_topk_count": (
-        lambda S, pm: L.cross_example_softmax(S, 20.0, 7, "mean", pos_mask=pm),
-        lambda S, p: ref.cross_example_softmax(S, 20.0, 7, p),
-    ),
-    "cross_example_topk_fraction": (
-        lambda S, pm: L.cross_example_softmax(S, 20.0, 0.5, "mean", pos_mask=pm),
-        lambda S, p: ref.cross_example_softmax(S, 20.0, 0.5, p),
-    ),
-    "smooth_ap": (lambda S, pm: L.smooth_ap(S, 0.01, pos_mask=pm), lambda S, p: ref.smooth_ap(S, 0.01, p)),
-    "smooth_ap_soft": (lambda S, pm: L.smooth_ap(S, 0.3, pos_mask=pm), lambda S, p: ref.smooth_ap(S, 0.3, p)),
-}
 MASKS = {"diagonal": None, "repeated_image": repeated_image_mask()}
+
+
+CASES = ref.CASES
 
 
 def _value_and_grad(fn, S):
@@ -337,16 +301,16 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("name", list(L.LOSSES))
+@pytest.mark.parametrize("name", registry.names())
 @pytest.mark.parametrize("S, match", BAD)
 def test_bad_similarity(name, S, match):
     with pytest.raises(ValueError, match=match):
-        L.LOSSES[name](S)
+        registry.entry(name).fn(S)
 
 
 @pytest.mark.parametrize("name", ["triplet_all", "triplet_hardest", "info_nce", "unified", "smooth_ap"])
 def test_bad_pos_mask(name):
-    fn = L.LOSSES[name]
+    fn = registry.entry(name).fn
     S = torch.rand(4, 4)
     with pytest.raises(ValueError, match="pos_mask must have the shape"):
         fn(S, pos_mask=torch.ones(3, 4, dtype=torch.bool))

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
+from vlr_lib import losses, report
 from vlr_lib.experiments import grid, lessons, record, showdown, tuned
 
 from tests.train.toy import toy_features
@@ -232,6 +233,19 @@ def test_no_record_is_stale(path, tmp_path):
     assert record.settings_hash(current) == manifest["settings_sha256"], (
         f"the record {path.name} is stale: the settings in the code changed since it was made "
         f"({manifest['date']}); regenerate it with {record.REGENERATE} --only <step>")
+
+
+def test_a_changed_loss_default_makes_the_records_stale(monkeypatch):
+    """Keys hold every resolved hyperparameter (registry.resolved): a new default of Triplet-SH's margin is a key the
+    shipped showdown record was not made under, so it is not opened (the old numbers never show under the new
+    label), and the record checker says "stale"."""
+    spec = showdown.spec_for("shapes", False, "features")
+    path = record.RECORDED / spec.out.name
+    assert record.read(spec.out.name, showdown.record_key(spec)) is not None
+    monkeypatch.setattr(losses.triplet_hardest, "__defaults__", (0.3, "sum", None))
+    assert record.read(spec.out.name, showdown.record_key(spec)) is None
+    assert [p for p in record.problems(path, showdown.record_key(spec)) if p.startswith("stale")]
+    assert "margin=0.3" in report.hyperparameters("triplet_hardest")  # the label moved with it
 
 
 # --------------------------------------------------------------------------- issue 23: the manifest as a whole

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from vlr_lib import book, notebook
+from vlr_lib.viz import html as book_html
 from vlr_lib.experiments import record
 
 
@@ -25,7 +26,7 @@ def test_book_mode_draws_figures_with_the_pages_plotly(monkeypatch, renderer):
     monkeypatch.setenv("VLR_BOOK", "1")
     monkeypatch.setenv("VLR_DEVICE", "cpu")
     notebook.setup(seed=0)
-    assert pio.renderers.default == book.RENDERER
+    assert pio.renderers.default == book_html.RENDERER
     html = go.Figure(go.Scatter(x=[0, 1], y=[1, 0]))._repr_mimebundle_()["text/html"]
     assert "Plotly.newPlot" in html and "plotly-graph-div" in html
     assert len(html) < 20_000 and "cdn.plot.ly" not in html  # neither plotly.js inside nor a CDN

@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pandas as pd
 
-from vlr_lib import losses, report
+from vlr_lib import registry, report
 from vlr_lib.goal import GOAL_PAIRS, GOAL_TRIPLETS
 
 GOAL = [f"goal:{t},{p}" for t in GOAL_TRIPLETS for p in GOAL_PAIRS]
-LOSS_NAMES = list(losses.LOSSES) + GOAL
+LOSS_NAMES = list(registry.names()) + GOAL
 RULES = ("triplet", "triplet_sh", "nt_xent", "smooth_ap")
 
 
@@ -46,7 +46,7 @@ def hand_summary(means: dict[str, float], stds: dict[str, float], metric: str = 
     """A summary with chosen mean/std of one metric (others copied) for the reading tests."""
     rows = []
     for loss in means:
-        row = {"config": loss, "loss": loss, "name": losses.loss_label(loss) if loss in losses.LOSSES or loss.startswith("goal:") else loss, "hyper": "", "n_seeds": 3}
+        row = {"config": loss, "loss": loss, "name": registry.label(loss) if loss in registry.names() or registry.is_goal(loss) else loss, "hyper": "", "n_seeds": 3}
         for m in report.TABLE1_COLUMNS:
             row[f"{m}_mean"], row[f"{m}_std"] = means[loss], stds[loss]
         rows.append(row)

@@ -14,7 +14,7 @@ import pytest
 
 from tests.report.tables import (EPOCHS, GAMMAS, GOAL, LOSS_NAMES, MARGINS, SEEDS, TEMPS, hand_summary, make_history,
                                  rsum_of, synthetic_runs, sweep_table)
-from vlr_lib import losses, report
+from vlr_lib import losses, registry, report
 from vlr_lib.goal import GOAL_PAIRS, GOAL_TRIPLETS, TABLE1
 
 
@@ -43,7 +43,7 @@ def sweep() -> pd.DataFrame:
 
 def test_names_are_the_library_labels_and_table1_names_its_goal_cells():
     s = report.summarize(synthetic_runs(), prefix="sel_")
-    assert list(s["name"]) == [losses.loss_label(x) for x in LOSS_NAMES]
+    assert list(s["name"]) == [registry.label(x) for x in LOSS_NAMES]
     assert report.table1_name("cir", "lin") == "Circle"
     assert report.table1_name("con", "con") == "Triplet-SH"  # Xuan & Chen's "Triplet" is the hardest-negative one
     assert report.table1_name("cir", "sig-ms") == "New"
@@ -169,7 +169,7 @@ def test_reading_on_the_full_grid(summary):
     facts = report.reading(summary)
     assert len(facts["claims"]) == len(report.PAPER_CLAIMS)
     best = summary.loc[summary["rsum_mean"].idxmax(), "loss"]
-    assert facts["best"] == best and losses.loss_label(best) in facts["text"]
+    assert facts["best"] == best and registry.label(best) in facts["text"]
     goal = summary[summary["loss"].str.startswith("goal:")]
     assert facts["goal_best"] == goal.loc[goal["rsum_mean"].idxmax(), "loss"]
     for c in facts["claims"]:

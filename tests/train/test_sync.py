@@ -20,6 +20,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from vlr_lib import losses as L
+from vlr_lib import registry
 from vlr_lib.train import TrainingDivergedError, engine, fit, fit_end_to_end
 
 from .toy import toy_features
@@ -100,7 +101,7 @@ def test_the_counter_sees_synchronisations():
     assert any(c.startswith("nonzero") for c in counter.calls)
 
 
-@pytest.mark.parametrize("loss", [*L.LOSSES, "goal:cir,sig-ms", "goal:con,lin-ms", "goal:nca,sig"])
+@pytest.mark.parametrize("loss", [*registry.names(), "goal:cir,sig-ms", "goal:con,lin-ms", "goal:nca,sig"])
 def test_no_step_synchronises(loss, feats, counted_steps):
     fit(*feats, loss, val=feats, epochs=2, batch_size=20, dim=8, progress=False, probe_batch=0, sampling="captions")
     assert len(counted_steps) == 2 * (200 // 20)

@@ -6,9 +6,10 @@ import json
 import pytest
 import torch
 
+from vlr_lib import metrics
 from vlr_lib.data import make_shapes
 from vlr_lib.models import LinearHead, TextBag, TextGRU, make_text_encoder
-from vlr_lib.train import caption_ids, chance_rsum, fit_end_to_end, fit_vsepp, shapes_inputs
+from vlr_lib.train import caption_ids, fit_end_to_end, fit_vsepp, shapes_inputs
 from vlr_lib.experiments import grid
 from vlr_lib.train.end_to_end import fit_encoders
 
@@ -42,7 +43,7 @@ def test_trains_a_head_on_features_and_a_gru_on_the_words(vsepp):
     assert result.txt_head.embed.num_embeddings == len(vocab)
     assert result.config["mode"] == "vsepp" and result.config["vocab_size"] == len(vocab)
     assert [r["epoch"] for r in result.history] == [1, 2] and result.history[-1]["rsum"] > 0
-    assert result.extras["chance_rsum"] == chance_rsum(inputs["validation"][2])
+    assert result.extras["chance_rsum"] == metrics.chance_rsum(inputs["validation"][2])
     before = result.txt_head.embed.weight.clone()
     again = fit_vsepp(*inputs["train"], "info_nce", val=inputs["validation"], **SMALL)
     assert strip(again.history) == strip(result.history)  # deterministic on the CPU

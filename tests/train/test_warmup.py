@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from vlr_lib import losses as L
-from vlr_lib import names, report
+from vlr_lib import registry, report
 from vlr_lib.train import fit, make_objective
 from vlr_lib.experiments import grid
 
@@ -51,9 +51,7 @@ def test_the_objective_of_each_epoch():
     ("warmup:goal:cir,sig-ms:1:goal:nca,lin", ("goal:cir,sig-ms", 1, "goal:nca,lin")),
 ])
 def test_a_goal_combination_is_a_phase(name, phases):
-    from vlr_lib.names import parse_warmup_name
-
-    assert parse_warmup_name(name) == phases
+    assert tuple(registry.schedule(name)) == phases
     make_objective(name).check(8)
 
 
@@ -61,7 +59,7 @@ def test_a_goal_combination_is_a_phase(name, phases):
     ("warmup:triplet_all:0:triplet_hardest", "epochs >= 1"),
     ("warmup:triplet_all:x:triplet_hardest", "must look like"),
     ("warmup:triplet_all:triplet_hardest", "must look like"),
-    ("warmup:nope:1:triplet_hardest", "phases of .* must be loss names"),
+    ("warmup:nope:1:triplet_hardest", "'nope' is not a registered loss"),
     ("warmup:triplet_all:1:warmup:a:1:b", "must look like"),
     ("warmup:triplet_all:1:goal:cir", "must look like .goal:<triplet>,<pair>."),  # its pair missing
 ])
@@ -119,10 +117,9 @@ def test_a_resumed_run_keeps_the_schedule(feats, tmp_path):
 
 
 def test_names_and_parameters_in_reports_and_grid_cells(feats, tmp_path):
-    assert names.loss_name(WARMUP) == "Triplet → Triplet-SH after 1 epoch"
-    assert names.loss_name("warmup:triplet_all:2:unified") == "Triplet → Unified after 2 epochs"
-    assert names.loss_parameters("warmup:info_nce:1:unified") == ("temperature", "reduction", "margin", "gamma",
-                                                                    "weights")
+    assert registry.label(WARMUP) == "Triplet → Triplet-SH after 1 epoch"
+    assert registry.label("warmup:triplet_all:2:unified") == "Triplet → Unified after 2 epochs"
+    assert registry.parameters("warmup:info_nce:1:unified") == ("temperature", "reduction", "margin", "gamma")
     assert report.hyperparameters(WARMUP, {"margin": 0.3}) == "margin=0.3"
     kw = dict(train=feats, val=feats, out=tmp_path, **{k: v for k, v in RUN.items() if k != "progress"},
               progress=False)

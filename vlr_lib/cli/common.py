@@ -42,20 +42,17 @@ from . import args as A
 if TYPE_CHECKING:  # the trainer is imported when a command runs, not when its parser is built
     from ..train import Objective, TrainSettings
 
-#: Loss parameters settable from the command line and their parsers (``reduction`` is not one:
-#: the trainer needs a scalar loss).
-LOSS_PARAMS = {
-    "margin": A.finite_float,
-    "gamma": A.finite_float,
-    "temperature": A.finite_float,
-    "scale": A.finite_float,
-    "topk": A.topk,
-    "tau": A.finite_float,
-    "alpha": A.finite_float,
-    "beta": A.finite_float,
-    "lam": A.finite_float,
-    "eps": A.finite_float,
-}
+#: How a loss parameter of each kind (``vlr_lib.loss_entry.KINDS``) is parsed from the command line.
+PARSERS = {"float": A.finite_float, "topk": A.topk}
+
+
+def loss_params() -> dict:
+    """Every loss parameter a command line can set, with its parser: the registry's numeric hyperparameters
+    (``reduction`` is not one: the trainer needs a scalar loss). Read when a parser is built, so a loss
+    registered in ``vlr_lib.losses`` is a flag with no change here."""
+    from ..registry import command_line_parameters
+
+    return {name: PARSERS[kind] for name, kind in command_line_parameters().items()}
 #: Lower bounds of the memory a size needs (bytes), checked by the parser before anything is allocated.
 IMAGE_BYTES = 64 * 64 * 3  # one shapes image, uint8
 
@@ -151,7 +148,7 @@ def add_schedule_options(p: argparse.ArgumentParser) -> None:
 
 def add_loss_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("loss parameters (passed only when given; --topk: 50 = a count, 0.5 = a fraction)")
-    for name, kind in LOSS_PARAMS.items():
+    for name, kind in loss_params().items():
         g.add_argument(f"--{name}", type=kind, default=None)
     g.add_argument("--reduction", type=_no_reduction, help=argparse.SUPPRESS)
 
@@ -222,7 +219,7 @@ def grad_clip(given: float | str | None, default: float | None) -> float | None:
 
 
 def given_loss_params(args: argparse.Namespace) -> dict:
-    return {name: getattr(args, name) for name in LOSS_PARAMS if getattr(args, name) is not None}
+    return {name: getattr(args, name) for name in loss_params() if getattr(args, name) is not None}
 
 
 def objective(loss: str, kwargs: dict, settings: TrainSettings, flag: str = "--loss",
@@ -234,11 +231,11 @@ def objective(loss: str, kwargs: dict, settings: TrainSettings, flag: str = "--l
     Errors name `flag` (the loss) or the parameter's flag: ``--<name>``, or `param_flag` (``--param``).
     """
     where = lambda name: param_flag or f"--{name}"  # noqa: E731
-    from ..names import loss_parameters
+    from ..registry import parameters
     from ..train import build_objective
 
     try:
-        takes = loss_parameters(loss)
+        takes = parameters(loss)
     except (ValueError, TypeError) as err:
         raise A.UsageError(flag, str(err)) from None
     for name in kwargs:
@@ -262,11 +259,11 @@ def _param_of(message: str, kwargs: dict) -> str | None:
 
 def check_warmup(loss: str, epochs: int, flag: str = "--loss") -> None:
     """A warm-up ("warmup:<first>:<n>:<then>") shorter than the run: else `then` would never train."""
-    from ..names import WARMUP_PREFIX, parse_warmup_name
+    from .. import registry
 
-    if not loss.startswith(WARMUP_PREFIX):
+    if not registry.is_schedule(loss):
         return
-    first, n, then = parse_warmup_name(loss)
+    first, n, then = registry.schedule(loss)
     if n >= epochs:
         raise A.UsageError(flag, f"the warm-up of {loss!r} lasts {n} epoch(s) and the run {epochs} (--epochs): "
                                  f"{then!r} would never train; make --epochs larger than {n} or the warm-up shorter")

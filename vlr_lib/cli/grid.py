@@ -37,9 +37,9 @@ def _interrupted(args: argparse.Namespace) -> str:
 def losses(spec: str) -> list[str]:
     """Comma-separated loss names ("goal:cir,sig-ms" is one), 'goal' expanded to the 15 GOAL combinations."""
     from ..experiments import goal_grid
-    from ..names import split_loss_names
+    from ..registry import split_names
 
-    names = split_loss_names(spec)
+    names = split_names(spec)
     if not names:
         raise A.UsageError("--losses", "no loss selected; e.g. --losses info_nce,unified (or goal)")
     out: list = []
@@ -57,8 +57,9 @@ def param_grid(items: Sequence[str]) -> dict:
     for item in items:
         name, eq, values = item.partition("=")
         name = name.strip()
-        if not eq or name not in common.LOSS_PARAMS:
-            raise A.UsageError("--param", f"must be NAME=V1,V2 with NAME one of {', '.join(common.LOSS_PARAMS)}, "
+        parsers = common.loss_params()
+        if not eq or name not in parsers:
+            raise A.UsageError("--param", f"must be NAME=V1,V2 with NAME one of {', '.join(parsers)}, "
                                           f"got {item!r}")
         if name in grid:
             raise A.UsageError("--param", f"{name} is given twice; list all its values once: {name}=V1,V2")
@@ -66,7 +67,7 @@ def param_grid(items: Sequence[str]) -> dict:
         if not texts:
             raise A.UsageError("--param", f"{name} has no values")
         try:
-            grid[name] = [common.LOSS_PARAMS[name](v) for v in texts]
+            grid[name] = [parsers[name](v) for v in texts]
         except argparse.ArgumentTypeError as err:
             raise A.UsageError("--param", f"{name}: {err}") from None
     return grid
@@ -74,7 +75,8 @@ def param_grid(items: Sequence[str]) -> dict:
 
 def _grid(args: argparse.Namespace) -> int:
     from ..paths import runs_dir
-    from ..train import TrainSettings, chance_rsum
+    from ..metrics import chance_rsum
+    from ..train import TrainSettings
     from ..experiments import expand_configs, grid
     from ..train import distributed as D
     from ..experiments.grid_search import FIT_KEYS, cell_settings

@@ -101,6 +101,6 @@ def _record(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         steps[name]()
         print(f"[{i}/{len(args.only)}] {name} done in {(time.perf_counter() - t0) / 60:.1f} min", flush=True)
-    print(f"{len(args.only)} record(s) written to {os.environ[record.RECORD_ENV]} in "
+    print(f"{len(args.only)} record(s) written to {record.destination()} in "
           f"{(time.perf_counter() - start) / 60:.1f} min")
     return 0

@@ -38,7 +38,8 @@ def _interrupted(args: argparse.Namespace) -> str:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from ..train import TrainSettings, chance_rsum, fit_end_to_end, trainer
+    from ..metrics import chance_rsum
+    from ..train import TrainSettings, fit_end_to_end, trainer
     from ..train import distributed as D
 
     setting = common.resolve_setting(args)

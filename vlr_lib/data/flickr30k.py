@@ -77,6 +77,8 @@ import numpy as np
 import pyarrow.compute as pc
 from datasets.exceptions import DatasetGenerationError  # a truncated or damaged Parquet file of a local copy
 
+from .. import env
+
 DEFAULT_REPO_ID = "nlphuji/flickr30k"
 DEFAULT_REVISION = "refs/convert/parquet"
 ENV_REPO = "VLR_FLICKR_REPO"
@@ -226,8 +228,8 @@ def hub_source(repo_id: str | None = None, revision: str | None = None, *, api: 
                hub_cache: str | os.PathLike | None = None) -> Source:
     """The Hub as a source: `repo_id` (VLR_FLICKR_REPO, DEFAULT_REPO_ID) at `revision` (VLR_FLICKR_REVISION,
     DEFAULT_REVISION), resolved to a commit (:func:`resolve_revision`)."""
-    repo = repo_id or os.environ.get(ENV_REPO) or DEFAULT_REPO_ID
-    asked = revision or os.environ.get(ENV_REVISION) or DEFAULT_REVISION
+    repo = repo_id or env.text(ENV_REPO) or DEFAULT_REPO_ID
+    asked = revision or env.text(ENV_REVISION) or DEFAULT_REVISION
     return Source(repo, resolve_revision(repo, asked, api=api, hub_cache=hub_cache), None, asked)
 
 

@@ -32,15 +32,10 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from .. import report
+from .. import registry, report
 from .._io import UnreadableFileError, atomic_write, atomic_write_json, claim_run_folder, locked, read_json
-from ..train import distributed as D
-from ..train import trainer
-from ..train.end_to_end import fit_end_to_end
-from ..train.inputs import check_setting
-from ..names import WARMUP_PREFIX, loss_parameters
-from ..train.objective import Objective, build_objective, make_objective
-from ..train.settings import TrainSettings, settings_for
+from ..train import (Objective, TrainSettings, broadcast_object, build_objective, check_setting, fit_end_to_end,
+                     make_objective, rank_and_world, settings_for, trainer)
 
 #: Model arguments of fit / fit_vsepp / fit_end_to_end a config or the grid may set.
 MODEL_KEYS = ("head", "dim", "text_encoder", "width", "word_dim", "hidden", "min_count")
@@ -65,9 +60,7 @@ class GridResult:
 
 def goal_grid(**loss_kwargs) -> list[dict]:
     """The 3 x 5 GOAL grid of Xuan & Chen (Tables 3-5): every (triplet weight, pair weight) combination."""
-    from ..goal import GOAL_PAIRS, GOAL_TRIPLETS
-
-    return [{"loss": f"goal:{t},{p}", **loss_kwargs} for t in GOAL_TRIPLETS for p in GOAL_PAIRS]
+    return [{"loss": name, **loss_kwargs} for name in registry.goal_names()]
 
 
 # --------------------------------------------------------------------------- the selection
@@ -88,7 +81,7 @@ def _product(params: Mapping) -> list[dict]:
 
 
 def _takes(loss: str, key: str) -> bool:
-    return key in FIT_KEYS or key in loss_parameters(loss)
+    return key in FIT_KEYS or key in registry.parameters(loss)
 
 
 def expand_configs(losses: Sequence[str | Mapping], param_grid: Mapping | None = None) -> list[dict]:
@@ -154,7 +147,7 @@ def _check_config(config: Mapping) -> None:
     bad = sorted(k for k in config if k != "loss" and not _takes(loss, k))
     if bad:
         raise ValueError(f"loss_kwargs has {bad} which loss {loss!r} does not take; it takes "
-                         f"{list(loss_parameters(loss))} (and the settings {list(FIT_KEYS)})")
+                         f"{list(registry.parameters(loss))} (and the settings {list(FIT_KEYS)})")
 
 
 def _split_config(config: Mapping) -> tuple[str, dict, dict]:
@@ -193,7 +186,10 @@ def tensor_id(*tensors: Tensor) -> str:
 
 
 def cell_key(config: Mapping, seed: int, data_id: str, settings: Mapping) -> str:
-    blob = json.dumps({"config": config, "seed": seed, "data": data_id, "settings": settings}, sort_keys=True)
+    """A cell's cache key: its configuration with every hyperparameter resolved (``registry.resolved_config``: a
+    changed default is a new cell), the seed, the data and the training settings."""
+    blob = json.dumps({"config": registry.resolved_config(config), "seed": seed, "data": data_id,
+                       "settings": settings}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
@@ -386,7 +382,7 @@ def grid(
             check_cells(out)
         rows = [_cell(c, o, s, data, data_id, base, model, hashed, cells) for c, o, s in _progress(todo, progress)]
         runs = pd.DataFrame(rows)
-        if out is not None and D.rank_and_world()[0] == 0:
+        if out is not None and rank_and_world()[0] == 0:
             save_tables(Path(out))
     return GridResult(runs, report.summarize(runs), None if out is None else str(out))
 
@@ -400,7 +396,7 @@ def writing(out: str | os.PathLike | None) -> Iterator[None]:
     if out is None:
         yield
         return
-    rank0 = D.rank_and_world()[0] == 0
+    rank0 = rank_and_world()[0] == 0
     claim_run_folder(out, mark=rank0)
     with locked(out) if rank0 else contextlib.nullcontext():
         yield
@@ -409,7 +405,7 @@ def writing(out: str | os.PathLike | None) -> Iterator[None]:
 def _progress(todo, progress: bool):
     from tqdm.auto import tqdm
 
-    return tqdm(todo, desc="grid", disable=not progress or D.rank_and_world()[0] != 0)
+    return tqdm(todo, desc="grid", disable=not progress or rank_and_world()[0] != 0)
 
 
 def _data_id(data: Mapping) -> str:
@@ -429,7 +425,7 @@ def _text_tensor(texts) -> Tensor:
 def _cell_settings(config: Mapping, hashed: dict) -> dict:
     """The settings that key a cell: optimizer_at_switch acts only at a loss schedule's switch, so one-loss runs
     leave it out and share their cells whatever it is."""
-    if str(config.get("loss", "")).startswith(WARMUP_PREFIX):
+    if registry.is_schedule(config.get("loss")):
         return hashed
     return {k: v for k, v in hashed.items() if k != "optimizer_at_switch"}
 
@@ -438,11 +434,11 @@ def _cell(config, objective, seed, data, data_id, base, model, hashed, cells: Pa
     hashed = _cell_settings(config, hashed)
     key = cell_key(config, seed, data_id, hashed)
     path = cells / f"{key}.json" if cells is not None else None
-    if D.broadcast_object(path is not None and path.exists()):  # rank 0 decides: every rank trains the same cells
+    if broadcast_object(path is not None and path.exists()):  # rank 0 decides: every rank trains the same cells
         return _cell_row(read_cell(path), key)
     partial = cells / f"{key}.partial" if cells is not None else None
     history = _run_cell(config, objective, seed, data, base, model, partial).history
-    if path is not None and D.rank_and_world()[0] == 0:
+    if path is not None and rank_and_world()[0] == 0:
         atomic_write_json(path, {"config": dict(config), "seed": seed, "data_id": data_id, "settings": hashed,
                                  "history": history})
         shutil.rmtree(partial, ignore_errors=True)

@@ -41,15 +41,14 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+from .. import registry
 
 from .._checks import check_int
 from .._io import atomic_write, atomic_write_json, claim_run_folder, read_back, read_json
 from ..paths import runs_dir
-from ..train import distributed as D
+from ..train import check_setting, default_device, rank_and_world
 from . import record as R
-from ..train.device import default_device
 from .grid_search import check_seeds, writing
-from ..train.inputs import check_setting
 from .showdown import Showdown, ShowdownSpec, hardware, retrain, spec_for, train_cells
 
 #: The four losses of the papers' orderings, by the role they play (the warm-up experiment swaps Triplet-SH's loss).
@@ -185,7 +184,8 @@ def stored(spec: LessonsSpec, out: Path | None = None) -> Lessons | None:
 def record_key(spec: LessonsSpec) -> dict:
     """The settings a record of the chapter is found by: the spec and every condition's showdown spec and losses."""
     return {"experiment": "lessons", "spec": spec.key(),
-            "conditions": [[c.experiment, c.label, c.spec.key(), c.losses()] for c in conditions(spec)]}
+            "conditions": [[c.experiment, c.label, c.spec.key(), c.losses(),
+                            {loss: registry.resolved(loss) for loss in c.losses().values()}] for c in conditions(spec)]}
 
 
 def recorded(spec: LessonsSpec) -> Lessons | None:
@@ -263,7 +263,7 @@ def run(spec: LessonsSpec, out: Path | None = None, force: bool = False, progres
             "n_cells": int(runs["key"].nunique()), "epochs_trained_now": trained, "hardware": hardware(device),
             "wall_seconds": round(time.perf_counter() - t0, 1),
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "torch": torch.__version__}
-    if D.rank_and_world()[0] == 0:
+    if rank_and_world()[0] == 0:
         with writing(out):
             atomic_write(out / TABLE_FILE, lambda f: f.write(runs.to_csv(index=False).encode()))
             atomic_write_json(out / META_FILE, meta)
@@ -272,7 +272,7 @@ def run(spec: LessonsSpec, out: Path | None = None, force: bool = False, progres
 
 def _recorded_now(spec: LessonsSpec, done: Lessons) -> Lessons:
     """Write `done` as a record where ``$VLR_RECORD`` asks for one (rank 0); `done` unchanged."""
-    if R.destination() is None or D.rank_and_world()[0] != 0:
+    if R.destination() is None or rank_and_world()[0] != 0:
         return done
     cells = R.cell_rows(R.grid_cells(done.out, done.runs["key"].unique()))  # every run's per-epoch history
     epochs = cells["epochs"]

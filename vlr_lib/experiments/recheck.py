@@ -44,7 +44,7 @@ def _shipped(name: str) -> R.Record:
 def _features(made: dict):
     """The shapes train and validation features of a notebook record's settings (notebook.training_features)."""
     from ..data import make_shapes
-    from ..train.inputs import shapes_features
+    from ..train import shapes_features
 
     data = make_shapes(n_train=made["n_train"], n_val=made["n_val"], n_test=1, seed=made["seed"])
     feats = shapes_features(data, seed=made["seed"], splits=("train", "validation"))
@@ -52,7 +52,7 @@ def _features(made: dict):
 
 
 def _heads_run(made: dict, loss: str, loss_kwargs: dict, epochs: int | None, **extra) -> list[float]:
-    from ..train.fit_features import fit
+    from ..train import fit
 
     train, val = _features(made)
     result = fit(*train, loss=loss, loss_kwargs=loss_kwargs, val=val, dim=made["dim"], epochs=epochs or made["epochs"],

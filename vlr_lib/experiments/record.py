@@ -49,10 +49,9 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import torch
 
-from .. import __version__
+from .. import __version__, env
 from ..env import flag
 from .._io import atomic_dir, atomic_write_json, locked
-from ..paths import _absolute_env
 
 if TYPE_CHECKING:
     from .grid_search import GridResult
@@ -431,7 +430,7 @@ def read(name: str, settings: Mapping | None, root: Path | None = None) -> Recor
 
 def destination() -> Path | None:
     """Where records are written now: ``$VLR_RECORD`` (absolute), or None (the usual case: nothing is written)."""
-    return _absolute_env(RECORD_ENV)
+    return env.path(RECORD_ENV)
 
 
 def write(name: str, settings: Mapping, tables: Mapping[str, Iterable[Mapping]], *, command: str, title: str,

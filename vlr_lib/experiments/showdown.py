@@ -5,7 +5,7 @@ import showdown``) and the command line ``python -m vlr_lib showdown`` (also
 ``data_scripts/run_showdown.py``), which parses its flags into :func:`spec_for`, calls
 :func:`run` and prints ``vlr_lib.report.markdown_block``.
 
-Contestants (:func:`configs`): every loss of ``vlr_lib.losses.LOSSES`` at its
+Contestants (:func:`configs`): the losses of :data:`CONTESTANTS` at their
 paper defaults plus the 15 GOAL combinations (``vlr_lib.experiments.goal_grid``), 22
 configurations, each trained with seeds 0, 1, 2 through ``vlr_lib.experiments.grid``
 in one *setting* (``vlr_lib.train.inputs``): "features" (heads on frozen features,
@@ -52,20 +52,16 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from .. import __version__, report
+from .. import __version__, registry, report
 from .._io import atomic_write_json, claim_run_folder, read_back, read_json
 from ..data import DATA_MODES
 from ..features import flickr_feature_dirs
 from ..paths import feature_cache_root, flickr30k_path, runs_dir
-from ..train import distributed as D
 from . import record as R
-from ..train.device import default_device
 from ..metrics import chance_rsum
-from ..train.evaluate import probe_indices, split_metrics
-from ..train.fit_features import Triple
+from ..train import (SETTING_LABELS, TrainSettings, Triple, check_setting, default_device, preset,
+                     probe_indices, rank_and_world, shapes_inputs, split_metrics, with_caption_ids)
 from .grid_search import GridResult, goal_grid, grid, tensor_id, writing
-from ..train.inputs import SETTING_LABELS, check_setting, shapes_inputs, with_caption_ids
-from ..train.settings import TrainSettings, preset
 
 #: Bump when the recorded metrics change (the trainer's or the callback's): it is part of every cell's cache key.
 METRICS_VERSION = "showdown-metrics-v2"
@@ -191,12 +187,17 @@ def spec_for(data: str = "shapes", fast: bool = False, setting: str = "features"
 CIR_TAU = 2.0
 
 
-def configs() -> list[dict]:
-    """The 22 contestants: every closed-form loss at its defaults, then the 3 x 5 GOAL grid (T^cir at :data:`CIR_TAU`)."""
-    from ..losses import LOSSES
+#: The closed-form contestants, listed here: a loss registered later joins the race only when it is added here
+#: (and the records are made again), never silently.
+CONTESTANTS = ("triplet_all", "triplet_hardest", "info_nce", "unified", "sampled_softmax", "cross_example_softmax",
+               "smooth_ap")
 
+
+def configs() -> list[dict]:
+    """The 22 contestants: :data:`CONTESTANTS` at their defaults, then the 3 x 5 GOAL grid (T^cir at
+    :data:`CIR_TAU`)."""
     goal = [dict(c, tau=CIR_TAU) if c["loss"].startswith("goal:cir,") else c for c in goal_grid()]
-    return [{"loss": name} for name in LOSSES] + goal
+    return [{"loss": name} for name in CONTESTANTS] + goal
 
 
 # --------------------------------------------------------------------------- data
@@ -427,7 +428,7 @@ def train_cells(spec: ShowdownSpec, contestants: list[dict], out: Path,
 
 def record_key(spec: ShowdownSpec) -> dict:
     """The settings a record of the showdown is found by: the spec and the contestants."""
-    return {"experiment": "showdown", "spec": spec.key(), "configs": configs()}
+    return {"experiment": "showdown", "spec": spec.key(), "configs": [registry.resolved_config(c) for c in configs()]}
 
 
 def recorded(spec: ShowdownSpec) -> Showdown | None:
@@ -506,7 +507,7 @@ def run(spec: ShowdownSpec, command: str = "", out: Path | None = None, force: b
         return _recorded_now(spec, found)
     result, data, callback, wall = train_cells(spec, configs(), out, progress)
     meta = race_meta(spec, result, data, callback, wall, command or "vlr_lib.experiments.showdown.run(spec_for(...))")
-    if D.rank_and_world()[0] == 0:
+    if rank_and_world()[0] == 0:
         with writing(out):
             atomic_write_json(out / META_FILE, meta)
     return _recorded_now(spec, Showdown(result.runs, meta, out, reused=False))
@@ -545,7 +546,7 @@ def histories(race: Showdown, seed: int) -> dict[str, list[dict]]:
 
 def _recorded_now(spec: ShowdownSpec, race: Showdown) -> Showdown:
     """Write `race` as a record where ``$VLR_RECORD`` asks for one (rank 0); `race` unchanged."""
-    if D.rank_and_world()[0] == 0:
+    if rank_and_world()[0] == 0:
         R.keep_grid(spec.out.name, record_key(spec), race.runs, race.out, command=race.meta["command"],
                     title=f"the loss showdown ({race.meta['setting']}, {spec.data}, {'fast' if spec.fast else 'full'} size)",
                     wall_seconds=race.meta["wall_seconds"], meta=race.meta)

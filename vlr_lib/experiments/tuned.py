@@ -20,7 +20,6 @@ Records: the full-size shapes run ships as ``vlr_lib/recorded/tuned-shapes-featu
 """
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -30,12 +29,12 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from .. import losses, names
+from .. import registry
 from .._io import atomic_write_json, claim_run_folder
 from ..metrics import chance_rsum
 from ..paths import runs_dir
 from ..stats import paired_interval
-from ..train import distributed as D
+from ..train import rank_and_world
 from . import record as R
 from . import showdown as S
 from .grid_search import writing
@@ -78,13 +77,13 @@ def check_grid(grid: Mapping[str, tuple[str, Sequence[float]]]) -> dict[str, tup
         if not isinstance(spec, (tuple, list)) or len(spec) != 2:
             raise ValueError(f"grid[{loss!r}] must be (parameter, values), got {spec!r}")
         param, values = spec
-        if param not in names.loss_parameters(loss) or param == "reduction":
-            raise ValueError(f"{loss} has no hyperparameter {param!r}: one of {names.loss_parameters(loss)}")
+        if param not in registry.parameters(loss) or param == "reduction":
+            raise ValueError(f"{loss} has no hyperparameter {param!r}: one of {registry.parameters(loss)}")
         values = tuple(float(v) for v in values)
         if not values or len(set(values)) != len(values) or not all(math.isfinite(v) for v in values):
             raise ValueError(f"the values of {loss}'s {param} must be distinct finite numbers, got {values!r}")
         for v in values:  # each value as the loss itself checks it, before anything trains
-            losses.LOSSES[loss](torch.eye(2), **{param: v})
+            registry.entry(loss).fn(torch.eye(2), **{param: v})
         if default_of(loss, param) not in values:
             raise ValueError(f"the values of {loss}'s {param} must include its default {default_of(loss, param):g} "
                              f"(the untuned row), got {values!r}")
@@ -93,8 +92,8 @@ def check_grid(grid: Mapping[str, tuple[str, Sequence[float]]]) -> dict[str, tup
 
 
 def default_of(loss: str, param: str) -> float:
-    """The library default of `loss`'s parameter `param` (its signature's)."""
-    return float(inspect.signature(losses.LOSSES[loss]).parameters[param].default)
+    """The library default of `loss`'s parameter `param` (its registry entry's)."""
+    return float(registry.entry(loss).defaults()[param])
 
 
 def contestants(grid: Mapping = GRID) -> list[dict]:
@@ -108,7 +107,8 @@ def out_dir(spec: S.ShowdownSpec) -> Path:
 
 def record_key(spec: S.ShowdownSpec, grid: Mapping = GRID) -> dict:
     """The settings the record is found by: the budget (the spec) and the contestants."""
-    return {"experiment": "tuned", "spec": spec.key(), "configs": contestants(grid)}
+    return {"experiment": "tuned", "spec": spec.key(),
+            "configs": [registry.resolved_config(c) for c in contestants(grid)]}
 
 
 def run(spec: S.ShowdownSpec, grid: Mapping | None = None, command: str = "", out: Path | None = None,
@@ -127,7 +127,7 @@ def run(spec: S.ShowdownSpec, grid: Mapping | None = None, command: str = "", ou
     result, data, callback, wall = S.train_cells(spec, contestants(grid), out, progress)
     meta = {**S.race_meta(spec, result, data, callback, wall, command or "vlr_lib.experiments.tuned.run(spec_for(...))"),
             "chance_rsum_val": chance_rsum(data.val[2])}
-    if D.rank_and_world()[0] == 0:
+    if rank_and_world()[0] == 0:
         with writing(out):
             atomic_write_json(out / META_FILE, meta)
         R.keep_grid(out.name, key, result.runs, out, command=meta["command"], wall_seconds=meta["wall_seconds"],
@@ -201,7 +201,7 @@ def comparison(runs: pd.DataFrame, chosen: pd.DataFrame, metric: str = "sel_rsum
         best = float(part.loc[part["chosen"], "value"].iloc[0])
         a, b = _test_by_seed(runs, loss, param, best, metric), _test_by_seed(runs, loss, param, default, metric)
         delta, low, high = paired_interval(a.to_numpy(), b.reindex(a.index).to_numpy())
-        rows.append({"loss": loss, "label": names.loss_name(loss), "parameter": param, "default": default,
+        rows.append({"loss": loss, "label": registry.label(loss), "parameter": param, "default": default,
                      "untuned": b.mean(), "chosen": best, "tuned": a.mean(), "delta": delta, "ci_low": low,
                      "ci_high": high, "n_seeds": len(a)})
     return pd.DataFrame(rows)
@@ -220,7 +220,7 @@ def orderings(runs: pd.DataFrame, chosen: pd.DataFrame, metric: str = "sel_rsum"
         for kind in ("untuned", "tuned"):
             x, y = picks[a][kind], picks[b][kind]
             delta, low, high = paired_interval(x.to_numpy(), y.reindex(x.index).to_numpy())
-            rows.append({"a": a, "b": b, "comparison": f"{names.loss_name(a)} − {names.loss_name(b)}",
+            rows.append({"a": a, "b": b, "comparison": f"{registry.label(a)} − {registry.label(b)}",
                          "kind": kind, "delta": delta, "ci_low": low, "ci_high": high,
                          "separated": bool(low > 0 or high < 0)})
     return pd.DataFrame(rows)
@@ -261,7 +261,7 @@ def frames(race: S.Showdown, grid: Mapping | None = None) -> tuple[str, pd.DataF
     for loss, part in chosen.groupby("loss", sort=False):
         best = part.loc[part["chosen"], "value"].iloc[0]
         edge = " (edge of the range)" if best in (part["value"].min(), part["value"].max()) else ""
-        sweep.append({"loss": names.loss_name(loss), "parameter": part["parameter"].iloc[0],
+        sweep.append({"loss": registry.label(loss), "parameter": part["parameter"].iloc[0],
                       "validation rsum per value (mean over seeds)": ", ".join(
                           f"{v:g}: {m:.1f}" + ("" if ok else " (not learned)")
                           for v, m, ok in zip(part["value"], part["val_mean"], part["learned"])),

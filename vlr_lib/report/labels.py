@@ -2,13 +2,11 @@
 label and hyperparameters, "mean ± std" with the metric's decimals."""
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import Mapping
 
-from .. import goal, losses
+from .. import goal, registry
 from .._checks import check_finite, check_nonnegative
-from ..names import GOAL_PREFIX, WARMUP_PREFIX, parse_warmup_name
 
 #: Metric key -> label. Recalls and rsum are percent; mAP@5 and PR-AUC fractions; similarities cosines.
 METRIC_LABELS: dict[str, str] = {
@@ -79,27 +77,17 @@ def table1_name(triplet: str, pair: str) -> str:
     return _TABLE1_NAMES.get(known, known)
 
 
-def _defaults(fn) -> dict:
-    return {k: p.default for k, p in inspect.signature(fn).parameters.items()
-            if p.default is not inspect.Parameter.empty and k not in ("pos_mask", "reduction", "weights")}
-
-
 def hyperparameters(loss: str, overrides: Mapping | None = None) -> str:
     """The parameters a configuration trains with, e.g. 'margin=0.2, gamma=60.0' (library defaults + `overrides`).
 
-    For GOAL, only the parameters its two weights use (``goal.TRIPLET_PARAMS`` / ``PAIR_PARAMS``);
-    for a loss schedule, those of its two phases.
+    The numeric hyperparameters of the registry's entry (``registry.resolved``): for GOAL only those its two
+    weights use, for a loss schedule those of its two phases; choices such as the reduction are left out.
     """
-    if loss.startswith(WARMUP_PREFIX):
-        first, _, then = parse_warmup_name(loss)
-        parts = dict.fromkeys(", ".join(hyperparameters(p, overrides) for p in (first, then)).split(", "))
-        return ", ".join(p for p in parts if p)
-    if loss.startswith(GOAL_PREFIX):
-        triplet, pair = goal.parse_goal_name(loss)
-        d = _defaults(goal.goal_objective)
-        values = {k: d[k] for k in dict.fromkeys([*goal.TRIPLET_PARAMS[triplet], *goal.PAIR_PARAMS[pair]])}
-    else:
-        values = _defaults(losses.LOSSES[loss])
+    phases = registry.schedule(loss)[::2] if registry.is_schedule(loss) else (loss,)
+    values: dict = {}
+    for name in phases:
+        kinds = registry.entry(name).hyper
+        values.update({k: v for k, v in registry.resolved(name).items() if kinds[k].kind != "choice"})
     values.update({k: v for k, v in (overrides or {}).items() if k in values})
     return ", ".join(f"{k}={v}" for k, v in values.items() if v is not None)
 

@@ -5,8 +5,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from .. import losses
-from ..names import loss_name
+from .. import registry
 from ..stats import VERDICTS, paired_interval, verdict
 from .labels import METRIC_LABELS, _digits, check_metric, mean_std
 from .markdown import last_epoch_share, to_markdown
@@ -45,7 +44,7 @@ def lesson_table(runs: pd.DataFrame, metric: str = "rsum", prefix: str = "sel_")
             delta, low, high = paired_interval(pair[a], pair[b])
             per_seed = pair[a] - pair[b]
             rows.append({"experiment": exp, "condition": cond, "order": int(part["order"].iloc[0]), **extra,
-                         "comparison": f"{loss_name(a)} − {loss_name(b)}", "a": a, "b": b, "expected": sign,
+                         "comparison": f"{registry.label(a)} − {registry.label(b)}", "a": a, "b": b, "expected": sign,
                          "source": source, "mean_a": pair[a].mean(), "std_a": pair[a].std(ddof=1),
                          "mean_b": pair[b].mean(), "std_b": pair[b].std(ddof=1), "delta": delta, "ci_low": low,
                          "ci_high": high, "half": (high - low) / 2, "verdict": verdict(low, high, sign),
@@ -82,7 +81,7 @@ def lesson_reading(table: pd.DataFrame, labels: Mapping[str, str] | None = None)
         sentences = []
         for comparison, rows in part.groupby("comparison", sort=False):
             first = rows.iloc[0]
-            claim = (f"'{loss_name(first['a'])} {'>' if first['expected'] > 0 else '<'} {loss_name(first['b'])}' "
+            claim = (f"'{registry.label(first['a'])} {'>' if first['expected'] > 0 else '<'} {registry.label(first['b'])}' "
                      f"({first['source']})")
             found = {v: rows[rows["verdict"] == v] for v in VERDICTS}
             verdicts[(exp, comparison)] = {v: list(found[v]["condition"]) for v in VERDICTS}
@@ -133,7 +132,7 @@ def role_matrix(runs: pd.DataFrame, experiment: str, metric: str = "rsum", prefi
     out = frame.pivot_table(index=["order", "condition"], columns="role", values="cell", aggfunc="first")
     out = out.sort_index(level="order").reset_index(level="order", drop=True)
     roles = [r for r in ("triplet_all", "triplet_hardest", "unified", "info_nce") if r in out]
-    out = out[roles].rename(columns=lambda r: losses.loss_label(r))
+    out = out[roles].rename(columns=lambda r: registry.label(r))
     out.columns.name = None
     return out
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..names import GOAL_PREFIX
+from .. import registry
 from .labels import GROUPS, METRIC_LABELS, _digits, check_metric, mean_std
 from .summary import check_summary
 
@@ -18,7 +18,7 @@ def group(summary: pd.DataFrame, which: str) -> pd.DataFrame:
     """The rows of one of :data:`GROUPS`: all, the closed-form losses, or the GOAL cells."""
     if which not in GROUPS:
         raise ValueError(f"group must be one of {GROUPS}, got {which!r}")
-    is_goal = check_summary(summary)["loss"].str.startswith(GOAL_PREFIX)
+    is_goal = check_summary(summary)["loss"].map(registry.is_goal)
     out = summary.loc[{"all": slice(None), "closed-form": ~is_goal, "GOAL": is_goal}[which]]
     if out.empty:
         raise ValueError(f"group {which!r} has no configurations in the summary")
@@ -106,7 +106,7 @@ def reading(summary: pd.DataFrame, metric: str = "rsum") -> dict:
             c = compare(summary, a, b, m)
             c.update(source=who, agrees=bool(c["separated"] and c["delta"] > 0))
             claims.append(c)
-    goal_rank = rank[rank["loss"].str.startswith(GOAL_PREFIX)]
+    goal_rank = rank[rank["loss"].map(registry.is_goal)]
     goal_best = goal_rank.iloc[0]["loss"] if len(goal_rank) else None
     map_best = ranking(summary, "map5").iloc[0]["loss"]
     n_sep = int(seps["separated"].sum())

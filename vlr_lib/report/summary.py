@@ -7,8 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from .. import losses
-from ..names import loss_name, loss_parameters
+from .. import registry
 from .labels import COCOS_RULES, COCOS_STATS, SETUP_COLUMNS, SUMMARY_METRICS, hyperparameters, mean_std
 
 def _default_metrics(runs: pd.DataFrame, prefix: str) -> list[str]:
@@ -21,7 +20,7 @@ def _default_metrics(runs: pd.DataFrame, prefix: str) -> list[str]:
 
 def _overrides(row: pd.Series, loss: str) -> dict:
     """The loss parameters a configuration sets (its non-empty parameter columns)."""
-    return {p: row[p] for p in loss_parameters(loss) if p in row.index and not _missing(row[p])}
+    return {p: row[p] for p in registry.parameters(loss) if p in row.index and not _missing(row[p])}
 
 
 def _missing(value) -> bool:
@@ -37,7 +36,7 @@ def summarize(runs: pd.DataFrame, prefix: str = "", metrics: Sequence[str] | Non
     named without the prefix. Runs of other data or schedules (the :data:`SETUP_COLUMNS`)
     are never averaged together. Rows keep the order of first appearance.
 
-    Columns: config, loss, name (:func:`loss_name`), hyper (:func:`hyperparameters`),
+    Columns: config, loss, name (``registry.label``), hyper (:func:`hyperparameters`),
     n_seeds, the setup columns when the table has them, ``<metric>_mean`` / ``_std``, and
     ``epoch_mean`` (mean selected epoch) when there is a ``<prefix>epoch`` column.
     """
@@ -52,7 +51,7 @@ def summarize(runs: pd.DataFrame, prefix: str = "", metrics: Sequence[str] | Non
     first = g.head(1).set_index(keys)
     out = pd.DataFrame(index=first.index)
     out["loss"] = first["loss"]
-    out["name"] = out["loss"].map(loss_name)
+    out["name"] = out["loss"].map(registry.label)
     out["hyper"] = [hyperparameters(loss, _overrides(row, loss)) for loss, (_, row) in
                     zip(first["loss"], first.iterrows())]
     out["n_seeds"] = g.size()
@@ -107,7 +106,7 @@ def cocos_summary(runs: pd.DataFrame, stat: str = "C_q", prefix: str = "sel_") -
 
     `stat`: ``C_q`` (contributing candidates per query, mean over queries with a
     gradient), ``C_0`` (queries without gradient), ``W_neg`` / ``W_pos`` (NT-Xent
-    weights; NaN for the other rules). Rows are named by :func:`loss_name`.
+    weights; NaN for the other rules). Rows are named by ``registry.label``.
     """
     if stat not in COCOS_STATS:
         raise ValueError(f"stat must be one of {COCOS_STATS}, got {stat!r}")
@@ -118,7 +117,7 @@ def cocos_summary(runs: pd.DataFrame, stat: str = "C_q", prefix: str = "sel_") -
         raise ValueError(f"runs lacks the COCOS columns {missing[:2]}...")
     g = runs.groupby("config", sort=False)
     out = g[list(cols)].mean().rename(columns=cols)
-    out.index = [loss_name(loss) for loss in g["loss"].first()]
+    out.index = [registry.label(loss) for loss in g["loss"].first()]
     return out
 
 
@@ -129,14 +128,12 @@ def cocos_own_rule(runs: pd.DataFrame, prefix: str = "sel_") -> pd.DataFrame:
     ("nt_xent"), SmoothAP ("smooth_ap") when trained; columns C^q, C^0 and, for
     NT-Xent, W^{qv-} and W^{qv+}, per direction, mean over seeds at the selected epoch.
     """
-    from ..analysis import COCOS_RULE_OF_LOSS
-
     rows = []
-    for loss, rule in COCOS_RULE_OF_LOSS.items():
+    for loss, rule in registry.cocos_rules().items():
         part = runs[runs["loss"] == loss]
         if part.empty:
             continue
-        row = {"loss": losses.loss_label(loss), "rule": COCOS_RULES[rule]}
+        row = {"loss": registry.label(loss), "rule": COCOS_RULES[rule]}
         for stat, d in itertools.product(COCOS_STATS, ("i2t", "t2i")):
             col = f"{prefix}cocos_{rule}_{d}_{stat}"
             if col in part.columns:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from ..names import loss_parameters
+from .. import registry
 from .labels import SETTING_COLUMNS, flatten_record
 
 def history_frame(histories: Mapping[str, object]) -> pd.DataFrame:
@@ -57,11 +57,11 @@ def loss_rows(runs: pd.DataFrame, loss: str) -> pd.DataFrame:
 def sweep_values(runs: pd.DataFrame, loss: str) -> dict[str, list]:
     """{parameter: sorted distinct values} of the parameters that vary over the runs of `loss`.
 
-    Parameters are the loss's keyword arguments (:func:`loss_parameters`) and the training
+    Parameters are the loss's keyword arguments (``registry.parameters``) and the training
     settings (:data:`SETTING_COLUMNS`) that are columns of `runs` and take two or more values.
     """
     rows = loss_rows(runs, loss)
-    names = [p for p in loss_parameters(loss) if p not in ("reduction", "weights")]
+    names = [p for p in registry.parameters(loss) if p != "reduction"]
     out = {}
     for p in names + [k for k in SETTING_COLUMNS if k not in names]:
         if p in rows:

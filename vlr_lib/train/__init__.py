@@ -11,7 +11,7 @@ The three settings (:data:`SETTINGS`, ``vlr_lib.train.inputs``) say what learns:
 - :class:`TrainSettings` -- the schedule and plumbing both share (``vlr_lib.train.settings``);
 - :func:`trainer` -- a setting's fit function (what the command lines and the grid call);
 - :func:`build_heads` (the heads ``fit`` starts from), :func:`evaluate` (one split's metrics);
-- :class:`TrainingDivergedError`, :class:`FitResult`, :func:`chance_rsum`.
+- :class:`TrainingDivergedError`, :class:`FitResult`.
 
 What to train -- the grid, the showdown, the tuned comparison, the lessons and the shipped records --
 is ``vlr_lib.experiments``, which sits above this package and calls it.
@@ -22,14 +22,15 @@ contract), evaluate (per-epoch metrics), checkpoint (atomic save/load), distribu
 (process group, gather with gradients), launch (what the fit functions share), inputs,
 fit_features, vsepp, end_to_end.
 """
-from ..metrics import chance_rsum
+from .device import default_device
+from .distributed import broadcast_object, rank_and_world
 from .end_to_end import fit_encoders, fit_end_to_end, shapes_tensors
 from .engine import FitResult, TrainingDivergedError
-from .evaluate import evaluate, probe_indices
+from .evaluate import evaluate, probe_indices, split_metrics
 from .fit_features import Triple, build_heads, fit
-from .objective import ROW_WISE, Objective, build_objective, loss_names, make_objective
-from .inputs import SETTINGS, caption_ids, check_setting, shapes_features, shapes_inputs
-from .settings import TrainSettings
+from .objective import Objective, build_objective, make_objective
+from .inputs import SETTING_LABELS, SETTINGS, caption_ids, check_setting, shapes_features, shapes_inputs, with_caption_ids
+from .settings import TrainSettings, preset, settings_for
 from .vsepp import fit_vsepp
 
 
@@ -52,14 +53,20 @@ __all__ = [
     "caption_ids",
     "FitResult",
     "TrainingDivergedError",
-    "chance_rsum",
     "shapes_tensors",
     "shapes_features",
     "TrainSettings",
     "Triple",
     "make_objective",
     "build_objective",
-    "loss_names",
     "Objective",
-    "ROW_WISE",
+    "check_setting",
+    "SETTING_LABELS",
+    "with_caption_ids",
+    "split_metrics",
+    "preset",
+    "settings_for",
+    "default_device",
+    "broadcast_object",
+    "rank_and_world",
 ]

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 import torch
 from torch import Tensor, nn
 
-from .. import analysis, metrics
+from .. import analysis, metrics, registry
 from .sampling import _one_caption_per_image, epoch_generator
 
 _EVAL_CHUNK = 2048  # inputs per forward pass when embedding a whole split
@@ -125,8 +125,8 @@ def probe_indices(caption_to_image: Tensor, n_images: int, size: int, seed: int)
 
 
 def cocos_loss_name(loss_name: str) -> str | None:
-    """The COCOS rule of a training loss (``analysis.COCOS_RULE_OF_LOSS``), or None for the others."""
-    return analysis.COCOS_RULE_OF_LOSS.get(loss_name)
+    """The COCOS rule of a training loss (its registry entry's), or None for the others."""
+    return registry.cocos_rules().get(loss_name)
 
 
 @torch.no_grad()

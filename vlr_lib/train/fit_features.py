@@ -99,7 +99,7 @@ def fit(
     ``caption_to_image`` [n_captions] (the image of each caption); ``val`` is the
     same triple for the validation split (None: no retrieval metrics).
 
-    Loss: a name of ``vlr_lib.losses.LOSSES``, a GOAL combination "goal:T,P"
+    Loss: a loss name of ``vlr_lib.registry``: a closed-form loss, a GOAL combination "goal:T,P"
     (``vlr_lib.goal``), or a callable ``(S, pos_mask=None) -> scalar``;
     ``loss_kwargs`` go to it (unknown ones are an error). Or an ``Objective`` that
     ``build_objective`` built and checked where the call was read (no ``loss_kwargs``). Row-wise losses

@@ -31,10 +31,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from .. import losses as _losses
-from ..names import GOAL_PREFIX, WARMUP_PREFIX, loss_parameters, parse_warmup_name
+from .. import registry
 
-ROW_WISE = ("sampled_softmax", "cross_example_softmax", "smooth_ap")
 LossFn = Callable[..., Tensor]
 
 
@@ -96,40 +94,17 @@ class Objective:
         return f"{self.name}({args})" if args else self.name
 
 
-def loss_names() -> tuple[str, ...]:
-    """Every closed-form loss name the trainer accepts (GOAL names come on top: "goal:T,P")."""
-    return tuple(_losses.LOSSES)
-
-
-def _loss_fn(name: str) -> LossFn:
-    if name not in _losses.LOSSES:
-        raise ValueError(f"loss must be one of {loss_names()}, 'goal:<triplet>,<pair>' or "
-                         f"'warmup:<first>:<epochs>:<then>', got {name!r}")
-    return _losses.LOSSES[name]
-
-
-def _goal_fn(name: str) -> tuple[LossFn, dict]:
-    from .. import goal  # imported late: the trainer works without GOAL for closed-form losses
-
-    try:
-        triplet, pair = goal.parse_goal_name(name)
-    except (ValueError, TypeError) as err:
-        raise ValueError(f"loss {name!r} is not a GOAL combination: {err}") from None
-    return goal.goal_objective, {"triplet": triplet, "pair": pair}
-
-
 def _warmup(name: str, kwargs: dict) -> Objective:
     """A loss schedule: each phase gets the loss_kwargs it takes (the name's parameters are their union)."""
-    first, epochs, then = parse_warmup_name(name)
+    first, epochs, then = registry.schedule(name)
     kwargs = _check_kwargs(name, kwargs)
-    phase = lambda loss: make_objective(loss, {k: v for k, v in kwargs.items()  # noqa: E731
-                                               if k in loss_parameters(loss)})
+    phase = lambda loss: make_objective(loss, registry.phase_kwargs(loss, kwargs))  # noqa: E731
     return Objective(name=name, kwargs=kwargs, phases=((0, phase(first)), (epochs, phase(then))))
 
 
 def _check_kwargs(name: str, kwargs: Mapping) -> dict:
     """Reject parameters the loss does not take, naming them (a typo must not be silently ignored)."""
-    allowed = list(loss_parameters(name))
+    allowed = list(registry.parameters(name))
     unknown = sorted(set(kwargs) - set(allowed))
     if unknown:
         raise ValueError(f"loss_kwargs has {unknown} which loss {name!r} does not take; it takes {allowed}")
@@ -145,8 +120,8 @@ def _check_kwargs(name: str, kwargs: Mapping) -> dict:
 
 
 def make_objective(loss: str | LossFn, loss_kwargs: Mapping | None = None) -> Objective:
-    """Resolve `loss` -- a name of ``vlr_lib.losses.LOSSES``, "goal:T,P", a loss schedule
-    "warmup:<first>:<epochs>:<then>" (module docstring), or a callable (S, pos_mask=...) -> scalar.
+    """Resolve `loss` -- a loss name of ``vlr_lib.registry`` (a closed-form loss, "goal:T,P", a loss schedule
+    "warmup:<first>:<epochs>:<then>", module docstring), or a callable (S, pos_mask=...) -> scalar.
 
     A callable is used as given (one direction as written; it is the hook for
     students' own losses and for tests).
@@ -157,14 +132,11 @@ def make_objective(loss: str | LossFn, loss_kwargs: Mapping | None = None) -> Ob
         return Objective(name=f"custom:{name}", kwargs=kwargs, fn=loss)
     if not isinstance(loss, str):
         raise TypeError(f"loss must be a loss name or a callable, got {type(loss).__name__}")
-    if loss.startswith(WARMUP_PREFIX):
+    if registry.is_schedule(loss):
         return _warmup(loss, kwargs)
-    if loss.startswith(GOAL_PREFIX):
-        fn, fixed = _goal_fn(loss)
-        return Objective(name=loss, kwargs=_check_kwargs(loss, kwargs), fn=fn, fixed=fixed)
-    fn = _loss_fn(loss)
-    kwargs = _check_kwargs(loss, kwargs)
-    return Objective(name=loss, kwargs=kwargs, fn=fn, both_directions=loss in ROW_WISE)
+    entry = registry.entry(loss)
+    return Objective(name=loss, kwargs=_check_kwargs(loss, kwargs), fn=entry.fn, both_directions=entry.row_wise,
+                     fixed=dict(entry.fixed))
 
 
 def build_objective(loss: str | LossFn, loss_kwargs: Mapping | None = None, *, batch_size: int,

@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 from torch import Tensor
 
-from .. import analysis, losses, report
+from .. import analysis, registry, report
 from ..analysis import CocosSettings
 from .._checks import check_choice
 from ..similarity import DIRECTIONS
@@ -24,10 +24,10 @@ from ._style import NEGATIVE, PALETTE, POSITIVE, SYMBOL, grid, matrix_axes, posi
 
 __all__ = ["RULE_TITLES", "cocos_figure", "cocos_history_figure"]
 
-_LOSS_OF_RULE = {rule: loss for loss, rule in analysis.COCOS_RULE_OF_LOSS.items()}
+_LOSS_OF_RULE = {rule: loss for loss, rule in registry.cocos_rules().items()}
 _EQUATION = {"triplet": "eq. 9b", "triplet_sh": "eq. 9a", "nt_xent": "eq. 11", "smooth_ap": "eq. 13"}
 #: Panel title of each COCOS rule: the loss's one display name and the paper's equation.
-RULE_TITLES = {rule: f"{losses.loss_label(_LOSS_OF_RULE[rule])} ({_EQUATION[rule]})" for rule in analysis.COCOS_LOSSES}
+RULE_TITLES = {rule: f"{registry.label(_LOSS_OF_RULE[rule])} ({_EQUATION[rule]})" for rule in analysis.COCOS_LOSSES}
 
 
 def cocos_figure(S: Tensor, settings: CocosSettings = CocosSettings(), direction: str = "i2t") -> go.Figure:

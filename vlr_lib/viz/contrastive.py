@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 import torch
 from torch import Tensor
 
-from .. import analysis, losses
+from .. import analysis, losses, registry
 from .._checks import check_int, check_positive, check_similarity
 from .readout import readout
 from ._style import CURVE, HARDEST, NEGATIVE, NEUTRAL, SYMBOL, grid, style, to_numpy
@@ -60,7 +60,7 @@ def negative_weight_bars(
                hovertemplate=(f"{other} %{{customdata[0]:.0f}}<br>s = %{{customdata[1]:.3f}}"
                               "<br>share %{y:.3f}<extra></extra>")),
         go.Scatter(x=[1], y=[1.0], mode="markers",
-                   name=f"{losses.loss_label('triplet_hardest')} (τ → 0): the hardest only",
+                   name=f"{registry.label('triplet_hardest')} (τ → 0): the hardest only",
                    marker=dict(color=HARDEST, size=12, symbol=f"{SYMBOL['hardest']}-open", line=dict(width=2.5))),
         go.Scatter(x=[0.5, len(w) + 0.5], y=[1.0 / len(w)] * 2, mode="lines", name="uniform (τ → ∞)",
                    line=dict(color=NEUTRAL, dash="dash")),
@@ -123,5 +123,5 @@ def gradient_heatmap(S: Tensor, temperature: float, pos_mask: Tensor | None = No
     Triangles (▶) mark each row's hardest negative.
     """
     grad = analysis.loss_gradient(S, lambda X: losses.info_nce(X, temperature, reduction="sum", pos_mask=pos_mask))
-    title = f"dL/dS of {losses.loss_label('info_nce')} (both directions, sum), τ = {readout(temperature)}"
+    title = f"dL/dS of {registry.label('info_nce')} (both directions, sum), τ = {readout(temperature)}"
     return _gradient_heatmap(grad, batch_marks(S, pos_mask, ("i2t",)), title)

@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 import torch
 from torch import Tensor
 
-from .. import analysis, losses, metrics
+from .. import analysis, metrics, registry
 from .._checks import check_int
 from .readout import readout
 from ._style import CURVE, NEGATIVE, NEUTRAL, PALETTE, POSITIVE, SYMBOL, grid, matrix_axes, position, style, to_numpy
@@ -34,9 +34,9 @@ VARIANTS = ("sampled_softmax", "snm", "cross_example_softmax", "cross_example_mi
 """The four losses of Veit & Wilber Fig. 2 (B), in the figure's order."""
 
 TITLES = {
-    "sampled_softmax": f"{losses.loss_label('sampled_softmax')} (eq. 2)",
+    "sampled_softmax": f"{registry.label('sampled_softmax')} (eq. 2)",
     "snm": "Stochastic negative mining (eq. 3)",
-    "cross_example_softmax": f"{losses.loss_label('cross_example_softmax')} (eq. 5)",
+    "cross_example_softmax": f"{registry.label('cross_example_softmax')} (eq. 5)",
     "cross_example_mining": "Cross-example negative mining (eq. 6)",
 }
 LOG_FLOOR = -6.0  # weights below 1e-6 share the palest colour (a dot still marks them)

@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
-from .. import analysis, losses
+from .. import analysis, losses, registry
 from .._checks import check_choice, check_finite, check_int, check_nonnegative, check_similarity
 from ._style import (CURVE, DIVERGING, HARDEST, NEUTRAL, PALETTE, POSITIVE, SEQUENTIAL, SYMBOL, grid, matrix_axes,
                      style, to_numpy)
@@ -41,8 +41,8 @@ def gradient_figure(S, margin: float = 0.2) -> go.Figure:
     S, _ = check_similarity(torch.as_tensor(to_numpy(S)))
     marks = batch_marks(S)
     panels = {
-        f"{losses.loss_label('triplet_all')}, all negatives (Bleeker eq. 3)": lambda X: losses.triplet_all(X, m),
-        f"{losses.loss_label('triplet_hardest')}, hardest negative (Li eq. 1)": lambda X: losses.triplet_hardest(X, m),
+        f"{registry.label('triplet_all')}, all negatives (Bleeker eq. 3)": lambda X: losses.triplet_all(X, m),
+        f"{registry.label('triplet_hardest')}, hardest negative (Li eq. 1)": lambda X: losses.triplet_hardest(X, m),
     }
     titles, grads = [], []
     for name, fn in panels.items():
@@ -125,7 +125,7 @@ def tangent_figure(
                                  marker=dict(symbol="x", size=12, color="white", line=dict(color="black", width=1)),
                                  showlegend=False, hoverinfo="skip"), row=1, col=col)
     where = "the same side of v" if side == "same" else "opposite sides of v"
-    style(fig, f"{losses.loss_label('triplet_hardest')} on the unit sphere, margin m = {margin:.2f}", height=480,
+    style(fig, f"{registry.label('triplet_hardest')} on the unit sphere, margin m = {margin:.2f}", height=480,
           subtitle=f"t and t̂ on {where}",
           coloraxis=dict(colorscale=SEQUENTIAL, cmin=0.0, cmax=2.0, colorbar=dict(title=dict(text="norm"))))
     fig.update_xaxes(range=[-1.25, 1.25], visible=False, row=1, col=1)

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 import torch
 from torch import Tensor
 
-from .. import analysis, losses
+from .. import analysis, losses, registry
 from .._checks import check_int
 from .readout import readout
 from ._style import (CURVE, DIVERGING, HARDEST, NEGATIVE, NEUTRAL, PALETTE, SEQUENTIAL, grid, increasing, matrix_axes,
@@ -25,7 +25,7 @@ from .matrix import gradient_heatmap
 
 __all__ = ["explorer_figure", "surfaces_figure", "gamma_limit_figure"]
 
-UNIFIED, HARDEST_LOSS, NT_XENT = (losses.loss_label(n) for n in ("unified", "triplet_hardest", "info_nce"))
+UNIFIED, HARDEST_LOSS, NT_XENT = (registry.label(n) for n in ("unified", "triplet_hardest", "info_nce"))
 
 
 def explorer_figure(

@@ -32,7 +32,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import traitlets
 
-from .. import book
+from .. import env
+from ..viz.html import BookRenderer
 from ..viz.readout import LOG_READOUT
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
@@ -114,7 +115,7 @@ class Explorer(W.VBox):
 
     def _repr_mimebundle_(self, **kwargs) -> dict:
         """In JupyterLab the live widget; in the static book (VLR_BOOK=1) its plotly-native version."""
-        if book.active():
+        if env.book_mode():
             return book_bundle(self)
         return super()._repr_mimebundle_(**kwargs)
 
@@ -279,7 +280,7 @@ def book_figures(box: Explorer, steps: int = BOOK_STEPS, view: BookView | None =
 
 def _view_html(box: Explorer, view: BookView | None) -> tuple[str, int]:
     note, figures = book_figures(box, view=view)
-    html = "".join(book.BookRenderer().to_mimebundle(f.to_dict())["text/html"] for f in figures)
+    html = "".join(BookRenderer().to_mimebundle(f.to_dict())["text/html"] for f in figures)
     return f'<p class="vlr-book-note">{note}</p>{html}', len(figures)
 
 
