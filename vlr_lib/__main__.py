@@ -8,13 +8,15 @@
     python -m vlr_lib lessons --fast
     python -m vlr_lib record --only 10-features
     python -m vlr_lib encoder --retrain           # re-train the shipped shapes encoder (on purpose only)
+    python -m vlr_lib losses                      # the glossary: every registered loss, its names and defaults
     torchrun --standalone --nproc-per-node 2 -m vlr_lib train --setting features --batch-size 128
 
 ``train`` and ``grid`` take the options of ``vlr-train`` and ``vlr-grid``; ``showdown`` those of
 ``data_scripts/run_showdown.py``; ``tuned`` gives Triplet, Triplet-SH, NT-Xent and Unified an equal
 validation budget for their main hyperparameter (notebook 11); ``lessons`` runs notebook 12's experiments; ``check`` verifies a Flickr30K run
 before it starts (``vlr_lib.cli.check``); ``record`` regenerates the recorded runs (``make record``);
-``encoder`` checks (or, with ``--retrain``, re-trains) the pretrained shapes encoder that ships with the package.
+``encoder`` checks (or, with ``--retrain``, re-trains) the pretrained shapes encoder that ships with the package;
+``losses`` prints the glossary of ``vlr_lib.registry``.
 ``python -m vlr_lib <command> --help`` lists them.
 """
 from __future__ import annotations
@@ -22,7 +24,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-COMMANDS = ("train", "grid", "showdown", "tuned", "lessons", "check", "record", "encoder")
+COMMANDS = ("train", "grid", "showdown", "tuned", "lessons", "check", "record", "encoder", "losses")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -35,10 +37,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"python -m vlr_lib: error: unknown command {command!r}; choose one of {', '.join(COMMANDS)}",
               file=sys.stderr)
         return 2
-    from .cli import check, encoder, grid, lessons, record, showdown, train, tuned
+    from .cli import check, encoder, grid, lessons, losses, record, showdown, train, tuned
 
     module = {"train": train, "grid": grid, "showdown": showdown, "tuned": tuned, "lessons": lessons, "check": check,
-              "record": record, "encoder": encoder}[command]
+              "record": record, "encoder": encoder, "losses": losses}[command]
     return module.main(rest, prog=f"python -m vlr_lib {command}")
 
 

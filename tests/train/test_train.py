@@ -12,10 +12,10 @@ import torch
 
 from vlr_lib import losses as L
 from vlr_lib import metrics, registry
+from vlr_lib.metrics import chance_rsum
 from vlr_lib.models import LinearHead, MLPHead, TextBag, TextGRU, TinyCNN, Vocabulary
 from vlr_lib.train import (
     TrainingDivergedError,
-    chance_rsum,
     fit,
     fit_end_to_end,
     make_objective,

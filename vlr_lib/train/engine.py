@@ -54,7 +54,7 @@ from ..similarity import positive_mask
 from . import distributed as D
 from .checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
 from .evaluate import autocast, autocast_dtype, evaluate, probe_cocos, probe_indices
-from .objective import Objective
+from .objective import LearnedParameters, Objective
 from .sampling import Pairs, epoch_batches, epoch_positives
 from .settings import TrainSettings
 
@@ -134,16 +134,17 @@ def _diverged(plan: Plan, epoch: int, step: int, what: str, last_good: int) -> T
     )
 
 
-def _step(models, opt, split: Split, local: Tensor, global_idx: Tensor, pairs: Pairs | None,
-          objective: Objective, amp: tuple, grad_clip: float | None) -> tuple[Tensor, Tensor, Tensor]:
+def _step(models, learned: LearnedParameters, opt, split: Split, local: Tensor, global_idx: Tensor,
+          pairs: Pairs | None, objective: Objective, amp: tuple, grad_clip: float | None
+          ) -> tuple[Tensor, Tensor, Tensor]:
     """One optimisation step, without a host synchronisation: (detached loss, [2] bool flags, gradient norm),
     all on the device.
 
     Local embeddings (each under its model's autocast dtype, `amp`), gathered over ranks with
     gradients, S, the epoch's objective with the batch's pos_mask when an image repeats (`pairs`: its
     positives, from ``sampling.epoch_positives``), backward, gradient averaging, the gradient's
-    norm (clipped to `grad_clip` when set), Adam. The flags say whether the embeddings (S) and the
-    loss are finite.
+    norm (clipped to `grad_clip` when set), Adam, then the objective's own parameters (`learned`, if it has any)
+    clamped into their range. The flags say whether the embeddings (S) and the loss are finite.
     """
     img_model, txt_model = models
     with autocast(amp[0]):
@@ -154,15 +155,16 @@ def _step(models, opt, split: Split, local: Tensor, global_idx: Tensor, pairs: P
     S = img_e @ txt_e.T
     mask = None if pairs is None else positive_mask(split.caption_to_image[global_idx])
     with validated(mask, pairs, pairs):  # the mask is symmetric: its transpose has the same pairs
-        loss = objective(S, mask)
+        loss = objective(S, mask, learned.as_kwargs())
     opt.zero_grad(set_to_none=True)
     loss.backward()
-    D.average_gradients(list(models))
-    params = [p for m in models for p in m.parameters()]
+    D.average_gradients([*models, learned])
+    params = _params(models, learned)
     norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
     if grad_clip is not None:
         torch.nn.utils.clip_grads_with_norm_(params, grad_clip, norm)
     opt.step()
+    learned.clamp_()
     loss = loss.detach()
     return loss, torch.stack([torch.isfinite(S.detach()).all(), torch.isfinite(loss)]), norm.detach()
 
@@ -177,7 +179,8 @@ def _check_finite(flags: Tensor, plan: Plan, epoch: int, last_good: int) -> None
     raise _diverged(plan, epoch, step, what, last_good)
 
 
-def _train_epoch(models, opt, split: Split, plan: Plan, epoch: int, last_good: int) -> tuple[float, float, int]:
+def _train_epoch(models, learned: LearnedParameters, opt, split: Split, plan: Plan, epoch: int,
+                 last_good: int) -> tuple[float, float, int]:
     """One pass over the epoch's batches; returns (mean loss, mean gradient norm, number of steps)."""
     from tqdm.auto import tqdm
 
@@ -196,8 +199,8 @@ def _train_epoch(models, opt, split: Split, plan: Plan, epoch: int, last_good: i
     bar = tqdm(range(steps), desc=f"epoch {epoch + 1}", leave=False, disable=not s.progress or rank)
     for step in bar:
         try:
-            loss, flags[step], norm = _step(models, opt, split, local[step], batches[step], positives[step],
-                                            objective, amp, s.grad_clip)
+            loss, flags[step], norm = _step(models, learned, opt, split, local[step], batches[step],
+                                            positives[step], objective, amp, s.grad_clip)
         except FloatingPointError as err:  # a custom loss's own check
             raise _diverged(plan, epoch, step, f"the loss is not finite ({err})", last_good) from None
         total += loss
@@ -215,7 +218,7 @@ def _train_epoch(models, opt, split: Split, plan: Plan, epoch: int, last_good: i
 # --------------------------------------------------------------------------- checkpoints
 
 
-def _state(models, opt, epoch: int, history: list, plan: Plan) -> dict:
+def _state(models, learned: LearnedParameters, opt, epoch: int, history: list, plan: Plan) -> dict:
     return {
         "format": CHECKPOINT_FORMAT,
         "epoch": epoch,
@@ -224,10 +227,11 @@ def _state(models, opt, epoch: int, history: list, plan: Plan) -> dict:
         "img_head": models[0].state_dict(),
         "txt_head": models[1].state_dict(),
         "optimizer": opt.state_dict(),
+        "objective": learned.state_dict(),
     }
 
 
-def _restore(models, opt, plan: Plan) -> tuple[int, list]:
+def _restore(models, learned: LearnedParameters, opt, plan: Plan) -> tuple[int, list]:
     """Load the run's checkpoint if there is one (and resume is on): (epochs done, history)."""
     s = plan.settings
     if s.checkpoint_dir is None or not s.resume:
@@ -245,15 +249,26 @@ def _restore(models, opt, plan: Plan) -> tuple[int, list]:
         )
     if state["epoch"] > s.epochs:
         raise ValueError(f"epochs is {s.epochs} but the checkpoint in {s.checkpoint_dir} has {state['epoch']} epochs")
+    missing = sorted(set(learned.state_dict()) - set(state.get("objective", {})))
+    if missing:
+        raise ValueError(f"the checkpoint in {s.checkpoint_dir} lacks the learned parameters of "
+                         f"{plan.objective.name!r} ({', '.join(m.rsplit('.', 1)[-1] for m in missing)}): it was not "
+                         "written by this run; use another checkpoint_dir, or start over with resume=False (--no-resume)")
     models[0].load_state_dict(state["img_head"])
     models[1].load_state_dict(state["txt_head"])
+    learned.load_state_dict(state.get("objective", {}))
     opt.load_state_dict(state["optimizer"])
     return state["epoch"], json.loads(state["history"])
 
 
-def _check_params(models, plan: Plan, epoch: int, last_good: int) -> None:
+def _params(models, learned: LearnedParameters) -> list[nn.Parameter]:
+    """Everything the optimiser trains: the two models' parameters and the objective's own."""
+    return [p for m in (*models, learned) for p in m.parameters()]
+
+
+def _check_params(models, learned: LearnedParameters, plan: Plan, epoch: int, last_good: int) -> None:
     """After an epoch: parameters still finite (the last step may have broken them); one synchronisation."""
-    params = [p for m in models for p in m.parameters()]
+    params = _params(models, learned)
     if params and not bool(torch.stack([torch.isfinite(p).all() for p in params]).all()):
         raise _diverged(plan, epoch, -1, "a parameter became NaN or inf", last_good)
 
@@ -266,8 +281,10 @@ def _lr(plan: Plan, epoch: int) -> float:
     return s.lr * (0.1 if epoch >= s.lr_decay_epoch else 1.0)
 
 
-def _record(models, split, val, plan, probe, epoch, loss, grad_norm, steps, t_train, t0) -> dict:
+def _record(models, learned, split, val, plan, probe, epoch, loss, grad_norm, steps, t_train, t0) -> dict:
     rec: dict = {"epoch": epoch + 1, "loss": loss, "grad_norm": grad_norm, "lr": _lr(plan, epoch), "steps": steps}
+    if learned.bounds:  # the objective's own parameters at the end of the epoch (a learned temperature's path)
+        rec["learned"] = learned.readout()
     if val is not None:
         rec.update(evaluate(*models, val.img, val.txt, val.caption_to_image))
     if probe is not None:
@@ -285,8 +302,8 @@ def _run_callbacks(plan: Plan, record: dict, result: FitResult) -> None:
         cb(record, result)
 
 
-def _optimizer(models, lr: float) -> torch.optim.Adam:
-    return torch.optim.Adam([p for m in models for p in m.parameters()], lr=lr)
+def _optimizer(models, learned: LearnedParameters, lr: float) -> torch.optim.Adam:
+    return torch.optim.Adam(_params(models, learned), lr=lr)
 
 
 def train_models(models: tuple[nn.Module, nn.Module], split: Split, val: Split | None, plan: Plan) -> FitResult:
@@ -300,9 +317,10 @@ def train_models(models: tuple[nn.Module, nn.Module], split: Split, val: Split |
 
     rank, _ = D.rank_and_world()
     s = plan.settings
-    opt = _optimizer(models, s.lr)
-    start, history = _restore(models, opt, plan)
-    D.broadcast_modules(list(models))
+    learned = plan.objective.parameters_module().to(split.txt.device)
+    opt = _optimizer(models, learned, s.lr)
+    start, history = _restore(models, learned, opt, plan)
+    D.broadcast_modules([*models, learned])
     probe = None
     if s.probe_batch > 0:
         probe = probe_indices(split.caption_to_image, split.n_images, s.probe_batch, s.seed)
@@ -312,21 +330,21 @@ def train_models(models: tuple[nn.Module, nn.Module], split: Split, val: Split |
     for epoch in bar:
         t0 = time.perf_counter()
         if epoch in plan.objective.switches() and s.optimizer_at_switch == "fresh":
-            opt = _optimizer(models, s.lr)  # the new loss must not inherit the old one's moments
+            opt = _optimizer(models, learned, s.lr)  # the new loss must not inherit the old one's moments
         for group in opt.param_groups:
             group["lr"] = _lr(plan, epoch)
-        loss, grad_norm, steps = _train_epoch(models, opt, split, plan, epoch, last_good=epoch)
-        _check_params(models, plan, epoch, last_good=epoch)
+        loss, grad_norm, steps = _train_epoch(models, learned, opt, split, plan, epoch, last_good=epoch)
+        _check_params(models, learned, plan, epoch, last_good=epoch)
         record = None
         if rank == 0:
-            record = _record(models, split, val, plan, probe, epoch, loss, grad_norm, steps,
+            record = _record(models, learned, split, val, plan, probe, epoch, loss, grad_norm, steps,
                              time.perf_counter() - t0, t0)
             history.append(record)
             try:
                 _run_callbacks(plan, record, result)  # before the save: the keys they add are checkpointed too
             finally:  # a callback that stops the run still leaves this epoch's checkpoint
                 if ckpt:
-                    save_checkpoint(ckpt, _state(models, opt, epoch + 1, history, plan))
+                    save_checkpoint(ckpt, _state(models, learned, opt, epoch + 1, history, plan))
         record = D.broadcast_object(record)
         if rank != 0:
             history.append(record)

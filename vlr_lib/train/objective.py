@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from .. import registry
 
@@ -58,11 +58,36 @@ class Objective:
         """The epochs (0-based) at which a loss schedule changes its loss; () for one loss."""
         return tuple(start for start, _ in self.phases[1:])
 
-    def __call__(self, S: Tensor, pos_mask: Tensor | None = None) -> Tensor:
+    def learned(self) -> dict[str, tuple[float, float | None, float | None]]:
+        """The parameters this objective owns and trains with the models (its registry entry's learned
+        hyperparameters: a temperature, a bias): name -> (initial value, lowest, highest). The initial value is the
+        run's loss keyword when given, else the entry's; a schedule owns those of both phases."""
+        if self.phases:
+            return {k: v for _, phase in self.phases for k, v in phase.learned().items()}
+        if self.fn is None or self.name.startswith("custom:"):
+            return {}
+        out = {}
+        for k, h in registry.entry(self.name).learned().items():
+            init = float(self.kwargs.get(k, h.init))
+            if not (h.low is None or h.low <= init) or not (h.high is None or init <= h.high):
+                raise ValueError(f"{k} must start within its clamp [{h.low}, {h.high}], got {init}")
+            out[k] = (init, h.low, h.high)
+        return out
+
+    def parameters_module(self) -> "LearnedParameters":
+        """A module holding :meth:`learned` as trainable parameters at their initial values (empty for most losses):
+        the engine optimises it with the models, clamps it after every step, checkpoints and reports it."""
+        return LearnedParameters(self.learned())
+
+    def __call__(self, S: Tensor, pos_mask: Tensor | None = None, learned: Mapping[str, Tensor] | None = None) -> Tensor:
+        """The loss of one batch. `learned`: the current values of the objective's own parameters
+        (``LearnedParameters.as_kwargs()``); without it they take their initial values (a check, a figure)."""
         if self.phases:
             raise TypeError(f"{self.name} is a loss schedule: its loss depends on the epoch; "
                             "call objective.at_epoch(epoch)(S, pos_mask)")
         kw = {**self.fixed, **self.kwargs}
+        for name, (init, _, _) in self.learned().items():
+            kw[name] = learned[name] if learned is not None else torch.tensor(init, dtype=S.dtype, device=S.device)
         if self.both_directions:
             t_mask = None if pos_mask is None else pos_mask.T
             return self.fn(S, pos_mask=pos_mask, **kw) + self.fn(S.T, pos_mask=t_mask, **kw)
@@ -92,6 +117,37 @@ class Objective:
         """A short label: "unified(gamma=60, margin=0.2)"."""
         args = ", ".join(f"{k}={v}" for k, v in sorted(self.kwargs.items()))
         return f"{self.name}({args})" if args else self.name
+
+
+class LearnedParameters(nn.Module):
+    """The parameters an objective owns (open_clip's learned ``logit_scale``, SigLIP's bias), trained with the models.
+
+    Each is a 0-dim parameter at its initial value, clamped into its [lowest, highest] after every optimiser step as
+    open_clip clamps ``logit_scale`` (``clamp_``); ``readout`` gives their values for the epoch's history.
+    """
+
+    def __init__(self, specs: Mapping[str, tuple[float, float | None, float | None]]) -> None:
+        super().__init__()
+        self.bounds = {name: (low, high) for name, (_, low, high) in specs.items()}
+        self.values = nn.ParameterDict({name: nn.Parameter(torch.tensor(float(init))) for name, (init, _, _)
+                                        in specs.items()})
+
+    def as_kwargs(self) -> dict[str, Tensor]:
+        return dict(self.values.items())
+
+    @torch.no_grad()
+    def clamp_(self) -> None:
+        for name, p in self.values.items():
+            low, high = self.bounds[name]
+            if low is not None or high is not None:
+                p.clamp_(low, high)
+
+    def readout(self) -> dict[str, float]:
+        """{name: value} (one host synchronisation for all of them; empty when the objective owns none)."""
+        if not self.bounds:
+            return {}
+        values = torch.stack([p.detach().float() for p in self.values.values()]).cpu().tolist()
+        return dict(zip(self.values.keys(), values))
 
 
 def _warmup(name: str, kwargs: dict) -> Objective:
