@@ -13,10 +13,10 @@ from vlr_lib.train import engine
 _real_epoch = engine._train_epoch
 
 
-def _dying_epoch(models, opt, split, plan, epoch, last_good):
+def _dying_epoch(models, learned, opt, split, plan, epoch, last_good):
     if epoch == 1 and os.environ.get("RANK") == "1":
         os._exit(3)  # a crash: no exception, no cleanup, the peer just disappears
-    return _real_epoch(models, opt, split, plan, epoch, last_good)
+    return _real_epoch(models, learned, opt, split, plan, epoch, last_good)
 
 
 engine._train_epoch = _dying_epoch
