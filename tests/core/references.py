@@ -148,3 +148,31 @@ def smooth_ap(S, tau, pos):
             ap = ap + above_pos / above_all
         total = total + (1.0 - ap / len(positives))
     return total / S.shape[0]
+
+
+def clip_learned(S, logit_scale, pos):
+    """Radford et al. (CLIP) Fig. 3: logits = S * exp(t), cross-entropy over each row and each column.
+
+    Summed over positive pairs and both directions (the library's "sum"; CLIP's (loss_i + loss_t) / 2
+    is this divided by 2N). `logit_scale` is a 0-D tensor, so autograd gives d/dt too."""
+    scale = torch.exp(logit_scale)
+    total = S.new_zeros(())
+    for i, j in _pairs(pos):
+        for negs in (_row_negs(S, pos, i), _col_negs(S, pos, j)):
+            denom = torch.exp(scale * S[i, j])
+            for s in negs:
+                denom = denom + torch.exp(scale * s)
+            total = total - torch.log(torch.exp(scale * S[i, j]) / denom)
+    return total
+
+
+def siglip(S, logit_scale, logit_bias, pos):
+    """Zhai et al. eq. 1 / Algorithm 1: t = exp(t'), z_ij = +1 on positives and -1 elsewhere,
+    -(1 / n) sum_ij log sigmoid(z_ij (t s_ij + b)), n the number of images; a pair at a time."""
+    t = torch.exp(logit_scale)
+    total = S.new_zeros(())
+    for i in range(S.shape[0]):
+        for j in range(S.shape[1]):
+            z = 1.0 if pos[i][j] else -1.0
+            total = total - torch.log(1.0 / (1.0 + torch.exp(-z * (t * S[i, j] + logit_bias))))
+    return total / S.shape[0]
