@@ -73,7 +73,14 @@ def closed_form_losses() -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
         "cross_example_topk10%": lambda S: L.cross_example_softmax(S, topk=0.1),
         "sampled_softmax_topk50%": lambda S: L.sampled_softmax(S, topk=0.5),
         "smooth_ap": lambda S: L.smooth_ap(S),
+        # Learned scalars as the trainer holds them (0-D tensors that receive a gradient).
+        "clip_learned": lambda S: L.clip_learned(S, _learned(L.CLIP_LOGIT_SCALE_INIT)),
+        "siglip": lambda S: L.siglip(S, _learned(L.SIGLIP_LOGIT_SCALE_INIT), _learned(L.SIGLIP_LOGIT_BIAS_INIT)),
     }
+
+
+def _learned(value: float) -> torch.Tensor:
+    return torch.tensor(value, requires_grad=True)
 
 
 def pml_equivalents() -> dict[str, tuple[Callable[[torch.Tensor, torch.Tensor], torch.Tensor], int]]:

@@ -136,6 +136,33 @@ def check_nonnegative(name: str, value: float) -> float:
     return float(value)
 
 
+def check_scalar(name: str, value: object, like: Tensor, low: float | None = None,
+                 high: float | None = None) -> Tensor:
+    """A finite number or 0-D floating-point tensor (a learned temperature or bias), within [low, high] where
+    given, as a 0-D tensor of `like`'s dtype and device. A tensor stays in the graph: gradients reach it.
+
+    A tensor's range is checked in its own dtype, before the cast: a float32 parameter that ``clamp_`` left at
+    the bound passes. Inside :func:`validated` a tensor's value is not read (no wait for the device).
+    """
+    if isinstance(value, Tensor):
+        check_tensor(name, value, ndim=0)
+        if values_checked() and not _within(value, low, high):
+            raise ValueError(f"{name} must lie in {_interval(low, high)}, got {float(value.detach()):g}")
+        return value.to(dtype=like.dtype, device=like.device)
+    v = check_finite(name, value)
+    if not _within(v, low, high):
+        raise ValueError(f"{name} must lie in {_interval(low, high)}, got {v:g}")
+    return torch.tensor(v, dtype=like.dtype, device=like.device)
+
+
+def _within(value: float | Tensor, low: float | None, high: float | None) -> bool:
+    return (low is None or bool(value >= low)) and (high is None or bool(value <= high))
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    return f"[{'-inf' if low is None else f'{low:g}'}, {'inf' if high is None else f'{high:g}'}]"
+
+
 def check_choice(name: str, value: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise ValueError(f"{name} must be one of {choices}, got {value!r}")

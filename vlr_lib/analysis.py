@@ -8,7 +8,8 @@ Analyses from the source papers, all functions of the S contract
 - the weight each negative gets: :func:`softmax_weights` (NT-Xent, Bleeker & de Rijke
   eq. 11) with :func:`effective_number`, :func:`unified_weights` and the one-negative
   curves :func:`unified_one_negative_loss` / :func:`unified_one_negative_weight`
-  (Li et al. eqs. 13-16), :func:`partition_weights` (Veit & Wilber eqs. 2-6);
+  (Li et al. eqs. 13-16), :func:`partition_weights` (Veit & Wilber eqs. 2-6), :func:`siglip_weights`
+  (Zhai et al. eq. 1: each pair's weight depends on its own similarity alone);
 - :func:`unified_limit` -- how fast the unified loss tends to Triplet-SH as gamma grows (Li et al. eq. 6);
 
 - :func:`cocos` -- *counting contributing samples* (Bleeker & de Rijke, sec. 4,
@@ -32,7 +33,15 @@ import torch
 from torch import Tensor
 
 from . import losses
-from ._checks import check_choice, check_int, check_nonnegative, check_positive, check_similarity, check_tensor
+from ._checks import (
+    check_choice,
+    check_int,
+    check_nonnegative,
+    check_positive,
+    check_scalar,
+    check_similarity,
+    check_tensor,
+)
 from .similarity import DIRECTIONS, hardest_negatives, l2_normalize
 
 __all__ = [
@@ -45,6 +54,7 @@ __all__ = [
     "UnifiedLimit",
     "unified_limit",
     "partition_weights",
+    "siglip_weights",
     "COCOS_LOSSES",
     "CocosSettings",
     "cocos",
@@ -251,6 +261,37 @@ def partition_weights(
     weights = loss_gradient(S.double(), lambda X: fn(X, lam, topk=topk, reduction="none")[q]) / lam
     weights[q, q] += 1.0  # the positive: 1 - (1 - p+) = p+
     return weights
+
+
+def siglip_weights(
+    S: Tensor,
+    logit_scale: float | Tensor = losses.SIGLIP_LOGIT_SCALE_INIT,
+    logit_bias: float | Tensor = losses.SIGLIP_LOGIT_BIAS_INIT,
+    pos_mask: Tensor | None = None,
+) -> Tensor:
+    r"""Weight of every pair in the SigLIP gradient, :math:`w_{ij} = \sigma(t s_{ij} + b) - [z_{ij} = 1]` (Zhai eq. 1).
+
+    Differentiating :func:`vlr_lib.losses.siglip`'s term :math:`-\log\sigma(z_{ij}\,l_{ij})`, with
+    :math:`l_{ij} = t s_{ij} + b`, :math:`t = e^{t'}`: :math:`rac{d}{dl}[-\log\sigma(zl)] = -z\,\sigma(-zl)`,
+    which is :math:`\sigma(l)` for z = -1 and :math:`\sigma(l) - 1` for z = +1; the chain rule adds t and the
+    loss's 1/N, so :math:`\partial L/\partial s_{ij} = rac{t}{N} w_{ij}` for ``siglip(..., "mean")`` (N rows).
+    A negative gets :math:`\sigma(l_{ij}) \in (0, 1)` -- the probability the model gives to "match", pushing it
+    down -- and a positive :math:`\sigma(l_{ij}) - 1 \in (-1, 0)`, pulling it up. Each weight depends on its own
+    similarity alone: moving another negative changes none of the others, unlike :func:`softmax_weights`, where
+    every negative of a query shares one normaliser Z(q). Same arguments and defaults as ``losses.siglip``.
+
+    Derived in notebooks/13_practice_losses.py.
+    """
+    S, pos = check_similarity(S, pos_mask)
+    t = check_scalar("logit_scale", logit_scale, S, losses.LOGIT_SCALE_MIN, losses.LOGIT_SCALE_MAX).detach().exp()
+    b = check_scalar("logit_bias", logit_bias, S).detach()
+    logits = S.detach() * t + b
+    # sigma(l) - 1 written as -sigma(-l): no cancellation when sigma(l) is near 1
+    if pos.diagonal:
+        w = torch.sigmoid(logits)
+        w.diagonal().copy_(-torch.sigmoid(-logits.diagonal()))
+        return w
+    return torch.where(pos.neg, torch.sigmoid(logits), -torch.sigmoid(-logits))
 
 
 # --------------------------------------------------------------------------- COCOS

@@ -10,7 +10,10 @@ masks false negatives (a repeated image is never its own negative).
 
 Reductions: "sum" adds every anchor term, "mean" divides that sum by the number
 of positive pairs (N on the diagonal), "none" returns one value per positive
-pair (both directions added) in the order of ``pos_mask.nonzero()``.
+pair (both directions added) in the order of ``pos_mask.nonzero()``. The two
+per-query losses differ, as their papers do: smooth_ap has one value per query row,
+siglip one per image (row), and its "mean" is the paper's division by the number of
+images.
 
 All losses are vectorised over the batch: O(N^2) time and memory, no Python loop
 over examples.
@@ -29,6 +32,7 @@ from ._checks import (
     check_nonnegative,
     check_positive,
     check_reduction,
+    check_scalar,
     check_similarity,
     check_tensor,
     reduce,
@@ -46,6 +50,14 @@ __all__ = [
     "cross_example_softmax",
     "smooth_ap",
     "smooth_step",
+    "clip_learned",
+    "siglip",
+    "clamp_logit_scale_",
+    "LOGIT_SCALE_MIN",
+    "LOGIT_SCALE_MAX",
+    "CLIP_LOGIT_SCALE_INIT",
+    "SIGLIP_LOGIT_SCALE_INIT",
+    "SIGLIP_LOGIT_BIAS_INIT",
     "REGISTERED",
 ]
 
@@ -94,7 +106,9 @@ def _finite(loss: Tensor, name: str, param: str, value: object, too: str) -> Ten
     scaled the scores out of the dtype's range: the error names it and which way to move it. (Inside
     ``_checks.validated`` the caller -- the trainer -- watches for non-finite losses itself.)"""
     if values_checked() and not bool(torch.isfinite(loss).all()):
-        shown = f"{value:g}" if isinstance(value, float) else "the given values"
+        if isinstance(value, Tensor) and value.dim() == 0:  # a learned scalar (clip_learned, siglip)
+            value = float(value.detach())
+        shown = f"{value:g}" if isinstance(value, (int, float)) else "the given values"
         way = "larger" if too == "small" else "smaller"
         also = "" if loss.dtype == torch.float64 else " or compute in float64"
         raise FloatingPointError(f"{name} overflowed {loss.dtype}: {param}={shown} is too {too} for these scores; "
@@ -142,10 +156,16 @@ def _exp_stats(X: Tensor, dim: int) -> tuple[Tensor, Tensor, Tensor]:
 class _DiagSoftmaxCE(torch.autograd.Function):
     """Per pair i: out_scale * (LSE_j X_ij - X_ii) over rows (+ the same over columns if `both`), with
     X = scale * S + scale * shift off the diagonal (_shifted): the cross-entropy of each query with
-    its diagonal target. dL/dX = softmax(X) - I per direction; dX/dS = scale."""
+    its diagonal target. dL/dX = softmax(X) - I per direction; dX/dS = scale.
+
+    `scale` is a number, or a 0-D tensor (a learned scale, clip_learned; no shift then) that receives
+    dL/dscale = sum_ij dL/dX_ij S_ij, one dot product of dL/dS with S over scale."""
 
     @staticmethod
     def forward(ctx, S, scale, shift, both, out_scale):  # type: ignore[override]
+        ctx.learned = isinstance(scale, Tensor)
+        if ctx.learned and (isinstance(shift, Tensor) or shift):
+            raise ValueError("a learned (tensor) scale takes no shift")
         X = _shifted(S, scale, shift, rows=True)
         E_r, sum_r, lse_r = _exp_stats(X, 1)
         per_pair = lse_r - X.diagonal()
@@ -156,26 +176,38 @@ class _DiagSoftmaxCE(torch.autograd.Function):
             E_c, sum_c, lse_c = _exp_stats(X, 0)
             per_pair = per_pair + (lse_c - X.diagonal())
             saved += [E_c, sum_c]
+        if ctx.learned:
+            saved += [S, scale]
+        else:
+            ctx.scale = scale
         ctx.save_for_backward(*saved)
-        ctx.scale, ctx.out_scale, ctx.both = scale, out_scale, both
+        ctx.out_scale, ctx.both = out_scale, both
         return per_pair * out_scale
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, g):  # type: ignore[override]
-        g = g * (ctx.scale * ctx.out_scale)
+        saved = ctx.saved_tensors
+        if ctx.learned:
+            *saved, S, scale = saved
+        else:
+            scale = ctx.scale
+        g = g * (scale * ctx.out_scale)
         if ctx.both:
-            E_r, sum_r, E_c, sum_c = ctx.saved_tensors
+            E_r, sum_r, E_c, sum_c = saved
             grad = torch.mul(E_r, (g / sum_r)[:, None]).addcmul_(E_c, (g / sum_c)[None, :])
             grad.diagonal().sub_(2 * g)
         else:
-            E_r, sum_r = ctx.saved_tensors
+            E_r, sum_r = saved
             grad = torch.mul(E_r, (g / sum_r)[:, None])
             grad.diagonal().sub_(g)
-        return grad, None, None, None, None
+        grad_scale = None
+        if ctx.learned and ctx.needs_input_grad[1]:  # grad is scale * dL/dX: dL/dscale = <dL/dX, S>
+            grad_scale = torch.dot(grad.reshape(-1), S.reshape(-1)) / scale
+        return grad, grad_scale, None, None, None
 
 
-def _diag_softmax_ce(S: Tensor, scale: float, shift: float | Tensor = 0.0, both: bool = True,
+def _diag_softmax_ce(S: Tensor, scale: float | Tensor, shift: float | Tensor = 0.0, both: bool = True,
                      out_scale: float = 1.0) -> Tensor:
     return _DiagSoftmaxCE.apply(S, scale, shift.detach() if isinstance(shift, Tensor) else shift, both, out_scale)
 
@@ -440,7 +472,7 @@ def triplet_hardest(
 # --------------------------------------------------------------------------- softmax family
 
 
-def _neg_logsumexp(S: Tensor, pos: Positives, scale: float) -> Tensor:
+def _neg_logsumexp(S: Tensor, pos: Positives, scale: float | Tensor) -> Tensor:
     """log sum_{n in N_q} exp(scale * s_qn) for the query of every positive pair, shape [P]."""
     lse = torch.logsumexp(_masked(S * scale, pos.neg, -math.inf), dim=1)
     return lse if pos.diagonal else lse[pos.rows]
@@ -465,18 +497,24 @@ def info_nce(
     S, pos = check_similarity(S, pos_mask)
     check_reduction(reduction)
     inv_t = 1.0 / check_positive("temperature", temperature)
+    per_pair = _nt_xent(S, pos, inv_t)
+    return _finite(reduce(per_pair, reduction), "info_nce", "temperature", 1.0 / inv_t, "small")
+
+
+def _nt_xent(S: Tensor, pos: Positives, scale: float | Tensor) -> Tensor:
+    """NT-Xent per positive pair, both directions, at logit scale `scale` = 1/tau: the one code path of
+    info_nce and clip_learned. `scale` is a number or a 0-D tensor (a learned scale, which receives
+    dL/dscale: the fused Function's own backward on the diagonal, autograd on the masked path)."""
     if pos.diagonal:  # the positive is the only non-negative: cross-entropy of every row and column, fused
-        per_pair = _diag_softmax_ce(S, inv_t)
-        return _finite(reduce(per_pair, reduction), "info_nce", "temperature", 1.0 / inv_t, "small")
+        return _diag_softmax_ce(S, scale)
 
     def term(S: Tensor, pos: Positives) -> Tensor:
         if pos.diagonal:  # the positive is the only non-negative: plain cross-entropy
-            return F.cross_entropy(S * inv_t, pos.rows, reduction="none")
-        logit_pos = _pos_scores(S, pos) * inv_t
-        return torch.logaddexp(logit_pos, _neg_logsumexp(S, pos, inv_t)) - logit_pos
+            return F.cross_entropy(S * scale, pos.rows, reduction="none")
+        logit_pos = _pos_scores(S, pos) * scale
+        return torch.logaddexp(logit_pos, _neg_logsumexp(S, pos, scale)) - logit_pos
 
-    per_pair = _both_directions(S, pos, term)
-    return _finite(reduce(per_pair, reduction), "info_nce", "temperature", 1.0 / inv_t, "small")
+    return _both_directions(S, pos, term)
 
 
 def unified(
@@ -712,6 +750,154 @@ def smooth_ap(S: Tensor, tau: float = 0.01, pos_mask: Tensor | None = None, redu
     return _finite(reduce(per_query, reduction), "smooth_ap", "tau", t, "small")
 
 
+# --------------------------------------------------------------------------- learned temperature and bias (practice)
+#
+# The losses as CLIP and SigLIP train them: the model holds the log of the logit scale, t' (open_clip's
+# `logit_scale` parameter), and SigLIP a bias b; the loss exponentiates t', so the gradient reaches the
+# parameter the model holds. Both take t' and b as numbers or 0-D tensors (vlr_lib._checks.check_scalar).
+
+#: The range open_clip's training loop clamps t' = log(1/tau) to after every step (open_clip_train/train.py), so that
+#: the scale e^{t'} stays in [1, 100]: CLIP's "clipped to prevent scaling the logits by more than 100" (Radford et
+#: al. sec. 2.5). clip_learned and siglip refuse a t' outside it; clamp_logit_scale_ keeps a parameter inside.
+LOGIT_SCALE_MIN = 0.0
+LOGIT_SCALE_MAX = math.log(100.0)
+#: CLIP's initial t' = log(1/0.07) (Radford et al. sec. 2.5, after Wu et al. 2018; open_clip's default).
+CLIP_LOGIT_SCALE_INIT = math.log(1 / 0.07)
+#: SigLIP's initial t' = log 10 and b = -10 (Zhai et al. sec. 3.3 and Algorithm 1; open_clip's --siglip).
+SIGLIP_LOGIT_SCALE_INIT = math.log(10.0)
+SIGLIP_LOGIT_BIAS_INIT = -10.0
+
+
+def clamp_logit_scale_(logit_scale: Tensor) -> Tensor:
+    """Clamp a learned t' = log(1/tau) into [LOGIT_SCALE_MIN, LOGIT_SCALE_MAX] = [0, log 100], in place, no autograd.
+
+    What open_clip's training loop does after every optimiser step (``logit_scale.clamp_(0, math.log(100))``),
+    so that the scale e^{t'} never exceeds 100 (Radford et al. sec. 2.5). Returns the same tensor. A
+    value it leaves is always accepted by :func:`clip_learned` and :func:`siglip` (checked in its own dtype).
+
+    Derived in notebooks/13_practice_losses.py.
+    """
+    check_tensor("logit_scale", logit_scale)
+    with torch.no_grad():
+        logit_scale.clamp_(LOGIT_SCALE_MIN, LOGIT_SCALE_MAX)
+    return logit_scale
+
+
+def _log_scale(logit_scale: float | Tensor, S: Tensor) -> Tensor:
+    """t' checked (finite, within the clamp) as a 0-D tensor of S's dtype, in the graph if it is a tensor."""
+    return check_scalar("logit_scale", logit_scale, S, LOGIT_SCALE_MIN, LOGIT_SCALE_MAX)
+
+
+def clip_learned(
+    S: Tensor,
+    logit_scale: float | Tensor = CLIP_LOGIT_SCALE_INIT,
+    reduction: str = "mean",
+    pos_mask: Tensor | None = None,
+) -> Tensor:
+    r"""NT-Xent with a learned temperature, as CLIP trains it (Radford et al. sec. 2.5, Fig. 3; open_clip's ClipLoss).
+
+    The model holds :math:`t' = \log(1/\tau)` (`logit_scale`) and the loss is :func:`info_nce` at the
+    scale :math:`e^{t'}`: for each positive pair (i, j),
+    :math:`\ell^{i\to t} = -\log \frac{e^{e^{t'} s_{ij}}}{e^{e^{t'} s_{ij}} + \sum_{n \in N_i} e^{e^{t'} s_{in}}}`
+    and :math:`\ell^{t\to i}` the same over column j. It runs info_nce's own code path (`_nt_xent`), so
+    ``clip_learned(S, log(1/tau)) == info_nce(S, tau)`` for every reduction and mask. A `logit_scale`
+    tensor that requires grad receives :math:`\partial L/\partial t' = \sum_{ij} s_{ij}\,\partial L/\partial s_{ij}`
+    (L depends on S only through :math:`e^{t'} S`).
+
+    `logit_scale`: a number or a 0-D tensor, default ``CLIP_LOGIT_SCALE_INIT`` = log(1/0.07), CLIP's
+    initialisation. It must lie in [``LOGIT_SCALE_MIN``, ``LOGIT_SCALE_MAX``] = [0, log 100], the range
+    :func:`clamp_logit_scale_` keeps it in after each step (a value outside is an error, never clamped here).
+
+    Readings:
+
+    - Reduction, as info_nce: "sum" adds both directions over the positive pairs, "mean" divides that by
+      their number P (N on the diagonal), "none" gives the P values. open_clip's ClipLoss is the *average*
+      of the two directions' mean cross-entropies, so with S = img @ txt.T of unit-norm features
+      ``clip_learned(S, t, "mean") == 2 * ClipLoss()(img, txt, logit_scale=exp(t))``, value and gradients
+      (to t' as well). Halve it to train exactly as open_clip (Adam is insensitive to the factor but for
+      its epsilon; plain SGD is not).
+    - open_clip's loss takes the scale already exponentiated (the model passes ``logit_scale.exp()``); this
+      function takes t' and exponentiates it, so the gradient reaches the parameter the model holds.
+    - With a `pos_mask`, other positives of a query leave its denominator, as in info_nce.
+
+    Derived in notebooks/13_practice_losses.py.
+    """
+    S, pos = check_similarity(S, pos_mask)
+    check_reduction(reduction)
+    per_pair = _nt_xent(S, pos, _log_scale(logit_scale, S).exp())
+    return _finite(reduce(per_pair, reduction), "clip_learned", "logit_scale", logit_scale, "large")
+
+
+def _signed_logits(S: Tensor, pos: Positives, t: Tensor, b: Tensor) -> Tensor:
+    """z_ij (t s_ij + b): each logit with the sign of its label, z = +1 at positives, -1 elsewhere."""
+    logits = S * t + b
+    if pos.diagonal:  # no N x N mask: negate every entry, then the diagonal back
+        signed = logits.neg()
+        signed.diagonal().neg_()
+        return signed
+    return torch.where(pos.neg, -logits, logits)
+
+
+def siglip(
+    S: Tensor,
+    logit_scale: float | Tensor = SIGLIP_LOGIT_SCALE_INIT,
+    logit_bias: float | Tensor = SIGLIP_LOGIT_BIAS_INIT,
+    reduction: str = "mean",
+    pos_mask: Tensor | None = None,
+) -> Tensor:
+    r"""SigLIP's pairwise sigmoid loss (Zhai et al., "Sigmoid Loss for Language Image Pre-Training", ICCV 2023,
+    eq. 1 and Algorithm 1; open_clip's SigLipLoss).
+
+    Every entry of S is its own binary classification, match or not:
+    :math:`L = -\frac{1}{N}\sum_{i}\sum_{j} \log \sigma\big(z_{ij}\,(t\,s_{ij} + b)\big)`, :math:`t = e^{t'}`,
+    with :math:`z_{ij} = +1` at the positives (the diagonal, or `pos_mask`), :math:`-1` elsewhere, and N the
+    number of images (rows of S). There is no softmax: a pair's term, and its gradient
+    :math:`\partial L/\partial s_{ij} = \frac{t}{N}\big(\sigma(t s_{ij} + b) - [z_{ij} = 1]\big)`, depend on
+    its own similarity alone (:func:`vlr_lib.analysis.siglip_weights`).
+
+    `logit_scale` t' (the log of the scale t; default ``SIGLIP_LOGIT_SCALE_INIT`` = log 10, the paper's
+    initialisation) lies in [0, log 100] as in :func:`clip_learned`; `logit_bias` b is any finite number
+    (default ``SIGLIP_LOGIT_BIAS_INIT`` = -10, the paper's: it starts every pair near
+    :math:`\sigma(-10) \approx 0`, the prior of a batch with N - 1 negatives per positive). Each is a number
+    or a 0-D tensor; gradients reach tensors. Computed as :math:`-\log\sigma(\cdot)` by ``logsigmoid``: no
+    exponential overflows for any finite logit, and the loss is finite at the clamp t = 100 in float32.
+
+    Readings:
+
+    - The bias enters as in Algorithm 1 and open_clip, logits = t s + b (with b = -10 every pair starts
+      near "no match", the reason the paper gives for that initialisation); eq. 1's exponent is read with
+      that sign.
+    - Normalisation: the sum over all pairs divided by N, the number of images (Algorithm 1's n, open_clip's
+      ``image_features.shape[0]``), not by N^2 or by the positives. "none" gives one value per image (its
+      row's sum over every caption), "mean" their mean, "sum" their sum; so
+      ``siglip(S, t, b, "mean") == SigLipLoss()(img, txt, exp(t), b)`` with S = img @ txt.T of unit-norm
+      features, value and gradients (to t' and b as well). With several captions per image (a
+      rectangular S and `pos_mask`) N is still the number of images.
+    - The two directions are the same N^2 binary terms, so the sum is taken once (there is no image -> text
+      and text -> image pair of terms to add, unlike :func:`clip_learned`).
+    - A `pos_mask` makes every marked pair a positive (a repeated image is never its own negative). As for
+      every loss of the S contract, each row and column needs a positive and a negative, although the
+      sigmoid loss itself would not.
+
+    Derived in notebooks/13_practice_losses.py.
+    """
+    S, pos = check_similarity(S, pos_mask)
+    check_reduction(reduction)
+    t = _log_scale(logit_scale, S).exp()
+    b = check_scalar("logit_bias", logit_bias, S)
+    per_image = F.logsigmoid(_signed_logits(S, pos, t, b)).sum(dim=1).neg()
+    return _siglip_finite(reduce(per_image, reduction), S, t, b, logit_scale, logit_bias)
+
+
+def _siglip_finite(loss: Tensor, S: Tensor, t: Tensor, b: Tensor, logit_scale: object, logit_bias: object) -> Tensor:
+    """_finite naming the parameter that overflowed: the bias when |b| outweighs t max|s_ij| (t <= 100, so with
+    cosine similarities it is always the bias), else the scale (S outside the cosine range)."""
+    if not values_checked() or bool(torch.isfinite(loss).all()):
+        return loss
+    if float(b.detach().abs()) >= float(t.detach()) * float(S.detach().abs().max()):
+        return _finite(loss, "siglip", "logit_bias", logit_bias, "large in magnitude")
+    return _finite(loss, "siglip", "logit_scale", logit_scale, "large")
+
 # --------------------------------------------------------------------------- the registry's entries
 
 _MARGIN = Hyper(low=0.0, high=1.0)
@@ -741,4 +927,12 @@ REGISTERED: tuple[LossEntry, ...] = (
               {"scale": _SCALE, "topk": _TOPK, "reduction": REDUCTION}, row_wise=True),
     LossEntry("smooth_ap", smooth_ap, "SmoothAP", ("SmoothAP (Brown et al.; Bleeker & de Rijke)",),
               {"tau": Hyper(low=1e-4, high=1.0), "reduction": REDUCTION}, cocos="smooth_ap", row_wise=True),
+    LossEntry("clip_learned", clip_learned, "NT-Xent, learned τ",
+              ("CLIP loss with a learned temperature (Radford et al.)", "open_clip's ClipLoss with logit_scale"),
+              {"logit_scale": Hyper(low=LOGIT_SCALE_MIN, high=LOGIT_SCALE_MAX, learned=True,
+                                    init=CLIP_LOGIT_SCALE_INIT), "reduction": REDUCTION}),
+    LossEntry("siglip", siglip, "SigLIP", ("Sigmoid loss (Zhai et al., SigLIP)", "open_clip's SigLipLoss"),
+              {"logit_scale": Hyper(low=LOGIT_SCALE_MIN, high=LOGIT_SCALE_MAX, learned=True,
+                                    init=SIGLIP_LOGIT_SCALE_INIT),
+               "logit_bias": Hyper(learned=True, init=SIGLIP_LOGIT_BIAS_INIT), "reduction": REDUCTION}),
 )

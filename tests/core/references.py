@@ -6,6 +6,8 @@ autograd gives the reference gradients too. They share no code with vlr_lib.loss
 """
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -152,6 +154,34 @@ def smooth_ap(S, tau, pos):
     return total / S.shape[0]
 
 
+def clip_learned(S, logit_scale, pos):
+    """Radford et al. (CLIP) Fig. 3: logits = S * exp(t), cross-entropy over each row and each column.
+
+    Summed over positive pairs and both directions (the library's "sum"; CLIP's (loss_i + loss_t) / 2
+    is this divided by 2N). `logit_scale` is a 0-D tensor, so autograd gives d/dt too."""
+    scale = torch.exp(logit_scale)
+    total = S.new_zeros(())
+    for i, j in _pairs(pos):
+        for negs in (_row_negs(S, pos, i), _col_negs(S, pos, j)):
+            denom = torch.exp(scale * S[i, j])
+            for s in negs:
+                denom = denom + torch.exp(scale * s)
+            total = total - torch.log(torch.exp(scale * S[i, j]) / denom)
+    return total
+
+
+def siglip(S, logit_scale, logit_bias, pos):
+    """Zhai et al. eq. 1 / Algorithm 1: t = exp(t'), z_ij = +1 on positives and -1 elsewhere,
+    -(1 / n) sum_ij log sigmoid(z_ij (t s_ij + b)), n the number of images; a pair at a time."""
+    t = torch.exp(logit_scale)
+    total = S.new_zeros(())
+    for i in range(S.shape[0]):
+        for j in range(S.shape[1]):
+            z = 1.0 if pos[i][j] else -1.0
+            total = total - torch.log(1.0 / (1.0 + torch.exp(-z * (t * S[i, j] + logit_bias))))
+    return total / S.shape[0]
+
+
 # The reference checks of every registered loss (tests/core/test_losses.py runs them; tests/core/test_registry.py fails
 # for a registered loss without one). Each case "<loss>" or "<loss>_<variant>": (the library's call, this file's).
 CASES = {
@@ -192,4 +222,21 @@ CASES = {
     ),
     "smooth_ap": (lambda S, pm: L.smooth_ap(S, 0.01, pos_mask=pm), lambda S, p: smooth_ap(S, 0.01, p)),
     "smooth_ap_soft": (lambda S, pm: L.smooth_ap(S, 0.3, pos_mask=pm), lambda S, p: smooth_ap(S, 0.3, p)),
+    # the learned scalars as numbers here; as tensors with their own gradients in test_losses' test_learned_scalars_*
+    "clip_learned": (
+        lambda S, pm: L.clip_learned(S, L.CLIP_LOGIT_SCALE_INIT, "sum", pos_mask=pm),
+        lambda S, p: clip_learned(S, _scalar(L.CLIP_LOGIT_SCALE_INIT), p),
+    ),
+    "siglip": (
+        lambda S, pm: L.siglip(S, L.SIGLIP_LOGIT_SCALE_INIT, L.SIGLIP_LOGIT_BIAS_INIT, "mean", pos_mask=pm),
+        lambda S, p: siglip(S, _scalar(L.SIGLIP_LOGIT_SCALE_INIT), _scalar(L.SIGLIP_LOGIT_BIAS_INIT), p),
+    ),
+    "siglip_balanced": (  # t = 5, b = 0: positives and negatives both in the sigmoid's bend
+        lambda S, pm: L.siglip(S, math.log(5.0), 0.0, "mean", pos_mask=pm),
+        lambda S, p: siglip(S, _scalar(math.log(5.0)), _scalar(0.0), p),
+    ),
 }
+
+
+def _scalar(x: float) -> Tensor:
+    return torch.tensor(x, dtype=torch.float64)

@@ -707,6 +707,56 @@ def test_softmax_weights_with_five_captions_per_image():
                                slow_softmax_weights(S.T, 0.2, lists(mask.T)))
 
 
+def slow_siglip_weights(S: torch.Tensor, t: float, b: float, pos: list[list[bool]]) -> torch.Tensor:
+    """d/dl of -log sigmoid(z l) at l = t s + b, written out with math.exp: 1/(1 + e^{-l}) - [z = +1]."""
+    out = torch.zeros(S.shape, dtype=torch.float64)
+    for i in range(S.shape[0]):
+        for j in range(S.shape[1]):
+            out[i, j] = 1 / (1 + math.exp(-(t * float(S[i, j]) + b))) - (1.0 if pos[i][j] else 0.0)
+    return out
+
+
+@pytest.mark.parametrize("mask", [None, "repeated", "five"])
+@pytest.mark.parametrize("logit_scale, logit_bias", [(math.log(10), -10.0), (math.log(5), 0.0), (math.log(100), -5.0)])
+def test_siglip_weights_are_autograd_of_the_loss(logit_scale, logit_bias, mask):
+    """(t/N) siglip_weights = dL/dS of losses.siglip(..., "mean"), and both equal the hand-derived loop."""
+    S = spread_S(3, 15, seed=8) if mask == "five" else spread_S(6, seed=8)
+    pm = {None: None, "repeated": repeated_image_mask(), "five": five_caption_mask()}[mask]
+    W = A.siglip_weights(S, logit_scale, logit_bias, pos_mask=pm)
+    grad = A.loss_gradient(S, lambda X: L.siglip(X, logit_scale, logit_bias, "mean", pos_mask=pm))
+    torch.testing.assert_close(grad, math.exp(logit_scale) / S.shape[0] * W, rtol=1e-12, atol=1e-14)
+    pos = torch.eye(6, dtype=torch.bool) if pm is None else pm
+    torch.testing.assert_close(W, slow_siglip_weights(S, math.exp(logit_scale), logit_bias, pos.tolist()),
+                               rtol=1e-12, atol=1e-14)
+    # a negative is pushed down with a weight in [0, 1], a positive pulled up with one in [-1, 0]
+    assert bool(((W[~pos] >= 0) & (W[~pos] <= 1)).all()) and bool(((W[pos] >= -1) & (W[pos] <= 0)).all())
+
+
+def test_siglip_weight_of_a_negative_ignores_the_other_negatives():
+    """Moving negative (0, 3) leaves the SigLIP weight of negative (0, 2) as it was; NT-Xent's changes (one Z(q))."""
+    S = spread_S(6, seed=9)
+    moved = S.clone()
+    moved[0, 3] = S[0, 0]  # as close as the positive: a hard negative now
+    sig, sig_moved = A.siglip_weights(S), A.siglip_weights(moved)
+    others = torch.ones(6, 6, dtype=torch.bool)
+    others[0, 3] = False
+    assert float(sig[0, 2]) == float(sig_moved[0, 2])
+    assert torch.equal(sig[others], sig_moved[others])  # no other weight moves, bit for bit
+    assert float(sig[0, 3]) != float(sig_moved[0, 3])  # its own does
+    soft, soft_moved = A.softmax_weights(S, 0.2), A.softmax_weights(moved, 0.2)
+    assert float(soft_moved[0, 2]) < 0.99 * float(soft[0, 2])  # the harder negative takes a share of Z(q)
+
+
+def test_siglip_weights_bad_arguments():
+    S = spread_S(4, seed=10)
+    with pytest.raises(ValueError, match="^logit_scale"):
+        A.siglip_weights(S, 5.0)
+    with pytest.raises(ValueError, match="^logit_bias"):
+        A.siglip_weights(S, 1.0, math.nan)
+    with pytest.raises(ValueError, match="^S contains NaN"):
+        A.siglip_weights(S.masked_fill(torch.eye(4, dtype=torch.bool), math.inf))
+
+
 @pytest.mark.parametrize("w, expected", [([1, 1, 1, 1], 4.0), ([0, 0, 5, 0], 1.0), ([0.5, 0.5], 2.0), ([0, 0], 0.0)])
 def test_effective_number_hand_values(w, expected):
     assert A.effective_number(w) == pytest.approx(expected)

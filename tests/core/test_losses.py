@@ -30,6 +30,10 @@ def five_caption_mask(n_img: int = 3) -> torch.Tensor:
     return torch.arange(n_img)[:, None] == (torch.arange(5 * n_img) // 5)[None, :]
 
 
+def _scalar(x: float) -> torch.Tensor:
+    return torch.tensor(x, dtype=torch.float64)
+
+
 MASKS = {"diagonal": None, "repeated_image": repeated_image_mask()}
 
 
@@ -78,7 +82,8 @@ def test_matches_reference_in_every_dtype_and_device(name, mask_name, dtype, dev
 
 
 @pytest.mark.parametrize(
-    "name", ["triplet_all", "triplet_hardest", "info_nce", "unified", "sampled_softmax", "smooth_ap_soft"]
+    "name", ["triplet_all", "triplet_hardest", "info_nce", "unified", "sampled_softmax", "smooth_ap_soft",
+             "clip_learned", "siglip_balanced"]
 )
 def test_five_captions_per_image(name):
     """Rectangular S: 3 images x 15 captions, 5 positives per image row."""
@@ -253,6 +258,10 @@ ALL = {
     "cross_example_softmax": lambda S: L.cross_example_softmax(S),
     "cross_example_topk": lambda S: L.cross_example_softmax(S, topk=0.5),
     "smooth_ap": lambda S: L.smooth_ap(S),
+    "clip_learned": lambda S: L.clip_learned(S),
+    "clip_learned_at_clamp": lambda S: L.clip_learned(S, L.LOGIT_SCALE_MAX),
+    "siglip": lambda S: L.siglip(S),
+    "siglip_at_clamp": lambda S: L.siglip(S, L.LOGIT_SCALE_MAX, -5.0),
 }
 
 bounded_S = st.integers(2, 7).flatmap(
@@ -403,3 +412,238 @@ def test_smooth_step_is_bleeker_eq7():
     assert L.smooth_step(torch.tensor([-1.0, 1.0]), 1e-6).tolist() == [0.0, 1.0]  # no overflow
     with pytest.raises(ValueError, match="tau"):
         L.smooth_step(x, 0.0)
+
+
+# ----------------------------------------------------------------------------- learned temperature and bias
+
+#: (loss with tensors t', b; reference; t'; b or None): clip_learned takes no bias
+LEARNED = {
+    "clip_init": ("clip_learned", L.CLIP_LOGIT_SCALE_INIT, None),
+    "clip_at_clamp": ("clip_learned", L.LOGIT_SCALE_MAX, None),
+    "clip_lowest": ("clip_learned", L.LOGIT_SCALE_MIN, None),
+    "siglip_init": ("siglip", L.SIGLIP_LOGIT_SCALE_INIT, L.SIGLIP_LOGIT_BIAS_INIT),
+    "siglip_at_clamp": ("siglip", L.LOGIT_SCALE_MAX, -5.0),
+    "siglip_lowest": ("siglip", L.LOGIT_SCALE_MIN, 2.0),
+}
+
+
+def _learned_call(name: str, S, t, b, mask, reduction: str = "sum"):
+    if name == "clip_learned":
+        return L.clip_learned(S, t, reduction, pos_mask=mask)
+    return L.siglip(S, t, b, "mean" if reduction == "sum" else reduction, pos_mask=mask)  # the paper's 1/N
+
+
+def _learned_ref(name: str, S, t, b, pos):
+    return ref.clip_learned(S, t, pos) if name == "clip_learned" else ref.siglip(S, t, b, pos)
+
+
+def _values_and_grads(fn, S, t, b, dtype=torch.float64, device="cpu"):
+    """fn(S, t, b) and its gradients w.r.t. S, t and b (b None: no bias), all leaves of `dtype` on `device`."""
+    scalars = [torch.tensor(x, dtype=torch.float64) for x in (t, 0.0 if b is None else b)]
+    leaves = [x.detach().to(device=device, dtype=dtype).requires_grad_() for x in (S, *scalars)]
+    value = fn(leaves[0], leaves[1], None if b is None else leaves[2])
+    wrt = leaves if b is not None else leaves[:2]
+    return value.detach(), torch.autograd.grad(value, wrt)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("mask_name", MASKS)
+@pytest.mark.parametrize("case", LEARNED)
+def test_learned_scalars_value_and_gradients_match_reference(case, mask_name, dtype, device):
+    """Value and dL/dS, dL/dt' (and dL/db) against the float64 loops, with t' and b as tensors requiring grad."""
+    name, t, b = LEARNED[case]
+    mask = MASKS[mask_name]
+    S = random_S(6, seed=20)
+    v_ref, g_ref = _values_and_grads(lambda X, u, c: _learned_ref(name, X, u, c, ref.as_lists(mask, 6, 6)), S, t, b)
+    on = None if mask is None else mask.to(device)
+    v, g = _values_and_grads(lambda X, u, c: _learned_call(name, X, u, c, on), S, t, b, dtype, device)
+    assert v.dtype == dtype and all(x.dtype == dtype and x.device.type == device for x in g)
+    torch.testing.assert_close(v.cpu().double(), v_ref, **TOLERANCE[dtype])
+    for ours, theirs in zip(g, g_ref):
+        torch.testing.assert_close(ours.cpu().double(), theirs, **TOLERANCE[dtype])
+
+
+@pytest.mark.parametrize("mask_name", MASKS)
+@pytest.mark.parametrize("case", LEARNED)
+def test_learned_scalars_gradcheck(case, mask_name):
+    name, t, b = LEARNED[case]
+    t = min(max(t, 0.01), L.LOGIT_SCALE_MAX - 0.01)  # finite differences step both ways: stay inside the clamp
+    mask = MASKS[mask_name]
+    S = random_S(6, seed=21)
+    t_ = torch.tensor(t, dtype=torch.float64, requires_grad=True)
+    b_ = torch.tensor(0.0 if b is None else b, dtype=torch.float64, requires_grad=True)
+    fn = lambda X, u, c: _learned_call(name, X, u, None if b is None else c, mask)  # noqa: E731
+    assert torch.autograd.gradcheck(fn, (S, t_, b_), eps=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("reduction", ["sum", "mean", "none"])
+@pytest.mark.parametrize("mask_name", MASKS)
+@pytest.mark.parametrize("tau", [0.01, 0.07, 0.5, 1.0])
+def test_clip_learned_is_info_nce_at_the_learned_temperature(tau, mask_name, reduction):
+    """One formula: clip_learned(S, log(1/tau)) is info_nce(S, tau), value and dL/dS, for every reduction."""
+    mask = MASKS[mask_name]
+    S = random_S(6, seed=22)
+    a = L.clip_learned(S, torch.tensor(math.log(1 / tau), dtype=torch.float64), reduction, pos_mask=mask)
+    b = L.info_nce(S, tau, reduction, pos_mask=mask)
+    torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    ga, gb = (torch.autograd.grad(x.sum(), S)[0] for x in (a, b))
+    torch.testing.assert_close(ga, gb, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("mask_name", MASKS)
+@pytest.mark.parametrize("case", LEARNED)
+def test_learned_scalar_gradients_are_sums_over_S(case, mask_name):
+    """L depends on S only through t S + b, so dL/dt' = sum_ij s_ij dL/ds_ij and dL/db = sum_ij dL/ds_ij / t."""
+    name, t, b = LEARNED[case]
+    S = random_S(6, seed=23)
+    _, (g_S, g_t, *g_b) = _values_and_grads(lambda X, u, c: _learned_call(name, X, u, c, MASKS[mask_name]), S, t, b)
+    torch.testing.assert_close(g_t, (S.detach() * g_S).sum())
+    if b is not None:
+        torch.testing.assert_close(g_b[0], g_S.sum() / math.exp(t))
+
+
+def test_siglip_gradient_is_the_hand_derived_one():
+    """d/ds_ij of -(1/N) sum log sigmoid(z (t s + b)) = (t/N) (sigmoid(t s_ij + b) - [positive]), by autograd."""
+    S, mask = random_S(6, seed=24), repeated_image_mask()
+    t, b = 7.0, -2.0
+    (grad,) = torch.autograd.grad(L.siglip(S, math.log(t), b, pos_mask=mask), S)
+    expected = t / 6 * (torch.sigmoid(t * S.detach() + b) - mask.double())
+    torch.testing.assert_close(grad, expected, rtol=1e-12, atol=1e-14)
+
+
+def test_siglip_sum_and_mean_are_over_images():
+    """The paper's 1/n is the number of images: 'none' is one value per image row, 'mean' divides by the rows."""
+    S, mask = random_S(3, 15, seed=25).detach(), five_caption_mask(3)
+    per_image = L.siglip(S, 1.0, -1.0, "none", pos_mask=mask)
+    assert per_image.shape == (3,)
+    torch.testing.assert_close(L.siglip(S, 1.0, -1.0, "sum", pos_mask=mask), per_image.sum())
+    torch.testing.assert_close(L.siglip(S, 1.0, -1.0, "mean", pos_mask=mask), per_image.sum() / 3)
+    # the two directions are the same 45 binary terms: S.T sums them again, divided by its 15 rows
+    torch.testing.assert_close(L.siglip(S.T, 1.0, -1.0, "sum", pos_mask=mask.T), per_image.sum())
+
+
+def test_reductions_relate_for_the_learned_losses():
+    S = random_S(6, seed=26).detach()
+    for fn in (L.clip_learned, L.siglip):
+        per = fn(S, reduction="none")
+        assert per.shape == (6,)
+        torch.testing.assert_close(fn(S, reduction="sum"), per.sum())
+        torch.testing.assert_close(fn(S, reduction="mean"), per.mean())
+
+
+@pytest.mark.parametrize("sign", [-1, 1])
+def test_siglip_large_bias_limits(sign):
+    """b -> -inf (t fixed): every pair is called "no match"; negatives cost nothing and stop getting gradient,
+    L + b P/N -> -(t/N) sum_pos s. b -> +inf: the mirror image, only negatives cost and get t/N each."""
+    S, mask = random_S(6, seed=27), repeated_image_mask()
+    t, b, n, pos = 3.0, sign * 1e3, 6, mask.double()
+    value = L.siglip(S, math.log(t), b, pos_mask=mask)
+    (grad,) = torch.autograd.grad(value, S)
+    if sign < 0:
+        expected = -(t * S.detach() + b)[mask].sum() / n
+        expected_grad = -t / n * pos
+    else:
+        expected = (t * S.detach() + b)[~mask].sum() / n
+        expected_grad = t / n * (1 - pos)
+    torch.testing.assert_close(value.detach(), expected, rtol=1e-14, atol=0)
+    torch.testing.assert_close(grad, expected_grad, rtol=0, atol=1e-300)
+
+
+@pytest.mark.parametrize("fn", [lambda S: L.clip_learned(S, L.LOGIT_SCALE_MAX),
+                                lambda S: L.siglip(S, L.LOGIT_SCALE_MAX, L.SIGLIP_LOGIT_BIAS_INIT),
+                                lambda S: L.siglip(S, L.LOGIT_SCALE_MAX, 0.0)],
+                         ids=["clip_learned", "siglip", "siglip_no_bias"])
+@pytest.mark.parametrize("batch", ["random", "worst"])
+def test_finite_at_the_clamp_in_float32(fn, batch):
+    """t = 100, the largest scale the clamp allows, on the worst batch (positives -1, negatives +1): finite in float32,
+    and equal to float64."""
+    S = random_S(64, seed=28).detach() if batch == "random" else 1 - 2 * torch.eye(64, dtype=torch.float64)
+    S32 = S.float().requires_grad_()
+    value = fn(S32)
+    (grad,) = torch.autograd.grad(value, S32)
+    assert torch.isfinite(value) and torch.isfinite(grad).all()
+    torch.testing.assert_close(value.double(), fn(S), rtol=1e-5, atol=1e-5)
+
+
+def test_clamp_logit_scale_is_open_clips_clamp():
+    for start, end in [(7.0, math.log(100)), (-1.0, 0.0), (2.0, 2.0)]:
+        p = torch.nn.Parameter(torch.tensor(start))
+        assert L.clamp_logit_scale_(p) is p and p.requires_grad and p.grad_fn is None
+        assert float(p.detach()) == float(torch.tensor(end))  # the bound as float32 stores it
+    # a float32 parameter clamped at log 100 rounds above the float64 bound, and is still accepted
+    p = L.clamp_logit_scale_(torch.tensor(9.0))
+    assert float(p) > L.LOGIT_SCALE_MAX
+    L.clip_learned(random_S(4).detach(), p)
+    L.siglip(random_S(4).detach(), p, -10.0)
+    with pytest.raises(ValueError, match="logit_scale contains NaN"):
+        L.clamp_logit_scale_(torch.tensor(math.nan))
+    with pytest.raises(TypeError, match="logit_scale"):
+        L.clamp_logit_scale_(4.0)
+
+
+LEARNED_LOSSES = {"clip_learned": L.clip_learned, "siglip": L.siglip}
+
+
+@pytest.mark.parametrize("name", LEARNED_LOSSES)
+@pytest.mark.parametrize("S, match", BAD)
+def test_learned_losses_bad_similarity(name, S, match):
+    with pytest.raises(ValueError, match=match):
+        LEARNED_LOSSES[name](S)
+
+
+@pytest.mark.parametrize("name", LEARNED_LOSSES)
+@pytest.mark.parametrize(
+    "logit_scale, error",
+    [(math.nan, ValueError), (math.inf, ValueError), (torch.tensor(math.nan), ValueError),
+     (torch.tensor(-math.inf), ValueError), (-0.01, ValueError), (math.log(100) + 1e-6, ValueError),
+     (torch.tensor(5.0), ValueError), (torch.tensor(-0.5, dtype=torch.float64), ValueError),
+     (torch.tensor([1.0]), ValueError), (torch.tensor(2), TypeError), (True, TypeError), ("2.0", TypeError)],
+)
+def test_bad_logit_scale(name, logit_scale, error):
+    """Not finite, or outside the clamp [0, log 100] (an initial scale too): an error naming logit_scale."""
+    with pytest.raises(error, match="^logit_scale"):
+        LEARNED_LOSSES[name](torch.rand(4, 4), logit_scale)
+
+
+@pytest.mark.parametrize("logit_bias", [math.nan, -math.inf, torch.tensor(math.inf), torch.tensor([0.0]), None])
+def test_bad_logit_bias(logit_bias):
+    with pytest.raises((ValueError, TypeError), match="^logit_bias"):
+        L.siglip(torch.rand(4, 4), 1.0, logit_bias)
+
+
+@pytest.mark.parametrize("name", LEARNED_LOSSES)
+def test_learned_losses_bad_pos_mask_and_reduction(name):
+    fn, S = LEARNED_LOSSES[name], torch.rand(4, 4)
+    with pytest.raises(ValueError, match="pos_mask must have the shape"):
+        fn(S, pos_mask=torch.ones(3, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="pos_mask has a column without positives"):
+        fn(torch.rand(2, 3), pos_mask=torch.tensor([[True, False, False], [False, True, False]]))
+    with pytest.raises(ValueError, match="reduction"):
+        fn(S, reduction="avg")
+
+
+def test_learned_losses_overflow_names_the_parameter():
+    """FloatingPointError names the parameter, never S: a bias of -3e38 overflows the float32 sum; so does a scale
+    of e^{t'} on scores far outside the cosine range."""
+    S = random_S(4, seed=29).detach().float()
+    with pytest.raises(FloatingPointError, match="logit_bias=-3e\\+38 is too large in magnitude") as err:
+        L.siglip(S, 1.0, -3e38, "sum")
+    assert " S" not in str(err.value)
+    huge = S * 1e37
+    for call in (lambda: L.clip_learned(huge, L.LOGIT_SCALE_MAX), lambda: L.siglip(huge, L.LOGIT_SCALE_MAX, 0.0)):
+        with pytest.raises(FloatingPointError, match="logit_scale=4.60517 is too large") as err:
+            call()
+        assert " S" not in str(err.value)
+
+
+def test_learned_losses_skip_value_checks_inside_validated():
+    """The trainer's step loop (vlr_lib._checks.validated) never waits for the device: a tensor t' is not read."""
+    from vlr_lib._checks import validated
+
+    S = random_S(4, seed=30).detach()
+    with validated():
+        L.clip_learned(S, torch.tensor(5.0))  # outside the clamp, not read
+        L.siglip(S, torch.tensor(1.0), torch.tensor(-1.0))
+    with pytest.raises(ValueError, match="logit_scale"):
+        L.clip_learned(S, torch.tensor(5.0))

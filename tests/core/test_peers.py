@@ -7,6 +7,12 @@ The mappings (written out so that a reader can check them):
   candidates the other.
 - info_nce(S, tau, "mean") == 2 * open_clip ClipLoss(img, txt, logit_scale=1/tau): ClipLoss is
   the *average* of the two cross-entropies, our "mean" their sum divided by N.
+- clip_learned(S, t', "mean") == 2 * open_clip ClipLoss(img, txt, logit_scale=exp(t')): open_clip's model
+  holds t' (its `logit_scale` parameter) and hands the loss exp(t'); ours takes t' itself. The factor 2 is
+  info_nce's (above); it carries to the gradient w.r.t. t'.
+- siglip(S, t', b, "mean") == open_clip SigLipLoss(img, txt, logit_scale=exp(t'), logit_bias=b), no factor:
+  both divide the sum of the N^2 terms -log sigmoid(z (t s + b)) by the number of images.
+In each, open_clip takes features, not S: unit-norm img and txt, and S = img @ txt.T (vlr_lib.similarity).
 - triplet_hardest(S, m, "sum") == PML TripletMarginLoss(m, CosineSimilarity, SumReducer) with a
   BatchHardMiner, summed over both directions (one positive per anchor, so the miner's hardest
   positive is the positive).
@@ -15,6 +21,8 @@ PML drops "self" pairs when ref_labels *is* labels; the captions are other items
 a clone (see the foundation issue).
 """
 from __future__ import annotations
+
+import math
 
 import pytest
 import torch
@@ -75,6 +83,37 @@ def test_info_nce_vs_open_clip(tau):
     ours = L.info_nce(similarity(img, txt), tau, "mean")
     theirs = 2 * open_clip_loss.ClipLoss()(img_n, txt_n, logit_scale=torch.tensor(1 / tau, dtype=torch.float64))
     assert_same_value_and_grads(ours, theirs, (img, txt))
+
+
+def _unit(img, txt):
+    return torch.nn.functional.normalize(img, dim=-1), torch.nn.functional.normalize(txt, dim=-1)
+
+
+def _leaf(x: float) -> torch.Tensor:
+    return torch.tensor(x, dtype=torch.float64, requires_grad=True)
+
+
+@pytest.mark.parametrize("logit_scale", [0.0, math.log(1 / 0.07), math.log(100)])
+def test_clip_learned_vs_open_clip(logit_scale):
+    """Value and gradients w.r.t. both embeddings and the learned t': 2 x ClipLoss at exp(t') (module docstring)."""
+    open_clip_loss = pytest.importorskip("open_clip.loss")
+    img, txt = embeddings(seed=5)
+    t = _leaf(logit_scale)
+    ours = L.clip_learned(similarity(img, txt), t, "mean")
+    theirs = 2 * open_clip_loss.ClipLoss()(*_unit(img, txt), logit_scale=t.exp())
+    assert_same_value_and_grads(ours, theirs, (img, txt, t))
+
+
+@pytest.mark.parametrize("logit_scale, logit_bias", [(math.log(10), -10.0), (0.0, 0.0), (math.log(100), -5.0),
+                                                     (math.log(3), 2.0)])
+def test_siglip_vs_open_clip(logit_scale, logit_bias):
+    """Value and gradients w.r.t. both embeddings, t' and b: SigLipLoss at exp(t') and b, one process (world_size 1)."""
+    open_clip_loss = pytest.importorskip("open_clip.loss")
+    img, txt = embeddings(seed=6)
+    t, b = _leaf(logit_scale), _leaf(logit_bias)
+    ours = L.siglip(similarity(img, txt), t, b, "mean")
+    theirs = open_clip_loss.SigLipLoss()(*_unit(img, txt), logit_scale=t.exp(), logit_bias=b)
+    assert_same_value_and_grads(ours, theirs, (img, txt, t, b))
 
 
 @pytest.mark.parametrize("margin", [0.05, 0.2, 0.5])
