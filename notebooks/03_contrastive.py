@@ -21,7 +21,9 @@
 # 3. derive its gradient w.r.t. $S$ by hand and read off the **weight of every negative**
 #    (Bleeker & de Rijke, eq. 11);
 # 4. explain why the temperature is a *soft hard-negative miner*: $\tau \to 0$ puts all the
-#    weight on the hardest negative (Triplet-SH), $\tau \to \infty$ spreads it evenly.
+#    weight on the hardest negative (Triplet-SH), $\tau \to \infty$ spreads it evenly;
+# 5. say what CLIP's learned temperature and SigLIP's sigmoid loss change: the scale's gradient, and a
+#    weight per negative that no longer depends on the other negatives.
 #
 # Every formula lives in `vlr_lib`; this notebook derives it again by hand and **asserts**
 # that both agree.
@@ -36,13 +38,17 @@ except ModuleNotFoundError:
         "(the folder holding pyproject.toml), then restart the kernel"
     ) from None
 
+import math
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from vlr_lib import analysis, grading, losses, similarity, viz, widgets
+from vlr_lib.data import make_shapes
 from vlr_lib.demo import demo_embeddings
 from vlr_lib.notebook import setup
+from vlr_lib.train import fit, shapes_features
 
 cfg = setup(seed=0)
 N = cfg.pick(8, 16)  # batch size of the live batch
@@ -261,6 +267,128 @@ for tau in (1e-2, 1e-3, 1e-4):
 viz.contrastive.gradient_heatmap(S, TAU)
 
 # %% [markdown]
+# ## In practice: a learned temperature, and SigLIP's sigmoid loss
+#
+# Open open_clip, the most used image–text training code, and two things differ from the NT-Xent
+# above.
+#
+# **The temperature is learned.** CLIP does not fix $\tau$: the model holds $t' = \log(1/\tau)$
+# (`logit_scale`), starts it at $\log(1/0.07)$, trains it with the encoders and clamps it into
+# $[0, \log 100]$ after every step (Radford et al., sec. 2.5). The loss is NT-Xent at the scale
+# $e^{t'}$: `losses.clip_learned(S, t')` is `losses.info_nce(S, e^{-t'})`. Because $\mathcal L$ sees
+# $S$ only through $e^{t'} S$, the chain rule gives the scale's gradient from the one w.r.t. $S$:
+#
+# $$\frac{\partial \mathcal L}{\partial t'} = \sum_{ij} s_{ij}\,\frac{\partial \mathcal L}{\partial s_{ij}}
+#   = \langle S, \partial\mathcal L/\partial S\rangle .$$
+#
+# Positives get a negative gradient and negatives a positive one (above), so this is negative — and
+# gradient descent *raises* $t'$, sharpening the softmax — whenever the positives score above their
+# softmax-weighted negatives: a model that separates pairs also learns to trust the separation.
+
+# %%
+T_PRIME = math.log(1 / 0.07)  # CLIP's initial log-scale
+torch.testing.assert_close(
+    losses.clip_learned(S, T_PRIME), losses.info_nce(S, 1 / math.exp(T_PRIME))
+)
+t_prime = torch.tensor(T_PRIME, dtype=S.dtype, requires_grad=True)
+S_leaf = S.clone().requires_grad_()
+losses.clip_learned(S_leaf, t_prime).backward()
+d_t_prime = float((S * S_leaf.grad).sum())  # <S, dL/dS>
+assert math.isclose(float(t_prime.grad), d_t_prime, rel_tol=1e-6)
+assert d_t_prime < 0, "on this batch the positives lead: descent raises the scale"
+print(f"dL/dt' = {float(t_prime.grad):.4f} = <S, dL/dS> = {d_t_prime:.4f}")
+print("negative: gradient descent raises t', so tau falls")
+
+# %% [markdown]
+# **What the learned temperature does over training.** The trainer treats a learned
+# hyperparameter as a parameter of the objective (`registry.entry("clip_learned").learned()`):
+# Adam trains it with the heads, the clamp holds after each step, and each epoch's history keeps its
+# value. Heads on the shapes data's frozen features, 10 epochs, in both modes:
+
+# %%
+shapes = make_shapes(n_train=400, n_val=100, n_test=8, seed=cfg.seed)
+feats = shapes_features(shapes, seed=cfg.seed)
+schedule = dict(
+    dim=64,
+    epochs=10,
+    batch_size=64,
+    lr=3e-3,
+    seed=cfg.seed,
+    probe_batch=0,
+    val=feats["validation"],
+    device=cfg.device,
+    progress=False,
+)
+learned = {
+    loss: fit(*feats["train"], loss=loss, **schedule)
+    for loss in ("clip_learned", "siglip")
+}
+path = [r["learned"]["logit_scale"] for r in learned["clip_learned"].history]
+print("tau by epoch:", " ".join(f"{math.exp(-t):.3f}" for t in path))
+assert all(0.0 <= t <= losses.LOGIT_SCALE_MAX + 1e-6 for t in path)  # the clamp held
+assert path[-1] > T_PRIME, "the scale rose over training: tau fell below CLIP's 0.07"
+
+# %% [markdown]
+# In our runs the log-scale rose in every one: in this cell's 10 epochs from 2.66 to about 2.93
+# ($\tau$ 0.070 → 0.053, seeds 0–2), and in 30 epochs on 2,000 images to 3.78 ($\tau$ 0.023, seed 0).
+#
+# **SigLIP drops the softmax.** Zhai et al. (*Sigmoid Loss for Language Image Pre-Training*, eq. 1
+# and Algorithm 1; open_clip's `SigLipLoss`) make every image–caption pair its own binary
+# classification, with a learned log-scale $t'$ ($t = e^{t'}$, started at $t = 10$) and a learned
+# bias $b$ (started at $-10$: almost every pair in a batch is a negative):
+#
+# $$\mathcal L = -\frac{1}{N}\sum_{i}\sum_{j} \log \sigma\big(z_{ij}\,(t\,s_{ij} + b)\big),\qquad
+#   z_{ij} = +1 \text{ for a positive pair}, -1 \text{ otherwise}.$$
+#
+# With $\frac{d}{dl}\big[-\log\sigma(z l)\big] = -z\,\sigma(-z l)$, which is $\sigma(l)$ for a
+# negative and $\sigma(l) - 1$ for a positive,
+#
+# $$\frac{\partial \mathcal L}{\partial s_{ij}} = \frac{t}{N}\,\big(\sigma(t\,s_{ij} + b) - [z_{ij} = 1]\big).$$
+#
+# A negative's weight is $\sigma(t s_{ij} + b)$: **its own similarity alone**. In NT-Xent every
+# negative of a query shares one normaliser $Z(q)$, so a harder negative elsewhere in the row takes
+# weight away from all the others; here nothing couples them, and the loss needs no large batch to
+# estimate a partition function (Zhai et al.'s argument for small batches).
+
+# %%
+T_SIG, BIAS = math.log(10.0), -10.0  # SigLIP's initial log-scale and bias
+S_leaf = S.clone().requires_grad_()
+losses.siglip(S_leaf, T_SIG, BIAS).backward()
+by_hand = (
+    math.exp(T_SIG) / N * (torch.sigmoid(math.exp(T_SIG) * S + BIAS) - eye.double())
+)
+torch.testing.assert_close(S_leaf.grad, by_hand)
+torch.testing.assert_close(
+    analysis.siglip_weights(S, T_SIG, BIAS) * math.exp(T_SIG) / N, by_hand
+)
+# Move one negative of query 0 up: under SigLIP every other weight of the row stays
+# as it was; under the softmax they all shrink.
+moved = S.clone()
+moved[0, 1] = S[0, 1] + 0.5
+others = off[0].clone()
+others[1] = False
+sig = [analysis.siglip_weights(X, T_SIG, BIAS)[0][others] for X in (S, moved)]
+soft = [analysis.softmax_weights(X, TAU)[0][others] for X in (S, moved)]
+assert torch.equal(sig[0], sig[1]) and (soft[1] < soft[0]).all()
+print("SigLIP weights of query 0's other negatives: unchanged")
+print(f"NT-Xent's: {float(soft[0].sum()):.3f} -> {float(soft[1].sum()):.3f} in total")
+run = learned["siglip"].history
+start, end = run[0]["learned"], run[-1]["learned"]
+t0, t1 = start["logit_scale"], end["logit_scale"]
+b0, b1 = start["logit_bias"], end["logit_bias"]
+print(f"the trained SigLIP run: t' {t0:.2f} -> {t1:.2f}, b {b0:.2f} -> {b1:.2f}")
+rsums = {loss: r.history[-1]["rsum"] for loss, r in learned.items()}
+print("rsum:", {loss: round(v, 1) for loss, v in rsums.items()})
+
+# %% [markdown]
+# The explorer draws one negative's weight against its similarity under both losses, with the query's
+# other negatives easy (at 0) or hard (at 0.4). Move the bias: SigLIP's curve slides along $s$, and the
+# two SigLIP curves never part; move $\tau$: the softmax's curves part as soon as the others get hard.
+
+# %%
+widgets.contrastive.sigmoid_explorer()
+
+# %% [markdown]
 # ## Summary
 #
 # - NT-Xent is a softmax cross-entropy over every row and every column of
@@ -272,6 +400,10 @@ viz.contrastive.gradient_heatmap(S, TAU)
 # - Bleeker & de Rijke find this softer mining *hurts* in image–caption retrieval (their
 #   Table 1, transcribed in notebook 06: NT-Xent below Triplet-SH in all four settings);
 #   notebook 04 shows the unified loss that interpolates between the two.
+# - CLIP learns its temperature: `losses.clip_learned` takes $t' = \log(1/\tau)$, whose gradient is
+#   $\langle S, \partial\mathcal L/\partial S\rangle$; in our runs training raised it ($\tau$ fell).
+#   SigLIP's sigmoid loss (`losses.siglip`) weighs each negative by $\sigma(t s + b)$, its own similarity
+#   alone: no softmax couples the negatives of a query.
 #
 # ## Exercises
 #
@@ -357,3 +489,4 @@ score = grading.check("03_nt_xent", nt_xent)
 # - Bleeker, de Rijke. *Do Lessons from Metric Learning Generalize to Image-Caption Retrieval?* ECIR 2022. [arXiv:2202.07474](https://arxiv.org/abs/2202.07474)
 # - Li, Guo, Wang, Feng, Hwang, Du. *Unified Loss of Pair Similarity Optimization for Vision-Language Retrieval.* 2022. [arXiv:2209.13869](https://arxiv.org/abs/2209.13869)
 # - Xuan, Chen. *Dissecting Deep Metric Learning Losses for Image-Text Retrieval* (GOAL). 2022. [arXiv:2210.13188](https://arxiv.org/abs/2210.13188)
+# - Zhai, Mustafa, Kolesnikov, Beyer. *Sigmoid Loss for Language Image Pre-Training* (SigLIP). ICCV 2023. [arXiv:2303.15343](https://arxiv.org/abs/2303.15343)

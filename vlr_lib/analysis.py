@@ -272,15 +272,15 @@ def siglip_weights(
     r"""Weight of every pair in the SigLIP gradient, :math:`w_{ij} = \sigma(t s_{ij} + b) - [z_{ij} = 1]` (Zhai eq. 1).
 
     Differentiating :func:`vlr_lib.losses.siglip`'s term :math:`-\log\sigma(z_{ij}\,l_{ij})`, with
-    :math:`l_{ij} = t s_{ij} + b`, :math:`t = e^{t'}`: :math:`rac{d}{dl}[-\log\sigma(zl)] = -z\,\sigma(-zl)`,
+    :math:`l_{ij} = t s_{ij} + b`, :math:`t = e^{t'}`: :math:`\frac{d}{dl}[-\log\sigma(zl)] = -z\,\sigma(-zl)`,
     which is :math:`\sigma(l)` for z = -1 and :math:`\sigma(l) - 1` for z = +1; the chain rule adds t and the
-    loss's 1/N, so :math:`\partial L/\partial s_{ij} = rac{t}{N} w_{ij}` for ``siglip(..., "mean")`` (N rows).
+    loss's 1/N, so :math:`\partial L/\partial s_{ij} = \frac{t}{N} w_{ij}` for ``siglip(..., "mean")`` (N rows).
     A negative gets :math:`\sigma(l_{ij}) \in (0, 1)` -- the probability the model gives to "match", pushing it
     down -- and a positive :math:`\sigma(l_{ij}) - 1 \in (-1, 0)`, pulling it up. Each weight depends on its own
     similarity alone: moving another negative changes none of the others, unlike :func:`softmax_weights`, where
     every negative of a query shares one normaliser Z(q). Same arguments and defaults as ``losses.siglip``.
 
-    Derived in notebooks/13_practice_losses.py.
+    Derived in notebooks/03_contrastive.py.
     """
     S, pos = check_similarity(S, pos_mask)
     t = check_scalar("logit_scale", logit_scale, S, losses.LOGIT_SCALE_MIN, losses.LOGIT_SCALE_MAX).detach().exp()

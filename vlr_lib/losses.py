@@ -775,7 +775,7 @@ def clamp_logit_scale_(logit_scale: Tensor) -> Tensor:
     so that the scale e^{t'} never exceeds 100 (Radford et al. sec. 2.5). Returns the same tensor. A
     value it leaves is always accepted by :func:`clip_learned` and :func:`siglip` (checked in its own dtype).
 
-    Derived in notebooks/13_practice_losses.py.
+    Derived in notebooks/03_contrastive.py.
     """
     check_tensor("logit_scale", logit_scale)
     with torch.no_grad():
@@ -820,7 +820,7 @@ def clip_learned(
       function takes t' and exponentiates it, so the gradient reaches the parameter the model holds.
     - With a `pos_mask`, other positives of a query leave its denominator, as in info_nce.
 
-    Derived in notebooks/13_practice_losses.py.
+    Derived in notebooks/03_contrastive.py.
     """
     S, pos = check_similarity(S, pos_mask)
     check_reduction(reduction)
@@ -879,7 +879,7 @@ def siglip(
       every loss of the S contract, each row and column needs a positive and a negative, although the
       sigmoid loss itself would not.
 
-    Derived in notebooks/13_practice_losses.py.
+    Derived in notebooks/03_contrastive.py.
     """
     S, pos = check_similarity(S, pos_mask)
     check_reduction(reduction)

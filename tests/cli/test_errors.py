@@ -376,3 +376,12 @@ def test_a_full_disk_is_one_line_naming_the_folder(work, capsys, monkeypatch):
     assert code == 1 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert err.startswith("vlr-train: error: no space left on ck; free some space")
     assert list((work / "ck").iterdir()) == []  # no temp file left behind
+
+
+def test_a_learned_parameter_outside_its_clamp_is_a_usage_error(tmp_path):
+    """--logit_scale is the learned log-scale's initial value; outside open_clip's clamp it is refused by name."""
+    from tests.cli.helpers import run as run_cli
+
+    done = run_cli(["train", "--loss", "siglip", "--logit_scale", "9", "--epochs", "1"], cwd=tmp_path)
+    assert done.returncode == 2 and "--logit_scale" in done.stderr and "clamp" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from vlr_lib import notebook
+from vlr_lib import demo, notebook
 
 
 def test_setup_reads_environment(monkeypatch):
@@ -39,34 +39,34 @@ def test_setup_rejects_bad_environment(monkeypatch, var, value):
 
 
 def test_demo_embeddings_unit_norm_deterministic_and_noise_controls_difficulty():
-    img, txt = notebook.demo_embeddings(n=16, dim=8, noise=0.5, seed=1)
+    img, txt = demo.demo_embeddings(n=16, dim=8, noise=0.5, seed=1)
     torch.testing.assert_close(img.norm(dim=1), torch.ones(16, dtype=torch.float64))
-    img2, _ = notebook.demo_embeddings(n=16, dim=8, noise=0.5, seed=1)
+    img2, _ = demo.demo_embeddings(n=16, dim=8, noise=0.5, seed=1)
     torch.testing.assert_close(img, img2)
     easy = (img * txt).sum(1).mean()
-    i3, t3 = notebook.demo_embeddings(n=16, dim=8, noise=3.0, seed=1)
+    i3, t3 = demo.demo_embeddings(n=16, dim=8, noise=3.0, seed=1)
     assert float((i3 * t3).sum(1).mean()) < float(easy)
     with pytest.raises(ValueError, match="noise"):
-        notebook.demo_embeddings(noise=-1.0)
+        demo.demo_embeddings(noise=-1.0)
 
 
 @pytest.mark.parametrize("n_images, per, dim", [(2, 1, 2), (4, 5, 8), (10, 3, 16)])
 def test_demo_retrieval_batch_shapes_unit_norm_and_grouping(n_images, per, dim):
-    img, txt, c2i = notebook.demo_retrieval_batch(n_images, per, dim, noise=0.7, seed=3)
+    img, txt, c2i = demo.demo_retrieval_batch(n_images, per, dim, noise=0.7, seed=3)
     assert img.shape == (n_images, dim) and txt.shape == (n_images * per, dim)
     torch.testing.assert_close(img.norm(dim=1), torch.ones(n_images, dtype=torch.float64))
     torch.testing.assert_close(txt.norm(dim=1), torch.ones(n_images * per, dtype=torch.float64))
     assert c2i.tolist() == [i for i in range(n_images) for _ in range(per)]
-    again = notebook.demo_retrieval_batch(n_images, per, dim, noise=0.7, seed=3)
+    again = demo.demo_retrieval_batch(n_images, per, dim, noise=0.7, seed=3)
     assert all(torch.equal(a, b) for a, b in zip((img, txt, c2i), again))
 
 
 def test_demo_retrieval_batch_one_caption_is_demo_embeddings_and_noise_zero_is_perfect():
-    img, txt, _ = notebook.demo_retrieval_batch(7, 1, 5, noise=0.9, seed=11)
-    ref_img, ref_txt = notebook.demo_embeddings(7, 5, 0.9, 11)
+    img, txt, _ = demo.demo_retrieval_batch(7, 1, 5, noise=0.9, seed=11)
+    ref_img, ref_txt = demo.demo_embeddings(7, 5, 0.9, 11)
     torch.testing.assert_close(img, ref_img)
     torch.testing.assert_close(txt, ref_txt)
-    img, txt, c2i = notebook.demo_retrieval_batch(4, 5, 8, noise=0.0)
+    img, txt, c2i = demo.demo_retrieval_batch(4, 5, 8, noise=0.0)
     torch.testing.assert_close(txt, img[c2i])
 
 
@@ -77,11 +77,11 @@ def test_demo_retrieval_batch_one_caption_is_demo_embeddings_and_noise_zero_is_p
 )
 def test_demo_retrieval_batch_rejects_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        notebook.demo_retrieval_batch(**kwargs)
+        demo.demo_retrieval_batch(**kwargs)
     with pytest.raises(TypeError, match="n_images"):
-        notebook.demo_retrieval_batch(n_images=2.0)
+        demo.demo_retrieval_batch(n_images=2.0)
     with pytest.raises(ValueError, match="^n "):
-        notebook.demo_embeddings(n=1)
+        demo.demo_embeddings(n=1)
 
 
 def test_training_features_shapes_mode(monkeypatch):

@@ -96,3 +96,14 @@ def test_a_checkpoint_without_the_learned_parameter_is_refused_by_name(learned_l
     ck.save_checkpoint(path, state)
     with pytest.raises(ValueError, match="lacks the learned parameters of 'learned_nt_xent' \\(logit_scale\\)"):
         run(feats, loss=learned_loss, epochs=2, checkpoint_dir=tmp_path)
+
+
+def test_the_registered_practice_losses_train_their_scale_and_bias(feats):
+    """CLIP's learned temperature and SigLIP's scale and bias, through the registry and the trainer."""
+    assert set(registry.entry("siglip").learned()) == {"logit_scale", "logit_bias"}
+    clip = run(feats, loss="clip_learned", epochs=2)
+    siglip = run(feats, loss="siglip", epochs=2, loss_kwargs={"logit_bias": -5.0})
+    assert set(clip.history[-1]["learned"]) == {"logit_scale"}
+    assert set(siglip.history[-1]["learned"]) == {"logit_scale", "logit_bias"}
+    assert siglip.history[0]["learned"]["logit_bias"] != pytest.approx(-5.0, abs=1e-6)  # trained from -5
+    assert all(math.isfinite(r["rsum"]) for r in clip.history + siglip.history)

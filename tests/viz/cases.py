@@ -18,7 +18,7 @@ from tests.report.tables import sweep_table, synthetic_runs
 from tests.widgets.cases import Case, batch_S, calibration_results, stored_histories
 from vlr_lib import goal, report, similarity, viz
 from vlr_lib.data import make_shapes
-from vlr_lib.notebook import demo_retrieval_batch
+from vlr_lib.demo import demo_retrieval_batch
 
 Figure = Callable[[], go.Figure]
 

@@ -13,7 +13,7 @@ import torch
 
 from tests.viz.helpers import title
 from vlr_lib import analysis
-from vlr_lib.notebook import demo_embeddings
+from vlr_lib.demo import demo_embeddings
 from vlr_lib.similarity import similarity
 from vlr_lib.viz import cocos as V
 

@@ -1,13 +1,15 @@
 """vlr_lib.viz.contrastive over grids of temperatures, queries and directions."""
 from __future__ import annotations
 
+import math
+
 
 import numpy as np
 import pytest
 import torch
 
 from tests.viz.helpers import outlines, title
-from vlr_lib.notebook import demo_embeddings
+from vlr_lib.demo import demo_embeddings
 from vlr_lib.similarity import similarity
 from vlr_lib.viz import contrastive as C
 
@@ -106,3 +108,31 @@ def test_negative_weight_bars_say_when_weights_underflow():
     fig = C.negative_weight_bars(S, 1e-3, 0)
     assert list(fig.data[0].y) == [0.0] and "underflows" in title(fig)
     assert "underflows" not in title(C.negative_weight_bars(S, 0.1, 0))
+
+
+@pytest.mark.parametrize("logit_scale", [0.0, math.log(10.0), math.log(100.0)])
+@pytest.mark.parametrize("logit_bias", [-15.0, -10.0, 0.0, 5.0])
+@pytest.mark.parametrize("tau", [0.01, 0.1, 1.0])
+def test_sigmoid_weights_figure_grid(logit_scale, logit_bias, tau):
+    """SigLIP's weight of a negative is sigma(t s + b), the same curve whatever the other negatives do; NT-Xent's
+    shrinks when they get harder (one softmax normaliser per query)."""
+    fig = C.sigmoid_weights_figure(logit_scale, logit_bias, tau, points=21)
+    sig_easy, soft_easy, sig_hard, soft_hard = fig.data
+    x = np.asarray(sig_easy.x, dtype=float)
+    expected = 1.0 / (1.0 + np.exp(-(math.exp(logit_scale) * x + logit_bias)))
+    np.testing.assert_allclose(np.asarray(sig_easy.y, dtype=float), expected, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(np.asarray(sig_hard.y), np.asarray(sig_easy.y))
+    easy, hard = np.asarray(soft_easy.y, dtype=float), np.asarray(soft_hard.y, dtype=float)
+    assert np.isfinite(easy).all() and np.isfinite(hard).all()
+    assert (hard <= easy + 1e-15).all() and (hard < easy).any()
+    assert all(0.0 <= v <= 1.0 for t in fig.data for v in t.y)
+    assert f"b = " in title(fig) and "τ = " in title(fig)
+
+
+def test_sigmoid_weights_figure_bad_input():
+    with pytest.raises(ValueError, match="temperature"):
+        C.sigmoid_weights_figure(1.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match="logit_scale"):
+        C.sigmoid_weights_figure(6.0, 0.0, 0.1)
+    with pytest.raises(ValueError, match="logit_bias"):
+        C.sigmoid_weights_figure(1.0, float("nan"), 0.1)

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from vlr_lib import metrics
-from vlr_lib.notebook import demo_embeddings
+from vlr_lib.demo import demo_embeddings
 from vlr_lib.similarity import similarity
 from vlr_lib.viz import softmax as V
 from vlr_lib.viz._style import POSITIVE

@@ -10,7 +10,7 @@ import torch
 
 from tests.viz.helpers import outlines
 from vlr_lib import analysis, losses
-from vlr_lib.notebook import demo_embeddings
+from vlr_lib.demo import demo_embeddings
 from vlr_lib.similarity import similarity
 from vlr_lib.viz import triplet as T
 

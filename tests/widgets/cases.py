@@ -19,7 +19,7 @@ from tests.report.tables import make_history, sweep_table, synthetic_runs
 from vlr_lib import similarity, widgets
 from vlr_lib.analysis import CocosSettings
 from vlr_lib.goal import GoalConfig
-from vlr_lib.notebook import demo_embeddings, demo_retrieval_batch
+from vlr_lib.demo import demo_embeddings, demo_retrieval_batch
 from vlr_lib.widgets._core import Explorer
 
 
@@ -77,6 +77,7 @@ def cases() -> tuple[Case, ...]:
         Case("triplet-tangent", "02", lambda: widgets.triplet.tangent_explorer(5.0, 5.0, "opposite", 0.2),
              "theta_pos", 60.0),
         Case("contrastive", "03", lambda: widgets.contrastive.temperature_explorer(S8, 0.1, 0), "temperature", 0.5),
+        Case("sigmoid", "03", lambda: widgets.contrastive.sigmoid_explorer(), "logit_bias", -5.0),
         Case("unified", "04", lambda: widgets.unified.unified_explorer(S8, 0.2, 60.0), "margin", 0.3),
         Case("unified-surfaces", "04", lambda: widgets.unified.surface_explorer(0.2, n=30), "margin", 0.3),
         Case("softmax", "05", lambda: widgets.softmax.partition_explorer(S10, 0, 3, 0.5, 20.0), "scale", 10.0),

@@ -37,7 +37,7 @@ def test_book_version_of_every_explorer(case):
 
 
 def _two_explorers():
-    from vlr_lib.notebook import demo_embeddings
+    from vlr_lib.demo import demo_embeddings
     from vlr_lib.similarity import similarity
     from vlr_lib.widgets import goal, unified
 

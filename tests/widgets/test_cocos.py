@@ -6,7 +6,7 @@ import numpy as np
 
 from tests.viz.helpers import title
 from vlr_lib.analysis import CocosSettings
-from vlr_lib.notebook import demo_embeddings
+from vlr_lib.demo import demo_embeddings
 from vlr_lib.similarity import similarity
 from vlr_lib.viz import cocos as viz
 from vlr_lib.widgets.cocos import cocos_explorer

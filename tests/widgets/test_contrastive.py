@@ -7,10 +7,10 @@ import pytest
 
 from tests.viz.helpers import title
 from vlr_lib import analysis
-from vlr_lib.notebook import demo_embeddings
+from vlr_lib.demo import demo_embeddings
 from vlr_lib.similarity import similarity
 from vlr_lib.viz import contrastive as viz
-from vlr_lib.widgets.contrastive import temperature_explorer
+from vlr_lib.widgets.contrastive import sigmoid_explorer, temperature_explorer
 from tests.widgets.helpers import find, live
 
 
@@ -44,3 +44,16 @@ def test_query_slider_and_direction(S):
     expected = viz.negative_weight_bars(S, 0.2, 5, direction="t2i")
     np.testing.assert_array_equal(np.asarray(fig.data[0].customdata), np.asarray(expected.data[0].customdata))
     assert "query 5" in title(fig)
+
+
+def test_sigmoid_sliders_redraw_the_weights():
+    box = sigmoid_explorer()
+    assert "vlr-explorer-sigmoid" in box._dom_classes
+    fig = live(box)
+    before = np.asarray(fig.data[0].y, dtype=float)
+    find(box, W.FloatSlider, "bias b").value = -2.0
+    expected = viz.sigmoid_weights_figure(box.controls["logit_scale"].value, -2.0, box.controls["temperature"].value)
+    np.testing.assert_allclose(np.asarray(fig.data[0].y, dtype=float), np.asarray(expected.data[0].y, dtype=float))
+    assert not np.allclose(np.asarray(fig.data[0].y, dtype=float), before)
+    find(box, W.FloatLogSlider, "temperature τ").value = 0.5
+    assert title(fig) == title(viz.sigmoid_weights_figure(box.controls["logit_scale"].value, -2.0, 0.5))

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from tests.viz.helpers import title
-from vlr_lib.notebook import demo_embeddings
+from vlr_lib.demo import demo_embeddings
 from vlr_lib.similarity import similarity
 from vlr_lib.viz import softmax as viz
 from vlr_lib.widgets.softmax import partition_explorer, threshold_explorer

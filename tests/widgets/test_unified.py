@@ -7,7 +7,7 @@ import pytest
 
 from tests.viz.helpers import title
 from tests.widgets.helpers import find, live
-from vlr_lib.notebook import demo_embeddings
+from vlr_lib.demo import demo_embeddings
 from vlr_lib.similarity import similarity
 from vlr_lib.viz import unified as viz
 from vlr_lib.widgets.unified import surface_explorer, unified_explorer

@@ -20,7 +20,7 @@ from ._style import CURVE, HARDEST, NEGATIVE, NEUTRAL, SYMBOL, grid, style, to_n
 from .matrix import batch_marks, oriented
 from .matrix import gradient_heatmap as _gradient_heatmap
 
-__all__ = ["negative_weight_bars", "temperature_sweep", "gradient_heatmap"]
+__all__ = ["negative_weight_bars", "temperature_sweep", "gradient_heatmap", "sigmoid_weights_figure"]
 
 
 def _query_negatives(S: Tensor, W: Tensor, pos_mask: Tensor | None, direction: str,
@@ -125,3 +125,40 @@ def gradient_heatmap(S: Tensor, temperature: float, pos_mask: Tensor | None = No
     grad = analysis.loss_gradient(S, lambda X: losses.info_nce(X, temperature, reduction="sum", pos_mask=pos_mask))
     title = f"dL/dS of {registry.label('info_nce')} (both directions, sum), τ = {readout(temperature)}"
     return _gradient_heatmap(grad, batch_marks(S, pos_mask, ("i2t",)), title)
+
+
+def _one_query(s: float, others: float, n_neg: int, positive: float) -> Tensor:
+    """A batch whose query 0 has its positive at `positive`, one negative at `s` and `n_neg` - 1 more at `others`."""
+    S = torch.full((n_neg + 1, n_neg + 1), float(others), dtype=torch.float64)
+    S.fill_diagonal_(float(positive))
+    S[0, 1] = float(s)
+    return S
+
+
+def sigmoid_weights_figure(logit_scale: float, logit_bias: float, temperature: float, n_neg: int = 15,
+                           positive: float = 0.5, points: int = 81) -> go.Figure:
+    """The weight of one negative against its similarity s, under SigLIP and under NT-Xent, while the query's other
+    negatives are easy (at 0) or hard (at 0.4).
+
+    SigLIP's weight is ``analysis.siglip_weights`` (sigma(t s + b), t = exp(`logit_scale`)): a curve of s alone, the
+    same whatever the other negatives do. NT-Xent's is ``analysis.softmax_weights`` (its share of the query's
+    softmax): the harder the other negatives, the smaller it gets, because they share one normaliser.
+    """
+    check_positive("temperature", temperature)
+    n_neg = check_int("n_neg", n_neg, 2)
+    xs = np.linspace(-1.0, 1.0, check_int("points", points, 3))
+    fig = go.Figure()
+    for others, dash in ((0.0, None), (0.4, "dash")):
+        batches = [_one_query(float(x), others, n_neg, positive) for x in xs]
+        sig = [float(analysis.siglip_weights(S, logit_scale, logit_bias)[0, 1]) for S in batches]
+        soft = [float(analysis.softmax_weights(S, temperature)[0, 1]) for S in batches]
+        fig.add_trace(go.Scatter(x=xs, y=sig, name=f"SigLIP, other negatives at {others:g}",
+                                 line=dict(color=CURVE, dash=dash)))
+        fig.add_trace(go.Scatter(x=xs, y=soft, name=f"NT-Xent, other negatives at {others:g}",
+                                 line=dict(color=HARDEST, dash=dash)))
+    t = float(np.exp(logit_scale))
+    style(fig, f"weight of one negative: SigLIP t = {readout(t)}, b = {readout(logit_bias)}; NT-Xent τ = "
+               f"{readout(temperature)}", height=420)
+    fig.update_xaxes(title_text="similarity s of the negative", range=[-1.0, 1.0])
+    fig.update_yaxes(title_text="weight in the gradient", range=[0.0, 1.05])
+    return fig

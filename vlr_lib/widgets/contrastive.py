@@ -1,4 +1,5 @@
-"""Explorer of notebook 03: the temperature of NT-Xent against the weights of one query's negatives.
+"""Explorers of notebook 03: the temperature of NT-Xent against the weights of one query's negatives, and
+SigLIP's per-pair weight beside the softmax's.
 
 Same convention as `vlr_lib.widgets.evaluation`: the box exposes `.controls`
 (name -> widget) and `.figure` (the plotly figure drawn last); callbacks only call one
@@ -33,3 +34,19 @@ def temperature_explorer(
         "query": slider(W.IntSlider, "query", value=query, min=0, max=n_queries - 1),
     }
     return explorer(controls, draw, name="contrastive")
+
+
+def sigmoid_explorer(logit_scale: float = 2.302585092994046, logit_bias: float = -10.0,
+                     temperature: float = 0.1) -> Explorer:
+    """Sliders for SigLIP's log-scale t' and bias b and NT-Xent's tau; one negative's weight against its similarity
+    under both losses (V.sigmoid_weights_figure), with the other negatives easy and hard."""
+    def draw(logit_scale: float, logit_bias: float, temperature: float) -> go.Figure:
+        return V.sigmoid_weights_figure(logit_scale, logit_bias, temperature)
+
+    controls = {
+        "logit_scale": slider(W.FloatSlider, "log-scale t'", value=logit_scale, min=0.0, max=4.6, step=0.1),
+        "logit_bias": slider(W.FloatSlider, "bias b", value=logit_bias, min=-15.0, max=5.0, step=0.5),
+        "temperature": slider(W.FloatLogSlider, "temperature τ", value=temperature, base=10, min=-2, max=0,
+                              step=0.1),
+    }
+    return explorer(controls, draw, name="sigmoid")
