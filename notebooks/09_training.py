@@ -52,7 +52,8 @@ from IPython.display import Markdown, display
 from tqdm.auto import tqdm
 
 from vlr_lib import analysis, metrics, registry, report, similarity, viz, widgets
-from vlr_lib.notebook import TRAINING_SIZES, setup, training_features
+from vlr_lib.data_sizes import SIZES
+from vlr_lib.notebook import setup, training_features
 from vlr_lib.train import build_heads, evaluate, fit, make_objective
 from vlr_lib.experiments import recheck, record
 
@@ -71,10 +72,9 @@ LOSSES = {  # display name (registry.label) -> (vlr_lib.losses name, parameters)
 }
 assert list(LOSSES) == ["Triplet-SH", "NT-Xent", "Unified"]
 OFFSET = 20.0  # the shared bias of the collapse experiment (below)
-SIZES = TRAINING_SIZES  # images (fast, full) of the two splits, shared by notebooks 09 and 11
 # Every setting of the runs: a record of them (vlr_lib.experiments.record) is opened only when these hash alike;
 # each loss with every hyperparameter resolved (registry.resolved), so a changed library default makes it stale.
-KEY = {"notebook": "09_training", "data": cfg.data, "seed": cfg.seed, **{k: cfg.pick(*v) for k, v in SIZES.items()},
+KEY = {"notebook": "09_training", "data": cfg.data, "seed": cfg.seed, **{k: cfg.pick(*v) for k, v in SIZES["chapters"].items()},
        "epochs": EPOCHS, "batch_size": BATCH, "lr": LR, "dim": DIM, "head": HEAD, "seeds": SEEDS, "losses": LOSSES,
        "offset": OFFSET, "resolved": {label: registry.resolved(*loss) for label, loss in LOSSES.items()}}
 NAME = f"09_training-{cfg.data}-{'fast' if cfg.fast else 'full'}"
@@ -102,7 +102,7 @@ NAME = f"09_training-{cfg.data}-{'fast' if cfg.fast else 'full'}"
 #   in both modes; the test split is kept for the one final report (notebook 10).
 
 # %%
-train_set, val_set = training_features(cfg, **SIZES)  # shapes, or cached CLIP features of Flickr30K
+train_set, val_set = training_features(cfg, **SIZES["chapters"])  # shapes, or cached CLIP features of Flickr30K
 chance = metrics.chance_rsum(val_set[2])
 for name, (img, txt, c2i) in (("train", train_set), ("validation", val_set)):
     print(f"{name:>10}: {img.shape[0]} images x {img.shape[1]} features, {txt.shape[0]} captions x {txt.shape[1]}")

@@ -50,7 +50,8 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from vlr_lib import metrics, paths, registry, report, viz, widgets
-from vlr_lib.notebook import TRAINING_SIZES, setup, training_features
+from vlr_lib.data_sizes import SIZES
+from vlr_lib.notebook import setup, training_features
 from vlr_lib.experiments import grid, recheck, record, tuned
 
 cfg = setup(seed=0)
@@ -77,11 +78,10 @@ RUNS = paths.runs_dir()  # $VLR_RUNS, else the workbook's cache folder (never th
 OUT = RUNS / f"11_hyperparameters-{cfg.data}-{'fast' if cfg.fast else 'full'}"
 OUT.mkdir(parents=True, exist_ok=True)
 print(f"grid cache: {OUT}")
-SIZES = TRAINING_SIZES  # images (fast, full) of the two splits, shared by notebooks 09 and 11
 # Every setting of the sweeps: a record of them (vlr_lib.experiments.record) is opened only when these hash alike;
 # each loss's defaults resolved (registry.resolved), so a changed library default makes it stale.
 KEY = {"notebook": "11_hyperparameters", "data": cfg.data, "seed": cfg.seed,
-       **{k: cfg.pick(*v) for k, v in SIZES.items()}, "sweeps": SWEEPS, "seeds": SEEDS, "epochs": EPOCHS,
+       **{k: cfg.pick(*v) for k, v in SIZES["chapters"].items()}, "sweeps": SWEEPS, "seeds": SEEDS, "epochs": EPOCHS,
        "batch_size": BATCH, "lr": LR, "dim": DIM, **({"lr_decay_epoch": DECAY} if DECAY is not None else {}),
        "defaults": {loss: registry.resolved(loss) for loss in SWEEPS}}
 NAME = OUT.name
@@ -98,7 +98,7 @@ NAME = OUT.name
 # even more here.
 
 # %%
-train_set, val_set = training_features(cfg, **SIZES)  # train and validation: shapes, or cached CLIP features of Flickr30K
+train_set, val_set = training_features(cfg, **SIZES["chapters"])  # train and validation: shapes, or cached CLIP features of Flickr30K
 chance = metrics.chance_rsum(val_set[2])
 print(f"{train_set[0].shape[0]} training images, {val_set[0].shape[0]} validation images; chance rsum {chance:.1f}")
 

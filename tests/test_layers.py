@@ -83,7 +83,7 @@ def test_no_import_circle():
 #: the notebooks' setup, on no branch above both, joins them. Every import is checked, lazy ones too.
 LAYERS: dict[str, tuple[int, str | None, tuple[str, ...]]] = {
     "shared": (0, None, ("vlr_lib", "vlr_lib._checks", "vlr_lib._io", "vlr_lib.env", "vlr_lib.paths",
-                         "vlr_lib.loss_entry")),
+                         "vlr_lib.loss_entry", "vlr_lib.data_sizes")),
     "data": (1, None, ("vlr_lib.data",)),
     "features": (2, None, ("vlr_lib.features", "vlr_lib.models", "vlr_lib.shapes_encoder", "vlr_lib.feature_quality")),
     "S": (3, None, ("vlr_lib.similarity",)),

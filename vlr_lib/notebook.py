@@ -25,6 +25,7 @@ import torch
 
 from . import env
 from .data import DATA_MODES
+from .data_sizes import SIZES
 from .paths import feature_cache_root
 from .train import Triple
 
@@ -36,7 +37,6 @@ PLOTLY_RENDERER = "plotly_mimetype"
 HOSTED_RENDERERS = ("colab", "kaggle", "azure", "vscode", "nteract", "cocalc", "databricks")
 #: The shapes images (fast, full) of the training chapters' two splits (``training_features``; the records of
 #: notebooks 09 and 11 are keyed by them).
-TRAINING_SIZES = {"n_train": (400, 2000), "n_val": (100, 200)}
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,8 @@ def setup(seed: int = 0, renderer: str | None = PLOTLY_RENDERER) -> Settings:
 
 
 def training_features(
-    cfg: Settings, n_train: tuple[int, int] = TRAINING_SIZES["n_train"], n_val: tuple[int, int] = TRAINING_SIZES["n_val"],
+    cfg: Settings, n_train: tuple[int, int] = SIZES["chapters"]["n_train"],
+    n_val: tuple[int, int] = SIZES["chapters"]["n_val"],
     test: bool = False,
 ) -> tuple[Triple, ...]:
     """(train, validation) frozen features (img, txt, caption_to_image) for the data mode of `cfg`;

@@ -37,6 +37,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..data_sizes import SIZES
 from . import args as A
 
 if TYPE_CHECKING:  # the trainer is imported when a command runs, not when its parser is built
@@ -82,8 +83,8 @@ def add_data_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--mode", choices=("e2e", "features", "vsepp"), default=None, help="the old name of --setting")
     g.add_argument("--image-encoder", choices=("pretrained", "random"), default=None,
                    help="shapes, features / vsepp: the frozen image encoder (default pretrained)")
-    g.add_argument("--n-train", type=n_images(2), default=None, help="shapes: training images (default 1000)")
-    g.add_argument("--n-val", type=n_images(2), default=None, help="shapes: validation images (default 200)")
+    g.add_argument("--n-train", type=n_images(2), default=None, help=f"shapes: training images (default {SIZES['command line']['n_train']})")
+    g.add_argument("--n-val", type=n_images(2), default=None, help=f"shapes: validation images (default {SIZES['command line']['n_val']})")
     g.add_argument("--difficulty", type=A.probability, default=None,
                    help="shapes: how alike the negatives are, 0..1 (default 0.5)")
     g.add_argument("--data-seed", type=A.seed, default=None, help="shapes: seed of the generated data")
@@ -277,7 +278,8 @@ def load_data(args: argparse.Namespace, setting: str, device) -> dict:
     if args.data == "shapes":
         from ..data.shapes import make_shapes
 
-        dd = make_shapes(n_train=args.n_train or 1000, n_val=args.n_val or 200, n_test=1,
+        dd = make_shapes(n_train=args.n_train or SIZES["command line"]["n_train"],
+                         n_val=args.n_val or SIZES["command line"]["n_val"], n_test=1,
                          difficulty=0.5 if args.difficulty is None else args.difficulty, seed=args.data_seed or 0)
         if setting == "e2e":
             return {"dataset": dd}

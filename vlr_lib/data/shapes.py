@@ -45,6 +45,7 @@ import datasets
 import numpy as np
 
 from .._checks import check_int
+from ..data_sizes import SIZES as SPLIT_SIZES
 from .flickr30k import COLUMNS, FEATURES, SPLITS
 
 COLORS = ("red", "green", "blue", "yellow", "purple", "orange")
@@ -345,9 +346,9 @@ def captions(scenes: Scenes, rng: np.random.Generator) -> list[list[str]]:
 
 # ---------------------------------------------------------------- the dataset
 def make_shapes(
-    n_train: int = 2000,
-    n_val: int = 200,
-    n_test: int = 200,
+    n_train: int = SPLIT_SIZES["default"]["n_train"],
+    n_val: int = SPLIT_SIZES["default"]["n_val"],
+    n_test: int = SPLIT_SIZES["default"]["n_test"],
     image_size: int = 64,
     difficulty: float = 0.5,
     seed: int = 0,

@@ -55,6 +55,7 @@ from torch import Tensor
 from .. import __version__, registry, report
 from .._io import atomic_write_json, claim_run_folder, read_back, read_json
 from ..data import DATA_MODES
+from ..data_sizes import SIZES
 from ..features import flickr_feature_dirs
 from ..paths import feature_cache_root, flickr30k_path, runs_dir
 from . import record as R
@@ -146,7 +147,7 @@ class ShowdownSpec:
 
 #: The data of each showdown, full size and fast (the schedule and model sizes are ``settings.preset``'s).
 FULL_DATA = {"shapes": {}, "flickr30k": {"n_train": None, "n_val": None, "n_test": None, "difficulty": 0.0}}
-FAST_DATA = {"shapes": {"n_train": 200, "n_val": 100, "n_test": 100, "probe": 50},
+FAST_DATA = {"shapes": {**SIZES["showdown fast"], "probe": 50},
              "flickr30k": {**FULL_DATA["flickr30k"], "n_train": 2900}}
 
 
