@@ -218,7 +218,8 @@ class NotRegularFileError(OSError):
     """A path to read is a FIFO, socket, device or folder, not a regular file: never read (a FIFO would hang)."""
 
     def __init__(self, path: Path, mode: int):
-        super().__init__(errno.EINVAL, f"{path} is {_kind(mode)}, not a regular file", str(path))
+        self.kind = _kind(mode)  # "a FIFO (named pipe)", "a folder", ...
+        super().__init__(errno.EINVAL, f"{path} is {self.kind}, not a regular file", str(path))
 
     def __str__(self) -> str:
         return self.strerror

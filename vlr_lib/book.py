@@ -28,12 +28,13 @@ graded exercise's check cell showing what the unfilled stub scores (``vlr_lib.gr
 builds the student book from the instructor book's executed notebooks (no second execution), and ``make lab``
 with ``VLR_EDITION=student`` writes the student notebooks (:func:`write_notebook`).
 
-The edition writer, ``python -m vlr_lib.book IN OUT`` (make's notebook rule) and :func:`write_notebook`, is hostile-input
-safe: IN must be a regular file holding a notebook (a jupytext .py or an .ipynb), OUT a file in an existing folder
-and never IN itself (nor IN through a link); the student edition refuses a cell it cannot judge -- tags that are not
-a list of strings (a string would be matched by substring), a graded check whose key is not a graded exercise or
-not a literal -- rather than guess, since a guess could leak a solution. OUT is written atomically: a failure (a
-full disk) leaves the file that was there. Every such error is one line naming the file (and the cell), exit 2.
+The edition writer, ``python -m vlr_lib.book IN OUT`` (make's notebook rule) and :func:`write_notebook`, takes no
+input on trust: IN must be a regular file holding a notebook (a jupytext .py or an .ipynb), OUT a file in an
+existing folder and never IN itself (nor IN through a link). The student edition refuses a cell it cannot judge
+rather than guess, since a guess could leak a solution: tags that are not a list of strings (a string would be
+matched by substring; ``null`` is refused too), a graded check (found with ``ast``, however it is called) whose key
+is not a literal naming a graded exercise. OUT is written atomically: a failure (a full disk) leaves the file that
+was there. Each error is one line naming the file, the cell or the variable, exit 2.
 """
 from __future__ import annotations
 
@@ -297,7 +298,7 @@ def _write(args) -> int:
     return 0
 
 
-if __name__ == "__main__":  # make notebooks: python -m vlr_lib.book NN_topic.py NN_topic.ipynb (edition from $VLR_EDITION)
+if __name__ == "__main__":  # make's rule: python -m vlr_lib.book NN_topic.py NN_topic.ipynb (edition: $VLR_EDITION)
     import sys
 
     sys.exit(main())

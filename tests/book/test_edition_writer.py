@@ -123,7 +123,8 @@ def _tags_of_numbers(tmp):
 def _unknown_key(tmp):
     nb = notebook(check='grading.check("99_nothing", triplet_sh)')
     return [write_ipynb(tmp / "in.ipynb", nb), tmp / "out.ipynb"], "argument IN: ", \
-        "cell 4 ('grading.check(\"99_nothing\", triplet_sh)'): grading.check('99_nothing', ...) is not a graded exercise"
+        "cell 4 ('grading.check(\"99_nothing\", triplet_sh)'): grading.check('99_nothing', ...) is not a graded " \
+        "exercise"
 
 
 def _key_not_a_literal(tmp):
