@@ -42,6 +42,7 @@ import ast
 import os
 import re
 import reprlib
+import warnings
 from pathlib import Path
 from stat import S_ISREG
 
@@ -243,7 +244,9 @@ def read_notebook(py: str | os.PathLike):
     path = Path(py)
     try:
         text = read_regular(path).decode("utf-8")
-        nb = jupytext.reads(text, fmt=path.suffix.lstrip(".") or None)
+        with warnings.catch_warnings():  # jupytext's and nbformat's: the errors below say what is wrong, in one line
+            warnings.simplefilter("ignore")
+            nb = jupytext.reads(text, fmt=path.suffix.lstrip(".") or None)
     except FileNotFoundError:
         raise NotebookError(f"{str(path)!r} does not exist") from None
     except Exception as err:  # noqa: BLE001 - JSON, UTF-8, jupytext and nbformat errors all mean "not a notebook"
@@ -254,7 +257,7 @@ def read_notebook(py: str | os.PathLike):
         raise NotebookError(f"{str(path)!r} is not a notebook: its cells are not a list of objects")
     for i, cell in enumerate(cells):
         if not isinstance(cell.get("source", ""), str) or not isinstance(cell.get("cell_type"), str):
-            raise NotebookError(f"{_cell(str(path), i, cell)}: no cell_type, or a source that is not text")
+            raise NotebookError(f"{_cell(repr(str(path)), i, cell)}: no cell_type, or a source that is not text")
     return nb
 
 
@@ -269,7 +272,9 @@ def write_notebook(py: str | os.PathLike, out: str | os.PathLike, chosen: str | 
     if problem:
         raise ValueError(f"{problem[0]}: {problem[1]}")
     nb = read_notebook(py)
-    text = nbformat.writes(student_notebook(nb, repr(str(py))) if student else nb)
+    with warnings.catch_warnings():  # nbformat's validation warnings (cells without ids): the notebook was read above
+        warnings.simplefilter("ignore")
+        text = nbformat.writes(student_notebook(nb, repr(str(py))) if student else nb)
     atomic_write_text(out, text if text.endswith("\n") else text + "\n")
 
 

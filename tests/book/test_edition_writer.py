@@ -85,6 +85,18 @@ def _not_a_notebook(tmp):
     return [tmp / "list.ipynb", tmp / "out.ipynb"], "argument IN: ", "list.ipynb"
 
 
+def _cells_not_a_list(tmp):
+    (tmp / "odd.ipynb").write_text('{"cells": 5}')  # jupytext also warns (nbformat 1.0): no second line
+    return [tmp / "odd.ipynb", tmp / "out.ipynb"], "argument IN: ", "its cells are not a list of objects"
+
+
+def _source_not_text(tmp):
+    nb = notebook()
+    nb.cells[1]["source"] = 5
+    return [write_ipynb(tmp / "in.ipynb", nb), tmp / "out.ipynb"], "argument IN: ", \
+        "in.ipynb', cell 2: no cell_type, or a source that is not text"
+
+
 def _fifo_in(tmp):
     os.mkfifo(tmp / "pipe.py")
     return [tmp / "pipe.py", tmp / "out.ipynb"], "argument IN: ", "not a regular file"
@@ -139,7 +151,7 @@ def _check_cell_unparsable(tmp):
 
 
 BAD = {f.__name__.strip("_"): f for f in (
-    _missing, _truncated, _not_utf8, _not_a_notebook, _fifo_in, _folder_in, _missing_folder, _out_is_a_folder,
+    _missing, _truncated, _not_utf8, _not_a_notebook, _cells_not_a_list, _source_not_text, _fifo_in, _folder_in, _missing_folder, _out_is_a_folder,
     _tags_null, _tags_a_string, _tags_of_numbers, _unknown_key, _key_not_a_literal, _check_cell_unparsable)}
 
 
