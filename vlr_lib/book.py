@@ -113,7 +113,7 @@ class NotebookError(ValueError):
 
 
 def _cell(where: str, index: int, cell) -> str:
-    """"<where>, cell 3 (first line...)": a cell as its author finds it (1-based, its first line)."""
+    """A cell as its author finds it, for errors: ``<where>, cell 3 ('its first line')`` (counted from 1)."""
     source = cell.get("source") if isinstance(cell, dict) else None
     first = source.strip().split("\n", 1)[0][:50] if isinstance(source, str) else ""
     return f"{where}, cell {index + 1}" + (f" ({first!r})" if first else "")

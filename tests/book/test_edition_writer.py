@@ -4,11 +4,9 @@ nothing written; OUT is never IN; tags match exactly; a graded check is found ho
 written atomically."""
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +16,7 @@ import pytest
 
 from vlr_lib import book
 
-from ..cli.helpers import ROOT, call, env, snapshot
+from ..cli.helpers import ROOT, call, env, snapshot, within
 
 #: A small executed notebook: a stub, its solution (tagged), and the check cell with the solution's score.
 SOLVED = "02_triplet_sh (Triplet-SH): 5 / 5 points, 10/10 hidden cases\n"
@@ -38,21 +36,6 @@ def notebook(check: str = 'grading.check("02_triplet_sh", triplet_sh)', tags: ob
 def write_ipynb(path: Path, nb: dict) -> Path:
     path.write_text(json.dumps(nb))
     return path
-
-
-@contextlib.contextmanager
-def within(seconds: int):
-    """Fail instead of hanging (a FIFO read blocks until someone writes to it)."""
-    def hung(signum, frame):
-        raise TimeoutError(f"still running after {seconds} s: a read blocked")
-
-    previous = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def run_book(argv, capsys, monkeypatch, edition: str | None = "student"):

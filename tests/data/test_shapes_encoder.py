@@ -1,10 +1,8 @@
 """The pretrained shapes encoder: task, determinism, cache (reuse, stale, corrupt, permissions), the default's quality."""
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import warnings
@@ -18,6 +16,8 @@ from vlr_lib import feature_quality as Q
 from vlr_lib import shapes_encoder as E
 from vlr_lib.data import make_shapes
 from vlr_lib.models import TinyCNN
+
+from ..cli.helpers import within
 
 ROOT = Path(__file__).resolve().parents[2]
 # Small enough to build in about a second: the cache's behaviour does not depend on the size.
@@ -534,21 +534,6 @@ MANIFEST_EDITS = [
 ]
 
 
-@contextlib.contextmanager
-def _within(seconds: int):
-    """Fail instead of hanging (reading a FIFO blocks until someone writes to it)."""
-    def hung(signum, frame):
-        raise TimeoutError(f"still running after {seconds} s: a read blocked")
-
-    previous = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 @pytest.mark.parametrize("damage, named, says", [c[1:] for c in MANIFEST_EDITS], ids=[c[0] for c in MANIFEST_EDITS])
 def test_an_edited_or_special_shipped_manifest_is_refused_naming_the_field(shipped, damage, named, says,
                                                                           monkeypatch, capsys, no_training):
@@ -559,14 +544,14 @@ def test_an_edited_or_special_shipped_manifest_is_refused_naming_the_field(shipp
     from ..cli.helpers import call
 
     damage(shipped)
-    with _within(30), pytest.raises(E.EncoderFileError) as err:
+    with within(30), pytest.raises(E.EncoderFileError) as err:
         E.shipped_encoder(shipped)
     message = str(err.value)
     assert "\n" not in message and says in message, message
     other = W if named == M else M
     assert f"{shipped / named} " in message and str(shipped / other) not in message, message
     monkeypatch.setattr(E, "SHIPPED_DIR", shipped)
-    with _within(30):
+    with within(30):
         code, out, err = call(cli.main, [], capsys)
     assert code == 2 and out == "" and err.count("\n") == 1 and says in err, err
     assert "0.99" not in err and "2030" not in err
@@ -594,7 +579,7 @@ def test_write_manifest_seals_and_refuses_a_bad_manifest(shipped):
 @pytest.mark.parametrize("which", [E.MANIFEST_FILE, E.WEIGHTS_FILE])
 def test_a_fifo_in_the_cache_is_rebuilt_not_read(copy, built, which):
     _fifo(which)(copy)
-    with _within(60), pytest.warns(RuntimeWarning, match="FIFO"):
+    with within(60), pytest.warns(RuntimeWarning, match="FIFO"):
         enc = E.load_or_train_encoder(copy, TINY, progress=False)
     assert _same_state(enc, built[1]) and (copy / which).is_file()
 
@@ -636,7 +621,7 @@ def test_retrain_refuses_a_folder_of_the_users_files_before_training(make, tmp_p
 
     make(tmp_path / "d")
     before = snapshot(tmp_path)
-    with _within(30):
+    with within(30):
         code, out, err = call(cli.main, ["--retrain", "--to", str(tmp_path / "d")], capsys)
     assert code == 2 and out == "" and err.count("\n") == 1, err
     assert "argument --to: " in err and "not an encoder written by --retrain" in err
