@@ -100,7 +100,7 @@ def skipped_note(nb) -> int:
     """Give every cell tagged book.SKIP_TAG (shown, not run) the note that says so; returns how many."""
     import nbformat
 
-    skipped = [c for c in nb.cells if c.cell_type == "code" and book.SKIP_TAG in c.metadata.get("tags", [])]
+    skipped = [c for c in nb.cells if c.cell_type == "code" and book.SKIP_TAG in book.cell_tags(c)]
     for cell in skipped:
         cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=book.SKIPPED_NOTE)]
     return len(skipped)
@@ -133,7 +133,7 @@ def execute(py: Path, out: Path, env: dict[str, str] | None = None) -> tuple[flo
     if py.stem in book.RECORDED_CHAPTERS and (found := book.page_problems(outputs_text(nb))):
         raise NotebookFailed(f"{py.name}: executed for the book, but {'; '.join(found)}")
     skipped_note(nb)
-    solutions = [c for c in nb.cells if "solution" in c.metadata.get("tags", [])]
+    solutions = [c for c in nb.cells if book.SOLUTION_TAG in book.cell_tags(c)]
     for cell in solutions:  # "Show solution 2" rather than the same words on every toggle
         number = re.match(r"# Solution (\d+)", cell.source)
         if number:
@@ -199,7 +199,7 @@ def write_chapter(nb, out: Path, edition: str) -> None:
     download button under the title."""
     import nbformat
 
-    chapter = book.student_notebook(nb) if edition == "student" else nb
+    chapter = book.student_notebook(nb, out.stem) if edition == "student" else nb
     chapter.cells.insert(1, download_cell(out.stem, edition))
     nbformat.write(chapter, out)
 

@@ -5,7 +5,8 @@ old file or the new one, never half of one. The new file gets the permissions a 
 ``open(path, "w")`` would give (0666 minus the umask, or the mode of the file it replaces),
 and writing to a symlink writes the file it points to (the link stays).
 
-Reading: a file that cannot be read back is reported with its path and the way out
+Reading: :func:`read_regular` reads a path only when it is a regular file (a FIFO in a file's place
+would hang the read); a file that cannot be read back is reported with its path and the way out
 (``--no-resume``, ``--force``, delete the cache, ...); a permission error is reported as one,
 never as a damaged file, so nothing is rebuilt or retrained because of it.
 """
@@ -211,6 +212,42 @@ def locked(folder: str | os.PathLike, lock_file: str = LOCK_FILE) -> Iterator[No
         yield
     finally:
         lock.release()
+
+
+class NotRegularFileError(OSError):
+    """A path to read is a FIFO, socket, device or folder, not a regular file: never read (a FIFO would hang)."""
+
+    def __init__(self, path: Path, mode: int):
+        self.kind = _kind(mode)  # "a FIFO (named pipe)", "a folder", ...
+        super().__init__(errno.EINVAL, f"{path} is {self.kind}, not a regular file", str(path))
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
+def _kind(mode: int) -> str:
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"), (stat.S_ISLNK, "a symbolic link"))
+    return next((name for test, name in kinds if test(mode)), "a special file")
+
+
+def read_regular(path: str | os.PathLike, follow_links: bool = True) -> bytes:
+    """The bytes of `path`, which must be a regular file (with ``follow_links=False``, not a link to one either).
+
+    Anything else is a :class:`NotRegularFileError` (an OSError) before it is opened: reading a FIFO blocks until
+    someone writes to it, a device may never end. The open file is checked again (opened non-blocking), so one
+    swapped in between is refused too. A missing file is FileNotFoundError, as usual.
+    """
+    path = Path(path)
+    mode = (os.stat if follow_links else os.lstat)(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise NotRegularFileError(path, mode)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | (0 if follow_links else getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(os.open(path, flags), "rb") as f:
+        mode = os.fstat(f.fileno()).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFileError(path, mode)
+        return f.read()
 
 
 def read_back(path: str | os.PathLike, read: Callable[[Path], T], what: str, fix: str) -> T:

@@ -33,7 +33,11 @@ kernels, 0.68 under AVX2 on one machine: docs/shapes_encoder.md), so every machi
 weights instead of training its own, and every machine computes the same features up to inference
 rounding. ``load_or_train_encoder()`` with the default recipe returns :func:`shipped_encoder` and
 never trains; a missing, damaged or other file is an :class:`EncoderFileError` naming the file and
-how to restore it. ``python -m vlr_lib encoder --retrain`` re-trains it on purpose.
+how to restore it. The manifest is checked like a record's: every field it needs, by name and type
+(:func:`manifest_problem`), and its ``manifest_sha256`` over all its other fields (:func:`manifest_hash`;
+a manifest without one is damaged), so an edited accuracy or date is refused, never shown; a FIFO or
+other non-regular file in either file's place is refused before it is opened (``_io.read_regular``).
+:func:`write_manifest` seals a manifest. ``python -m vlr_lib encoder --retrain`` re-trains it on purpose.
 
 Cache (other recipes, e.g. the tests' tiny ones): one folder per request (``encoder_dir``, under ``default_cache_dir()``) with
 ``encoder.pt`` (the ``ShapesEncoder`` state_dict, loadable with ``weights_only=True``) and
@@ -42,13 +46,12 @@ epochs, batch size, lr, torch version -- plus the content hash, the feature size
 held-out pretraining accuracy per attribute and the library version). Both are written
 atomically (weights first, manifest last) and hold no timestamps, so two processes that
 build the same request at once write identical files. A cache that does not match the
-request, or fails its hash, or cannot be parsed, is rebuilt with a warning; a permission
-error is raised as such.
+request, or fails its hash, or cannot be parsed, or is not a regular file (a FIFO), is rebuilt
+with a warning; a permission error is raised as such.
 """
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import io
 import json
@@ -57,7 +60,7 @@ import os
 import tempfile
 import warnings
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +72,7 @@ from torch import Tensor, nn
 
 from . import __version__
 from ._checks import check_int, check_positive
-from ._io import atomic_write, foreign_objects
+from ._io import NotRegularFileError, atomic_write, foreign_objects, read_regular
 from .data.shapes import COLORS, GRID, MAX_OBJECTS, SHAPES, SIZES, Scenes, render, sample_scenes
 from .features import content_hash
 from .models import TinyCNN
@@ -85,6 +88,8 @@ __all__ = [
     "default_cache_dir",
     "encoder_dir",
     "load_or_train_encoder",
+    "manifest_hash",
+    "manifest_problem",
     "pool_scenes",
     "pretrain",
     "pretrained_image_features",
@@ -93,6 +98,7 @@ __all__ = [
     "shipped_encoder",
     "shipped_sha256",
     "write_encoder",
+    "write_manifest",
     "task_accuracy",
 ]
 
@@ -100,6 +106,8 @@ FORMAT_VERSION = 1  # bump whenever the pool, the task, the training or the expo
 POOL_BRANCH = 0x504F4F4C  # "POOL": the pool's SeedSequence spawn key, unused by make_shapes' splits
 WEIGHTS_FILE = "encoder.pt"
 MANIFEST_FILE = "manifest.json"
+#: The shipped manifest's sha256 of its own content (every other field): an edited accuracy or date shows.
+MANIFEST_HASH = "manifest_sha256"
 SHIPPED_DIR = Path(__file__).resolve().parent / "assets" / "shapes_encoder"
 RESTORE = ("restore it with `git checkout -- vlr_lib/assets/shapes_encoder` (or reinstall vlr-workbook), "
            "or re-train it on purpose with `python -m vlr_lib encoder --retrain`")
@@ -337,10 +345,12 @@ class _Unusable(Exception):
 def _read(path: Path, what: str) -> bytes:
     """The file's bytes; PermissionError says so, any other failure makes the cache unusable."""
     try:
-        return path.read_bytes()
+        return read_regular(path)  # never a FIFO's read, which would hang
     except PermissionError as err:
         raise PermissionError(f"cannot read the shapes encoder cache {what} {str(path)!r}: permission denied; "
                               "fix its permissions, set VLR_CACHE to a folder you own, or pass cache_dir") from err
+    except NotRegularFileError as err:
+        raise _Unusable(f"{path} is {err.kind}, not a regular file") from err
     except OSError as err:
         raise _Unusable(f"cannot read {path}: {err}") from err
 
@@ -404,58 +414,132 @@ def _shipped_fail(path: Path, problem: str) -> EncoderFileError:
     return EncoderFileError(f"the shipped shapes encoder {path} {problem}; {RESTORE}")
 
 
-def _shipped_manifest(root: Path) -> dict[str, Any]:
-    path = root / MANIFEST_FILE
+def manifest_hash(manifest: dict[str, Any]) -> str:
+    """sha256 of the manifest's canonical JSON (sorted keys, no spaces) without :data:`MANIFEST_HASH`, as a
+    record's ``manifest_sha256`` (``experiments.record.manifest_hash``)."""
+    rest = {k: v for k, v in manifest.items() if k != MANIFEST_HASH}
+    return hashlib.sha256(json.dumps(rest, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+#: The shipped manifest's fields besides the recipe (EncoderSettings' fields), and their JSON types.
+SHIPPED_TYPES: dict[str, type] = {
+    "format_version": int, "torch_version": str, "feature_dim": int, "file": str, "sha256": str, "content_hash": str,
+    "pretrain_accuracy": dict, "trained_with": dict, MANIFEST_HASH: str}
+TRAINED_WITH_TYPES: dict[str, type] = {"kernels": str, "threads": int, "cpu": str, "date": str}
+
+
+def _field_problem(manifest: dict[str, Any]) -> str | None:
+    """The first field of the manifest that is missing or of another type or range, named."""
+    for name, kind in SHIPPED_TYPES.items():
+        if name not in manifest:
+            return f"has no {name}"
+        if not isinstance(manifest[name], kind) or isinstance(manifest[name], bool):
+            return f"has a {type(manifest[name]).__name__} for {name} ({manifest[name]!r:.40}), not a {kind.__name__}"
+    for field in fields(EncoderSettings):  # the recipe, checked one field at a time so that the message names it
+        if field.name not in manifest:
+            return f"has no {field.name}"
+        try:
+            EncoderSettings(**{field.name: manifest[field.name]})
+        except (TypeError, ValueError) as err:
+            return f"has a bad {field.name} ({manifest[field.name]!r:.40}: {err})"
+    accuracy = manifest["pretrain_accuracy"]
+    for name in (*ATTRIBUTES, "scene"):
+        value = accuracy.get(name)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1:
+            return f"has no accuracy in [0, 1] for pretrain_accuracy.{name} (got {value!r:.40})"
+    for name, kind in TRAINED_WITH_TYPES.items():
+        if not isinstance(manifest["trained_with"].get(name), kind):
+            return f"has no {kind.__name__} for trained_with.{name}"
+    if manifest["file"] != WEIGHTS_FILE or len(manifest["sha256"]) != 64:
+        return f"names another weights file than {WEIGHTS_FILE} (file {manifest['file']!r:.40}) or no sha256 of one"
+    return None
+
+
+def manifest_problem(manifest: object) -> str | None:
+    """What is wrong with a shipped encoder's manifest (None when it is sound): a field missing or of another type
+    (named), no :data:`MANIFEST_HASH` (damaged, or written before it), or one its fields do not hash to."""
+    if not isinstance(manifest, dict):
+        return f"is not an encoder manifest (a JSON object), it holds a {type(manifest).__name__}"
+    found = _field_problem(manifest)
+    if found:
+        return found
+    if manifest[MANIFEST_HASH] != manifest_hash(manifest):
+        return (f"does not hash to its {MANIFEST_HASH}: a field (its accuracy, date, recipe, ...) was edited by "
+                "hand, so nothing it says is shown")
+    return None
+
+
+def _shipped_read(path: Path) -> bytes:
+    """The bytes of a shipped file: a regular file only (a FIFO would hang the read)."""
     try:
-        manifest = json.loads(path.read_text())
+        return read_regular(path)
     except FileNotFoundError:
         raise _shipped_fail(path, "is missing") from None
-    except (OSError, ValueError) as err:
+    except NotRegularFileError as err:
+        raise _shipped_fail(path, f"is {err.kind}, not a regular file (never read)") from None
+    except OSError as err:
         raise _shipped_fail(path, f"cannot be read ({type(err).__name__}: {err})") from None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("sha256"), str):
-        raise _shipped_fail(path, "is not an encoder manifest (a JSON object with its sha256)")
+
+
+def _shipped_manifest(root: Path) -> dict[str, Any]:
+    path = root / MANIFEST_FILE
+    data = _shipped_read(path)
+    try:
+        manifest = json.loads(data)
+    except ValueError as err:  # not UTF-8, not JSON
+        raise _shipped_fail(path, f"cannot be read ({type(err).__name__}: {err})") from None
+    problem = manifest_problem(manifest)
+    if problem:
+        raise _shipped_fail(path, problem)
     return manifest
+
+
+def _shipped_files(root: Path) -> tuple[dict[str, Any], bytes]:
+    """The checked manifest and the weights' bytes, which hash to the manifest's sha256."""
+    manifest = _shipped_manifest(root)
+    path = root / WEIGHTS_FILE
+    blob = _shipped_read(path)
+    digest = hashlib.sha256(blob).hexdigest()
+    if digest != manifest["sha256"]:
+        raise _shipped_fail(path, f"has sha256 {digest[:12]}..., its manifest says {manifest['sha256'][:12]}... "
+                                  "(damaged, or another encoder)")
+    return manifest, blob
 
 
 def shipped_sha256(root: str | os.PathLike | None = None) -> str:
     """The sha256 of the shipped encoder's weights file, checked against its manifest (EncoderFileError if not)."""
-    root = Path(root) if root is not None else SHIPPED_DIR
-    manifest = _shipped_manifest(root)
-    path = root / WEIGHTS_FILE
-    try:
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    except FileNotFoundError:
-        raise _shipped_fail(path, "is missing") from None
-    except OSError as err:
-        raise _shipped_fail(path, f"cannot be read ({type(err).__name__}: {err})") from None
-    if digest != manifest["sha256"]:
-        raise _shipped_fail(path, f"has sha256 {digest[:12]}..., its manifest says {manifest['sha256'][:12]}... "
-                                  "(damaged, or another encoder)")
-    return digest
+    return _shipped_files(Path(root) if root is not None else SHIPPED_DIR)[0]["sha256"]
+
+
+_LOADED: dict[tuple[str, str], ShapesEncoder] = {}  # (folder, manifest hash): each content loaded once
 
 
 def shipped_encoder(root: str | os.PathLike | None = None) -> ShapesEncoder:
     """The pretrained encoder that ships with the package (checked by sha256; never trained here).
 
     `root` is the folder holding encoder.pt and manifest.json (default ``SHIPPED_DIR``). Its
-    ``manifest`` holds the recipe, the held-out accuracy, the sha256 and how it was trained.
+    ``manifest`` holds the recipe, the held-out accuracy, the sha256 and how it was trained; the manifest
+    hashes to its own ``manifest_sha256``, so an edited field is refused rather than shown.
     """
     root = Path(root) if root is not None else SHIPPED_DIR
-    digest = shipped_sha256(root)
-    return _shipped(str(root), digest)
+    manifest, blob = _shipped_files(root)
+    key = (str(root), manifest[MANIFEST_HASH])  # the manifest's hash covers the weights' sha256 too
+    if key not in _LOADED:
+        if len(_LOADED) >= 2:
+            _LOADED.clear()
+        _LOADED[key] = _load_shipped(root / WEIGHTS_FILE, manifest, blob)
+    return _LOADED[key]
 
 
-@functools.lru_cache(maxsize=2)
-def _shipped(root: str, digest: str) -> ShapesEncoder:
-    """Load once per file content (frozen, eval mode: safe to share)."""
-    manifest = _shipped_manifest(Path(root))
-    path = Path(root) / WEIGHTS_FILE
+def _load_shipped(path: Path, manifest: dict[str, Any], blob: bytes) -> ShapesEncoder:
+    """Frozen, eval mode: safe to share."""
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        encoder = ShapesEncoder(int(manifest["width"]))
+        state = torch.load(io.BytesIO(blob), map_location="cpu", weights_only=True)
+        encoder = ShapesEncoder(manifest["width"])
         encoder.load_state_dict(state)
     except Exception as err:  # noqa: BLE001 - whatever torch says, the file is not this encoder's weights
-        raise _shipped_fail(path, f"cannot be loaded as the encoder's weights ({type(err).__name__})") from None
+        raise _shipped_fail(path, f"cannot be loaded as the weights of the encoder its manifest describes (width "
+                                  f"{manifest['width']}; {type(err).__name__})") from None
     encoder.eval().requires_grad_(False)
     encoder.manifest = manifest
     return encoder
@@ -469,7 +553,7 @@ def write_encoder(folder: str | os.PathLike, encoder: ShapesEncoder, trained_wit
     """Write `encoder` as a shipped encoder (weights first, manifest last, each atomically); return the manifest.
 
     The manifest adds to ``encoder.manifest`` the weights' sha256 and `trained_with` (kernels,
-    threads, CPU, date: what the bytes depend on)."""
+    threads, CPU, date: what the bytes depend on), and is sealed by :func:`write_manifest`."""
     folder = Path(folder)
     buffer = io.BytesIO()
     state = encoder.state_dict()
@@ -478,10 +562,27 @@ def write_encoder(folder: str | os.PathLike, encoder: ShapesEncoder, trained_wit
     manifest = {**encoder.manifest, "content_hash": content_hash(state), "file": WEIGHTS_FILE,
                 "sha256": hashlib.sha256(blob).hexdigest(), "trained_with": trained_with,
                 "command": "python -m vlr_lib encoder --retrain", "vlr_lib_version": __version__}
+    sealed = _sealed(manifest)  # checked before the weights are replaced
     atomic_write(folder / WEIGHTS_FILE, lambda f: f.write(blob))
-    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
-    atomic_write(folder / MANIFEST_FILE, lambda f: f.write(text.encode()))
-    return manifest
+    return write_manifest(folder, sealed)
+
+
+def _sealed(manifest: dict[str, Any]) -> dict[str, Any]:
+    """`manifest` with its :data:`MANIFEST_HASH` over every other field; a ValueError when it is no sound manifest."""
+    sealed = {**{k: v for k, v in manifest.items() if k != MANIFEST_HASH}, MANIFEST_HASH: manifest_hash(manifest)}
+    problem = manifest_problem(sealed)
+    if problem:
+        raise ValueError(f"manifest {problem}")
+    return sealed
+
+
+def write_manifest(folder: str | os.PathLike, manifest: dict[str, Any]) -> dict[str, Any]:
+    """Write `manifest` as ``folder/manifest.json`` (atomically) with its :data:`MANIFEST_HASH` over every other
+    field, and return it as written. A manifest that :func:`manifest_problem` refuses is never written."""
+    sealed = _sealed(manifest)
+    text = json.dumps(sealed, indent=2, sort_keys=True) + "\n"
+    atomic_write(Path(folder) / MANIFEST_FILE, lambda f: f.write(text.encode()))
+    return sealed
 
 
 def load_or_train_encoder(

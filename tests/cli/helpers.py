@@ -1,10 +1,12 @@
 """Running the command lines in-process (fast) and as real processes (the one-line contract end to end)."""
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,6 +23,21 @@ def call(main: Callable[[Sequence[str]], int], argv: Sequence[str], capsys) -> t
         code = exit_.code
     out, err = capsys.readouterr()
     return code, out, err
+
+
+@contextlib.contextmanager
+def within(seconds: int) -> Iterator[None]:
+    """Fail with TimeoutError instead of hanging (a read of a FIFO blocks until someone writes to it)."""
+    def hung(signum, frame):
+        raise TimeoutError(f"still running after {seconds} s: a read blocked")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def snapshot(folder: Path) -> dict[str, tuple[int, int]]:

@@ -230,6 +230,29 @@ def test_lessons_rejects(argv, flag, work, capsys):
           prog="python -m vlr_lib lessons")
 
 
+ENCODER_CASES = [
+    (["--progress"], "--progress"),  # issue 35: was silently ignored
+    (["--to", "new"], "--to"),
+    (["--retrain", "--to", "mine"], "--to"),  # a folder of the user's files
+    (["--retrain", "--to", "notes"], "--to"),
+    (["--retrain", "--to", "own"], "--to"),  # the user's own manifest.json (issue 35: was overwritten)
+    (["--retrain", "--to", "afile"], "--to"),
+    (["--retrain", "--to", ""], "--to"),
+    (["--retrain", "--epochs", "3"], "--epochs"),
+]
+
+
+@pytest.mark.parametrize("argv, flag", ENCODER_CASES)
+def test_encoder_rejects_before_training(argv, flag, work, capsys, monkeypatch):
+    from vlr_lib import shapes_encoder
+    from vlr_lib.cli import encoder
+
+    (work / "own").mkdir()
+    (work / "own" / "manifest.json").write_text('{"mine": true}')
+    monkeypatch.setattr(shapes_encoder, "pretrain", lambda *a, **k: pytest.fail("trained before the check"))
+    check(encoder.main, argv, flag, work, capsys, prog="python -m vlr_lib encoder")
+
+
 @pytest.mark.parametrize("var, value", [("VLR_DATA", "coco"), ("VLR_FAST", "maybe")])
 def test_showdown_rejects_bad_environment(var, value, work, capsys, monkeypatch):
     monkeypatch.setenv(var, value)

@@ -49,6 +49,17 @@ def test_a_bad_value_is_one_line_and_exit_2_in_a_real_process(tmp_path):
         assert len(done.stderr.splitlines()) == 1
 
 
+def test_encoder_retrain_into_a_folder_of_the_users_files_is_one_line_at_once(tmp_path):
+    """Issue 35: --retrain --to a folder holding the user's own manifest.json overwrote it after two minutes of
+    training; now one line and exit 2 before any training (the timeout), the file untouched."""
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "manifest.json").write_text('{"mine": true}')
+    done = run(["encoder", "--retrain", "--to", "mine"], cwd=tmp_path, timeout=60)
+    assert done.returncode == 2 and done.stdout == "" and len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stderr.startswith("python -m vlr_lib encoder: error: argument --to: 'mine' holds other files")
+    assert (tmp_path / "mine" / "manifest.json").read_text() == '{"mine": true}'
+
+
 def test_module_entry_point_lists_and_dispatches_commands(capsys):
     assert entry.main([]) == 2 and "python -m vlr_lib train" in capsys.readouterr().err  # issue 23: was stdout
     assert entry.main(["--help"]) == 0 and "python -m vlr_lib train" in capsys.readouterr().out

@@ -17,6 +17,8 @@ from vlr_lib import shapes_encoder as E
 from vlr_lib.data import make_shapes
 from vlr_lib.models import TinyCNN
 
+from ..cli.helpers import within
+
 ROOT = Path(__file__).resolve().parents[2]
 # Small enough to build in about a second: the cache's behaviour does not depend on the size.
 TINY = E.EncoderSettings(pool_size=64, held_out=32, image_size=32, width=4, epochs=1, batch_size=32)
@@ -227,14 +229,14 @@ def test_corrupt_cache_is_rebuilt_with_a_warning(copy, built, damage, message):
 
 
 def test_unreadable_cache_is_a_permission_error_not_corruption(copy, monkeypatch):
-    real = Path.read_bytes
+    real = E.read_regular
 
-    def denied(self):
-        if self.parent == copy:
-            raise PermissionError(13, "Permission denied", str(self))
-        return real(self)
+    def denied(path, *args, **kwargs):
+        if Path(path).parent == copy:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_bytes", denied)
+    monkeypatch.setattr(E, "read_regular", denied)
     _no_training(monkeypatch)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no "rebuilding" warning: nothing is rebuilt
@@ -485,3 +487,213 @@ def test_an_unknown_image_encoder_is_one_line_naming_the_flag(capsys):
     for main in (train.main, showdown.main):
         code, _, err = call(main, ["--image-encoder", "imagenet"], capsys)
         assert code == 2 and err.count("\n") == 1 and "--image-encoder" in err and "imagenet" in err
+
+
+# ---------------------------------------------------------------- the shipped manifest, hostile (issue 35)
+def _edit(folder: Path, change, rehash: bool = False) -> None:
+    """Apply `change` to the manifest's JSON; `rehash`: seal it again, as someone who knows the hash would."""
+    path = folder / E.MANIFEST_FILE
+    manifest = json.loads(path.read_text())
+    change(manifest)
+    if rehash:
+        manifest[E.MANIFEST_HASH] = E.manifest_hash(manifest)
+    path.write_text(json.dumps(manifest, indent=2))
+
+
+def _fifo(name: str):
+    def make(folder: Path) -> None:
+        (folder / name).unlink()
+        os.mkfifo(folder / name)
+    return make
+
+
+M, W = E.MANIFEST_FILE, E.WEIGHTS_FILE
+#: (id, damage, the file the message names, what it says)
+MANIFEST_EDITS = [
+    ("accuracy", lambda f: _edit(f, lambda m: m["pretrain_accuracy"].update(shape=0.99)), M, "does not hash to its"),
+    ("date", lambda f: _edit(f, lambda m: m["trained_with"].update(date="2030-01-01T00:00:00+00:00")), M,
+     "does not hash to its"),
+    ("no hash", lambda f: _edit(f, lambda m: m.pop(E.MANIFEST_HASH)), M, "has no manifest_sha256"),
+    ("hash not a string", lambda f: _edit(f, lambda m: m.update({E.MANIFEST_HASH: 1})), M, "for manifest_sha256"),
+    ("width abc", lambda f: _edit(f, lambda m: m.update(width="abc")), M,
+     "has a bad width ('abc': width must be an int"),
+    ("width abc, resealed", lambda f: _edit(f, lambda m: m.update(width="abc"), rehash=True), M, "has a bad width"),
+    ("width 0, resealed", lambda f: _edit(f, lambda m: m.update(width=0), rehash=True), M, "has a bad width (0:"),
+    ("accuracy a string, resealed", lambda f: _edit(f, lambda m: m["pretrain_accuracy"].update(shape="high"),
+                                                    rehash=True), M, "pretrain_accuracy.shape"),
+    ("no trained_with, resealed", lambda f: _edit(f, lambda m: m.pop("trained_with"), rehash=True), M,
+     "has no trained_with"),
+    ("date a number, resealed", lambda f: _edit(f, lambda m: m["trained_with"].update(date=2026), rehash=True), M,
+     "trained_with.date"),
+    ("sha256 a list, resealed", lambda f: _edit(f, lambda m: m.update(sha256=[1]), rehash=True), M, "for sha256"),
+    ("width 16, resealed", lambda f: _edit(f, lambda m: m.update(width=16), rehash=True), W,
+     "the encoder its manifest describes (width 16"),
+    ("manifest a FIFO", _fifo(M), M, "is a FIFO (named pipe), not a regular file"),
+    ("weights a FIFO", _fifo(W), W, "is a FIFO (named pipe), not a regular file"),
+    ("manifest a folder", lambda f: ((f / M).unlink(), (f / M).mkdir()), M, "is a folder, not a regular file"),
+]
+
+
+@pytest.mark.parametrize("damage, named, says", [c[1:] for c in MANIFEST_EDITS], ids=[c[0] for c in MANIFEST_EDITS])
+def test_an_edited_or_special_shipped_manifest_is_refused_naming_the_field(shipped, damage, named, says,
+                                                                          monkeypatch, capsys, no_training):
+    """Was: an edited accuracy and date printed as fact by `python -m vlr_lib encoder`, a FIFO that hung it, and
+    "width": "abc" blamed on encoder.pt."""
+    from vlr_lib.cli import encoder as cli
+
+    from ..cli.helpers import call
+
+    damage(shipped)
+    with within(30), pytest.raises(E.EncoderFileError) as err:
+        E.shipped_encoder(shipped)
+    message = str(err.value)
+    assert "\n" not in message and says in message, message
+    other = W if named == M else M
+    assert f"{shipped / named} " in message and str(shipped / other) not in message, message
+    monkeypatch.setattr(E, "SHIPPED_DIR", shipped)
+    with within(30):
+        code, out, err = call(cli.main, [], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1 and says in err, err
+    assert "0.99" not in err and "2030" not in err
+
+
+def test_the_shipped_manifest_is_sealed_and_its_weights_unchanged():
+    """The hash was added with write_manifest; encoder.pt -- whose sha256 the records hold -- is the one shipped."""
+    manifest = json.loads((E.SHIPPED_DIR / E.MANIFEST_FILE).read_text())
+    assert manifest[E.MANIFEST_HASH] == E.manifest_hash(manifest) and E.manifest_problem(manifest) is None
+    assert manifest["sha256"] == "ebde7dc456798a4e157307f9397b9bf88b84a055fbebe41ae4ae49513c2a233c"
+
+
+def test_write_manifest_seals_and_refuses_a_bad_manifest(shipped):
+    manifest = json.loads((shipped / E.MANIFEST_FILE).read_text())
+    manifest.pop(E.MANIFEST_HASH)
+    written = E.write_manifest(shipped, manifest)
+    assert json.loads((shipped / E.MANIFEST_FILE).read_text()) == written
+    assert written[E.MANIFEST_HASH] == E.manifest_hash(manifest) and E.shipped_sha256(shipped) == manifest["sha256"]
+    before = (shipped / E.MANIFEST_FILE).read_bytes()
+    with pytest.raises(ValueError, match="^manifest has a bad width"):
+        E.write_manifest(shipped, {**manifest, "width": "abc"})
+    assert (shipped / E.MANIFEST_FILE).read_bytes() == before
+
+
+@pytest.mark.parametrize("which", [E.MANIFEST_FILE, E.WEIGHTS_FILE])
+def test_a_fifo_in_the_cache_is_rebuilt_not_read(copy, built, which):
+    _fifo(which)(copy)
+    with within(60), pytest.warns(RuntimeWarning, match="FIFO"):
+        enc = E.load_or_train_encoder(copy, TINY, progress=False)
+    assert _same_state(enc, built[1]) and (copy / which).is_file()
+
+
+# ---------------------------------------------------------------- --retrain's destination, before training
+def _users_folder(folder: Path) -> None:
+    """A folder of the user's: their own manifest.json (not an encoder's)."""
+    folder.mkdir()
+    (folder / E.MANIFEST_FILE).write_text('{"project": "mine", "version": 3}')
+
+
+def _users_encoder_files(folder: Path) -> None:
+    """encoder.pt and manifest.json of the user's own: the names match, the manifest is not a sealed encoder's."""
+    folder.mkdir()
+    (folder / E.WEIGHTS_FILE).write_bytes(b"my weights")
+    (folder / E.MANIFEST_FILE).write_text('{"sha256": "mine"}')
+
+
+def _fifo_manifest(folder: Path) -> None:
+    folder.mkdir()
+    os.mkfifo(folder / E.MANIFEST_FILE)
+
+
+def _encoder_and_notes(folder: Path) -> None:
+    """A sound encoder folder with one of the user's files beside it."""
+    folder.mkdir()
+    for name in (E.WEIGHTS_FILE, E.MANIFEST_FILE):
+        (folder / name).write_bytes((E.SHIPPED_DIR / name).read_bytes())
+    (folder / "notes.txt").write_text("mine")
+
+
+@pytest.mark.parametrize("make", [_users_folder, _users_encoder_files, _fifo_manifest, _encoder_and_notes],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_retrain_refuses_a_folder_of_the_users_files_before_training(make, tmp_path, capsys, no_training):
+    """Was: --retrain --to D overwrote the user's own manifest.json (after two minutes of training)."""
+    from vlr_lib.cli import encoder as cli
+
+    from ..cli.helpers import call, snapshot
+
+    make(tmp_path / "d")
+    before = snapshot(tmp_path)
+    with within(30):
+        code, out, err = call(cli.main, ["--retrain", "--to", str(tmp_path / "d")], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "argument --to: " in err and "not an encoder written by --retrain" in err
+    assert snapshot(tmp_path) == before
+
+
+def test_retrain_checks_the_shipped_folder_can_be_written_before_training(shipped, monkeypatch, capsys, no_training):
+    """Was: with a read-only destination, a raw OSError about a .tmp file after the two minutes of training."""
+    import errno
+    import tempfile
+
+    from vlr_lib.cli import encoder as cli
+
+    from ..cli.helpers import call, snapshot
+
+    real = tempfile.TemporaryFile
+
+    def read_only(*args, **kwargs):
+        if Path(kwargs.get("dir", "")).resolve() == shipped.resolve():
+            raise OSError(errno.EROFS, "Read-only file system")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", read_only)
+    monkeypatch.setattr(E, "SHIPPED_DIR", shipped)
+    before = snapshot(shipped)
+    code, out, err = call(cli.main, ["--retrain"], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "argument --to: " in err and "Read-only file system" in err and "the shipped encoder's folder" in err
+    code, _, err = call(cli.main, ["--retrain", "--to", str(shipped)], capsys)
+    assert code == 2 and "Read-only file system" in err
+    assert snapshot(shipped) == before
+
+
+@pytest.mark.parametrize("argv, flag", [(["--progress"], "--progress"), (["--to", "x"], "--to"),
+                                        (["--progress", "--to", "x"], "--to")])
+def test_flags_of_retrain_alone_are_rejected_without_it(argv, flag, capsys, tmp_path, monkeypatch, no_training):
+    """Was: `encoder --progress` silently ignored."""
+    from vlr_lib.cli import encoder as cli
+
+    from ..cli.helpers import call
+
+    monkeypatch.chdir(tmp_path)
+    code, out, err = call(cli.main, argv, capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1 and f"argument {flag}: is for --retrain" in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_retrain_rewrites_an_encoder_it_wrote_even_a_damaged_one(tmp_path, monkeypatch, capsys):
+    """A folder holding only an encoder --retrain wrote (sealed manifest) is replaced, also when its weights were
+    cut short (a write killed between the weights and the manifest); the result loads."""
+    from vlr_lib.cli import encoder as cli
+
+    from ..cli.helpers import call
+
+    folder = tmp_path / "enc"
+    folder.mkdir()
+    for name in (E.WEIGHTS_FILE, E.MANIFEST_FILE):
+        (folder / name).write_bytes((E.SHIPPED_DIR / name).read_bytes())
+    (folder / E.WEIGHTS_FILE).write_bytes(b"cut")
+    tiny = E._build(TINY, train=True)
+    monkeypatch.setattr(E, "pretrain", lambda settings=None, progress=False: tiny)
+    code, out, err = call(cli.main, ["--retrain", "--to", str(folder)], capsys)
+    assert code == 0, err
+    written = json.loads((folder / E.MANIFEST_FILE).read_text())
+    assert E.manifest_problem(written) is None and E.shipped_encoder(folder).manifest == written
+
+
+def test_write_encoder_checks_the_manifest_before_replacing_the_weights(shipped, built):
+    before = {n: (shipped / n).read_bytes() for n in (E.WEIGHTS_FILE, E.MANIFEST_FILE)}
+    with pytest.raises(ValueError, match="trained_with.kernels"):
+        E.write_encoder(shipped, built[1], trained_with={"threads": 1})
+    assert {n: (shipped / n).read_bytes() for n in before} == before
+    written = E.write_encoder(shipped, built[1], trained_with={"kernels": "default", "threads": 1, "cpu": "x",
+                                                               "date": "2026-11-27T00:00:00+00:00"})
+    assert E.shipped_encoder(shipped).manifest == written and _same_state(E.shipped_encoder(shipped), built[1])

@@ -11,10 +11,15 @@ single-threaded (about 2 minutes on 2 cores) and writes encoder.pt, then manifes
 atomically. Run it under ``ATEN_CPU_CAPABILITY=default`` (torch's portable kernels, what the shipped
 one was trained with) to reproduce the shipped bytes. A new encoder makes every record stale: run
 ``make record`` after replacing it.
+
+Checked before the training starts: ``--to`` and ``--progress`` are for ``--retrain`` only; the destination must be
+writable, and ``--to`` a new or empty folder or one holding an encoder this command wrote (encoder.pt and a sound
+manifest.json, nothing else), never a folder of the user's own files.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 from collections.abc import Sequence
@@ -39,24 +44,28 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m vlr_lib encod
 
 
 def _describe(manifest: dict, where: Path) -> str:
-    acc = manifest.get("pretrain_accuracy", {})
-    trained = manifest.get("trained_with", {})
-    return (f"{where}: sha256 {manifest['sha256']}; held-out accuracy shape {acc.get('shape')}, "
-            f"scene {acc.get('scene')}; trained with {trained.get('kernels', '?')} kernels, "
-            f"{trained.get('threads', '?')} thread(s), torch {manifest.get('torch_version', '?')}, "
-            f"on {trained.get('cpu', '?')} ({str(trained.get('date', '?'))[:10]})")
+    """One line of what the encoder is, from a manifest checked whole (``shapes_encoder.manifest_problem``)."""
+    acc, trained = manifest["pretrain_accuracy"], manifest["trained_with"]
+    return (f"{where}: sha256 {manifest['sha256']}; held-out accuracy shape {acc['shape']}, "
+            f"scene {acc['scene']}; trained with {trained['kernels']} kernels, "
+            f"{trained['threads']} thread(s), torch {manifest['torch_version']}, "
+            f"on {trained['cpu']} ({trained['date'][:10]})")
 
 
 def _encoder(args: argparse.Namespace) -> int:
     from .. import shapes_encoder as E
 
-    if args.to is not None and not args.retrain:
-        raise A.UsageError("--to", "is for --retrain (the folder to write the re-trained encoder to)")
     if not args.retrain:
+        for flag, given, what in (("--to", args.to is not None, "the folder to write the re-trained encoder to"),
+                                  ("--progress", args.progress, "a progress bar over its epochs")):
+            if given:
+                raise A.UsageError(flag, f"is for --retrain ({what}); without --retrain the command only checks "
+                                         "the shipped encoder")
         encoder = E.shipped_encoder()
         print(_describe(encoder.manifest, E.SHIPPED_DIR / E.WEIGHTS_FILE))
         return 0
     folder = Path(args.to) if args.to is not None else E.SHIPPED_DIR
+    _check_destination(folder, shipped=args.to is None or _same_folder(folder, E.SHIPPED_DIR))
     before = _previous_sha(folder)
     encoder = E.pretrain(progress=args.progress)
     manifest = E.write_encoder(folder, encoder, trained_with=trained_with())
@@ -67,6 +76,42 @@ def _encoder(args: argparse.Namespace) -> int:
     elif folder.resolve() == E.SHIPPED_DIR.resolve():
         print("this replaces the shipped encoder: every record made with the old one is now stale (make record)")
     return 0
+
+
+def _same_folder(a: Path, b: Path) -> bool:
+    return a.exists() and b.exists() and os.path.samefile(a, b)
+
+
+def _check_destination(folder: Path, shipped: bool) -> None:
+    """Before the two minutes of training: the folder can be written, and (unless it is the shipped encoder's) it
+    holds nothing but an encoder this command wrote."""
+    from .. import shapes_encoder as E
+
+    try:
+        A.output_dir(str(folder))
+    except argparse.ArgumentTypeError as err:
+        where = "" if not shipped else " (the shipped encoder's folder; pass --to a folder you can write)"
+        raise A.UsageError("--to", f"{err}{where}") from None
+    if shipped or not folder.is_dir():
+        return
+    names = sorted(p.name for p in folder.iterdir())
+    if not names or (set(names) <= {E.WEIGHTS_FILE, E.MANIFEST_FILE} and _ours(folder / E.MANIFEST_FILE)):
+        return
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    raise A.UsageError("--to", f"{str(folder)!r} holds other files ({shown}), not an encoder written by --retrain "
+                               "(encoder.pt and its sealed manifest.json); choose a new or empty folder, so that "
+                               "nothing of yours is overwritten")
+
+
+def _ours(manifest: Path) -> bool:
+    """`manifest` is a regular file holding a sound, sealed encoder manifest (``shapes_encoder.manifest_problem``)."""
+    from .. import shapes_encoder as E
+    from .._io import read_regular
+
+    try:
+        return E.manifest_problem(json.loads(read_regular(manifest))) is None
+    except (OSError, ValueError):
+        return False
 
 
 def _previous_sha(folder: Path) -> str | None:
