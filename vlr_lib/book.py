@@ -26,11 +26,20 @@ notebook as written, and the student's, which :func:`student_notebook` derives f
 :data:`SOLUTION_TAG` (the solutions' code, their outputs and their written derivations) removed, and each
 graded exercise's check cell showing what the unfilled stub scores (``vlr_lib.grading``). ``make book-student``
 builds the student book from the instructor book's executed notebooks (no second execution), and ``make lab``
-with ``VLR_EDITION=student`` writes the student notebooks (:func:`write_notebook`).
+with ``VLR_EDITION=student`` writes the student notebooks (:func:`write_notebook`) into a folder of their own,
+``build/student/``, never beside the ``.py`` sources that hold the solutions.
+
+Jupytext pairs ``notebooks/NN_topic.ipynb`` with its ``.py`` (jupytext.toml). When JupyterLab opens either file,
+jupytext refuses an ``.ipynb`` more than a second newer than its ``.py`` whose inputs differ ("File Load Error ...
+is more recent than ..."), and compares the text forms when the ``.py`` itself is opened as a notebook, where the
+header the ``.py`` leaves out already differs. So :func:`write_notebook` gives the ``.py`` the new ``.ipynb``'s
+time (what ``jupytext --sync`` does) and a student notebook carries no jupytext metadata: it pairs with nothing.
 """
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 import plotly.io as pio
 from plotly.io.base_renderers import MimetypeRenderer
@@ -104,8 +113,6 @@ def use_renderer() -> str:
 
 def edition(value: str | None = None) -> str:
     """The edition `value` names, or ``$VLR_EDITION`` when it is None (unset or empty: "instructor")."""
-    import os
-
     chosen = os.environ.get(EDITION_ENV, "") if value is None else value
     return check_choice(EDITION_ENV if value is None else "edition", chosen.strip() or EDITIONS[0], EDITIONS)
 
@@ -125,6 +132,7 @@ def student_notebook(nb):
     from . import grading
 
     student = copy.deepcopy(nb)
+    student.metadata.pop("jupytext", None)  # paired with no .py, whatever a jupytext configuration says
     student.cells = [c for c in student.cells if SOLUTION_TAG not in c.metadata.get("tags", [])]
     for cell in student.cells:
         found = GRADED_CHECK.search(cell.source) if cell.cell_type == "code" else None
@@ -135,12 +143,22 @@ def student_notebook(nb):
 
 
 def write_notebook(py: str, out: str, chosen: str | None = None) -> None:
-    """Write the jupytext notebook `py` as the .ipynb `out` in edition `chosen` (None: ``$VLR_EDITION``)."""
+    """Write the jupytext notebook `py` as the .ipynb `out` in edition `chosen` (None: ``$VLR_EDITION``), atomically.
+
+    An instructor notebook written beside its source (``NN.ipynb`` next to ``NN.py``: jupytext's pair) leaves the
+    ``.py`` exactly as recent as itself, so jupytext opens either file without its "more recent" dialog and make
+    sees the pair as up to date."""
     import jupytext
     import nbformat
 
+    from ._io import atomic_write_text
+
     nb = jupytext.read(py)
-    nbformat.write(student_notebook(nb) if edition(chosen) == "student" else nb, out)
+    student = edition(chosen) == "student"
+    atomic_write_text(out, nbformat.writes(student_notebook(nb) if student else nb))
+    if not student and Path(out).resolve() == Path(py).resolve().with_suffix(".ipynb"):
+        written = os.stat(out).st_mtime_ns
+        os.utime(py, ns=(os.stat(py).st_atime_ns, written))
 
 
 if __name__ == "__main__":  # make notebooks: python -m vlr_lib.book NN_topic.py NN_topic.ipynb (edition from $VLR_EDITION)
