@@ -132,7 +132,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-build-isolation", dest="isolation", action="store_false",
                         help="build the wheel with this environment's setuptools (offline) instead of a fresh one")
     args = parser.parse_args(argv)
-    build(args.out.resolve(), args.isolation)
+    try:
+        build(args.out.resolve(), args.isolation)
+    except subprocess.CalledProcessError as exc:  # pip said why above; the previous bundle is left as it was
+        hint = "; offline? --no-build-isolation builds with this environment's setuptools" if args.isolation else ""
+        print(f"make student-bundle: pip could not build the wheel (exit code {exc.returncode}){hint}",
+              file=sys.stderr)
+        return 1
     return 0
 
 
