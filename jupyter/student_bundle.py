@@ -22,7 +22,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import tomllib
 import zipfile
 from pathlib import Path
 
@@ -71,10 +70,6 @@ each); without it chapters 09-12 open the full-size runs that ship with the libr
 """
 
 
-def version() -> str:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-
-
 def build_wheel(into: Path, isolation: bool = True) -> Path:
     """The vlr_lib wheel, built with pip from a copy of WHEEL_SOURCES, in `into`; returns its path."""
     with tempfile.TemporaryDirectory(prefix="vlr-wheel-") as tmp:
@@ -114,11 +109,14 @@ def zip_folder(folder: Path, archive: Path) -> None:
 
 def build(out: Path, isolation: bool = True) -> Path:
     """Write the bundle's folder and .zip into `out`; returns the folder."""
-    folder = out / f"vlr-workbook-student-{version()}"
-    with atomic_dir(folder) as tmp:
-        wheel = build_wheel(tmp, isolation)
-        notebooks = write_notebooks(tmp / "notebooks")
-        (tmp / "README.md").write_text(README.format(version=version(), wheel=wheel.name))
+    with tempfile.TemporaryDirectory(prefix="vlr-wheel-out-") as tmp:
+        wheel = build_wheel(Path(tmp), isolation)
+        version = wheel.name.split("-")[1]  # name-version-python-abi-platform.whl
+        folder = out / f"vlr-workbook-student-{version}"
+        with atomic_dir(folder) as staging:
+            shutil.move(wheel, staging / wheel.name)
+            notebooks = write_notebooks(staging / "notebooks")
+            (staging / "README.md").write_text(README.format(version=version, wheel=wheel.name))
     archive = folder.with_name(f"{folder.name}.zip")
     zip_folder(folder, archive)
     print(f"student bundle: {folder} ({wheel.name}, {len(notebooks)} notebooks, README.md) and {archive.name}")

@@ -8,7 +8,8 @@ path line: this environment's own .pth hooks, the editable install of vlr_lib am
 can only come from the wheel, which the kernel asserts). Two student notebooks run there, from a temp folder, in
 fast mode: 02 (derivations, explorers, a graded stub left unfilled, whose check prints 0 points while the notebook
 runs on) and 10 (an experiment chapter: the showdown checked against the record the wheel ships, on features of the
-shapes encoder it ships). All 13 take about 5 minutes on two cores; these two keep the test near one.
+shapes encoder it ships). All 13 ran there the same way, one after another, in 507 s on this project's 2-core
+machine at load 5-8 (2026-11-27, 02: 21 s, 10: 57 s, 12: 76 s); the two here take the test 55-104 s (load 6-9).
 """
 from __future__ import annotations
 
@@ -114,7 +115,7 @@ def test_the_student_notebooks_run_from_the_bundle_in_a_fresh_environment(bundle
                VLR_RUNS=str(tmp_path / "runs"), VLR_CACHE=str(tmp_path / "cache"),
                JUPYTER_DATA_DIR=str(tmp_path / "jupyter-data"), JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"),
                IPYTHONDIR=str(tmp_path / "ipython"))
-    done = subprocess.run([str(student_python), "-c", RUNNER, *map(str, paths)], cwd=work, env=env,
+    done = subprocess.run([str(student_python), "-c", RUNNER, *map(str, paths)], cwd=work, env=env, check=False,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-4000:]
     for path in paths:
