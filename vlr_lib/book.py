@@ -33,7 +33,7 @@ Jupytext pairs ``notebooks/NN_topic.ipynb`` with its ``.py`` (jupytext.toml). Wh
 jupytext refuses an ``.ipynb`` more than a second newer than its ``.py`` whose inputs differ ("File Load Error ...
 is more recent than ..."), and compares the text forms when the ``.py`` itself is opened as a notebook, where the
 header the ``.py`` leaves out already differs. So :func:`write_notebook` gives the ``.py`` the new ``.ipynb``'s
-time (what ``jupytext --sync`` does) and a student notebook carries no jupytext metadata: it pairs with nothing.
+time (what ``jupytext --sync`` does), and a student notebook carries no jupytext metadata: it asks for no ``.py``.
 """
 from __future__ import annotations
 
@@ -132,7 +132,7 @@ def student_notebook(nb):
     from . import grading
 
     student = copy.deepcopy(nb)
-    student.metadata.pop("jupytext", None)  # paired with no .py, whatever a jupytext configuration says
+    student.metadata.pop("jupytext", None)  # it asks jupytext for no .py (make lab turns jupytext off besides)
     student.cells = [c for c in student.cells if SOLUTION_TAG not in c.metadata.get("tags", [])]
     for cell in student.cells:
         found = GRADED_CHECK.search(cell.source) if cell.cell_type == "code" else None
