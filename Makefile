@@ -11,11 +11,9 @@ PY := $(VENV)/bin/python
 PIP_EXTRA ?=
 STAMP := $(VENV)/.installed
 NOTEBOOK_SOURCES := $(sort $(wildcard notebooks/[0-9][0-9]_*.py))
-NOTEBOOKS := $(NOTEBOOK_SOURCES:.py=.ipynb)
-FIRST_NOTEBOOK := $(firstword $(NOTEBOOKS))
 PYTEST_ARGS ?=
 
-.PHONY: help setup notebooks lab test test-unit test-notebooks test-portable test-book book book-student test-book-student record bench bench-train bench-gpu bench-widgets clean
+.PHONY: help setup notebooks lab student-bundle test test-unit test-notebooks test-portable test-book book book-student test-book-student record bench bench-train bench-gpu bench-widgets clean
 
 help:
 	@echo "make lab          set up (first time) and open the workbook in JupyterLab"
@@ -24,7 +22,8 @@ help:
 	@echo "make record       regenerate the recorded runs notebooks 09-12 open in full mode (CPU: about an hour)"
 	@echo "make book         the static HTML book in build/book (09-12 from their records, the rest in fast mode)"
 	@echo "make book-student the student edition in build/book-student: make book's chapters without solutions"
-	@echo "                  (VLR_EDITION=student make lab: the notebooks without solutions)"
+	@echo "                  (VLR_EDITION=student make lab: the notebooks without solutions, in build/student)"
+	@echo "make student-bundle  the student notebooks, the vlr_lib wheel and a README, to hand out (build/student-bundle)"
 	@echo "make bench        loss speed benchmark (ratios against the matmul that makes S)"
 	@echo "make bench-train  trainer throughput against a plain DataLoader loop"
 	@echo "make bench-gpu    the Flickr30K path on a GPU: extraction, one epoch, the showdown, against targets"
@@ -40,26 +39,38 @@ $(STAMP): pyproject.toml
 
 # The jupytext .py files are the source of truth; the .ipynb are generated (and git-ignored), in the edition
 # VLR_EDITION names: instructor (the default, with the solutions) or student (without them; vlr_lib.book).
-# Switching edition regenerates every notebook (the stamp of the edition last written).
+# The instructor notebooks are written beside their sources in notebooks/ (jupytext pairs each with its .py);
+# the student notebooks into STUDENT_DIR, a folder that holds them and nothing else, so no solution is one
+# click away (the .py sources hold every solution). The stamp in the folder names the edition last written
+# there: a notebooks/ that an older make filled with student notebooks is written again.
 VLR_EDITION ?= instructor
-EDITION_STAMP := notebooks/.edition-$(VLR_EDITION)
+STUDENT_DIR ?= build/student
+NOTEBOOK_DIR := $(if $(filter student,$(VLR_EDITION)),$(STUDENT_DIR),notebooks)
+NOTEBOOKS := $(patsubst notebooks/%.py,$(NOTEBOOK_DIR)/%.ipynb,$(NOTEBOOK_SOURCES))
+FIRST_NOTEBOOK := $(firstword $(NOTEBOOKS))
+EDITION_STAMP := $(NOTEBOOK_DIR)/.edition-$(VLR_EDITION)
 $(EDITION_STAMP):
-	rm -f notebooks/.edition-*
+	mkdir -p $(@D)
+	rm -f $(@D)/.edition-*
 	touch $@
 
-notebooks/%.ipynb: notebooks/%.py $(STAMP) $(EDITION_STAMP)
+# vlr_lib.book.write_notebook writes a notebook atomically and leaves an instructor notebook's .py exactly as
+# recent as it: jupytext opens neither file with its "more recent than" dialog, and make sees the pair as current.
+$(NOTEBOOK_DIR)/%.ipynb: notebooks/%.py $(STAMP) $(EDITION_STAMP)
 	VLR_EDITION=$(VLR_EDITION) $(PY) -m vlr_lib.book $< $@
 
 # The same rule for all of them at once: every notebook that is missing or older than its source, the install or
 # the edition is written by one Python (vlr_lib.book.write_notebook), which imports the library once instead of
 # once per notebook (half a minute in a fresh clone).
 notebooks: $(STAMP) $(EDITION_STAMP)
-	@stale="$$(for py in $(NOTEBOOK_SOURCES); do nb="$${py%.py}.ipynb"; \
+	@stale="$$(for py in $(NOTEBOOK_SOURCES); do nb="$(NOTEBOOK_DIR)/$$(basename "$${py%.py}").ipynb"; \
 	    if [ ! -e "$$nb" ] || [ "$$py" -nt "$$nb" ] || [ $(STAMP) -nt "$$nb" ] || [ $(EDITION_STAMP) -nt "$$nb" ]; \
 	    then echo "$$py"; fi; done)"; \
 	if [ -n "$$stale" ]; then \
-	    echo "writing the $(VLR_EDITION) notebooks of" $$stale; \
-	    VLR_EDITION=$(VLR_EDITION) $(PY) -c 'import sys; from vlr_lib.book import write_notebook; [write_notebook(py, py[:-3] + ".ipynb") for py in sys.argv[1:]]' $$stale; \
+	    echo "writing the $(VLR_EDITION) notebooks of" $$stale "into $(NOTEBOOK_DIR)/"; \
+	    VLR_EDITION=$(VLR_EDITION) $(PY) -c 'import os, sys; from vlr_lib.book import write_notebook; \
+	        [write_notebook(py, os.path.join(sys.argv[1], os.path.basename(py)[:-3] + ".ipynb")) for py in sys.argv[2:]]' \
+	        $(NOTEBOOK_DIR) $$stale; \
 	fi
 
 # Containers often run as root, which JupyterLab refuses without --allow-root.
@@ -68,8 +79,21 @@ LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 # jupyter/lab.py prints the address and how to stop the server, and starts JupyterLab with the
 # project's settings (jupyter/: widget state saved, no news prompt, no update check), passed on the
 # command line: the user's own Jupyter configuration is neither read for them nor written.
+# The instructor edition serves the repository (notebooks/ paired with their .py by jupytext); the student
+# edition serves STUDENT_DIR alone, with jupytext off (--no-pairing), as the student bundle's JupyterLab does.
 lab: setup notebooks
+ifeq ($(NOTEBOOK_DIR),notebooks)
 	$(PY) jupyter/lab.py $(if $(FIRST_NOTEBOOK),$(FIRST_NOTEBOOK)) $(LAB_ARGS)
+else
+	cd $(NOTEBOOK_DIR) && $(abspath $(PY)) $(CURDIR)/jupyter/lab.py --no-pairing \
+	    $(if $(FIRST_NOTEBOOK),$(notdir $(FIRST_NOTEBOOK))) $(LAB_ARGS)
+endif
+
+# The student bundle (jupyter/student_bundle.py): the vlr_lib wheel, the student notebooks and a README saying
+# how to install and open them, as a folder and a .zip in build/student-bundle/, to hand out instead of the
+# repository (which holds every solution). docs/course.md, "Handing out the student edition".
+student-bundle: setup
+	$(PY) jupyter/student_bundle.py
 
 # The tests run on TEST_WORKERS parallel workers (pytest-xdist; auto: one per core). TEST_WORKERS=0 runs them in
 # one process, one after another. tests/conftest.py says what keeps the unit tests right on several workers.
@@ -95,7 +119,7 @@ test: test-unit test-notebooks
 # Notebooks 09-12 check their numbers against the records that ship with the workbook. Under torch's portable
 # kernels (ATEN_CPU_CAPABILITY=default) this CPU rounds like another one, so a drift a student's CPU would show
 # fails here first (CI runs it after make test).
-RECORD_NOTEBOOKS := $(filter notebooks/09_% notebooks/10_% notebooks/11_% notebooks/12_%,$(NOTEBOOKS))
+RECORD_NOTEBOOKS := $(filter $(addprefix $(NOTEBOOK_DIR)/,09_% 10_% 11_% 12_%),$(NOTEBOOKS))
 test-portable: setup
 	ATEN_CPU_CAPABILITY=default $(MAKE) --no-print-directory test-notebooks NOTEBOOKS="$(RECORD_NOTEBOOKS)"
 
@@ -138,4 +162,5 @@ bench-widgets: setup
 	$(PY) benchmarks/bench_widgets.py
 
 clean:
-	rm -rf $(VENV) notebooks/*.ipynb notebooks/.edition-* .pytest_cache .hypothesis build/book build/book-student build/book-executed
+	rm -rf $(VENV) notebooks/*.ipynb notebooks/.edition-* .pytest_cache .hypothesis build/book build/book-student build/book-executed \
+	    $(STUDENT_DIR) build/student-bundle

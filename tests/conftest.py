@@ -27,6 +27,8 @@ GROUPS = {
     "tests/browser/test_jupyterlab.py",  # `runs`: one JupyterLab server runs every notebook
     "tests/browser/test_figure_layout.py",  # `page`: one Chromium measures every figure
     "tests/train/test_distributed.py",  # `two_ranks`: two spawned processes train once
+    "tests/browser/test_student_lab.py",  # `sealed`, `paired`: one JupyterLab opens every student notebook
+    "tests/book/test_student_bundle.py",  # `bundle`, `student_python`: the wheel built, a fresh venv made once
 }
 
 

@@ -47,3 +47,10 @@ def test_library_does_not_import_the_test_oracles():
     for path in (ROOT / "vlr_lib").rglob("*.py"):
         text = path.read_text()
         assert "pytorch_metric_learning" not in text, path
+
+
+def test_the_lab_extra_is_the_jupyterlab_the_workbook_is_tested_with():
+    """`pip install "<wheel>[lab]"` (the student bundle's README) installs the JupyterLab dev tests against."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    (lab,) = extras["lab"]
+    assert _name(lab) == "jupyterlab" and lab in extras["dev"]

@@ -26,7 +26,14 @@ notebook as written, and the student's, which :func:`student_notebook` derives f
 :data:`SOLUTION_TAG` (the solutions' code, their outputs and their written derivations) removed, and each
 graded exercise's check cell showing what the unfilled stub scores (``vlr_lib.grading``). ``make book-student``
 builds the student book from the instructor book's executed notebooks (no second execution), and ``make lab``
-with ``VLR_EDITION=student`` writes the student notebooks (:func:`write_notebook`).
+with ``VLR_EDITION=student`` writes the student notebooks (:func:`write_notebook`) into a folder of their own,
+``build/student/``, never beside the ``.py`` sources that hold the solutions.
+
+Jupytext pairs ``notebooks/NN_topic.ipynb`` with its ``.py`` (jupytext.toml). When JupyterLab opens either file,
+jupytext refuses an ``.ipynb`` more than a second newer than its ``.py`` whose inputs differ ("File Load Error ...
+is more recent than ..."), and compares the text forms when the ``.py`` itself is opened as a notebook, where the
+header the ``.py`` leaves out already differs. So :func:`write_notebook` gives the ``.py`` the new ``.ipynb``'s
+time (what ``jupytext --sync`` does), and a student notebook carries no jupytext metadata: it asks for no ``.py``.
 
 The edition writer, ``python -m vlr_lib.book IN OUT`` (make's notebook rule) and :func:`write_notebook`, takes no
 input on trust: IN must be a regular file holding a notebook (a jupytext .py or an .ipynb), OUT a file in an
@@ -199,6 +206,7 @@ def student_notebook(nb, where: str = "the notebook"):
     from . import grading
 
     student = copy.deepcopy(nb)
+    student.metadata.pop("jupytext", None)  # it asks jupytext for no .py (make lab turns jupytext off besides)
     named = [(_cell(where, i, c), c) for i, c in enumerate(student.cells)]
     student.cells = [c for name, c in named if SOLUTION_TAG not in cell_tags(c, name)]
     for name, cell in named:
@@ -276,6 +284,10 @@ def write_notebook(py: str | os.PathLike, out: str | os.PathLike, chosen: str | 
         warnings.simplefilter("ignore")
         text = nbformat.writes(student_notebook(nb, repr(str(py))) if student else nb)
     atomic_write_text(out, text if text.endswith("\n") else text + "\n")
+    if not student and Path(out).resolve() == Path(py).resolve().with_suffix(".ipynb"):
+        # jupytext's pair: the .py exactly as recent as its .ipynb (no "more recent" dialog, make up to date)
+        written = os.stat(out).st_mtime_ns
+        os.utime(py, ns=(os.stat(py).st_atime_ns, written))
 
 
 def main(argv: list[str] | None = None) -> int:

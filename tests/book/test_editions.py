@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -156,3 +157,47 @@ def test_the_student_book_is_made_from_the_instructor_builds_notebooks(tmp_path,
     assert solution_problems(nbformat.read(download, as_version=4))
     index = (out / "book-student" / "index.html").read_text()
     assert "This is the student edition" in index and "instructor edition; the student" not in index
+
+
+def _paired_copy(tmp_path: Path, py: Path) -> Path:
+    """`py` in a folder of `tmp_path` paired by the project's jupytext.toml, as a checkout ten minutes old."""
+    (tmp_path / "jupytext.toml").write_text((ROOT / "jupytext.toml").read_text())
+    source = tmp_path / "notebooks" / py.name
+    source.parent.mkdir(exist_ok=True)
+    source.write_text(py.read_text())
+    checked_out = source.stat().st_mtime - 600
+    os.utime(source, (checked_out, checked_out))
+    return source
+
+
+@pytest.mark.parametrize("py", NOTEBOOKS, ids=lambda p: p.stem)
+def test_make_notebooks_instructor_pair_opens_in_jupytext_without_its_dialog(tmp_path, py):
+    """Jupytext (JupyterLab's contents manager) refuses a paired .ipynb more recent than its .py when they differ,
+    and compares the text forms when the .py is opened as a notebook: make's write leaves the pair opening either
+    way, and the .py as recent as the .ipynb (make sees the pair as current), its text untouched."""
+    from jupytext import TextFileContentsManager
+
+    source = _paired_copy(tmp_path, py)
+    notebook = source.with_suffix(".ipynb")
+    book.write_notebook(str(source), str(notebook), "instructor")
+    assert source.stat().st_mtime_ns == notebook.stat().st_mtime_ns and source.read_text() == py.read_text()
+    contents = TextFileContentsManager(root_dir=str(tmp_path))
+    for path in (f"notebooks/{notebook.name}", f"notebooks/{source.name}"):
+        model = contents.get(path, type="notebook")
+        assert len(model["content"]["cells"]) == len(jupytext.read(py).cells), path
+
+
+def test_a_student_notebook_beside_its_py_is_what_jupytext_refuses(tmp_path):
+    """The control of the test above (and the reason the student notebooks live in a folder of their own)."""
+    from jupytext import TextFileContentsManager
+    from tornado.web import HTTPError
+
+    source = _paired_copy(tmp_path, ROOT / "notebooks" / "02_triplet_losses.py")
+    book.write_notebook(str(source), str(source.with_suffix(".ipynb")), "student")
+    with pytest.raises(HTTPError, match=r"(?s)is more recent than.*Solution 1\."):
+        TextFileContentsManager(root_dir=str(tmp_path)).get(f"notebooks/{source.stem}.ipynb", type="notebook")
+
+
+def test_a_student_notebook_pairs_with_nothing():
+    nb = jupytext.read(ROOT / "notebooks" / "02_triplet_losses.py")
+    assert "jupytext" in nb.metadata and "jupytext" not in book.student_notebook(nb).metadata

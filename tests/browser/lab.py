@@ -99,9 +99,12 @@ def _wait_for_server(url: str, proc: subprocess.Popen, log: Path, timeout: float
 
 
 @contextmanager
-def lab_server(root: Path, env: dict[str, str] | None = None):
-    """JupyterLab on 127.0.0.1 serving `root` with the project's settings (+ TEST_SETTINGS); yields its base URL."""
-    settings = root / ".user-settings"
+def lab_server(root: Path, env: dict[str, str] | None = None, pairing: bool = True, state: Path | None = None):
+    """JupyterLab on 127.0.0.1 serving `root` with the project's settings (+ TEST_SETTINGS); yields its base URL.
+    Without `pairing`, jupytext is off (as ``VLR_EDITION=student make lab`` starts it). The server's settings,
+    workspaces and log go to `state` (default: `root`, where the log is one more file in the file browser)."""
+    state = state or root
+    settings = state / ".user-settings"
     for rel, content in TEST_SETTINGS.items():
         path = settings / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -110,10 +113,10 @@ def lab_server(root: Path, env: dict[str, str] | None = None):
     port = lab.free_port(8900)
     cmd = lab.command(port, TOKEN, root, ["--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
                                           f"--LabApp.user_settings_dir={settings}",
-                                          f"--LabApp.workspaces_dir={root / '.workspaces'}",
-                                          "--LabApp.expose_app_in_browser=True"])
-    env = {**os.environ, "VLR_FAST": "1", "JUPYTER_CONFIG_DIR": str(root / ".jupyter"), **(env or {})}
-    log_path = root / "lab.log"
+                                          f"--LabApp.workspaces_dir={state / '.workspaces'}",
+                                          "--LabApp.expose_app_in_browser=True"], pairing)
+    env = {**os.environ, "VLR_FAST": "1", "JUPYTER_CONFIG_DIR": str(state / ".jupyter"), **(env or {})}
+    log_path = state / "lab.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
         try:
@@ -401,3 +404,77 @@ def _stop_kernel_of(base: str, path: str) -> None:
             req = urllib.request.Request(f"{base}/api/sessions/{s['id']}?token={TOKEN}", method="DELETE")
             with urllib.request.urlopen(req, timeout=10):
                 pass
+
+
+# --------------------------------------------------------------------------- opening a notebook, running nothing
+
+# "dialog" when JupyterLab shows one (jupytext's "File Load Error", "Select Kernel", ...), "ready" when the
+# notebook at `path` is loaded and has its kernel (past the point where JupyterLab would ask for one), else false.
+OPENED = """(path) => {
+    if (document.querySelector('.jp-Dialog')) return 'dialog';
+    const app = window.jupyterapp;
+    const panel = app && Array.from(app.shell.widgets('main')).find(w => w.context && w.context.path === path);
+    const session = panel && panel.sessionContext.session;
+    return panel && panel.context.isReady && session && session.kernel ? 'ready' : false;
+}"""
+
+DIALOGS = """() => Array.from(document.querySelectorAll('.jp-Dialog')).map(d => d.innerText.trim().slice(0, 3000))"""
+
+NOTEBOOK_JSON = """(path) => Array.from(window.jupyterapp.shell.widgets('main'))
+    .find(w => w.context && w.context.path === path).context.model.toJSON()"""
+
+LISTING = """() => Array.from(document.querySelectorAll('.jp-DirListing-content .jp-DirListing-itemText'))
+    .map(e => e.innerText.trim())"""
+
+
+@dataclass
+class Opened:
+    """What the browser showed when it opened one notebook: any dialog, the notebook as JupyterLab holds it, and
+    the file browser's listing of the server's root."""
+
+    path: str
+    dialogs: list[str] = field(default_factory=list)
+    notebook: dict | None = None
+    listing: list[str] = field(default_factory=list)
+    failure: str = ""
+
+
+async def _open(page, path: str, settle_ms: int) -> Opened:
+    """Open `path` as a double click in the file browser does (docmanager:open), look, then close it."""
+    opened = Opened(path)
+    try:
+        await page.evaluate("(p) => { window.jupyterapp.commands.execute('docmanager:open', {path: p}); }", path)
+        await page.wait_for_function(OPENED, arg=path, timeout=120_000, polling=100)
+        await page.wait_for_timeout(settle_ms)  # a dialog that would come after the kernel (none should)
+        opened.dialogs = await page.evaluate(DIALOGS)
+        if not opened.dialogs:
+            opened.notebook = await page.evaluate(NOTEBOOK_JSON, path)
+        opened.listing = await page.evaluate(LISTING)
+    except Exception as exc:  # noqa: BLE001 (the test reports it)
+        opened.failure = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+        opened.dialogs = opened.dialogs or await page.evaluate(DIALOGS)
+    for _ in range(await page.locator(".jp-Dialog").count()):  # dismissed, so the next notebook starts clean
+        await page.keyboard.press("Escape")
+    # Disposed, not closed: a notebook without language_info in its metadata gets it from the kernel, which
+    # JupyterLab counts as a change, and closing would ask whether to save it.
+    await page.evaluate("""(path) => Array.from(window.jupyterapp.shell.widgets('main'))
+        .filter(w => w.context && w.context.path === path).forEach(w => w.dispose())""", path)
+    return opened
+
+
+async def open_notebooks(base: str, paths: list[str], settle_ms: int = 500) -> list[Opened]:
+    """Open each notebook of `paths` (relative to the server's root) in one JupyterLab page, one after another,
+    running no cell; each is closed and its kernel stopped before the next."""
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=chromium(), headless=True, args=["--no-sandbox"])
+        page = await browser.new_page(viewport=VIEWPORT)
+        await page.goto(f"{base}/lab?reset&token={TOKEN}", timeout=120_000)
+        await page.wait_for_selector(".jp-DirListing-content .jp-DirListing-item", timeout=120_000)
+        results = []
+        for path in paths:
+            results.append(await _open(page, path, settle_ms))
+            await asyncio.to_thread(shutdown_kernels, base)
+        await browser.close()
+    return results
