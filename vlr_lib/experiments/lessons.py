@@ -49,7 +49,7 @@ from ..paths import runs_dir
 from ..train import check_setting, default_device, rank_and_world
 from . import record as R
 from .grid_search import check_seeds, writing
-from .showdown import Showdown, ShowdownSpec, hardware, retrain, spec_for, train_cells
+from .showdown import Showdown, ShowdownSpec, from_cells, hardware, retrain, spec_for, train_cells
 
 #: The four losses of the papers' orderings, by the role they play (the warm-up experiment swaps Triplet-SH's loss).
 ROLES = ("triplet_all", "triplet_hardest", "unified", "info_nce")
@@ -178,7 +178,34 @@ def stored(spec: LessonsSpec, out: Path | None = None) -> Lessons | None:
     meta = read_json(meta_path, "lessons metadata", STORED_FIX)
     if meta.get("spec") != spec.key():
         return None
-    return Lessons(read_back(table_path, pd.read_csv, "lessons table", STORED_FIX), meta, out, reused=True)
+    runs = _rebuilt(spec, read_back(table_path, pd.read_csv, "lessons table", STORED_FIX), out)
+    return None if runs is None else Lessons(runs, meta, out, reused=True)
+
+
+#: The columns run() puts before a cell's runs-table row: which experiment, condition and role the run is.
+LABELS = ("experiment", "condition", "order", "overlap", "role")
+
+
+def _rebuilt(spec: LessonsSpec, table: pd.DataFrame, out: Path) -> pd.DataFrame | None:
+    """The stored table rebuilt from what it was made of, so that a hand-edited CSV is never shown: each run's
+    numbers from its cell (``showdown.from_cells``), its labels and overlap from the conditions of `spec`. The CSV
+    only says which cell is which run; None when that does not fit `spec` (the caller rebuilds the table)."""
+    if "key" not in table or not set(LABELS) <= set(table):
+        return None
+    cells = from_cells(out, [str(k) for k in table["key"]])
+    if cells is None:
+        return None
+    expected = {(c.experiment, c.label, role): (c, loss) for c in conditions(spec) for role, loss in c.losses().items()}
+    found = list(zip(table["experiment"], table["condition"], table["role"]))
+    runs = sorted(map(str, zip(found, cells["seed"])))  # every run of every condition once, and no other
+    if runs != sorted(str((k, s)) for k in expected for s in spec.seeds):
+        return None
+    if any(expected[k][1] != loss for k, loss in zip(found, cells["loss"])):  # each run's cell trained its loss
+        return None
+    overlaps = {c.spec: overlap(c.spec) for c, _ in expected.values()}
+    labels = pd.DataFrame([{"experiment": e, "condition": label, "order": expected[(e, label, r)][0].order,
+                            "overlap": overlaps[expected[(e, label, r)][0].spec], "role": r} for e, label, r in found])
+    return pd.concat([labels, cells], axis=1)
 
 
 def record_key(spec: LessonsSpec) -> dict:
