@@ -58,6 +58,7 @@ def _lessons(args: argparse.Namespace) -> int:
 
     if args.fast is None:
         args.fast = A.env(env.flag, "VLR_FAST")
+    common.check_record_env()
     spec = lessons.LessonsSpec(fast=args.fast, device=args.device,
                                **({"seeds": tuple(args.seeds)} if args.seeds is not None else {}))
     done = lessons.run(spec, out=args.out, force=args.force, progress=args.progress, command=canonical_command(args))
