@@ -188,6 +188,7 @@ GRID_CASES = [
     (["--epochs", str(10**21)], "--epochs"),  # issue 35
     (["--out", LONG], "--out"),
     (["--out", f"runs/{WIDE}/g"], "--out"),
+    (["--losses", "unified", "--param", "margin=0.2,0.2000000001"], "--param"),  # one run in float32
 ]
 
 

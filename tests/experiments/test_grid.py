@@ -163,6 +163,7 @@ def test_cells_of_other_data_or_schedules_are_never_averaged_together(data, tmp_
     (["info_nce", "info_nce"], None, [0], "^losses select 'info_nce' twice"),
     (goal_grid() + ["goal:cir,sig-ms"], None, [0], "^losses select .* twice"),
     (["unified"], {"margin": [0.1, 0.10]}, [0], "^param_grid 'margin' lists 0.1 twice"),
+    (["unified"], {"margin": [0.2, 0.2000000001]}, [0], "one number in float32"),  # issue 35: one run as two
     (["info_nce"], None, [2**63], "^seeds must be >= 0 and <= 9223372036854775807"),  # numpy/torch take int64
     ([{"loss": "info_nce", "epochs": 0}], None, [0], "^epochs"),
 ])

@@ -37,7 +37,7 @@ from ..stats import paired_interval
 from ..train import make_objective, rank_and_world
 from . import record as R
 from . import showdown as S
-from .grid_search import writing
+from .grid_search import float32_twins, writing
 
 #: loss -> (its main hyperparameter, the values the validation budget covers; the default is among them).
 GRID: dict[str, tuple[str, tuple[float, ...]]] = {
@@ -84,7 +84,7 @@ def _float32_problem(values: tuple[float, ...]) -> str | None:
         return "overflow float32 (the trainer computes in float32)"
     if any(v != 0 and w == 0 for v, w in zip(values, as32)):
         return "round to 0 in float32 (the trainer computes in float32)"
-    if len(set(as32)) != len(as32):
+    if len(set(values)) != len(values) or float32_twins(values) is not None:
         return "must be distinct, also in float32 (the trainer computes in float32: two equal values are one run)"
     return None
 
