@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -178,7 +179,8 @@ def stored(spec: LessonsSpec, out: Path | None = None) -> Lessons | None:
     meta = read_json(meta_path, "lessons metadata", STORED_FIX)
     if meta.get("spec") != spec.key():
         return None
-    runs = _rebuilt(spec, read_back(table_path, pd.read_csv, "lessons table", STORED_FIX), out)
+    table = read_back(table_path, pd.read_csv, "lessons table", STORED_FIX)
+    runs = _rebuilt(spec, table, lambda keys: from_cells(out, keys))
     return None if runs is None else Lessons(runs, meta, out, reused=True)
 
 
@@ -186,13 +188,15 @@ def stored(spec: LessonsSpec, out: Path | None = None) -> Lessons | None:
 LABELS = ("experiment", "condition", "order", "overlap", "role")
 
 
-def _rebuilt(spec: LessonsSpec, table: pd.DataFrame, out: Path) -> pd.DataFrame | None:
-    """The stored table rebuilt from what it was made of, so that a hand-edited CSV is never shown: each run's
-    numbers from its cell (``showdown.from_cells``), its labels and overlap from the conditions of `spec`. The CSV
-    only says which cell is which run; None when that does not fit `spec` (the caller rebuilds the table)."""
+def _rebuilt(spec: LessonsSpec, table: pd.DataFrame,
+             cell_rows: Callable[[list[str]], pd.DataFrame | None]) -> pd.DataFrame | None:
+    """A stored table rebuilt from what it was made of, so that a hand-edited table is never shown: each run's
+    numbers from its cell (``cell_rows(keys)``: the runs-table rows of those cells, None when one is missing), its
+    labels and overlap from the conditions of `spec`. The table only says which cell is which run; None when that
+    does not fit `spec`."""
     if "key" not in table or not set(LABELS) <= set(table):
         return None
-    cells = from_cells(out, [str(k) for k in table["key"]])
+    cells = cell_rows([str(k) for k in table["key"]])
     if cells is None:
         return None
     expected = {(c.experiment, c.label, role): (c, loss) for c in conditions(spec) for role, loss in c.losses().items()}
@@ -202,10 +206,11 @@ def _rebuilt(spec: LessonsSpec, table: pd.DataFrame, out: Path) -> pd.DataFrame 
         return None
     if any(expected[k][1] != loss for k, loss in zip(found, cells["loss"])):  # each run's cell trained its loss
         return None
-    overlaps = {c.spec: overlap(c.spec) for c, _ in expected.values()}
+    overlaps = {spec_: overlap(spec_) for spec_ in {c.spec for c, _ in expected.values()}}
     labels = pd.DataFrame([{"experiment": e, "condition": label, "order": expected[(e, label, r)][0].order,
                             "overlap": overlaps[expected[(e, label, r)][0].spec], "role": r} for e, label, r in found])
-    return pd.concat([labels, cells], axis=1)
+    rebuilt = pd.concat([labels, cells], axis=1)
+    return rebuilt[list(table.columns)] if set(rebuilt) == set(table) else rebuilt  # the stored column order
 
 
 def record_key(spec: LessonsSpec) -> dict:
@@ -220,7 +225,13 @@ def recorded(spec: LessonsSpec) -> Lessons | None:
     rec = R.read(spec.out.name, record_key(spec))
     if rec is None:
         return None
-    return Lessons(pd.DataFrame(rec.tables["runs"]), rec.manifest["meta"], rec.path, reused=True, record=rec)
+    by_key = R.cell_table(R.cells_of({"runs": rec.tables["cells"], "epochs": rec.tables["epochs"]})).set_index("key")
+    in_record = lambda keys: by_key.loc[keys].reset_index() if set(keys) <= set(by_key.index) else None  # noqa: E731
+    runs = _rebuilt(spec, pd.DataFrame(rec.tables["runs"]), in_record)  # its numbers from its cells, as a folder's
+    if runs is None:
+        R.warn_damaged(rec.path, "its runs table does not fit its cells and the chapter's conditions")
+        return None
+    return Lessons(runs, rec.manifest["meta"], rec.path, reused=True, record=rec)
 
 
 def recorded_and_again(spec: LessonsSpec, experiment: str = "features", condition: str = "pretrained encoder",

@@ -282,6 +282,11 @@ def record_root() -> Path:
     return destination() or RECORDED
 
 
+def warn_damaged(path: Path, why: str) -> None:
+    """A :class:`RecordWarning` that the record in `path` is not used and why (an experiment's own check failed)."""
+    _damaged(path, why, stacklevel=4)
+
+
 def _damaged(path: Path, why: str, stacklevel: int = 3) -> None:
     warnings.warn(RecordWarning(f"the record {path} is not used: {why}; the runs are re-trained instead "
                                 f"(regenerate the record with {REGENERATE})"), stacklevel=stacklevel)
@@ -580,6 +585,6 @@ def check_reproduced(recorded: Sequence[float], again: Sequence[float], what: st
 
 
 __all__ = ["RECORDED", "RSUM_TOLERANCE", "TOLERANCES", "RecordDriftWarning", "tolerance_of", "strict_checks",
-           "encoder_sha256", "REGENERATE", "RecordWarning", "Record", "settings_hash", "read", "write",
+           "encoder_sha256", "REGENERATE", "RecordWarning", "warn_damaged", "Record", "settings_hash", "read", "write",
            "problems", "destination", "keep", "keep_grid", "history_rows", "histories_of", "cell_rows", "cells_of", "grid_cells", "cell_table", "cell_history", "train_seconds",
            "check_reproduced", "hardware"]
