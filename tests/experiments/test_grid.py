@@ -154,7 +154,7 @@ def test_cells_of_other_data_or_schedules_are_never_averaged_together(data, tmp_
 
 @pytest.mark.parametrize("losses, params, seeds, match", [
     ([], None, [0], "^losses is empty"),
-    (["nope"], None, [0], "^loss must be one of"),
+    (["nope"], None, [0], "^loss .nope. is not a registered loss"),
     (["info_nce"], {"gamma": [1.0]}, [0], "none of the losses"),
     (["info_nce"], {"unified": {"gamma": [1.0]}}, [0], "not among the losses"),
     (["unified"], {"margin": [-0.1]}, [0], "^margin"),

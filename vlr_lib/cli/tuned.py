@@ -29,13 +29,13 @@ from . import common
 
 def values_flag(text: str) -> tuple[str, tuple[str, tuple[float, ...]]]:
     """LOSS:PARAMETER=v1,v2,... -> (loss, (parameter, values)); each value parsed as ``grid --param`` parses it
-    (``common.LOSS_PARAMS``: finite, no float32 overflow, not rounded to 0)."""
+    (``common.loss_params()``: finite, no float32 overflow, not rounded to 0)."""
     loss, sep, rest = text.partition(":")
     param, sep2, numbers = rest.partition("=")
     loss, param = loss.strip(), param.strip()
     if not (sep and sep2 and loss and param and numbers.strip()):
         raise argparse.ArgumentTypeError(f"expected LOSS:PARAMETER=v1,v2,..., got {text!r}")
-    parse = common.LOSS_PARAMS.get(param, A.finite_float)
+    parse = common.loss_params().get(param, A.finite_float)
     try:
         values = tuple(parse(v.strip()) for v in numbers.split(","))
     except argparse.ArgumentTypeError as err:
