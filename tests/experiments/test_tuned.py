@@ -96,6 +96,7 @@ def test_orderings_match_a_slow_paired_t_interval():
     ({"triplet_hardest": ("margin", (0.2, -1.0))}, "margin"),
     ({"info_nce": ("temperature", (0.1, 0.0))}, "temperature"),
     ({"hinge": ("margin", (0.2,))}, "not a registered loss"),
+    ({"unified": ("gamma", (60.0, 1e30))}, r"range \[1, 1000\]"),  # issue 35: the registry's range of a sweep
     ({}, "grid must map"),
 ])
 def test_bad_grids_are_refused(grid, match):

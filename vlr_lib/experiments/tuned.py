@@ -91,7 +91,8 @@ def _float32_problem(values: tuple[float, ...]) -> str | None:
 
 def check_grid(grid: Mapping[str, tuple[str, Sequence[float]]]) -> dict[str, tuple[str, tuple[float, ...]]]:
     """`grid` checked: known losses, each naming one of its hyperparameters (:func:`tunable`) with distinct finite
-    values (in float32 too, as the trainer computes), the default among them (the untuned row is the default's)."""
+    values (in float32 too, as the trainer computes) in the registry's range of the hyperparameter, the default
+    among them (the untuned row is the default's)."""
     if not isinstance(grid, Mapping) or not grid:
         raise ValueError(f"grid must map loss names to (parameter, values), got {grid!r}")
     out = {}
@@ -105,6 +106,12 @@ def check_grid(grid: Mapping[str, tuple[str, Sequence[float]]]) -> dict[str, tup
         problem = _float32_problem(values)
         if problem:
             raise ValueError(f"the values of {loss}'s {param} {problem}, got {values!r}")
+        h = registry.entry(loss).hyper[param]
+        outside = [v for v in values if (h.low is not None and v < h.low) or (h.high is not None and v > h.high)]
+        if outside:
+            low, high = ("-inf" if h.low is None else f"{h.low:g}"), ("inf" if h.high is None else f"{h.high:g}")
+            raise ValueError(f"the values of {loss}'s {param} must lie in its sensible range [{low}, {high}] "
+                             f"(the loss registry's), got {outside[0]:g}")
         for v in values:  # each value as the trainer checks it (one evaluation in float32), before anything trains
             try:
                 make_objective(loss, {param: v}).check(8)
