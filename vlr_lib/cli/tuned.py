@@ -10,7 +10,7 @@ hyperparameter (the margin, the temperature, the scale gamma), trained at the sh
 budget; the value is chosen on validation and the test split reports it beside the default
 (the untuned row). --values replaces a loss's list, or adds a loss (LOSS:PARAMETER=v1,v2,..., once per
 loss; PARAMETER one of the loss's numeric hyperparameters; the values are checked as grid --param checks
-them, distinct in float32 too, and must hold the loss's default); the text then says which losses' values
+them, distinct in float32 too, within the loss registry's range, and must hold the loss's default); the text then says which losses' values
 were given and whether the budget is still equal. A loss none of whose values learns (every run above
 chance on validation) is an error naming --values. Results go to <runs>/tuned-shapes-features-<fast|full>/
 (cells cached, an interrupted run resumes). --fast defaults to VLR_FAST; $VLR_RECORD is checked before
