@@ -239,6 +239,7 @@ LESSONS_CASES = [
     (["--out", "mine"], "--out"),
     (["--out", ""], "--out"),
     (["--markdown", f"md/{WIDE}.md"], "--markdown"),  # issue 35
+    (["--dist-timeout", "0"], "--dist-timeout"),  # issue 35: lessons runs under torchrun as showdown does
 ]
 
 
