@@ -45,4 +45,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .cli.args import exit_quietly
+
+    sys.exit(exit_quietly(main))

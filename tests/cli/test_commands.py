@@ -188,3 +188,23 @@ def test_grid_builds_and_checks_each_objective_once(here, capsys, monkeypatch):
     args = [*TINY, "--losses", "unified", "--param", "margin=0.1,0.2", "--out", "g"]
     assert call(grid.main, args, capsys)[0] == 0
     assert sorted(calls) == ["unified(margin=0.1)", "unified(margin=0.2)"]
+
+
+@pytest.mark.parametrize("command", ["tuned", "lessons"])
+def test_under_torchrun_rank_0_alone_prints_and_writes(command, here, capsys, monkeypatch):
+    """Issue 35: under torchrun the tuned table printed once per rank (lessons likewise)."""
+    from vlr_lib.cli import lessons, tuned
+    from vlr_lib.experiments import lessons as L, showdown as S, tuned as T
+    from vlr_lib import report
+    from vlr_lib.train import distributed
+
+    done = S.Showdown(pd.DataFrame(), {}, here, reused=False)
+    experiment, main = {"tuned": (T, tuned.main), "lessons": (L, lessons.main)}[command]
+    monkeypatch.setattr(experiment, "run", lambda *a, **k: done)
+    monkeypatch.setattr(*((T, "markdown") if command == "tuned" else (report, "lessons_markdown")),
+                        lambda *a, **k: "the table")
+    argv = ["--fast", "--out", "o", "--markdown", "t.md"]
+    monkeypatch.setattr(distributed, "rank_and_world", lambda: (1, 2))
+    assert call(main, argv, capsys) == (0, "", "") and not (here / "t.md").exists()
+    monkeypatch.setattr(distributed, "rank_and_world", lambda: (0, 2))
+    assert call(main, argv, capsys) == (0, "the table\n", "") and (here / "t.md").read_text() == "the table"

@@ -52,6 +52,9 @@ def check(main, argv, flag: str, work, capsys, prog: str | None = None) -> str:
     return lines[0]
 
 
+LONG = "n" * 256  # one name of 256 bytes: over the 255 every common file system takes
+WIDE = "é" * 128  # 128 characters, 256 bytes in UTF-8
+DEEP = "/".join(["d" * 200] * 21)  # short names, a path over 4096 bytes
 NO_CUDA = [] if torch.cuda.is_available() else [(["--device", "cuda"], "--device")]
 
 TRAIN_CASES = [
@@ -129,6 +132,13 @@ TRAIN_CASES = [
     (["--grad-clip", "nan"], "--grad-clip"),
     (["--grad-clip", "two"], "--grad-clip"),
     (["--optimizer-at-switch", "reset"], "--optimizer-at-switch"),
+    # issue 35: was a tqdm OverflowError after the data had loaded (14 s), exit 1
+    (["--epochs", str(10**21)], "--epochs"),
+    (["--epochs", "100001"], "--epochs"),
+    (["--lr-decay-epoch", str(10**21)], "--lr-decay-epoch"),
+    # issue 35: a name over 255 bytes was a 48-line OSError traceback
+    *[([flag, path], flag) for flag, path in (("--history", LONG + ".csv"), ("--checkpoint-dir", LONG),
+                                              ("--checkpoint-dir", "ck/" + WIDE), ("--history", DEEP + "/h.csv"))],
 ]
 
 
@@ -175,6 +185,10 @@ GRID_CASES = [
     (["--dist-timeout", "1e308"], "--dist-timeout"),
     (["--grad-clip", "0"], "--grad-clip"),
     (["--grad-clip", "-1"], "--grad-clip"),
+    (["--epochs", str(10**21)], "--epochs"),  # issue 35
+    (["--out", LONG], "--out"),
+    (["--out", f"runs/{WIDE}/g"], "--out"),
+    (["--losses", "unified", "--param", "margin=0.2,0.2000000001"], "--param"),  # one run in float32
 ]
 
 
@@ -202,6 +216,11 @@ SHOWDOWN_CASES = [
     (["--out", ""], "--out"),
     (["--out", "/proc"], "--out"),
     (["--dist-timeout", "1e308"], "--dist-timeout"),
+    (["--epochs", str(10**21)], "--epochs"),  # issue 35
+    (["--out", LONG], "--out"),
+    (["--markdown", LONG + ".md"], "--markdown"),
+    (["--data", "flickr30k", "--cache-root", LONG], "--cache-root"),
+    (["--data", "flickr30k", "--data-path", DEEP], "--data-path"),
 ]
 
 
@@ -219,6 +238,8 @@ LESSONS_CASES = [
     (["--seeds", str(2**64)], "--seeds"),
     (["--out", "mine"], "--out"),
     (["--out", ""], "--out"),
+    (["--markdown", f"md/{WIDE}.md"], "--markdown"),  # issue 35
+    (["--dist-timeout", "0"], "--dist-timeout"),  # issue 35: lessons runs under torchrun as showdown does
 ]
 
 
@@ -251,6 +272,21 @@ def test_encoder_rejects_before_training(argv, flag, work, capsys, monkeypatch):
     (work / "own" / "manifest.json").write_text('{"mine": true}')
     monkeypatch.setattr(shapes_encoder, "pretrain", lambda *a, **k: pytest.fail("trained before the check"))
     check(encoder.main, argv, flag, work, capsys, prog="python -m vlr_lib encoder")
+
+
+@pytest.mark.parametrize("command", ["showdown", "lessons", "tuned"])
+@pytest.mark.parametrize("value", ["relative/records", "afile", "/proc/records"])
+def test_vlr_record_is_checked_before_anything_trains(command, value, work, capsys, monkeypatch):
+    """Issue 35: a relative VLR_RECORD failed only after all the cells had trained."""
+    from vlr_lib.cli import lessons, tuned
+    from vlr_lib.experiments import lessons as L, showdown as S, tuned as T
+
+    for module in (L, S, T):
+        monkeypatch.setattr(module, "run", lambda *a, **k: pytest.fail("VLR_RECORD must be checked first"))
+    monkeypatch.setenv("VLR_RECORD", value)
+    main = {"showdown": showdown.main, "lessons": lessons.main, "tuned": tuned.main}[command]
+    line = check(main, ["--fast", "--out", "o"], "environment variable VLR_RECORD", work, capsys)
+    assert value in line
 
 
 @pytest.mark.parametrize("var, value", [("VLR_DATA", "coco"), ("VLR_FAST", "maybe")])

@@ -65,10 +65,11 @@ def test_module_entry_point_lists_and_dispatches_commands(capsys):
     assert entry.main(["--help"]) == 0 and "python -m vlr_lib train" in capsys.readouterr().out
     assert entry.main(["nope"]) == 2
     assert capsys.readouterr().err == ("python -m vlr_lib: error: unknown command 'nope'; "
-                                       "choose one of train, grid, showdown, tuned, lessons, check, record, encoder\n")
+                                       f"choose one of {', '.join(entry.COMMANDS)}\n")
+    assert {"train", "grid", "showdown", "tuned", "lessons", "check", "record", "encoder", "losses"} <= set(entry.COMMANDS)
     for command, flag in (("train", "--loss"), ("grid", "--losses"), ("showdown", "--force"), ("tuned", "--values"),
                           ("lessons", "--force"),
-                          ("record", "--only"), ("encoder", "--retrain")):
+                          ("record", "--only"), ("encoder", "--retrain"), ("losses", "--loss")):
         with pytest.raises(SystemExit) as exit_:
             entry.main([command, "--help"])
         assert exit_.value.code == 0
@@ -172,3 +173,40 @@ def test_a_bad_value_under_torchrun_is_one_line_from_rank_0_and_exit_2_on_every_
         assert len(ours) == 1 and bad[0] in ours[0], done.stderr[-3000:]
         assert done.returncode != 0 and "exitcode  : 2" in done.stderr  # every rank's code, as torchrun reports it
         assert "exitcode  : 1" not in done.stderr and list(tmp_path.iterdir()) == []
+
+
+def test_sigterm_outside_torchrun_says_what_happened_and_how_to_resume(tmp_path, capsys, monkeypatch):
+    """Issue 35: SIGTERM to a plain grid blamed "another process of the job" and gave no resume hint."""
+    import os
+
+    from vlr_lib.cli import grid
+
+    def terminated(args):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(10)  # the handler raises at the next bytecode; never reached
+        pytest.fail("SIGTERM was not delivered")
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.setattr(grid, "_grid", terminated)
+    code, out, err = call(grid.main, [*TINY, "--out", str(tmp_path / "g")], capsys)
+    assert code == 128 + signal.SIGTERM and out == ""
+    assert err == ("vlr-grid: terminated by a signal (SIGTERM); finished cells are kept under <out>/cells and the "
+                   "current one resumes from its last epoch; run the same command again to continue\n")
+    monkeypatch.setenv("WORLD_SIZE", "2")  # a rank of a torchrun job: torchrun stopping it is the likely cause
+    code, out, err = call(grid.main, [*TINY, "--out", str(tmp_path / "g")], capsys)
+    assert code == 128 + signal.SIGTERM and "another process of the job failed" in err and "same command" in err
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["train", "--help"], ["tuned", "--help"]])
+def test_output_to_a_closed_pipe_exits_quietly(argv, tmp_path):
+    """Issue 35: `python -m vlr_lib --help | head -1` gave a BrokenPipeError traceback."""
+    import os
+
+    read, write = os.pipe()
+    os.close(read)  # the reader has gone before the first byte
+    try:
+        done = subprocess.run([sys.executable, "-m", "vlr_lib", *argv], stdout=write, stderr=subprocess.PIPE,
+                              text=True, cwd=tmp_path, env=env(), timeout=120)
+    finally:
+        os.close(write)
+    assert done.stderr == "" and done.returncode in (0, 128 + signal.SIGPIPE), done.stderr

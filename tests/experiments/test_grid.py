@@ -154,7 +154,7 @@ def test_cells_of_other_data_or_schedules_are_never_averaged_together(data, tmp_
 
 @pytest.mark.parametrize("losses, params, seeds, match", [
     ([], None, [0], "^losses is empty"),
-    (["nope"], None, [0], "^loss must be one of"),
+    (["nope"], None, [0], "^loss .nope. is not a registered loss"),
     (["info_nce"], {"gamma": [1.0]}, [0], "none of the losses"),
     (["info_nce"], {"unified": {"gamma": [1.0]}}, [0], "not among the losses"),
     (["unified"], {"margin": [-0.1]}, [0], "^margin"),
@@ -163,6 +163,7 @@ def test_cells_of_other_data_or_schedules_are_never_averaged_together(data, tmp_
     (["info_nce", "info_nce"], None, [0], "^losses select 'info_nce' twice"),
     (goal_grid() + ["goal:cir,sig-ms"], None, [0], "^losses select .* twice"),
     (["unified"], {"margin": [0.1, 0.10]}, [0], "^param_grid 'margin' lists 0.1 twice"),
+    (["unified"], {"margin": [0.2, 0.2000000001]}, [0], "one number in float32"),  # issue 35: one run as two
     (["info_nce"], None, [2**63], "^seeds must be >= 0 and <= 9223372036854775807"),  # numpy/torch take int64
     ([{"loss": "info_nce", "epochs": 0}], None, [0], "^epochs"),
 ])

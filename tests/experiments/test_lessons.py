@@ -82,8 +82,16 @@ def test_run_trains_each_cell_once_and_stores_the_table(tmp_path):
     assert set(runs[runs["experiment"] == "setting"]["setting"]) == {"features", "vsepp", "e2e"}
     again = lessons.run(spec, out=tmp_path)
     assert again.reused
-    pd.testing.assert_frame_equal(again.runs[["experiment", "condition", "role", "seed", "sel_rsum"]],
-                                  runs[["experiment", "condition", "role", "seed", "sel_rsum"]])
+    blank = lambda t: t.astype(object).where(t.notna(), None)  # noqa: E731 (a missing value: None or NaN)
+    same_table = lambda a: pd.testing.assert_frame_equal(blank(a), blank(runs), check_dtype=False)  # noqa: E731
+    same_table(again.runs)  # rebuilt from the cells and the conditions: the table trained
+    # issue 35: a stored table is never shown as edited; what does not fit the spec's conditions is rebuilt
+    stored = pd.read_csv(tmp_path / lessons.TABLE_FILE)
+    for edit in (lambda t: t.assign(sel_rsum=599.0, overlap=0.0, order=7),
+                 lambda t: t.assign(condition="difficulty 9"), lambda t: t.iloc[1:],
+                 lambda t: t.assign(role=t["role"].replace({"info_nce": "unified", "unified": "info_nce"}))):
+        edit(stored).to_csv(tmp_path / lessons.TABLE_FILE, index=False)
+        same_table(lessons.run(spec, out=tmp_path).runs)
     table = report.lesson_table(again.runs)
     assert set(table["experiment"]) == set(lessons.EXPERIMENTS) and len(table) == n_conditions * 3
     rebuilt = lessons.run(spec, out=tmp_path, force=True)  # from the cached cells: nothing trained
@@ -106,7 +114,7 @@ def test_a_recorded_chapter_is_checked_by_retraining_one_of_its_runs(tmp_path, m
     monkeypatch.setenv(record.RECORD_ENV, str(tmp_path / "records"))  # run() writes the record; read() finds it
     spec = tiny(settings=("features",))
     assert lessons.check_record(spec) is None  # no record yet
-    lessons.run(spec)
+    done = lessons.run(spec)
     assert lessons.recorded(spec) is not None
     assert lessons.check_record(spec) == 0.0  # same machine, same code: bit for bit
 
@@ -121,8 +129,40 @@ def test_a_recorded_chapter_is_checked_by_retraining_one_of_its_runs(tmp_path, m
     monkeypatch.setenv("VLR_FAST", "1")  # the tests' and CI's mode: a drift is an error (full mode warns)
     with pytest.raises(AssertionError, match="make record"):
         lessons.check_record(spec)
+    _forged_records_show_their_cells(spec, done, tmp_path / "records")
+
+
+def _forged_records_show_their_cells(spec, done, root):
+    """Issue 35: the record's runs table was shown as stored. Rewritten by a forger through record.write (every
+    hash right), its numbers still come from its cells; labels that do not fit the conditions are damage."""
+    from vlr_lib.experiments import record
+
+    blank = lambda t: t.astype(object).where(t.notna(), None)  # noqa: E731
+    rec = lessons.recorded(spec).record
+    for edit, shown in ((lambda r: {**r, "sel_rsum": 599.0}, True),
+                        (lambda r: {**r, "role": {"unified": "info_nce", "info_nce": "unified"}.get(r["role"], r["role"])},
+                         False)):
+        record.write(rec.name, lessons.record_key(spec), {**rec.tables, "runs": [edit(r) for r in rec.tables["runs"]]},
+                     command="forged", title="t", wall_seconds=1, meta=rec.manifest["meta"], root=root)
+        if shown:
+            again = lessons.recorded(spec)
+            assert again.record.manifest["command"] == "forged"
+            pd.testing.assert_frame_equal(blank(again.runs), blank(done.runs), check_dtype=False)
+        else:
+            with pytest.warns(record.RecordWarning, match="does not fit its cells"):
+                assert lessons.recorded(spec) is None
 
 
 def test_without_a_warm_up_there_is_no_optimizer_experiment():
     conds = lessons.conditions(lessons.LessonsSpec(fast=True, warmup_epochs=()))
     assert not [c for c in conds if c.experiment in ("warmup", "optimizer") and c.hardest != "triplet_hardest"]
+
+
+def test_the_shipped_record_rebuilt_from_its_cells_is_its_runs_table():
+    """The chapter's record is shown rebuilt from its cells and the conditions (issue 35): the very table it holds."""
+    done = lessons.recorded(lessons.LessonsSpec())
+    assert done is not None, "the shipped record of notebook 12 does not match the code (make record)"
+    stored = pd.DataFrame(done.record.tables["runs"])
+    blank = lambda t: t.astype(object).where(t.notna(), None)  # noqa: E731
+    assert list(done.runs.columns) == list(stored.columns)
+    pd.testing.assert_frame_equal(blank(done.runs), blank(stored), check_dtype=False)

@@ -282,6 +282,12 @@ MANIFEST_CASES = [  # (name, change, rehash, the problem it must be reported as)
     ("hardware without cores", lambda m, p: m["hardware"].pop("cores"), True, "hardware has no cores"),
     ("another record's table", _foreign, True, "not a plain file name inside the record's folder"),
     ("a hidden file", lambda m, p: m["tables"]["epochs"].update(file=".epochs.csv.gz"), True, "not a plain file"),
+    # issue 35: deleting the hash turned the edit check off, and a forged date, CPU and meta were shown as fact
+    ("no manifest hash", lambda m, p: m.pop(record.MANIFEST_HASH), False, "manifest_sha256 is missing"),
+    ("forged, then no hash", lambda m, p: (m.update(date="2020-01-01T00:00:00+00:00", meta={"note": "forged"}),
+                                           m["hardware"].update(cpu="Cray-1", cores=2), m.pop(record.MANIFEST_HASH)),
+     False, "manifest_sha256 is missing"),
+    ("hash a number", lambda m, p: m.update(manifest_sha256=0), False, "manifest_sha256 is a int"),
 ]
 
 
@@ -305,10 +311,34 @@ def test_a_fifo_in_a_record_is_refused_without_reading_it(tmp_path, which):
         assert record.read("exp", SETTINGS, root=tmp_path) is None
 
 
-def test_a_record_made_before_the_manifest_hash_is_still_read(tmp_path):
+DEEP = 10**5
+NESTED = {  # issue 35: each raised RecursionError out of read() and grid_or_train()
+    "a list": "[" * DEEP + "]" * DEEP,
+    "an object": '{"a":' * DEEP + "1" + "}" * DEEP,
+    "deep settings": json.dumps({"format": record.FORMAT})[:-1] + ', "settings": ' + '{"a":' * DEEP + "1" + "}" * DEEP + "}",
+}
+
+
+@pytest.mark.parametrize("text", NESTED.values(), ids=NESTED.keys())
+def test_a_manifest_nested_too_deep_warns_and_is_re_trained(tmp_path, text, monkeypatch):
     path = record.write("exp", SETTINGS, {"epochs": ROWS}, command="c", title="t", wall_seconds=1, root=tmp_path)
-    _edit(path, lambda m, p: m.pop(record.MANIFEST_HASH), rehash=False)
-    assert record.read("exp", SETTINGS, root=tmp_path) is not None
+    (path / record.MANIFEST).write_text(text)
+    with pytest.warns(record.RecordWarning, match="manifest.json unreadable"):
+        assert record.read("exp", SETTINGS, root=tmp_path) is None
+    assert record.problems(path)
+    monkeypatch.setattr(record, "RECORDED", tmp_path)  # grid_or_train reads the shipped records' folder
+    monkeypatch.delenv(record.RECORD_ENV, raising=False)
+    trained = grid_result(pd.DataFrame({"key": ["k"]}))
+    with pytest.warns(record.RecordWarning, match="RecursionError"):
+        runs, rec = record.grid_or_train("exp", SETTINGS, lambda: trained)
+    assert rec is None and runs is trained.runs
+
+
+def grid_result(runs: pd.DataFrame):
+    """What grid() returns, for grid_or_train (no folder: nothing to keep)."""
+    from vlr_lib.experiments.grid_search import GridResult
+
+    return GridResult(runs, pd.DataFrame())
 
 
 #: A writer that SIGKILLs itself right after the rename number `argv[2]` of atomic_dir (1: the old record moved

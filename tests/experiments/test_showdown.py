@@ -83,8 +83,20 @@ def test_run_stores_reuses_and_writes_markdown(tmp_path, monkeypatch):
     monkeypatch.setattr(sd, "grid", lambda *a, **k: pytest.fail("a matching stored table must not retrain"))
     second = sd.run(spec, out=tmp_path)
     assert second.reused and second.meta == first.meta
-    pd.testing.assert_frame_equal(second.runs[["config", "seed", "sel_rsum"]], first.runs[["config", "seed", "sel_rsum"]],
-                                  check_exact=False, rtol=1e-12)
+    pd.testing.assert_frame_equal(second.runs, first.runs)  # rebuilt from the cells: the very table trained
+    # issue 35: an edited runs.csv was shown ("rsum 599.0 ± 0.0" beside unchanged R@K); the cells are the truth
+    edited = pd.read_csv(tmp_path / "runs.csv").assign(sel_rsum=599.0)
+    edited.to_csv(tmp_path / "runs.csv", index=False)
+    pd.testing.assert_frame_equal(sd.run(spec, out=tmp_path).runs, first.runs)
+    (tmp_path / "runs.csv").unlink()  # a copy for the user: not needed to reuse the cells
+    assert sd.stored(spec, tmp_path) is not None
+    cell = tmp_path / "cells" / f"{first.meta['keys'][3]}.json"
+    cell.rename(cell.with_suffix(".gone"))  # a cell deleted since: not reused, trained again
+    assert sd.stored(spec, tmp_path) is None
+    cell.with_suffix(".gone").rename(cell)
+    meta["keys"][0] = "../../elsewhere"  # keys name cells, never paths
+    (tmp_path / sd.META_FILE).write_text(json.dumps(meta))
+    assert sd.stored(spec, tmp_path) is None
     assert sd.stored(tiny_spec(epochs=3), tmp_path) is None  # other settings: not reused
 
     block = report.markdown_block(second.runs, second.meta)

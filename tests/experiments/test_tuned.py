@@ -95,7 +95,8 @@ def test_orderings_match_a_slow_paired_t_interval():
     ({"triplet_hardest": ("margin", (0.2, float("nan")))}, "finite"),
     ({"triplet_hardest": ("margin", (0.2, -1.0))}, "margin"),
     ({"info_nce": ("temperature", (0.1, 0.0))}, "temperature"),
-    ({"hinge": ("margin", (0.2,))}, "loss must be one of"),
+    ({"hinge": ("margin", (0.2,))}, "not a registered loss"),
+    ({"unified": ("gamma", (60.0, 1e30))}, r"range \[1, 1000\]"),  # issue 35: the registry's range of a sweep
     ({}, "grid must map"),
 ])
 def test_bad_grids_are_refused(grid, match):
@@ -119,6 +120,8 @@ def test_one_seed_is_refused_before_training(tmp_path):
     (["--values", "triplet_hardest:margin=-0.1,0.2"], "--values"),
     (["--seeds", "0"], "--seeds"),
     (["--seeds", "-1,2"], "--seeds"),
+    (["--dist-timeout", "1e308"], "--dist-timeout"),  # issue 35: tuned runs under torchrun as showdown does
+    (["--markdown", "n" * 256 + ".md"], "--markdown"),  # issue 35: a name over 255 bytes
 ])
 def test_cli_rejects(argv, flag, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -126,6 +129,41 @@ def test_cli_rejects(argv, flag, tmp_path, capsys, monkeypatch):
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and flag in lines[0] and "Traceback" not in err, err
     assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize("argv, words", [  # issue 35: each was accepted, or failed late, or with a traceback
+    (["--values", "info_nce:reduction=1"], ["no hyperparameter 'reduction'", "('temperature',)"]),
+    (["--values", "unified:weights=1"], ["no hyperparameter 'weights'", "('margin', 'gamma')"]),
+    (["--values", "unified:gamma=1e39,40"], ["float32 overflows"]),  # was FloatingPointError, exit 1
+    (["--values", "triplet_all:margin=0,1e-46,0.2"], ["float32 rounds it to 0"]),  # was one run reported twice
+    (["--values", "triplet_all:margin=0.2,0.2000000001"], ["distinct, also in float32"]),
+    (["--values", "triplet_all:margin=0.1,0.2", "--values", "triplet_all:margin=0.2,0.3"], ["triplet_all is given twice"]),
+])
+def test_cli_values_are_checked_as_grid_param_checks_them(argv, words, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(T, "run", lambda *a, **k: pytest.fail("a bad --values must not train"))
+    code, out, err = call(cli.main, [*argv, "--fast", "--out", "t"], capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "--values" in lines[0] and "Traceback" not in err, err
+    assert all(w in lines[0] for w in words), lines[0]
+
+
+def test_tunable_parameters_are_the_numeric_ones():
+    assert T.tunable("info_nce") == ("temperature",) and T.tunable("unified") == ("margin", "gamma")
+    assert T.tunable("sampled_softmax") == ("scale",)  # topk has no numeric default: no untuned row to compare
+    for loss, (param, _) in T.GRID.items():
+        assert param in T.tunable(loss)
+
+
+def test_the_text_says_which_losses_were_given_and_whether_the_budget_is_equal():
+    """Issue 35: a fifth loss with 2 values was reported as "each loss took 3 values ... the budget is equal"."""
+    own = T.grid_for(True)
+    assert T.budget_line(own, True) == "Each loss's main hyperparameter took 3 values."
+    added = {**own, "sampled_softmax": ("scale", (10.0, 20.0))}
+    line = T.budget_line(added, True)
+    assert "different numbers of values" in line and "Sampled softmax 2" in line and "Triplet 3" in line
+    assert line.endswith("The values of Sampled softmax were given by hand, not the comparison's own.")
+    assert T.equal_budget(own) and not T.equal_budget(added)
 
 
 def test_cli_no_configuration_left_is_one_line_naming_values(tmp_path, capsys, monkeypatch):
@@ -152,6 +190,7 @@ def test_fast_run_trains_every_cell_and_reads_back(tmp_path):
     race = T.run(spec, grid, out=tmp_path / "t")
     assert len(race.runs) == 4 * len(spec.seeds) and race.runs["sel_rsum"].notna().all()
     text = T.markdown(race, grid)
+    assert T.budget_line(grid, True) in text and "the budget is equal" in text
     assert "Triplet-SH − NT-Xent" in text and "chance" in text and "select their last epoch" in text
     again = T.run(spec, grid, out=tmp_path / "t")  # every cell from the cache
     pd.testing.assert_frame_equal(again.runs, race.runs)

@@ -10,19 +10,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from . import check, grid, train
+from .args import exit_quietly
 
 
 def train_main(argv: Sequence[str] | None = None) -> int:
     """``vlr-train``."""
-    return train.main(argv)
+    return exit_quietly(lambda: train.main(argv))
 
 
 def grid_main(argv: Sequence[str] | None = None) -> int:
     """``vlr-grid``."""
-    return grid.main(argv)
+    return exit_quietly(lambda: grid.main(argv))
 
 
 
 def check_main(argv: Sequence[str] | None = None) -> int:
     """``python -m vlr_lib check``."""
-    return check.main(argv)
+    return exit_quietly(lambda: check.main(argv))

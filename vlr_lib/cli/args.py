@@ -9,8 +9,10 @@ Used by ``vlr-train`` / ``vlr-grid`` / ``python -m vlr_lib ...`` and by the scri
 - every user error is ONE line on stderr, ``<prog>: error: argument --flag: ...``, exit code 2,
   before any long work starts (errors found while loading data too: a batch larger than the
   split, a missing cache, an unreadable checkpoint);
-- Ctrl-C exits 130 with one line saying how to resume; nothing is half-written (every file
-  goes through ``vlr_lib._io.atomic_write``);
+- Ctrl-C exits 130 and SIGTERM 143, each with one line saying what happened and how to resume; nothing
+  is half-written (every file goes through ``vlr_lib._io.atomic_write``);
+- output to a closed pipe (``python -m vlr_lib --help | head -1``) ends the command quietly, exit code 141
+  (128 + SIGPIPE) as a program killed by SIGPIPE (:func:`exit_quietly`);
 - a GPU that runs out of memory (training or feature extraction) is one line naming
   ``--batch-size`` and its value, exit code 1;
 - ``--debug`` shows the traceback instead of the one line;
@@ -104,6 +106,11 @@ def int_at_least(low: int, high: int | None = None) -> Callable[[str], int]:
 
 positive_int = int_at_least(1)
 nonnegative_int = int_at_least(0)
+#: The most epochs a run may ask for: the presets train 4 to 40, so more than this is a typo (10**21 failed after
+#: the data had loaded, inside the progress bar's integer arithmetic).
+EPOCHS_MAX = 100_000
+epochs = int_at_least(1, EPOCHS_MAX)
+epoch_or_zero = int_at_least(0, EPOCHS_MAX)
 #: numpy and torch seed generators with a signed 64-bit integer: a larger seed fails deep inside them.
 SEED_MAX = 2**63 - 1
 seed = int_at_least(0, SEED_MAX)
@@ -222,9 +229,39 @@ def seeds(text: str) -> list[int]:
     return out
 
 
-def existing_path(text: str) -> Path:
-    """An input file or folder that exists."""
+#: The longest file name (one path component) and path, in bytes, that Linux and macOS file systems take.
+NAME_MAX, PATH_MAX = 255, 4096
+
+
+def _path(text: str) -> Path:
+    """`text` as a path, refused when no file system would take it (a 300-byte name raised OSError, not a line)."""
     path = Path(text).expanduser()
+    long = next((part for part in path.parts if len(os.fsencode(part)) > NAME_MAX), None)
+    if long is not None:
+        _fail(f"has a name of {len(os.fsencode(long))} bytes ({long[:16]!r}...); a file or folder name is at most "
+              f"{NAME_MAX} bytes")
+    if len(os.fsencode(str(path))) >= PATH_MAX:
+        _fail(f"is {len(os.fsencode(str(path)))} bytes long; a path is at most {PATH_MAX - 1} bytes")
+    return path
+
+
+def _os_checked(check: Callable[[Path, str], Path]) -> Callable[[str], Path]:
+    """A path type whose file system errors (a name too long, a loop of links) are one line naming the flag."""
+
+    def parse(text: str) -> Path:
+        path = _path(text)
+        try:
+            return check(path, text)
+        except OSError as err:
+            _fail(f"cannot use {text!r}: {err.strerror or err}")
+
+    parse.__name__ = check.__name__
+    return parse
+
+
+@_os_checked
+def existing_path(path: Path, text: str) -> Path:
+    """An input file or folder that exists."""
     if not path.exists():
         _fail(f"{text!r} does not exist")
     if not os.access(path, os.R_OK):
@@ -258,25 +295,27 @@ def _writable(path: Path, text: str, folder: bool) -> Path:
     return path
 
 
-def output_file(text: str) -> Path:
+@_os_checked
+def output_file(path: Path, text: str) -> Path:
     """A file to write: not a folder, and its folder exists and is writable or can be created."""
-    return _writable(Path(text).expanduser(), text, folder=False)
+    return _writable(path, text, folder=False)
 
 
-def output_dir(text: str) -> Path:
+@_os_checked
+def output_dir(path: Path, text: str) -> Path:
     """A folder to write into: not a file, writable or creatable."""
-    return _writable(Path(text).expanduser(), text, folder=True)
+    return _writable(path, text, folder=True)
 
 
-def run_dir(text: str) -> Path:
+@_os_checked
+def run_dir(path: Path, text: str) -> Path:
     """A run folder to write into (grid, showdown, lessons ``--out``): writable, and missing, empty or a run folder
     already (``vlr_lib._io.RUN_MARKER``), never a folder of the user's other files."""
     from .._io import run_folder_problem
 
-    path = Path(text).expanduser()
     if text.strip() and (problem := run_folder_problem(path)):
         _fail(problem)
-    return output_dir(text)
+    return _writable(path, text, folder=True)
 
 
 def check_replaceable(path: Path, flag: str = "--out") -> None:
@@ -351,7 +390,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
 
 class Terminated(Exception):
-    """SIGTERM (torchrun stops the other ranks when one fails)."""
+    """SIGTERM: someone stopped the run (kill, a job scheduler), or torchrun stopping the other ranks when one fails."""
 
 
 def _on_sigterm(signum, frame):
@@ -376,8 +415,10 @@ def run(parser: Parser, argv: Sequence[str] | None, body: Callable[[argparse.Nam
         print(f"{prog}: interrupted" + (f"; {hint}" if hint else ""), file=sys.stderr)
         return EXIT_INTERRUPTED
     except Terminated:
-        print(f"{prog}: stopped by SIGTERM (under torchrun: another process of the job failed)", file=sys.stderr)
+        print(f"{prog}: {_terminated_line(interrupted(args))}", file=sys.stderr)
         return 128 + signal.SIGTERM
+    except BrokenPipeError:
+        raise  # the reader of our output went away: exit_quietly's, not a failure of the run
     except _user_errors() as err:
         where = err.flag if isinstance(err, UsageError) else _flag_of(str(err), parser)
         text = one_line(err)
@@ -396,6 +437,33 @@ def run(parser: Parser, argv: Sequence[str] | None, body: Callable[[argparse.Nam
         return EXIT_FAILED
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _terminated_line(hint: str) -> str:
+    """What SIGTERM did and how to resume: under torchrun it is most often the launcher stopping this rank because
+    another one failed; outside it, someone or something (kill, a job scheduler) terminated the run."""
+    from ..train import distributed as D
+
+    cause = ("stopped by SIGTERM (under torchrun: most often another process of the job failed; its error is above)"
+             if D.env_world_size() > 1 else "terminated by a signal (SIGTERM)")
+    return cause + (f"; {hint}" if hint else "")
+
+
+def exit_quietly(main: Callable[[], int | None]) -> int | str | None:
+    """``main()``'s exit code, its output flushed; when the reader of stdout has gone (``python -m vlr_lib --help |
+    head -1``), no traceback: stdout is pointed at /dev/null (so the interpreter's last flush is quiet too) and the
+    exit code is 128 + SIGPIPE, as a program killed by SIGPIPE exits."""
+    try:
+        try:
+            code = main()
+        except SystemExit as exit_:  # argparse's --help and errors
+            code = exit_.code
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
 
 
 def _no_space_line(err: OSError) -> str:

@@ -119,11 +119,11 @@ def add_feature_choice_options(g, hub: bool = True) -> None:
 
 def add_schedule_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("training (defaults: shapes e2e / features)")
-    g.add_argument("--epochs", type=A.positive_int, default=None, help="default 20 / 10")
+    g.add_argument("--epochs", type=A.epochs, default=None, help=f"default 20 / 10 (at most {A.EPOCHS_MAX:,})")
     g.add_argument("--batch-size", type=batch, default=None,
                    help="the global batch (split over processes under torchrun); default 32 / 128")
     g.add_argument("--lr", type=A.positive_float, default=None, help="default 2e-3 / 2e-4")
-    g.add_argument("--lr-decay-epoch", type=A.nonnegative_int, default=None,
+    g.add_argument("--lr-decay-epoch", type=A.epoch_or_zero, default=None,
                    help="lr x 0.1 from this epoch (default: halfway)")
     g.add_argument("--grad-clip", type=A.clip_norm, default=None,
                    help="clip the gradient's norm to this value before each step, or off (default: 2 in the vsepp "
@@ -366,6 +366,20 @@ def print_table(block: str, done, fix: str, markdown: Path | None) -> None:
         print(f"(stored table reused from {done.out}; {fix})")
     if markdown is not None:
         atomic_write_text(markdown, block)
+
+
+def check_record_env() -> None:
+    """$VLR_RECORD (where ``make record`` has an experiment keep what it trained), checked before anything trains, as
+    ``vlr_lib.experiments.record`` reads it: an absolute path to a folder that can be written. Unset: nothing kept."""
+    from ..experiments.record import RECORD_ENV, destination
+
+    path = A.env(destination)
+    if path is None:
+        return
+    try:
+        A.output_dir(str(path))
+    except argparse.ArgumentTypeError as err:
+        raise A.UsageError(None, f"environment variable {RECORD_ENV}: {err}") from None
 
 
 def add_run_outputs(p: argparse.ArgumentParser, folder: str, force: bool = True) -> None:

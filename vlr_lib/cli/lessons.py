@@ -10,8 +10,8 @@ pretrained image features, (b) the data's difficulty (false negatives), (c) Trip
 the first epoch(s) before Triplet-SH, (d) heads on features vs the VSE++ setting vs end to end.
 Cells are cached under <runs>/lessons-shapes-<fast|full>/ ($VLR_RUNS, else
 ~/.cache/vlr-workbook/runs); a stored table with the same settings is reused, an interrupted
-run resumes cell by cell. Prints the docs/results.md block (vlr_lib.report.lessons_markdown).
---fast defaults to VLR_FAST.
+run resumes cell by cell. Prints the docs/results.md block (vlr_lib.report.lessons_markdown); under
+torchrun rank 0 alone prints. --fast defaults to VLR_FAST.
 """
 from __future__ import annotations
 
@@ -29,6 +29,8 @@ def parser(prog: str = "python -m vlr_lib lessons") -> A.Parser:
     p.add_argument("--fast", action="store_true", default=None, help="the CI size (default: VLR_FAST)")
     p.add_argument("--seeds", type=A.seeds, default=None, help="comma-separated distinct seeds (default 0,1,2)")
     p.add_argument("--device", type=A.device, default=None, help="cpu, cuda, cuda:N or mps (default: cuda if available)")
+    p.add_argument("--dist-timeout", type=common.dist_timeout, default=600.0,
+                   help="under torchrun: seconds a rank waits for the others before failing (default 600)")
     common.add_run_outputs(p, "lessons-shapes-<size>")
     return p
 
@@ -55,12 +57,18 @@ def canonical_command(args: argparse.Namespace) -> str:
 def _lessons(args: argparse.Namespace) -> int:
     from .. import report
     from ..experiments import lessons
+    from ..train import distributed as D
 
     if args.fast is None:
         args.fast = A.env(env.flag, "VLR_FAST")
-    spec = lessons.LessonsSpec(fast=args.fast, device=args.device,
-                               **({"seeds": tuple(args.seeds)} if args.seeds is not None else {}))
-    done = lessons.run(spec, out=args.out, force=args.force, progress=args.progress, command=canonical_command(args))
-    common.print_table(report.lessons_markdown(done.runs, done.meta, lessons.EXPERIMENTS), done,
-                "--force to rebuild it from the cached cells", args.markdown)
+    common.check_record_env()
+    with D.process_group(args.device, args.dist_timeout) as device:
+        spec = lessons.LessonsSpec(fast=args.fast, device=str(device),
+                                   **({"seeds": tuple(args.seeds)} if args.seeds is not None else {}))
+        done = lessons.run(spec, out=args.out, force=args.force, progress=args.progress,
+                           command=canonical_command(args))
+        if D.rank_and_world()[0] != 0:  # every rank trains; rank 0 alone writes and prints
+            return 0
+        common.print_table(report.lessons_markdown(done.runs, done.meta, lessons.EXPERIMENTS), done,
+                           "--force to rebuild it from the cached cells", args.markdown)
     return 0

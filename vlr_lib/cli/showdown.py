@@ -42,7 +42,8 @@ def parser(prog: str = "python -m vlr_lib showdown") -> A.Parser:
     p.add_argument("--image-encoder", choices=("pretrained", "random"), default=None,
                    help="shapes, features / vsepp: the frozen image encoder (default pretrained)")
     p.add_argument("--seeds", type=A.seeds, default=None, help="comma-separated distinct seeds (default 0,1,2)")
-    p.add_argument("--epochs", type=A.positive_int, default=None, help="override the mode's epochs")
+    p.add_argument("--epochs", type=A.epochs, default=None,
+                   help=f"override the mode's epochs (at most {A.EPOCHS_MAX:,})")
     p.add_argument("--device", type=A.device, default=None, help="cpu, cuda, cuda:N or mps (default: cuda if available)")
     p.add_argument("--dist-timeout", type=common.dist_timeout, default=600.0,
                    help="under torchrun: seconds a rank waits for the others before failing (default 600)")
@@ -115,6 +116,7 @@ def _showdown(args: argparse.Namespace) -> int:
     from ..experiments import showdown as sd
 
     overrides = _overrides(args)
+    common.check_record_env()
     with D.process_group(args.device, args.dist_timeout) as device:
         spec = sd.spec_for(args.data, args.fast, args.setting, device=str(device),
                            cache_root=None if args.cache_root is None else str(args.cache_root),

@@ -77,7 +77,22 @@ def _product(params: Mapping) -> list[dict]:
         if twice is not None:
             raise ValueError(f"param_grid {k!r} lists {twice!r} twice ({list(v)}): one run would count as two, "
                              "a fake spread over seeds")
+        twins = float32_twins(x for x in v if isinstance(x, float))
+        if twins is not None:
+            raise ValueError(f"param_grid {k!r} lists {twins[0]!r} and {twins[1]!r}, one number in float32 (the "
+                             "trainer computes in float32): one run would count as two, a fake spread over seeds")
     return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
+
+
+def float32_twins(values) -> tuple[float, float] | None:
+    """Two different numbers of `values` that float32 rounds to the same value (0.2 and 0.2000000001), else None."""
+    seen: dict[float, float] = {}
+    for v in values:
+        as32 = float(torch.tensor(float(v), dtype=torch.float32))
+        if as32 in seen and seen[as32] != v:
+            return seen[as32], v
+        seen.setdefault(as32, v)
+    return None
 
 
 def _takes(loss: str, key: str) -> bool:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -49,7 +50,7 @@ from ..paths import runs_dir
 from ..train import check_setting, default_device, rank_and_world
 from . import record as R
 from .grid_search import check_seeds, writing
-from .showdown import Showdown, ShowdownSpec, hardware, retrain, spec_for, train_cells
+from .showdown import Showdown, ShowdownSpec, from_cells, hardware, retrain, spec_for, train_cells
 
 #: The four losses of the papers' orderings, by the role they play (the warm-up experiment swaps Triplet-SH's loss).
 ROLES = ("triplet_all", "triplet_hardest", "unified", "info_nce")
@@ -178,7 +179,38 @@ def stored(spec: LessonsSpec, out: Path | None = None) -> Lessons | None:
     meta = read_json(meta_path, "lessons metadata", STORED_FIX)
     if meta.get("spec") != spec.key():
         return None
-    return Lessons(read_back(table_path, pd.read_csv, "lessons table", STORED_FIX), meta, out, reused=True)
+    table = read_back(table_path, pd.read_csv, "lessons table", STORED_FIX)
+    runs = _rebuilt(spec, table, lambda keys: from_cells(out, keys))
+    return None if runs is None else Lessons(runs, meta, out, reused=True)
+
+
+#: The columns run() puts before a cell's runs-table row: which experiment, condition and role the run is.
+LABELS = ("experiment", "condition", "order", "overlap", "role")
+
+
+def _rebuilt(spec: LessonsSpec, table: pd.DataFrame,
+             cell_rows: Callable[[list[str]], pd.DataFrame | None]) -> pd.DataFrame | None:
+    """A stored table rebuilt from what it was made of, so that a hand-edited table is never shown: each run's
+    numbers from its cell (``cell_rows(keys)``: the runs-table rows of those cells, None when one is missing), its
+    labels and overlap from the conditions of `spec`. The table only says which cell is which run; None when that
+    does not fit `spec`."""
+    if "key" not in table or not set(LABELS) <= set(table):
+        return None
+    cells = cell_rows([str(k) for k in table["key"]])
+    if cells is None:
+        return None
+    expected = {(c.experiment, c.label, role): (c, loss) for c in conditions(spec) for role, loss in c.losses().items()}
+    found = list(zip(table["experiment"], table["condition"], table["role"]))
+    runs = sorted(map(str, zip(found, cells["seed"])))  # every run of every condition once, and no other
+    if runs != sorted(str((k, s)) for k in expected for s in spec.seeds):
+        return None
+    if any(expected[k][1] != loss for k, loss in zip(found, cells["loss"])):  # each run's cell trained its loss
+        return None
+    overlaps = {spec_: overlap(spec_) for spec_ in {c.spec for c, _ in expected.values()}}
+    labels = pd.DataFrame([{"experiment": e, "condition": label, "order": expected[(e, label, r)][0].order,
+                            "overlap": overlaps[expected[(e, label, r)][0].spec], "role": r} for e, label, r in found])
+    rebuilt = pd.concat([labels, cells], axis=1)
+    return rebuilt[list(table.columns)] if set(rebuilt) == set(table) else rebuilt  # the stored column order
 
 
 def record_key(spec: LessonsSpec) -> dict:
@@ -193,7 +225,13 @@ def recorded(spec: LessonsSpec) -> Lessons | None:
     rec = R.read(spec.out.name, record_key(spec))
     if rec is None:
         return None
-    return Lessons(pd.DataFrame(rec.tables["runs"]), rec.manifest["meta"], rec.path, reused=True, record=rec)
+    by_key = R.cell_table(R.cells_of({"runs": rec.tables["cells"], "epochs": rec.tables["epochs"]})).set_index("key")
+    in_record = lambda keys: by_key.loc[keys].reset_index() if set(keys) <= set(by_key.index) else None  # noqa: E731
+    runs = _rebuilt(spec, pd.DataFrame(rec.tables["runs"]), in_record)  # its numbers from its cells, as a folder's
+    if runs is None:
+        R.warn_damaged(rec.path, "its runs table does not fit its cells and the chapter's conditions")
+        return None
+    return Lessons(runs, rec.manifest["meta"], rec.path, reused=True, record=rec)
 
 
 def recorded_and_again(spec: LessonsSpec, experiment: str = "features", condition: str = "pretrained encoder",

@@ -18,7 +18,8 @@ caller's settings equals the manifest's, and every table's bytes hash to the man
 a damaged, truncated or hand-edited record is skipped with a :class:`RecordWarning` (the caller
 re-trains), never drawn. The manifest is validated as a whole (its keys and types; table files are
 plain names of regular files in the record's own folder) and hashes to its own ``manifest_sha256``,
-so an edited date, hardware or meta shows too. The notebooks also re-train one recorded run from
+which it must hold, so an edited date, hardware or meta shows too (a deleted hash too). A file that cannot be
+parsed, whatever the reason (nesting deeper than Python's stack included), is damage like any other. The notebooks also re-train one recorded run from
 scratch in every mode and compare it with the record within the record's measured tolerance
 (:data:`TOLERANCES`, :func:`check_reproduced`).
 
@@ -281,19 +282,25 @@ def record_root() -> Path:
     return destination() or RECORDED
 
 
-def _damaged(path: Path, why: str) -> None:
+def warn_damaged(path: Path, why: str) -> None:
+    """A :class:`RecordWarning` that the record in `path` is not used and why (an experiment's own check failed)."""
+    _damaged(path, why, stacklevel=4)
+
+
+def _damaged(path: Path, why: str, stacklevel: int = 3) -> None:
     warnings.warn(RecordWarning(f"the record {path} is not used: {why}; the runs are re-trained instead "
-                                f"(regenerate the record with {REGENERATE})"), stacklevel=3)
+                                f"(regenerate the record with {REGENERATE})"), stacklevel=stacklevel)
 
 
 #: The manifest's keys and their JSON types (more keys may come; none of these may go), and those of a table entry.
 MANIFEST_TYPES: dict[str, type | tuple[type, ...]] = {
     "format": str, "name": str, "title": str, "command": str, "settings": dict, "settings_sha256": str,
     "library": dict, "hardware": dict, "date": str, "wall_seconds": (int, float),
-    "train_seconds": (int, float, type(None)), "tables": dict, "meta": dict}
+    "train_seconds": (int, float, type(None)), "tables": dict, "meta": dict, "manifest_sha256": str}
 TABLE_TYPES: dict[str, type] = {"file": str, "rows": int, "sha256": str}
 NESTED_KEYS = {"library": ("vlr_lib", "torch", "python"), "hardware": ("cpu", "cores", "torch_threads", "gpu")}
-#: The manifest's hash of its own content (all of it but this key): an edited date, hardware or meta shows.
+#: The manifest's hash of its own content (all of it but this key): an edited date, hardware or meta shows. It is
+#: required (in MANIFEST_TYPES): a manifest without it would turn its own edit check off.
 MANIFEST_HASH = "manifest_sha256"
 
 
@@ -340,15 +347,32 @@ def _plain_file(folder: Path, name: str) -> str | None:
     return None if stat.S_ISREG(mode) else f"{name!r} is not a regular file"
 
 
+#: What reading a record's JSON may raise on a damaged file: nesting deeper than Python's stack is a RecursionError.
+PARSE_ERRORS = (OSError, ValueError, EOFError, RecursionError)
+
+
+def _manifest(path: Path) -> dict:
+    return json.loads((path / MANIFEST).read_text())
+
+
 def problems(path: Path, settings: Mapping | None = None) -> list[str]:
     """What is wrong with the record in `path` (empty when it is sound and, given `settings`, matches them)."""
     unsafe = _plain_file(path, MANIFEST)
     if unsafe:
         return [f"{MANIFEST} unreadable ({unsafe})"]
     try:
-        manifest = json.loads((path / MANIFEST).read_text())
-    except (OSError, ValueError) as err:
-        return [f"{MANIFEST} unreadable ({type(err).__name__}: {err})"]
+        manifest = _manifest(path)
+        return _manifest_problems(path, manifest, settings)
+    except PARSE_ERRORS as err:  # hashing a deep (but parsed) manifest may recurse too deep as well
+        return [f"{MANIFEST} unreadable ({type(err).__name__}: {_brief(err)})"]
+
+
+def _brief(err: BaseException) -> str:
+    """An error's message on one line, at most 200 characters (a parser's may quote the file)."""
+    return " ".join(str(err).split())[:200]
+
+
+def _manifest_problems(path: Path, manifest, settings: Mapping | None) -> list[str]:
     found = _shape_problems(manifest)
     if found:
         return found
@@ -357,7 +381,7 @@ def problems(path: Path, settings: Mapping | None = None) -> list[str]:
         found.append(f"format {manifest.get('format')!r}, expected {FORMAT!r}")
     if settings_hash(manifest.get("settings", {})) != declared:
         found.append("the manifest's settings do not hash to its settings_sha256 (edited by hand?)")
-    if MANIFEST_HASH in manifest and manifest[MANIFEST_HASH] != manifest_hash(manifest):  # absent: made before it
+    if manifest[MANIFEST_HASH] != manifest_hash(manifest):
         found.append(f"the manifest does not hash to its {MANIFEST_HASH}: its date, hardware, meta or another "
                      "field was edited by hand")
     if settings is not None and settings_hash(settings) != declared:
@@ -402,25 +426,33 @@ def read(name: str, settings: Mapping | None, root: Path | None = None) -> Recor
     path = _recovered(Path(root or record_root()) / name)
     if not (path / MANIFEST).exists() and not (path / MANIFEST).is_symlink():
         return None
+    try:
+        return _read(name, path, settings)
+    except PARSE_ERRORS as err:  # changed since problems() read it, or a table cell nested too deep
+        _damaged(path, f"it cannot be parsed ({type(err).__name__}: {_brief(err)})")
+        return None
+
+
+def _read(name: str, path: Path, settings: Mapping | None) -> Record | None:
     found = problems(path)
     if found:
-        _damaged(path, "; ".join(found))
+        _damaged(path, "; ".join(found), stacklevel=4)
         return None
-    manifest = json.loads((path / MANIFEST).read_text())
+    manifest = _manifest(path)
     if settings is not None and manifest["settings_sha256"] != settings_hash(settings):
         return None
     shipped = encoder_sha256()
     if manifest.get("shapes_encoder") != shipped:
         _damaged(path, f"it was made with the shapes encoder {str(manifest.get('shapes_encoder'))[:12]}..., "
-                       f"this workbook ships {shipped[:12]}... (its features differ)")
+                       f"this workbook ships {shipped[:12]}... (its features differ)", stacklevel=4)
         return None
     try:
         tables = {t: decode_table((path / e["file"]).read_bytes()) for t, e in manifest["tables"].items()}
-    except (OSError, ValueError, EOFError) as err:
-        _damaged(path, f"a table cannot be decoded ({type(err).__name__}: {err})")
+    except PARSE_ERRORS as err:
+        _damaged(path, f"a table cannot be decoded ({type(err).__name__}: {_brief(err)})", stacklevel=4)
         return None
     if any(len(tables[t]) != e["rows"] for t, e in manifest["tables"].items()):
-        _damaged(path, "a table has another number of rows than its manifest says")
+        _damaged(path, "a table has another number of rows than its manifest says", stacklevel=4)
         return None
     return Record(name, path, manifest, tables)
 
@@ -553,6 +585,6 @@ def check_reproduced(recorded: Sequence[float], again: Sequence[float], what: st
 
 
 __all__ = ["RECORDED", "RSUM_TOLERANCE", "TOLERANCES", "RecordDriftWarning", "tolerance_of", "strict_checks",
-           "encoder_sha256", "REGENERATE", "RecordWarning", "Record", "settings_hash", "read", "write",
+           "encoder_sha256", "REGENERATE", "RecordWarning", "warn_damaged", "Record", "settings_hash", "read", "write",
            "problems", "destination", "keep", "keep_grid", "history_rows", "histories_of", "cell_rows", "cells_of", "grid_cells", "cell_table", "cell_history", "train_seconds",
            "check_reproduced", "hardware"]

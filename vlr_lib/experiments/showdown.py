@@ -25,8 +25,8 @@ Caching: ``grid`` stores every (configuration, seed) cell under
 ``<runs>/showdown-<data>-<setting>-<fast|full>/cells`` (``vlr_lib.paths.runs_dir``: $VLR_RUNS, else the cache folder); the
 finished showdown is ``showdown.json`` (the settings, command, data, hardware, date,
 wall time and the keys of its cells) next to the folder's ``runs.csv`` (every cell of the
-folder). A stored showdown whose settings match is reused as it is; an interrupted run
-resumes cell by cell. The full-size showdowns of the shapes data also ship with the workbook
+folder, for the user to read). A stored showdown whose settings match is reused: its table is rebuilt from
+its cells, never read back from runs.csv (an edited CSV is never shown); an interrupted run resumes cell by cell. The full-size showdowns of the shapes data also ship with the workbook
 as records (``vlr_lib.experiments.record``, ``vlr_lib/recorded/showdown-shapes-<setting>-full``):
 ``run(spec, record=True)`` (notebook 10 in full mode) opens them in seconds.
 
@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
@@ -53,7 +54,7 @@ import torch
 from torch import Tensor
 
 from .. import __version__, registry, report
-from .._io import atomic_write_json, claim_run_folder, read_back, read_json
+from .._io import atomic_write_json, claim_run_folder, read_json
 from ..data import DATA_MODES
 from ..data_sizes import SIZES
 from ..features import flickr_feature_dirs
@@ -71,6 +72,7 @@ SEEDS = (0, 1, 2)
 FLICKR_BACKBONE = "clip-vit-b32"
 FLICKR_CHOICE = ("revision", "weights", "dtype")
 STORED_FIX = "rerun with --force (force=True) to rebuild the table from the cached cells"
+CELL_KEY = re.compile(r"[0-9a-f]{1,64}")  # grid_search.cell_key: a hex digest (never a path)
 _SHAPES = preset("shapes", "features")  # ShowdownSpec's defaults; spec_for sets every setting's own
 
 # --------------------------------------------------------------------------- the experiment
@@ -369,22 +371,32 @@ class Showdown:
 
 
 def stored(spec: ShowdownSpec, out: Path | None = None) -> Showdown | None:
-    """The stored showdown of `spec` when its settings match and all its cells are in runs.csv, else None.
+    """The stored showdown of `spec` when its settings match and all its cells are under ``out/cells``, else None.
 
-    An unreadable showdown.json or runs.csv is an error that names the file and the fix (``--force``).
+    The table is rebuilt from those cells (:func:`from_cells`), never read from runs.csv: a CSV is easy to edit by
+    hand, and an edited number would be shown as a result. An unreadable showdown.json or cell is an error that
+    names the file and the fix (``--force``).
     """
     out = Path(out or spec.out)
-    meta_path, runs_path = out / META_FILE, out / "runs.csv"
-    if not (meta_path.exists() and runs_path.exists()):
+    meta_path = out / META_FILE
+    if not meta_path.exists():
         return None
     meta = read_json(meta_path, "showdown metadata", STORED_FIX)
-    if meta.get("spec") != spec.key() or not isinstance(meta.get("keys"), list):
+    if meta.get("spec") != spec.key():
         return None
-    folder = read_back(runs_path, pd.read_csv, "runs table", STORED_FIX)
-    rows = pd.Index(folder["key"]).get_indexer(meta["keys"]) if "key" in folder else [-1]
-    if (rows < 0).any():
-        return None  # cells were deleted or the table was rebuilt without them: train them again
-    return Showdown(folder.iloc[rows].reset_index(drop=True), meta, out, reused=True)
+    runs = from_cells(out, meta.get("keys"))
+    return None if runs is None else Showdown(runs, meta, out, reused=True)
+
+
+def from_cells(out: Path, keys) -> pd.DataFrame | None:
+    """The runs table of the cells `keys` under ``out/cells``, rebuilt from the cells themselves (the source of
+    truth: runs.csv is a copy for the user to read); None when `keys` is not a list of cell keys or a cell is
+    missing (deleted since: the caller trains it again)."""
+    if not isinstance(keys, list) or not all(isinstance(k, str) and CELL_KEY.fullmatch(k) for k in keys):
+        return None
+    if not all((Path(out) / "cells" / f"{k}.json").is_file() for k in keys):
+        return None
+    return R.cell_table(R.grid_cells(out, keys))
 
 
 def hardware(device: torch.device) -> str:

@@ -34,10 +34,10 @@ from .._io import atomic_write_json, claim_run_folder
 from ..metrics import chance_rsum
 from ..paths import runs_dir
 from ..stats import paired_interval
-from ..train import rank_and_world
+from ..train import make_objective, rank_and_world
 from . import record as R
 from . import showdown as S
-from .grid_search import writing
+from .grid_search import float32_twins, writing
 
 #: loss -> (its main hyperparameter, the values the validation budget covers; the default is among them).
 GRID: dict[str, tuple[str, tuple[float, ...]]] = {
@@ -67,8 +67,31 @@ def spec_for(data: str = "shapes", fast: bool = False, seeds: Sequence[int] | No
     return S.spec_for(data, fast, "features", seeds=tuple(seeds or (FAST_SEEDS if fast else SEEDS)))
 
 
+def tunable(loss: str) -> tuple[str, ...]:
+    """The hyperparameters of `loss` a sweep can tune: the registry's real-valued ones that are not learned
+    (``margin``, ``temperature``, ``gamma``...), never a choice (``reduction``) or ``topk`` (no numeric default to
+    compare a tuned value with). The registry owns what a loss takes; this is the one place that picks from it."""
+    return tuple(name for name, h in registry.entry(loss).hyper.items() if h.kind == "float" and not h.learned)
+
+
+def _float32_problem(values: tuple[float, ...]) -> str | None:
+    """Why `values` are not distinct finite training values: the trainer computes in float32, where a value may
+    overflow, round to 0, or equal another (one run trained twice and reported as two values)."""
+    if not values or not all(math.isfinite(v) for v in values):
+        return "must be finite numbers"
+    as32 = [float(torch.tensor(v, dtype=torch.float32)) for v in values]
+    if not all(math.isfinite(v) for v in as32):
+        return "overflow float32 (the trainer computes in float32)"
+    if any(v != 0 and w == 0 for v, w in zip(values, as32)):
+        return "round to 0 in float32 (the trainer computes in float32)"
+    if len(set(values)) != len(values) or float32_twins(values) is not None:
+        return "must be distinct, also in float32 (the trainer computes in float32: two equal values are one run)"
+    return None
+
+
 def check_grid(grid: Mapping[str, tuple[str, Sequence[float]]]) -> dict[str, tuple[str, tuple[float, ...]]]:
-    """`grid` checked: known losses, each naming one of its parameters with distinct finite values, the default
+    """`grid` checked: known losses, each naming one of its hyperparameters (:func:`tunable`) with distinct finite
+    values (in float32 too, as the trainer computes) in the registry's range of the hyperparameter, the default
     among them (the untuned row is the default's)."""
     if not isinstance(grid, Mapping) or not grid:
         raise ValueError(f"grid must map loss names to (parameter, values), got {grid!r}")
@@ -77,13 +100,23 @@ def check_grid(grid: Mapping[str, tuple[str, Sequence[float]]]) -> dict[str, tup
         if not isinstance(spec, (tuple, list)) or len(spec) != 2:
             raise ValueError(f"grid[{loss!r}] must be (parameter, values), got {spec!r}")
         param, values = spec
-        if param not in registry.parameters(loss) or param == "reduction":
-            raise ValueError(f"{loss} has no hyperparameter {param!r}: one of {registry.parameters(loss)}")
+        if param not in tunable(loss):
+            raise ValueError(f"{loss} has no hyperparameter {param!r}: one of {tunable(loss)}")
         values = tuple(float(v) for v in values)
-        if not values or len(set(values)) != len(values) or not all(math.isfinite(v) for v in values):
-            raise ValueError(f"the values of {loss}'s {param} must be distinct finite numbers, got {values!r}")
-        for v in values:  # each value as the loss itself checks it, before anything trains
-            registry.entry(loss).fn(torch.eye(2), **{param: v})
+        problem = _float32_problem(values)
+        if problem:
+            raise ValueError(f"the values of {loss}'s {param} {problem}, got {values!r}")
+        h = registry.entry(loss).hyper[param]
+        outside = [v for v in values if (h.low is not None and v < h.low) or (h.high is not None and v > h.high)]
+        if outside:
+            low, high = ("-inf" if h.low is None else f"{h.low:g}"), ("inf" if h.high is None else f"{h.high:g}")
+            raise ValueError(f"the values of {loss}'s {param} must lie in its sensible range [{low}, {high}] "
+                             f"(the loss registry's), got {outside[0]:g}")
+        for v in values:  # each value as the trainer checks it (one evaluation in float32), before anything trains
+            try:
+                make_objective(loss, {param: v}).check(8)
+            except FloatingPointError as err:
+                raise ValueError(str(err)) from None
         if default_of(loss, param) not in values:
             raise ValueError(f"the values of {loss}'s {param} must include its default {default_of(loss, param):g} "
                              f"(the untuned row), got {values!r}")
@@ -250,13 +283,12 @@ def frames(race: S.Showdown, grid: Mapping | None = None) -> tuple[str, pd.DataF
     grid = grid or grid_for(bool(race.meta["spec"].get("fast")))
     chosen, table, order = tables(race, grid)
     spec, n_seeds = race.meta["spec"], len(race.meta["spec"]["seeds"])
-    n_values = len(next(iter(check_grid(grid).values()))[1])
-    intro = (f"Trained: {report.training_line(spec)}. Each loss's main hyperparameter took {n_values} values, chosen "
-             f"on **validation** (mean best-validation rsum over the {n_seeds} seeds; chance "
+    intro = (f"Trained: {report.training_line(spec)}. {budget_line(grid, bool(spec.get('fast')))} Each loss's "
+             f"value is chosen on **validation** (mean best-validation rsum over the {n_seeds} seeds; chance "
              f"{race.meta['chance_rsum_val']:.1f}); the test split reports the chosen value and the default. "
              f"{len(race.runs)} runs; {report.last_epoch_share(race.runs):.0%} of them select their last epoch. "
-             "A value chosen at the edge of its range may have a better neighbour outside it: the budget is equal, "
-             "not exhaustive.")
+             "A value chosen at the edge of its range may have a better neighbour outside it: the budget is "
+             f"{'equal' if equal_budget(grid) else 'not equal'}, not exhaustive.")
     sweep = []
     for loss, part in chosen.groupby("loss", sort=False):
         best = part.loc[part["chosen"], "value"].iloc[0]
@@ -279,6 +311,28 @@ def frames(race: S.Showdown, grid: Mapping | None = None) -> tuple[str, pd.DataF
             row[kind] = f"{text} excludes 0" if r["separated"] else text
         rows.append(row)
     return intro, pd.DataFrame(sweep), test, pd.DataFrame(rows)
+
+
+def equal_budget(grid: Mapping) -> bool:
+    """Every loss of `grid` took as many values as the others."""
+    return len({len(values) for _, values in check_grid(grid).values()}) == 1
+
+
+def budget_line(grid: Mapping, fast: bool) -> str:
+    """What each loss's sweep was, in words: one count when every loss took as many values, else each loss's; and the
+    losses whose values are not the comparison's own (:func:`grid_for`: given by hand, e.g. ``--values``)."""
+    grid, own = check_grid(grid), grid_for(fast)
+    counts = {registry.label(loss): len(values) for loss, (_, values) in grid.items()}
+    if equal_budget(grid):
+        line = f"Each loss's main hyperparameter took {next(iter(counts.values()))} values."
+    else:
+        line = ("The losses' main hyperparameters took different numbers of values ("
+                + ", ".join(f"{label} {n}" for label, n in counts.items()) + "): a loss with more values had more "
+                "chances on validation.")
+    given = [registry.label(loss) for loss in grid if own.get(loss) != grid[loss]]
+    if given:
+        line += f" The values of {', '.join(given)} were given by hand, not the comparison's own."
+    return line
 
 
 def _markdown_table(frame: pd.DataFrame) -> list[str]:
