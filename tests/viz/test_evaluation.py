@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tests.viz.helpers import outlines, title
-from vlr_lib import notebook
+from vlr_lib import demo
 from vlr_lib.similarity import similarity
 from vlr_lib.viz import evaluation as E
 from vlr_lib.viz._style import HARDEST, NEGATIVE, POSITIVE
@@ -42,7 +42,7 @@ def ranking(fig) -> tuple[list[int], np.ndarray]:
 
 
 def batch(n_images=6, per=5, noise=1.5, seed=0, dim=8):
-    img, txt, c2i = notebook.demo_retrieval_batch(n_images, per, dim, noise, seed)
+    img, txt, c2i = demo.demo_retrieval_batch(n_images, per, dim, noise, seed)
     return similarity(img, txt), c2i
 
 
