@@ -1,6 +1,7 @@
 # vlr-workbook: two commands do all set-up on a fresh machine.
 #   make lab   - virtual environment, install, notebooks, JupyterLab on the first notebook
 #   make test  - the same set-up when missing, then the unit tests and nbval over the notebooks
+#   (make test-browser: every notebook in JupyterLab and Chromium, the run left out of make test for time)
 # Both are idempotent: the install re-runs only when pyproject.toml changes.
 
 PYTHON ?= python3
@@ -13,11 +14,12 @@ STAMP := $(VENV)/.installed
 NOTEBOOK_SOURCES := $(sort $(wildcard notebooks/[0-9][0-9]_*.py))
 PYTEST_ARGS ?=
 
-.PHONY: help setup notebooks lab student-bundle test test-unit test-notebooks test-portable test-book book book-student test-book-student record bench bench-train bench-gpu bench-widgets clean
+.PHONY: help setup notebooks lab student-bundle test test-unit test-notebooks test-browser test-portable test-book book book-student test-book-student record bench bench-train bench-gpu bench-widgets clean
 
 help:
 	@echo "make lab          set up (first time) and open the workbook in JupyterLab"
-	@echo "make test         set up (first time) and run every test, notebooks included"
+	@echo "make test         set up (first time), the unit tests (one notebook in JupyterLab among them), nbval over every notebook"
+	@echo "make test-browser every notebook run in JupyterLab and Chromium, every explorer moved (4-7 min; CI runs it)"
 	@echo "make test-portable  notebooks 09-12 again under torch's portable kernels (another CPU's rounding)"
 	@echo "make record       regenerate the recorded runs notebooks 09-12 open in full mode (CPU: about an hour)"
 	@echo "make book         the static HTML book in build/book (09-12 from their records, the rest in fast mode)"
@@ -99,10 +101,23 @@ student-bundle: setup
 # one process, one after another. tests/conftest.py says what keeps the unit tests right on several workers.
 TEST_WORKERS ?= auto
 
-# pytest exits 5 when it collects nothing: that is a failure here, tests must exist (with workers too).
-# --dist loadgroup: each test on its own, except the modules tests/conftest.py keeps together on one worker.
+# The tests marked `lab` (pyproject.toml: whole-workbook JupyterLab runs) are make test-browser's; make test-unit
+# runs every other test. pytest keeps only the last -m it is given, so a marker expression of your own goes in
+# TEST_MARK (each target then runs `<its own> and (TEST_MARK)`), never in PYTEST_ARGS, where it would replace the
+# target's own: that stops with one line before anything runs.
+TEST_MARK ?=
+
+# $(call run-tests,MARKEXPR): the tests under tests/ that MARKEXPR selects, on the workers.
+# pytest exits 5 when it collects nothing or deselects everything: that is a failure here, tests must exist
+# (with workers too). --dist loadgroup: each test on its own, except the modules tests/conftest.py keeps together
+# on one worker.
+define run-tests
+$(if $(filter -m -m%,$(PYTEST_ARGS)),@echo 'make: a -m in PYTEST_ARGS would replace -m "$(1)": put the marker expression in TEST_MARK' >&2; exit 2)
+$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadgroup -m "$(1)$(if $(strip $(TEST_MARK)), and ($(TEST_MARK)))" $(PYTEST_ARGS) || { rc=$$?; [ $$rc -ne 5 ] || echo "pytest collected no tests" >&2; exit $$rc; }
+endef
+
 test-unit: setup
-	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS) || { rc=$$?; [ $$rc -ne 5 ] || echo "pytest collected no tests" >&2; exit $$rc; }
+	$(call run-tests,not lab)
 
 test-notebooks: setup notebooks
 ifneq ($(NOTEBOOKS),)
@@ -115,6 +130,12 @@ else
 endif
 
 test: test-unit test-notebooks
+
+# The whole-workbook JupyterLab run (tests/browser/test_jupyterlab.py: every notebook executed in JupyterLab and
+# Chromium, every explorer moved), about 4-7 min on 2 cores, kept out of make test for time; make test keeps a
+# smoke test of it (tests/browser/test_lab_smoke.py). CI runs it right after make test.
+test-browser: setup
+	$(call run-tests,lab)
 
 # Notebooks 09-12 check their numbers against the records that ship with the workbook. Under torch's portable
 # kernels (ATEN_CPU_CAPABILITY=default) this CPU rounds like another one, so a drift a student's CPU would show

@@ -1,4 +1,5 @@
-"""Running the unit tests on parallel workers (pytest-xdist; `make test-unit` runs ``-n auto --dist loadgroup``).
+"""Running the tests on parallel workers (pytest-xdist; `make test-unit` and `make test-browser` run
+``-n auto --dist loadgroup``, the first without the tests marked ``lab``, the second only those).
 
 Two things make the suite safe and quick on two workers:
 
@@ -9,8 +10,9 @@ Two things make the suite safe and quick on two workers:
 - **Modules whose module-scoped fixture is expensive stay on one worker** (:data:`GROUPS`). Every other test
   is scheduled on its own, so a module's fixture may be built once per worker; for these modules that would
   double minutes of work (JupyterLab running every notebook, a Chromium, two spawned ranks). A group is
-  scheduled as one unit, the largest first, so the long JupyterLab run starts at once and the rest of the
-  suite fills the other worker around it.
+  scheduled as one unit, the largest first, so a long one starts at once and the rest of the run fills the
+  other worker around it. (The JupyterLab smoke test of `make test`, tests/browser/test_lab_smoke.py, is one
+  test with its own server: nothing to group.)
 
   xdist's own ``xdist_group`` mark does not group under pytest 9.2 (xdist 3.8 renames ``item._nodeid``, which
   pytest 9.2 no longer reads), so :func:`pytest_xdist_make_scheduler` gives ``--dist loadgroup`` a scheduler
@@ -24,7 +26,7 @@ import os
 
 # modules (paths from the repository root) kept on one worker, for the module-scoped fixture named
 GROUPS = {
-    "tests/browser/test_jupyterlab.py",  # `runs`: one JupyterLab server runs every notebook
+    "tests/browser/test_jupyterlab.py",  # `runs`: one JupyterLab server runs every notebook (make test-browser)
     "tests/browser/test_figure_layout.py",  # `page`: one Chromium measures every figure
     "tests/train/test_distributed.py",  # `two_ranks`: two spawned processes train once
     "tests/browser/test_student_lab.py",  # `sealed`, `paired`: one JupyterLab opens every student notebook

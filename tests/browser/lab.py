@@ -3,11 +3,12 @@
 One JupyterLab server (started with the project's own settings, jupyter/lab.py, like `make lab`)
 serves fresh .ipynb copies of the notebooks; each notebook gets its own page, workspace and kernel.
 A page runs every cell, then moves one control of each explorer (the ipywidgets boxes carrying
-the CSS class ``vlr-explorer``) and times the release-to-redraw latency in the page itself. Every
-request the page makes is recorded, so a test can fail on any that leaves the machine.
+the CSS class ``vlr-explorer``; or of the first few only, ``max_moves``) and times the
+release-to-redraw latency in the page itself. Every request the page makes is recorded, so a test
+can fail on any that leaves the machine. :func:`run_in_lab` does all of it for a list of notebooks.
 
 Playwright drives the distribution's Chromium (no browser download); the tests skip, saying why,
-only where Chromium or Playwright is missing.
+only where Chromium or Playwright is missing (:func:`require_browser`).
 """
 from __future__ import annotations
 
@@ -47,6 +48,15 @@ def chromium() -> str | None:
         if path:
             return path
     return None
+
+
+def require_browser(api: str = "playwright.async_api"):
+    """Skip the calling test, saying why, where Chromium or Playwright is missing; else Playwright's `api` module."""
+    import pytest
+
+    if chromium() is None:
+        pytest.skip("no Chromium on this machine (apt-get install chromium); .ci/run installs it")
+    return pytest.importorskip(api, reason="playwright is not installed")
 
 
 def launcher():
@@ -280,11 +290,12 @@ async def _move(page, kind: str, control) -> None:
         await control.select_option(next(v for v in options if v != current))
 
 
-async def move_each_explorer(page, run: NotebookRun, shots: Path | None) -> None:
+async def move_each_explorer(page, run: NotebookRun, shots: Path | None, max_moves: int | None = None) -> None:
+    """Move one control of each explorer on the page (of the first `max_moves` only, if given)."""
     explorers = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .vlr-explorer")
     run.explorers = await explorers.count()
     await page.evaluate(MARK_RELEASE)
-    for i in range(run.explorers):
+    for i in range(run.explorers if max_moves is None else min(max_moves, run.explorers)):
         explorer = explorers.nth(i)
         name = await explorer.evaluate(
             "e => Array.from(e.classList).find(c => c.startsWith('vlr-explorer-')) || 'vlr-explorer'")
@@ -316,8 +327,10 @@ async def move_each_explorer(page, run: NotebookRun, shots: Path | None) -> None
             run.screenshots.append(str(path))
 
 
-async def run_notebook(browser, base: str, name: str, shots: Path | None = None, timeout_s: float = 240) -> NotebookRun:
-    """Open `name`.ipynb in its own workspace, run all cells, check the figures and move every explorer."""
+async def run_notebook(browser, base: str, name: str, shots: Path | None = None, timeout_s: float = 240,
+                       max_moves: int | None = None) -> NotebookRun:
+    """Open `name`.ipynb in its own workspace, run all cells, check the figures and move every explorer
+    (the first `max_moves` only, if given)."""
     run = NotebookRun(name, expected_explorers=explorer_calls(NOTEBOOKS / f"{name}.py"))
     context = await browser.new_context(viewport=VIEWPORT)
     page = await context.new_page()
@@ -346,7 +359,7 @@ async def run_notebook(browser, base: str, name: str, shots: Path | None = None,
         if shots is not None:
             await screenshot_figures(page, run, shots)
         if run.all_ran:
-            await move_each_explorer(page, run, shots)
+            await move_each_explorer(page, run, shots, max_moves)
     except Exception as exc:  # noqa: BLE001 (the test reports it with the page's state)
         run.failure = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
         if shots is not None:
@@ -374,7 +387,8 @@ def _record_outside(run: NotebookRun, url: str) -> None:
         run.outside.append(url)
 
 
-async def run_notebooks(base: str, names: list[str], workers: int = 2, shots: Path | None = None) -> list[NotebookRun]:
+async def run_notebooks(base: str, names: list[str], workers: int = 2, shots: Path | None = None,
+                        max_moves: int | None = None) -> list[NotebookRun]:
     """Run `names` in headless Chromium, `workers` pages at a time; kernels are stopped as notebooks finish."""
     from playwright.async_api import async_playwright
 
@@ -388,7 +402,7 @@ async def run_notebooks(base: str, names: list[str], workers: int = 2, shots: Pa
         async def worker() -> None:
             while not queue.empty():
                 name = queue.get_nowait()
-                results[name] = await run_notebook(browser, base, name, shots)
+                results[name] = await run_notebook(browser, base, name, shots, max_moves=max_moves)
                 await asyncio.to_thread(_stop_kernel_of, base, f"{name}.ipynb")
 
         await asyncio.gather(*(worker() for _ in range(max(1, workers))))
@@ -478,3 +492,23 @@ async def open_notebooks(base: str, paths: list[str], settle_ms: int = 500) -> l
             await asyncio.to_thread(shutdown_kernels, base)
         await browser.close()
     return results
+
+
+def run_in_lab(root: Path, names: list[str], workers: int = 2, shots: Path | None = None,
+               max_moves: int | None = None) -> list[NotebookRun]:
+    """Fresh .ipynb copies of `names` in `root`, one JupyterLab server on them, each run in its own page
+    (:func:`run_notebooks`); prints what each run saw. VLR_RUNS is a fresh folder, as nbval's: the runs
+    train what they show; the feature caches are the user's."""
+    for name in names:
+        to_ipynb(NOTEBOOKS / f"{name}.py", root / f"{name}.ipynb")
+    with lab_server(root, {"VLR_RUNS": str(root / "runs")}) as base:
+        results = asyncio.run(run_notebooks(base, names, workers, shots, max_moves))
+    for run in results:
+        print(describe(run))
+    return results
+
+
+def describe(run: NotebookRun) -> str:
+    """One line: the notebook's time, its figures, and each moved explorer's release-to-redraw latency."""
+    moves = ", ".join(f"{m.explorer} {m.latency_ms:.0f} ms" if m.changed else f"{m.explorer} FAILED" for m in run.moves)
+    return f"{run.name}: {run.seconds:.0f} s, {len(run.figures)} figures; {moves or 'no explorers'}"

@@ -20,9 +20,7 @@ WIDTHS = (900, 1600)  # px of notebook output width: a laptop with the file brow
 
 @pytest.fixture(scope="module")
 def page():
-    if lab.chromium() is None:
-        pytest.skip("no Chromium on this machine (apt-get install chromium); .ci/run installs it")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    sync_api = lab.require_browser("playwright.sync_api")
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=lab.chromium(), headless=True, args=["--no-sandbox"])
         yield figures.open_page(browser)

@@ -8,13 +8,14 @@ explorer the notebook builds is on the page and redraws, every plotly figure end
 notebook's visible width, and no request left the machine (no CDN: plotly.js is JupyterLab's own).
 The release-to-redraw latency of each explorer is printed (docs/benchmarks.md records it).
 
+Marked ``lab``: it runs in `make test-browser` (about 4-7 min on 2 cores), not in `make test`, whose
+tests/browser/test_lab_smoke.py runs one notebook the same way.
 VLR_BROWSER_SHOTS=<folder> also saves a screenshot of every figure and explorer there;
 VLR_BROWSER_NOTEBOOKS=05,09 runs only those notebooks.
 Skips, saying why, only where Chromium or Playwright is missing.
 """
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 
@@ -22,7 +23,7 @@ import pytest
 
 from tests.browser import lab
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.lab]
 
 # VLR_BROWSER_NOTEBOOKS=05,09 runs only the notebooks whose names start so (default: all).
 ONLY = [p.strip() for p in os.environ.get("VLR_BROWSER_NOTEBOOKS", "").split(",") if p.strip()]
@@ -32,22 +33,11 @@ WORKERS = 2  # pages at a time: the kernels share this machine's cores
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, lab.NotebookRun]:
-    if lab.chromium() is None:
-        pytest.skip("no Chromium on this machine (apt-get install chromium); .ci/run installs it")
-    pytest.importorskip("playwright.async_api", reason="playwright is not installed")
-    root = tmp_path_factory.mktemp("lab")
-    for name in NAMES:
-        lab.to_ipynb(lab.NOTEBOOKS / f"{name}.py", root / f"{name}.ipynb")
+    lab.require_browser()
     shots = os.environ.get("VLR_BROWSER_SHOTS")
     if shots:
         Path(shots).mkdir(parents=True, exist_ok=True)
-    env = {"VLR_RUNS": str(root / "runs")}  # fresh results, as nbval's; the feature caches are the user's
-    with lab.lab_server(root, env) as base:
-        results = asyncio.run(lab.run_notebooks(base, NAMES, WORKERS, Path(shots) if shots else None))
-    for run in results:
-        moves = ", ".join(f"{m.explorer} {m.latency_ms:.0f} ms" if m.changed else f"{m.explorer} FAILED"
-                          for m in run.moves)
-        print(f"{run.name}: {run.seconds:.0f} s, {len(run.figures)} figures; {moves or 'no explorers'}")
+    results = lab.run_in_lab(tmp_path_factory.mktemp("lab"), NAMES, WORKERS, Path(shots) if shots else None)
     return {run.name: run for run in results}
 
 
