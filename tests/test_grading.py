@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -173,12 +174,25 @@ def test_each_kind_of_wrong_answer_has_its_own_message(answer, message):
     assert result.passed == 0 and result.problems[0].startswith(message), result.problems
 
 
-def test_ctrl_c_still_stops_the_check():
+def test_ctrl_c_still_stops_the_check(capsys):
     def interrupted(S, margin):
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
         grading.check("02_triplet_sh", interrupted)
+    assert capsys.readouterr().out == ("02_triplet_sh: stopped by KeyboardInterrupt (Ctrl-C) before the check "
+                                       "finished; no score\n")
+    assert grading.check("02_triplet_sh", triplet_sh).full_marks, "the next check runs as usual"
+
+
+def test_off_the_main_thread_there_is_no_time_limit_and_the_result_says_so():
+    found = []
+    worker = threading.Thread(target=lambda: found.append(grading.grade("02_triplet_sh", triplet_sh)))
+    worker.start()
+    worker.join()
+    (result,) = found
+    assert result.full_marks and result.problems == (
+        "no time limit here (SIGALRM needs the main thread and is not on Windows)",)
 
 
 def test_an_endless_loop_runs_into_the_time_limit():

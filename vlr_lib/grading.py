@@ -32,12 +32,13 @@ A wrong answer that matches one of the exercise's known mistakes (a flipped sign
 positives masked with 0, a naive exp...) is named: "it looks like: ...", and the failed cases are counted by
 kind ("all 2 'every negative below 0' cases").
 
-Why a checker here and not nbgrader or otter-grader: both are maintained, but nbgrader needs its
+Why a checker here and not nbgrader or otter-grader: both are maintained and run offline, but nbgrader needs its
 release/collect exchange and database, and otter-grader its own notebook format, its tests written a second
-time and (for regrading) a Docker image; the workbook's set-up is offline and one command. The regrade
-(``python -m vlr_lib.cli.grade``) does what we would take from them -- a fresh process per collected
-notebook, a time limit, a CSV gradebook and feedback per student -- in about 300 lines, and compares with
-vlr_lib itself. docs/course.md has the rubric and the instructor's steps.
+time, and Docker containers to grade a class (``otter grade``); the workbook's set-up is one command, without
+Docker. The regrade (``python -m vlr_lib grade``, ``vlr_lib.cli.grade``) does what we would take from them -- a
+fresh process per collected notebook, a time limit, a CSV gradebook and feedback per student -- in about 400
+lines, and compares with vlr_lib itself rather than with answers written a second time. docs/course.md has the
+rubric and the instructor's steps.
 """
 from __future__ import annotations
 
@@ -691,7 +692,11 @@ def check(key: str, answer: object, seed: int | None = None, time_limit: float |
           _library: _Library = _LIBRARY) -> Result:
     """:func:`grade`, printed: the check cell of a graded exercise. Never raises for a wrong or missing answer
     (Ctrl-C still stops it)."""
-    result = _library.grade(key, answer, seed, time_limit)
+    try:
+        result = _library.grade(key, answer, seed, time_limit)
+    except KeyboardInterrupt:  # Ctrl-C (or an answer raising it): said, and passed on so the cell stops
+        print(f"{key}: stopped by KeyboardInterrupt (Ctrl-C) before the check finished; no score")
+        raise
     print(result)
     return result
 
