@@ -233,6 +233,30 @@ def test_an_answer_that_changes_the_library_scores_zero_and_the_library_is_resto
     assert losses.triplet_hardest is original and torch.allclose(torch.ones(1), torch.ones(1))
 
 
+def test_an_answer_that_changes_a_builtin_scores_zero_and_it_is_restored():
+    import builtins
+
+    original = builtins.sorted
+
+    def cheat(S, margin):
+        builtins.sorted = lambda *args, **kwargs: []
+        return triplet_sh(S, margin)
+
+    result = grading.grade("02_triplet_sh", cheat)
+    assert result.score == 0 and "changed the library (builtins.sorted; restored)" in result.flags[0]
+    assert builtins.sorted is original
+
+
+def test_a_builtin_the_kernel_swapped_before_the_check_is_left_alone(monkeypatch):
+    """ipykernel replaces builtins.input for every cell: not the student's doing, and not undone."""
+    import builtins
+
+    swapped = lambda prompt="": "typed"  # noqa: E731
+    monkeypatch.setattr(builtins, "input", swapped)
+    result = grading.grade("02_triplet_sh", triplet_sh)
+    assert result.full_marks and result.problems == () and builtins.input is swapped
+
+
 def test_the_references_are_bound_at_import(monkeypatch):
     """Replacing the reference or grading.grade in the kernel before the check changes no score."""
     zero = lambda S, margin: torch.tensor(0.0, dtype=torch.float64)  # noqa: E731

@@ -6,9 +6,11 @@ only a small summary of what happened (never the answer's big tensors or its exc
 - **the library is put back**: :class:`Snapshot` holds, from the moment ``vlr_lib.grading`` is imported,
   every attribute of the loaded ``vlr_lib`` modules (public ones; private functions and classes too),
   the contents of their public dicts, and the public names of ``torch``, ``torch.nn.functional``,
-  ``torch.linalg``, ``math``, ``builtins`` and every attribute of the ``Tensor`` classes. Whatever the
-  answer rebinds there is restored right after it returns (and reported), so a replaced
-  ``losses.triplet_hardest``, ``grading.grade`` or ``torch.allclose`` never outlives the call;
+  ``torch.linalg``, ``math`` and every attribute of the ``Tensor`` classes; ``Snapshot(builtins_only=True)``
+  holds the public names of ``builtins``, taken when a check starts (a Jupyter kernel swaps
+  ``builtins.input`` for every cell, so the import-time one is no reference). Whatever the answer rebinds
+  there is restored right after it returns (and reported), so a replaced ``losses.triplet_hardest``,
+  ``grading.grade`` or ``torch.allclose`` never outlives the call;
 - **calls are traced**: a ``sys.setprofile`` hook records calls to the functions an exercise forbids (by
   code object, so ``from vlr_lib.losses import triplet_hardest as th`` is caught too) and whether the
   answer switched the hook off;
@@ -63,11 +65,14 @@ class Outcome:
 
 # --------------------------------------------------------------------------- the library, snapshot and restored
 
-_PUBLIC_OF = ("torch", "torch.nn.functional", "torch.linalg", "math", "builtins")
+_PUBLIC_OF = ("torch", "torch.nn.functional", "torch.linalg", "math")
 
 
-def _watched_modules() -> list[tuple[str, types.ModuleType, bool]]:
-    """(name, module, is ours) for every loaded vlr_lib module and the few others a reference relies on."""
+def _watched_modules(builtins_only: bool = False) -> list[tuple[str, types.ModuleType, bool]]:
+    """(name, module, is ours) for every loaded vlr_lib module and the few others a reference relies on (or
+    ``builtins`` alone)."""
+    if builtins_only:
+        return [("builtins", sys.modules["builtins"], False)]
     ours = [(n, m, True) for n, m in list(sys.modules.items())
             if isinstance(m, types.ModuleType) and (n == "vlr_lib" or n.startswith("vlr_lib."))]
     return ours + [(n, sys.modules[n], False) for n in _PUBLIC_OF if n in sys.modules]
@@ -86,17 +91,19 @@ class Snapshot:
     """The attributes of the watched modules and classes, as they were when it was taken; :meth:`restore` puts
     them back and names what had changed."""
 
-    def __init__(self) -> None:
-        self._modules = {n: m for n, m, ours in _watched_modules() if ours}
+    def __init__(self, builtins_only: bool = False) -> None:
+        watched = _watched_modules(builtins_only)
+        self._modules = {n: m for n, m, ours in watched if ours}
         self._attrs: list[tuple[object, str, str, object]] = []  # (owner, its name, attribute, value)
         self._dicts: list[tuple[dict, str, dict]] = []  # (a public dict, its name, a shallow copy)
-        for name, module, ours in _watched_modules():
+        for name, module, ours in watched:
             for attr, value in list(vars(module).items()):
                 if _kept(attr, value, ours):
                     self._attrs.append((module, name, attr, value))
                     if ours and isinstance(value, dict) and not attr.startswith("_"):
                         self._dicts.append((value, f"{name}.{attr}", dict(value)))
-        self._classes = [(cls, f"torch.{cls.__name__}", dict(vars(cls))) for cls in (torch.Tensor, torch._C.TensorBase)]
+        classes = () if builtins_only else (torch.Tensor, torch._C.TensorBase)
+        self._classes = [(cls, f"torch.{cls.__name__}", dict(vars(cls))) for cls in classes]
 
     def restore(self, _id=id, _getattr=getattr, _setattr=setattr, _delattr=delattr, _vars=vars, _list=list,
                 _tuple=tuple, _missing=object(), _modules=sys.modules) -> tuple[str, ...]:

@@ -269,7 +269,12 @@ def grade(key: str, answer: object, seed: int | None = None, time_limit: float |
     if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
                                    or not 0 < time_limit < math.inf):
         raise ValueError(f"time_limit must be a number of seconds > 0 or None, got {time_limit!r}")
-    result = _run(ex, answer, _cases_for(key, seed), time_limit, _library.restore)
+    kernel = _sandbox.Snapshot(builtins_only=True)  # as the kernel has them now (it swaps builtins.input per cell)
+
+    def restore() -> tuple[str, ...]:
+        return _library.restore() + kernel.restore()
+
+    result = _run(ex, answer, _cases_for(key, seed), time_limit, restore)
     if before:
         shown = ", ".join(before[:3]) + (", ..." if len(before) > 3 else "")
         note = f"note: {shown} had been changed in this kernel before the check; restored"

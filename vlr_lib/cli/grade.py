@@ -304,8 +304,9 @@ def _grade_one(key: str, source: str, job: dict, base: dict, grading, sandbox) -
         code = compile(source, f"<answer cell of {key}>", "exec")
     except SyntaxError as err:
         return _mark(ex, f"the answer cell is not valid Python (line {err.lineno}: {err.msg})")
-    cell = sandbox.call(lambda: exec(code, namespace), {}, lambda value: value, grading.undo_library_changes, {},
-                        job["time_limit"])
+    kernel = sandbox.Snapshot(builtins_only=True)
+    cell = sandbox.call(lambda: exec(code, namespace), {}, lambda value: value,
+                        lambda: grading.undo_library_changes() + kernel.restore(), {}, job["time_limit"])
     if cell.changed:
         return _mark(ex, f"the answer cell changed the library ({', '.join(cell.changed[:3])}): 0 points", flagged=True)
     answer = namespace.get(ex.function)
