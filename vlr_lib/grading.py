@@ -1,6 +1,6 @@
 """Graded "implement it" exercises: a student's function against the library's on hidden cases.
 
-Each of notebooks 02-08 ends with one :class:`Exercise`: a stub the student fills in (a loss, a weight
+Each of notebooks 02-08 ends with one :class:`Exercise` (``vlr_lib.exercises``): a stub the student fills in (a loss, a weight
 or a metric; its cell is tagged ``answer``) and a check cell, ``grading.check("02_triplet_sh", triplet_sh)``,
 that calls it on cases, compares every answer with the library's own function (the formula's one home,
 which cites its paper and equation) and prints a score out of the exercise's points.

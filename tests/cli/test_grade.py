@@ -172,3 +172,9 @@ def test_a_folder_that_cannot_be_listed_is_one_line_and_exit_2(tmp_path, monkeyp
     code, _, err = call(grade.main, [str(tmp_path / "subs"), "--seed", "1"], capsys)
     assert code == 2 and err.strip() == f"python -m vlr_lib grade: error: cannot read {str(tmp_path / 'subs')!r} " \
                                        "(permission denied)"
+
+
+def test_of_two_notebooks_answering_one_exercise_a_flagged_one_counts_else_the_best():
+    honest, better, flagged = grade.Mark(3.0, 5), grade.Mark(4.5, 5), grade.Mark(0.0, 5, "calls ...", flagged=True)
+    assert grade._better(honest, None) and grade._better(better, honest) and not grade._better(honest, better)
+    assert grade._better(flagged, better) and not grade._better(better, flagged)

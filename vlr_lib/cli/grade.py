@@ -357,7 +357,7 @@ def _student_marks(notebooks: list[tuple[Path, Answers]], keys: list[str], args:
             continue
         graded = grade_notebook(answers, args.seed, args.time_limit, args.timeout)
         for key, mark in graded.items():
-            if key in keys and (key not in marks or mark.score > marks[key].score):
+            if key in keys and _better(mark, marks.get(key)):
                 marks[key] = mark
     unreadable = "; ".join(a.unreadable for _, a in notebooks if a.unreadable)
     for key in keys:
@@ -366,6 +366,13 @@ def _student_marks(notebooks: list[tuple[Path, Answers]], keys: list[str], args:
             reason = unreadable or why or f"no answer cell: no notebook defines {_function(key)}(...)"
             marks[key] = Mark(0.0, _points(key), reason, [reason])
     return {k: marks[k] for k in keys}
+
+
+def _better(mark: Mark, kept: Mark | None) -> bool:
+    """Two notebooks answer one exercise: a flagged answer counts (no second try hides it), else the best."""
+    if kept is None or mark.flagged and not kept.flagged:
+        return True
+    return mark.flagged == kept.flagged and mark.score > kept.score
 
 
 def _function(key: str) -> str:
