@@ -1,4 +1,4 @@
-"""``python -m vlr_lib train|grid|showdown|lessons|check|record|encoder|grade ...``: the command lines, also under torchrun.
+"""``python -m vlr_lib train|grid|showdown|lessons|check|record|encoder|losses|grade ...``: the command lines, also under torchrun.
 
     python -m vlr_lib check --data flickr30k      # a dry run: data, cache, device, disk, memory, time
     python -m vlr_lib train --loss unified --epochs 5
