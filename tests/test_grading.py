@@ -247,14 +247,25 @@ def test_an_answer_that_changes_a_builtin_scores_zero_and_it_is_restored():
     assert builtins.sorted is original
 
 
-def test_a_builtin_the_kernel_swapped_before_the_check_is_left_alone(monkeypatch):
-    """ipykernel replaces builtins.input for every cell: not the student's doing, and not undone."""
+def test_torch_and_builtins_changed_before_the_check_are_left_alone(monkeypatch):
+    """ipykernel replaces builtins.input for every cell, ``import torch._dynamo`` wraps torch.manual_seed: not the
+    student's doing, and not undone."""
     import builtins
 
-    swapped = lambda prompt="": "typed"  # noqa: E731
+    swapped, wrapped = (lambda prompt="": "typed"), (lambda seed: None)
     monkeypatch.setattr(builtins, "input", swapped)
+    monkeypatch.setattr(torch, "manual_seed", wrapped)
     result = grading.grade("02_triplet_sh", triplet_sh)
-    assert result.full_marks and result.problems == () and builtins.input is swapped
+    assert result.full_marks and result.problems == () and builtins.input is swapped and torch.manual_seed is wrapped
+
+
+def test_a_deepcopy_in_the_answer_is_no_change_of_the_library():
+    """copyreg caches __slotnames__ on torch.Tensor at the first deepcopy: a cache, not a patch."""
+    import copy
+
+    vars(torch.Tensor).get("__slotnames__") is not None and delattr(torch.Tensor, "__slotnames__")
+    result = grading.grade("02_triplet_sh", lambda S, margin: triplet_sh(copy.deepcopy(S), margin))
+    assert result.full_marks and result.flags == ()
 
 
 def test_the_references_are_bound_at_import(monkeypatch):

@@ -3,13 +3,13 @@
 :func:`call` runs a student's function once with four guards and returns an :class:`Outcome` that holds
 only a small summary of what happened (never the answer's big tensors or its exception's frames):
 
-- **the library is put back**: :class:`Snapshot` holds, from the moment ``vlr_lib.grading`` is imported,
-  every attribute of the loaded ``vlr_lib`` modules (public ones; private functions and classes too),
-  the contents of their public dicts, and the public names of ``torch``, ``torch.nn.functional``,
-  ``torch.linalg``, ``math`` and every attribute of the ``Tensor`` classes; ``Snapshot(builtins_only=True)``
-  holds the public names of ``builtins``, taken when a check starts (a Jupyter kernel swaps
-  ``builtins.input`` for every cell, so the import-time one is no reference). Whatever the answer rebinds
-  there is restored right after it returns (and reported), so a replaced ``losses.triplet_hardest``,
+- **the library is put back**: a :class:`Snapshot` taken when ``vlr_lib.grading`` is imported holds every
+  attribute of the loaded ``vlr_lib`` modules (public ones; private functions and classes too) and the
+  contents of their public dicts; ``Snapshot(library=False)``, taken when a check starts, the public names
+  of ``torch``, ``torch.nn.functional``, ``torch.linalg``, ``math`` and ``builtins`` and every attribute of
+  the ``Tensor`` classes (those change on their own: a Jupyter kernel swaps ``builtins.input`` for every
+  cell, ``import torch._dynamo`` wraps ``torch.manual_seed``). Whatever the answer rebinds there is
+  restored right after it returns (and reported), so a replaced ``losses.triplet_hardest``,
   ``grading.grade`` or ``torch.allclose`` never outlives the call;
 - **calls are traced**: a ``sys.setprofile`` hook records calls to the functions an exercise forbids (by
   code object, so ``from vlr_lib.losses import triplet_hardest as th`` is caught too) and whether the
@@ -65,17 +65,18 @@ class Outcome:
 
 # --------------------------------------------------------------------------- the library, snapshot and restored
 
-_PUBLIC_OF = ("torch", "torch.nn.functional", "torch.linalg", "math")
+#: What the references and the comparison rely on besides vlr_lib (their public names).
+_PUBLIC_OF = ("torch", "torch.nn.functional", "torch.linalg", "math", "builtins")
+#: Attributes Python adds to a class as a cache (copyreg, on the first deepcopy or pickle of a tensor): no change.
+_CACHES = frozenset({"__slotnames__"})
 
 
-def _watched_modules(builtins_only: bool = False) -> list[tuple[str, types.ModuleType, bool]]:
-    """(name, module, is ours) for every loaded vlr_lib module and the few others a reference relies on (or
-    ``builtins`` alone)."""
-    if builtins_only:
-        return [("builtins", sys.modules["builtins"], False)]
-    ours = [(n, m, True) for n, m in list(sys.modules.items())
+def _watched_modules(library: bool) -> list[tuple[str, types.ModuleType, bool]]:
+    """(name, module, is ours): every loaded vlr_lib module (`library`), or the others a reference relies on."""
+    if not library:
+        return [(n, sys.modules[n], False) for n in _PUBLIC_OF if n in sys.modules]
+    return [(n, m, True) for n, m in list(sys.modules.items())
             if isinstance(m, types.ModuleType) and (n == "vlr_lib" or n.startswith("vlr_lib."))]
-    return ours + [(n, sys.modules[n], False) for n in _PUBLIC_OF if n in sys.modules]
 
 
 def _kept(name: str, value: object, ours: bool) -> bool:
@@ -91,8 +92,8 @@ class Snapshot:
     """The attributes of the watched modules and classes, as they were when it was taken; :meth:`restore` puts
     them back and names what had changed."""
 
-    def __init__(self, builtins_only: bool = False) -> None:
-        watched = _watched_modules(builtins_only)
+    def __init__(self, library: bool = True) -> None:
+        watched = _watched_modules(library)
         self._modules = {n: m for n, m, ours in watched if ours}
         self._attrs: list[tuple[object, str, str, object]] = []  # (owner, its name, attribute, value)
         self._dicts: list[tuple[dict, str, dict]] = []  # (a public dict, its name, a shallow copy)
@@ -102,7 +103,7 @@ class Snapshot:
                     self._attrs.append((module, name, attr, value))
                     if ours and isinstance(value, dict) and not attr.startswith("_"):
                         self._dicts.append((value, f"{name}.{attr}", dict(value)))
-        classes = () if builtins_only else (torch.Tensor, torch._C.TensorBase)
+        classes = () if library else (torch.Tensor, torch._C.TensorBase)
         self._classes = [(cls, f"torch.{cls.__name__}", dict(vars(cls))) for cls in classes]
 
     def restore(self, _id=id, _getattr=getattr, _setattr=setattr, _delattr=delattr, _vars=vars, _list=list,
@@ -125,7 +126,7 @@ class Snapshot:
         for cls, name, attrs in self._classes:
             now = _vars(cls)
             for attr in _list(now):
-                if attr not in attrs:
+                if attr not in attrs and attr not in _CACHES:
                     _delattr(cls, attr)
                     changed.append(f"{name}.{attr}")
             for attr, value in attrs.items():

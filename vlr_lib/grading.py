@@ -269,7 +269,7 @@ def grade(key: str, answer: object, seed: int | None = None, time_limit: float |
     if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
                                    or not 0 < time_limit < math.inf):
         raise ValueError(f"time_limit must be a number of seconds > 0 or None, got {time_limit!r}")
-    kernel = _sandbox.Snapshot(builtins_only=True)  # as the kernel has them now (it swaps builtins.input per cell)
+    kernel = _sandbox.Snapshot(library=False)  # torch and builtins as they are now (they change on their own)
 
     def restore() -> tuple[str, ...]:
         return _library.restore() + kernel.restore()

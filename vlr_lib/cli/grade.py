@@ -304,7 +304,7 @@ def _grade_one(key: str, source: str, job: dict, base: dict, grading, sandbox) -
         code = compile(source, f"<answer cell of {key}>", "exec")
     except SyntaxError as err:
         return _mark(ex, f"the answer cell is not valid Python (line {err.lineno}: {err.msg})")
-    kernel = sandbox.Snapshot(builtins_only=True)
+    kernel = sandbox.Snapshot(library=False)
     cell = sandbox.call(lambda: exec(code, namespace), {}, lambda value: value,
                         lambda: grading.undo_library_changes() + kernel.restore(), {}, job["time_limit"])
     if cell.changed:
