@@ -500,7 +500,7 @@ assert np.degrees(thetas[int(push.argmax())]) == 90 and float(push[0]) < 1e-12
 #    `NotImplementedError` it reports 0.
 
 
-# %%
+# %% tags=["answer"]
 def triplet_sh(S: torch.Tensor, margin: float) -> torch.Tensor:
     """Triplet-SH of the square S: each image's and each caption's hardest negative,
     hinged, summed.

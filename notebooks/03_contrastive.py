@@ -449,11 +449,12 @@ assert (counts[0.5] >= counts[0.1]).all() and counts[0.5].sum() > counts[0.1].su
 # 4. **Graded (5 points): implement NT-Xent.** Fill in `nt_xent(S, temperature)` in the next cell: the
 #    cross-entropy of every row of $S/\tau$ with its diagonal target plus that of every column, summed and
 #    divided by $N$ (what `losses.info_nce` computes with its default `reduction="mean"`), without calling
-#    `losses.info_nce` or `F.cross_entropy`. Keep it stable at $\tau = 0.05$ (hint: `torch.logsumexp`).
-#    The cell after it checks it on 10 hidden batches and prints your score (0 while the stub raises).
+#    `losses.info_nce` or `F.cross_entropy`. Keep it finite in float32 down to $\tau = 0.01$ (CLIP's final
+#    temperature, where $e^{s/\tau}$ overflows float32; hint: `torch.logsumexp`). The cell after it checks it on
+#    10 hidden batches and prints your score (0 while the stub raises).
 
 
-# %%
+# %% tags=["answer"]
 def nt_xent(S: torch.Tensor, temperature: float) -> torch.Tensor:
     """NT-Xent of the square S in both directions: (sum of the rows' and columns' cross-
     entropies) / N.

@@ -421,12 +421,12 @@ assert (g_adapt[doubtful].abs() < g_plain[doubtful].abs()).all(), (
 # 4. **Graded (5 points): implement the weight of each negative.** Fill in `unified_weights(S, margin, gamma)`
 #    in the next cell: for every image query $i$ (row $i$) and negative $n \ne i$ the weight
 #    $D_{in}/(1 + \sum_{k \ne i} D_{ik})$ with $D_{in} = e^{\gamma(s_{in} - s_{ii} + m)}$ (Li et al. eqs. 14–16),
-#    0 on the diagonal, as an $N \times N$ tensor; without calling `analysis.unified_weights`, and finite at
-#    $\gamma = 60$. The cell after it checks it on 10 hidden batches and prints your score (0 while the stub
-#    raises).
+#    0 on the diagonal, as an $N \times N$ tensor; without calling `analysis.unified_weights`, and finite in
+#    float32 at $\gamma = 60$ (where $D_{in}$ itself overflows). The cell after it checks it on 10 hidden
+#    batches and prints your score (0 while the stub raises).
 
 
-# %%
+# %% tags=["answer"]
 def unified_weights(S: torch.Tensor, margin: float, gamma: float) -> torch.Tensor:
     """The weight of every negative in its image query's unified term, 0 at the
     positives.

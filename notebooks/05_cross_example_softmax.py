@@ -604,11 +604,12 @@ assert table.loc["cross-example negative mining", "rsum"] > metrics.chance_rsum(
 # 4. **Graded (5 points): implement cross-example softmax.** Fill in `cross_example(S, scale)` in the next
 #    cell: Veit & Wilber's eq. 5 for a square $S$ with the positives on its diagonal, every positive against
 #    *all* the off-diagonal entries of the batch, averaged over the $N$ positives (the library's default
-#    `reduction="mean"`); without calling `losses.cross_example_softmax`, and finite at $\lambda = 20$. The
+#    `reduction="mean"`); without calling `losses.cross_example_softmax`, and finite in float32 up to
+#    $\lambda = 100$ (CLIP's largest logit scale, where $e^{\lambda s}$ overflows float32). The
 #    cell after it checks it on 10 hidden batches and prints your score (0 while the stub raises).
 
 
-# %%
+# %% tags=["answer"]
 def cross_example(S: torch.Tensor, scale: float) -> torch.Tensor:
     """Cross-example softmax of the square S, mean over the positives."""
     raise NotImplementedError("implement cross-example softmax here")

@@ -394,7 +394,7 @@ assert at5 <= full + 1e-12
 #    queries (some with ties) and prints your score (0 while the stub raises).
 
 
-# %%
+# %% tags=["answer"]
 def average_precision(scores: torch.Tensor, is_pos: torch.Tensor) -> float:
     """Exact AP of one query: scores [M], is_pos bool [M] with at least one positive."""
     raise NotImplementedError("implement average precision here")

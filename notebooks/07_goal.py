@@ -872,11 +872,11 @@ assert (grad.diagonal() == -2).all()  # each positive pulled by both of its trip
 # %% [markdown]
 # **6.** **Graded (5 points): implement the circle triplet weight.** Fill in `cir_weight(s_pos, s_neg, tau)` in the
 # next cell: Xuan & Chen's $T^{cir} = 1/(1 + e^{\tau(s_{pos}(2 - s_{pos}) - s_{neg}^2)})$ (eq. 8), elementwise over
-# tensors of the same shape, without calling `goal.triplet_weight` and without overflowing for $\tau = 30$.
+# tensors of the same shape, without calling `goal.triplet_weight` and without overflowing in float32 at $\tau = 30$.
 # The cell after it checks it on 10 hidden sets of triplets and prints your score (0 while the stub raises).
 
 
-# %%
+# %% tags=["answer"]
 def cir_weight(s_pos: torch.Tensor, s_neg: torch.Tensor, tau: float) -> torch.Tensor:
     """T^cir of each triplet (Xuan & Chen eq. 8), elementwise."""
     raise NotImplementedError("implement T^cir here")

@@ -499,7 +499,7 @@ assert counts[60.0].sum() <= counts[10.0].sum()
 #    (0 while the stub raises).
 
 
-# %%
+# %% tags=["answer"]
 def cocos_triplet(S: torch.Tensor, margin: float) -> torch.Tensor:
     """C^q of Triplet for every image query (row) of the square S."""
     raise NotImplementedError("implement the COCOS count here")

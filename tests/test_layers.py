@@ -90,10 +90,11 @@ LAYERS: dict[str, tuple[int, str | None, tuple[str, ...]]] = {
     "core": (4, None, ("vlr_lib.losses", "vlr_lib.goal", "vlr_lib.metrics", "vlr_lib.analysis", "vlr_lib.registry",
                        "vlr_lib.demo")),
     "report": (5, None, ("vlr_lib.report", "vlr_lib.stats")),
+    "grading": (5, None, ("vlr_lib.grading", "vlr_lib.exercises")),
     "train": (6, "train", ("vlr_lib.train",)),
     "experiments": (7, "train", ("vlr_lib.experiments",)),
     "cli": (8, "train", ("vlr_lib.cli", "vlr_lib.__main__")),
-    "notebook setup": (9, None, ("vlr_lib.notebook", "vlr_lib.book", "vlr_lib.grading")),
+    "notebook setup": (9, None, ("vlr_lib.notebook", "vlr_lib.book")),
     "viz": (6, "draw", ("vlr_lib.viz",)),
     "widgets": (7, "draw", ("vlr_lib.widgets",)),
 }

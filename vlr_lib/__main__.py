@@ -1,4 +1,4 @@
-"""``python -m vlr_lib train|grid|showdown|lessons|check|record|encoder ...``: the command lines, also under torchrun.
+"""``python -m vlr_lib train|grid|showdown|lessons|check|record|encoder|losses|grade ...``: the command lines, also under torchrun.
 
     python -m vlr_lib check --data flickr30k      # a dry run: data, cache, device, disk, memory, time
     python -m vlr_lib train --loss unified --epochs 5
@@ -9,6 +9,7 @@
     python -m vlr_lib record --only 10-features
     python -m vlr_lib encoder --retrain           # re-train the shipped shapes encoder (on purpose only)
     python -m vlr_lib losses                      # the glossary: every registered loss, its names and defaults
+    python -m vlr_lib grade submissions/ --seed 81723645 --out grades.csv   # regrade collected notebooks
     torchrun --standalone --nproc-per-node 2 -m vlr_lib train --setting features --batch-size 128
 
 ``train`` and ``grid`` take the options of ``vlr-train`` and ``vlr-grid``; ``showdown`` those of
@@ -16,7 +17,8 @@
 validation budget for their main hyperparameter (notebook 11); ``lessons`` runs notebook 12's experiments; ``check`` verifies a Flickr30K run
 before it starts (``vlr_lib.cli.check``); ``record`` regenerates the recorded runs (``make record``);
 ``encoder`` checks (or, with ``--retrain``, re-trains) the pretrained shapes encoder that ships with the package;
-``losses`` prints the glossary of ``vlr_lib.registry``.
+``losses`` prints the glossary of ``vlr_lib.registry``; ``grade`` regrades the graded exercises of collected
+notebooks for marks (``vlr_lib.cli.grade``).
 ``python -m vlr_lib <command> --help`` lists them.
 """
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-COMMANDS = ("train", "grid", "showdown", "tuned", "lessons", "check", "record", "encoder", "losses")
+COMMANDS = ("train", "grid", "showdown", "tuned", "lessons", "check", "record", "encoder", "losses", "grade")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -37,10 +39,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"python -m vlr_lib: error: unknown command {command!r}; choose one of {', '.join(COMMANDS)}",
               file=sys.stderr)
         return 2
-    from .cli import check, encoder, grid, lessons, losses, record, showdown, train, tuned
+    from .cli import check, encoder, grade, grid, lessons, losses, record, showdown, train, tuned
 
     module = {"train": train, "grid": grid, "showdown": showdown, "tuned": tuned, "lessons": lessons, "check": check,
-              "record": record, "encoder": encoder, "losses": losses}[command]
+              "record": record, "encoder": encoder, "losses": losses, "grade": grade}[command]
     return module.main(rest, prog=f"python -m vlr_lib {command}")
 
 

@@ -1,67 +1,72 @@
 """Graded "implement it" exercises: a student's function against the library's on hidden cases.
 
-Each of notebooks 02-08 ends with one :class:`Exercise`: a stub the student fills in (a loss, a weight
-or a metric) and a check cell, ``grading.check("02_triplet_sh", triplet_sh)``, that calls it on cases the
-student never sees, compares every answer with the library's own function (the formula's one home, which
-cites its paper and equation) and prints a score out of the exercise's points:
+Each of notebooks 02-08 ends with one :class:`Exercise` (``vlr_lib.exercises``): a stub the student fills in (a loss, a weight
+or a metric; its cell is tagged ``answer``) and a check cell, ``grading.check("02_triplet_sh", triplet_sh)``,
+that calls it on cases, compares every answer with the library's own function (the formula's one home,
+which cites its paper and equation) and prints a score out of the exercise's points.
 
-- the cases come from a seed (:data:`DEFAULT_SEED`), so every student meets the same ones and an
-  instructor can regrade with another seed;
-- an answer passes a case only when it is finite, has the reference's shape, and is within the
-  exercise's tolerances (``torch.allclose`` with ``equal_nan=False``: a NaN never passes);
-- a stub that still raises ``NotImplementedError`` scores 0 with a message saying so, and never stops
-  the notebook; any other exception fails its case, named in the message;
-- a wrong answer that matches one of the exercise's known mistakes (a wrong sign, a sum for a mean,
-  a missing margin...) is named: "it looks like: ...". The same mistakes are what the tests feed the
-  checker to show that a wrong answer loses points.
+Two sets of cases:
 
-Why a checker here and not nbgrader or otter-grader: both need their own release/collect workflow and
-database (nbgrader) or a grading image (otter), neither of which the workbook's offline, one-command set-up
-has; the comparison that matters is against vlr_lib, which this module does in a hundred lines and which
-the tests (tests/test_grading.py) cover case by case. docs/course.md has the rubric.
+- **practice** (:func:`cases`, what ``check`` uses in the notebook): 10 per exercise from
+  :data:`DEFAULT_SEED`, the same for every student and not secret;
+- **regrade** (``grade(key, fn, seed=...)``, what ``python -m vlr_lib grade`` uses for marks): 20 per
+  exercise, drawn from the instructor's private seed, so an answer fitted to the practice cases gains
+  nothing.
+
+Both hold random batches and the cases each exercise's text demands: rows whose negatives are all below 0
+(Triplet-SH's positives masked with 0 instead of -inf), float32 at the scale where a naive ``exp``
+overflows (NT-Xent at tau = 0.01, the unified weights at gamma = 60, cross-example softmax at lambda = 100,
+T^cir at tau = 30), ties (values on a grid of 0.25, tied scores), the smallest sizes (N = 2, one
+candidate, one triplet). An answer passes a case when it is finite, has the reference's shape and is within
+the exercise's tolerances, the float32 ones when the case or the answer is float32 (the reference is
+computed in float64 from the same numbers).
+
+What an answer cannot do (``vlr_lib._sandbox``): change the library (``losses.triplet_hardest = ...``,
+``grading.grade = ...``: restored after every call, 0 points), call the function the exercise asks for
+(traced by code object: 0 points, named), run forever (a per-case time limit, :data:`TIME_LIMIT`, where
+SIGALRM works: the main thread, not Windows), stop the check (``sys.exit`` is a failed case; Ctrl-C still
+stops it), or fill memory with kept failures (only small summaries are kept). ``None``, a wrong type, a
+wrong shape and NaN each get their own message; a stub whose own body raises ``NotImplementedError``
+scores 0 with "not implemented yet", while the same error from a helper it calls is an ordinary failure.
+A wrong answer that matches one of the exercise's known mistakes (a flipped sign, a sum for a mean, the
+positives masked with 0, a naive exp...) is named: "it looks like: ...", and the failed cases are counted by
+kind ("all 2 'every negative below 0' cases").
+
+Why a checker here and not nbgrader or otter-grader: both are maintained and run offline, but nbgrader needs its
+release/collect exchange and database, and otter-grader its own notebook format, its tests written a second
+time, and Docker containers to grade a class (``otter grade``); the workbook's set-up is one command, without
+Docker. The regrade (``python -m vlr_lib grade``, ``vlr_lib.cli.grade``) does what we would take from them -- a
+fresh process per collected notebook, a time limit, a CSV gradebook and feedback per student -- in about 400
+lines, and compares with vlr_lib itself rather than with answers written a second time. docs/course.md has the
+rubric and the instructor's steps.
 """
 from __future__ import annotations
 
 import math
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from . import analysis, goal, losses, metrics
+from . import _sandbox
+from .exercises import EXERCISES, Case, Exercise
+
+__all__ = ["DEFAULT_SEED", "EXERCISES", "N_PRACTICE", "N_REGRADE", "TIME_LIMIT", "Case", "Exercise", "Result", "cases",
+           "check", "exercise", "grade", "undo_library_changes"]
 
 DEFAULT_SEED = 2024
-N_CASES = 10
-
-
-@dataclass(frozen=True)
-class Case:
-    """One hidden case: the keyword arguments the answer is called with, and how the message names it."""
-
-    kwargs: dict[str, object]
-    label: str
-
-
-@dataclass(frozen=True)
-class Exercise:
-    """A graded exercise: the library function an answer must match, the hidden cases, the known mistakes."""
-
-    key: str
-    title: str
-    points: int
-    signature: str
-    reference: Callable[..., object]
-    cases: Callable[[torch.Generator], list[Case]]
-    mistakes: dict[str, Callable[..., object]] = field(default_factory=dict)
-    rtol: float = 1e-5
-    atol: float = 1e-7
+"""The practice cases' seed (the same for every student; the regrade takes a private one)."""
+N_PRACTICE, N_REGRADE = 10, 20
+TIME_LIMIT = 5.0
+"""Seconds one case may take (a correct answer takes milliseconds)."""
 
 
 @dataclass(frozen=True)
 class Result:
-    """What :func:`check` found: the score out of the exercise's points and, when short of them, why."""
+    """What :func:`grade` found: the score out of the exercise's points and, when short of them, why. `flags`
+    name what scores 0 whatever the numbers (calling the library's function, changing the library)."""
 
     key: str
     title: str
@@ -69,226 +74,108 @@ class Result:
     passed: int
     total: int
     problems: tuple[str, ...]
+    flags: tuple[str, ...] = ()
 
     @property
     def score(self) -> float:
-        return round(self.points * self.passed / self.total, 1)
+        return 0.0 if self.flags else round(self.points * self.passed / self.total, 1)
 
     @property
     def full_marks(self) -> bool:
-        return self.passed == self.total
+        return not self.flags and self.passed == self.total
 
     def __str__(self) -> str:
         head = f"{self.key} ({self.title}): {self.score:g} / {self.points} points, {self.passed}/{self.total} hidden cases"
-        return "\n".join([head, *(f"  - {p}" for p in self.problems)])
+        return "\n".join([head, *(f"  - {p}" for p in (*self.flags, *self.problems))])
 
 
-# --------------------------------------------------------------------------- hidden cases
+# --------------------------------------------------------------------------- the cases
 
 
-def _cosines(gen: torch.Generator, n: int, m: int | None = None, dim: int = 8) -> Tensor:
-    """Cosine similarities of n random unit vectors with m others (m = n: a square S, positives on the diagonal)."""
-    x = torch.nn.functional.normalize(torch.randn(n, dim, generator=gen, dtype=torch.float64), dim=1)
-    y = torch.nn.functional.normalize(torch.randn(m or n, dim, generator=gen, dtype=torch.float64), dim=1)
-    y[: min(n, m or n)] += 0.8 * x[: min(n, m or n)]  # positives above chance, as after some training
-    return x @ torch.nn.functional.normalize(y, dim=1).T
+def _generator(key: str, seed: int, kind: str) -> torch.Generator:
+    return torch.Generator().manual_seed((seed * 1_000_003 + zlib.crc32(f"{key}:{kind}".encode())) % 2**63)
 
 
-def _pick(gen: torch.Generator, values: tuple) -> object:
-    return values[int(torch.randint(len(values), (1,), generator=gen))]
+def cases(key: str) -> list[Case]:
+    """The practice cases of exercise `key` (what ``check`` uses in the notebook; not secret). The regrade's
+    come from the instructor's private seed: ``grade(key, fn, seed=...)``."""
+    return exercise(key).cases(_generator(key, DEFAULT_SEED, "practice"), N_PRACTICE)
 
 
-def _s_cases(gen: torch.Generator, param: str, values: tuple) -> list[Case]:
-    """Square S of sizes 2-9, with `param` drawn from `values`."""
-    cases = []
-    for _ in range(N_CASES):
-        n, value = int(torch.randint(2, 10, (1,), generator=gen)), _pick(gen, values)
-        cases.append(Case({"S": _cosines(gen, n), param: value}, f"N={n}, {param}={value}"))
-    return cases
+def _cases_for(key: str, seed: int | None) -> list[Case]:
+    if seed is None:
+        return cases(key)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TypeError(f"seed must be an int (the regrade's private seed) or None, got {type(seed).__name__}")
+    return exercise(key).cases(_generator(key, seed, "regrade"), N_REGRADE)
 
 
-def _unified_cases(gen: torch.Generator) -> list[Case]:
-    cases = []
-    for _ in range(N_CASES):
-        n, m, g = int(torch.randint(2, 10, (1,), generator=gen)), _pick(gen, (0.0, 0.1, 0.2, 0.5)), _pick(gen, (1.0, 10.0, 60.0))
-        cases.append(Case({"S": _cosines(gen, n), "margin": m, "gamma": g}, f"N={n}, margin={m}, gamma={g}"))
-    return cases
+_FORBIDDEN = {key: _sandbox.codes_of(ex.forbidden) for key, ex in EXERCISES.items()}
 
 
-def _ap_cases(gen: torch.Generator) -> list[Case]:
-    """One query's scores, rounded to one decimal so that some positives tie with negatives."""
-    cases = []
-    for _ in range(N_CASES):
-        m = int(torch.randint(3, 12, (1,), generator=gen))
-        scores = torch.round(torch.rand(m, generator=gen, dtype=torch.float64), decimals=1)
-        is_pos = torch.rand(m, generator=gen) < 0.4
-        is_pos[int(torch.randint(m, (1,), generator=gen))] = True
-        cases.append(Case({"scores": scores, "is_pos": is_pos}, f"{m} candidates, {int(is_pos.sum())} positive"))
-    return cases
-
-
-def _weight_cases(gen: torch.Generator) -> list[Case]:
-    cases = []
-    for _ in range(N_CASES):
-        shape, tau = (int(torch.randint(1, 20, (1,), generator=gen)),), _pick(gen, (1.0, 5.0, 10.0, 30.0))
-        s_pos = 2 * torch.rand(shape, generator=gen, dtype=torch.float64) - 1
-        s_neg = 2 * torch.rand(shape, generator=gen, dtype=torch.float64) - 1
-        cases.append(Case({"s_pos": s_pos, "s_neg": s_neg, "tau": tau}, f"{shape[0]} triplets, tau={tau}"))
-    return cases
-
-
-# --------------------------------------------------------------------------- the exercises' references
-
-
-def _cocos_triplet(S: Tensor, margin: float) -> Tensor:
-    return analysis.cocos(S, "triplet", margin=margin)["i2t"]["C_q"]
-
-
-def _average_precision(scores: Tensor, is_pos: Tensor) -> Tensor:
-    return torch.tensor(metrics.average_precision(scores, is_pos), dtype=torch.float64)
-
-
-def _off(S: Tensor) -> Tensor:
-    return ~torch.eye(len(S), dtype=torch.bool)
-
-
-def _ap_over_every_rank(scores: Tensor, is_pos: Tensor) -> Tensor:
-    """A known mistake: precision averaged over every rank, not only at the positives."""
-    order = torch.argsort(scores, descending=True)
-    hits = is_pos[order].double().cumsum(0)
-    return (hits / torch.arange(1, len(scores) + 1)).mean()
-
-
-def _ap_ties_favour(scores: Tensor, is_pos: Tensor) -> Tensor:
-    """A known mistake: a negative that ties with a positive counted below it (> instead of >=)."""
-    pos = torch.sort(scores[is_pos], descending=True).values
-    above = (scores[~is_pos][None, :] > pos[:, None]).sum(dim=1)
-    before = torch.arange(len(pos))
-    return ((before + 1.0) / (1 + above + before)).mean()
-
-
-EXERCISES: dict[str, Exercise] = {
-    e.key: e
-    for e in [
-        Exercise(
-            "02_triplet_sh", "Triplet-SH, the hardest negative of each query", 5, "triplet_sh(S, margin) -> scalar, summed",
-            lambda S, margin: losses.triplet_hardest(S, margin),
-            lambda gen: _s_cases(gen, "margin", (0.0, 0.1, 0.2, 0.5)),
-            {
-                "the hinge's sign flipped ([m + s_ii - max s_ij]_+)": lambda S, margin: (
-                    torch.relu(margin + S.diagonal() - S.masked_fill(~_off(S), -math.inf).amax(1)).sum()
-                    + torch.relu(margin + S.diagonal() - S.masked_fill(~_off(S), -math.inf).amax(0)).sum()),
-                "every negative summed, not the hardest (Triplet)": lambda S, margin: losses.triplet_all(S, margin),
-                "the margin left out": lambda S, margin: losses.triplet_hardest(S, 0.0),
-                "only the image queries (rows), not the caption queries": lambda S, margin: torch.relu(
-                    margin + S.masked_fill(~_off(S), -math.inf).amax(1) - S.diagonal()).sum(),
-            },
-        ),
-        Exercise(
-            "03_nt_xent", "NT-Xent in both directions", 5, "nt_xent(S, temperature) -> scalar, (rows + columns) / N",
-            lambda S, temperature: losses.info_nce(S, temperature),
-            lambda gen: _s_cases(gen, "temperature", (0.05, 0.1, 0.5, 1.0)),
-            {
-                "only the image queries (rows)": lambda S, temperature: losses.sampled_softmax(S, 1 / temperature),
-                "the temperature left out": lambda S, temperature: losses.info_nce(S, 1.0),
-                "the temperature multiplied instead of divided": lambda S, temperature: losses.info_nce(S, 1 / temperature),
-                "a mean over the 2N terms, not their sum / N": lambda S, temperature: losses.info_nce(S, temperature) / 2,
-            },
-        ),
-        Exercise(
-            "04_unified_weights", "the weight of each negative in the unified loss", 5,
-            "unified_weights(S, margin, gamma) -> [N, N], image queries (rows), 0 on the diagonal",
-            lambda S, margin, gamma: analysis.unified_weights(S, margin, gamma),
-            _unified_cases,
-            {
-                "a softmax over the negatives alone (the positive's '1 +' left out)": lambda S, margin, gamma: torch.softmax(
-                    (gamma * S).masked_fill(~_off(S), -math.inf), dim=1),
-                "each negative's own sigmoid (the one-negative weight)": lambda S, margin, gamma: analysis.unified_one_negative_weight(
-                    S - S.diagonal()[:, None], margin, gamma) * _off(S),
-                "the margin left out": lambda S, margin, gamma: analysis.unified_weights(S, 0.0, gamma),
-            },
-        ),
-        Exercise(
-            "05_cross_example", "cross-example softmax", 5, "cross_example(S, scale) -> scalar, mean over the N positives",
-            lambda S, scale: losses.cross_example_softmax(S, scale),
-            lambda gen: _s_cases(gen, "scale", (1.0, 5.0, 20.0)),
-            {
-                "each row's own negatives (sampled softmax), not the whole batch's": lambda S, scale: losses.sampled_softmax(S, scale),
-                "the scale left out": lambda S, scale: losses.cross_example_softmax(S, 1.0),
-                "summed over the positives, not averaged": lambda S, scale: losses.cross_example_softmax(S, scale, reduction="sum"),
-            },
-        ),
-        Exercise(
-            "06_average_precision", "average precision of one query", 5, "average_precision(scores, is_pos) -> float in [0, 1]",
-            _average_precision,
-            _ap_cases,
-            {
-                "precision averaged over every rank, not only at the positives": _ap_over_every_rank,
-                "a negative tied with a positive ranked below it (> instead of >=)": _ap_ties_favour,
-            },
-            rtol=1e-9, atol=1e-12,
-        ),
-        Exercise(
-            "07_cir_weight", "GOAL's circle triplet weight T^cir", 5, "cir_weight(s_pos, s_neg, tau) -> tensor like s_pos",
-            lambda s_pos, s_neg, tau: goal.triplet_weight("cir", s_pos, s_neg, tau=tau),
-            _weight_cases,
-            {
-                "the sigmoid's argument with the wrong sign": lambda s_pos, s_neg, tau: torch.sigmoid(
-                    tau * (s_pos * (2 - s_pos) - s_neg**2)),
-                "the NCA weight instead (straight lines, not circles)": lambda s_pos, s_neg, tau: goal.triplet_weight(
-                    "nca", s_pos, s_neg, tau=tau),
-                "tau left out": lambda s_pos, s_neg, tau: goal.triplet_weight("cir", s_pos, s_neg, tau=1.0),
-            },
-        ),
-        Exercise(
-            "08_cocos_triplet", "COCOS of Triplet: contributing negatives per image query", 5,
-            "cocos_triplet(S, margin) -> int tensor [N]",
-            _cocos_triplet,
-            lambda gen: _s_cases(gen, "margin", (0.1, 0.2, 0.5, 1.0)),
-            {
-                "the caption queries (columns) counted instead": lambda S, margin: analysis.cocos(
-                    S, "triplet", margin=margin)["t2i"]["C_q"],
-                "the positive counted as well": lambda S, margin: _cocos_triplet(S, margin) + 1,
-                "the margin left out": lambda S, margin: _cocos_triplet(S, 1e-12),
-            },
-            rtol=0.0, atol=0.0,
-        ),
-    ]
-}
-"""Every graded exercise by key: the chapter's number, then what the student implements."""
-
-
-# --------------------------------------------------------------------------- checking
+# --------------------------------------------------------------------------- comparing
 
 
 def _as_answer(value: object) -> Tensor:
+    """An answer as a small plain CPU tensor (a Python float keeps its float64 digits), or a WrongType saying
+    what it was instead."""
+    if value is None:
+        raise _sandbox.WrongType("returned None: the function must return its result (is a `return` missing?)")
     if isinstance(value, Tensor):
-        return value.detach().cpu()
-    # a Python float would become float32: keep its float64 digits
-    return torch.as_tensor(value, dtype=torch.float64 if isinstance(value, float) else None)
+        plain = Tensor.as_subclass(value, Tensor).detach()
+    elif isinstance(value, bool) or not isinstance(value, (int, float, list, tuple)) and not hasattr(value, "__array__"):
+        what = "a bool" if isinstance(value, bool) else f"a {type(value).__name__}"
+        raise _sandbox.WrongType(f"returned {what}, expected a tensor or a number")
+    else:
+        try:
+            plain = torch.as_tensor(value, dtype=torch.float64 if isinstance(value, float) else None)
+        except (TypeError, ValueError, RuntimeError):
+            raise _sandbox.WrongType(f"returned a {type(value).__name__} that is not made of numbers, expected a "
+                                     "tensor or a number") from None
+    if plain.numel() > _sandbox.MAX_ELEMENTS:
+        raise _sandbox.WrongType(f"returned a tensor of shape {tuple(plain.shape)} ({plain.numel():,} numbers), far "
+                                 "more than expected")
+    return plain.cpu().clone()  # a view would keep its (maybe huge) base alive
 
 
-def _compare(exercise: Exercise, got: Tensor, want: Tensor) -> str | None:
+def _low_precision(case: Case, got: Tensor) -> bool:
+    """float32 tolerances: the case's inputs or the answer are float32 (or less)."""
+    inputs = [v for v in case.kwargs.values() if isinstance(v, Tensor) and v.is_floating_point()]
+    return any(v.dtype != torch.float64 for v in inputs) or (got.is_floating_point() and got.dtype != torch.float64)
+
+
+def _upcast(kwargs: dict[str, object]) -> dict[str, object]:
+    """The case's numbers in float64 (the reference's exact answer for the very values the student got)."""
+    return {k: v.double() if isinstance(v, Tensor) and v.is_floating_point() else v for k, v in kwargs.items()}
+
+
+def _entry(index: tuple[int, ...]) -> str:
+    return f"entry [{', '.join(map(str, index))}]"
+
+
+def _compare(exercise: Exercise, got: Tensor, want: Tensor, low: bool) -> str | None:
     """None when `got` matches `want`; otherwise what is wrong with it, in a few words."""
     if got.shape != want.shape:
-        return f"returned shape {tuple(got.shape)}, expected {tuple(want.shape)}"
+        expected = "a scalar, shape ()" if want.dim() == 0 else f"shape {tuple(want.shape)}"
+        return f"returned shape {tuple(got.shape)}, expected {expected}"
     if got.is_complex() or got.dtype == torch.bool:
         return f"returned dtype {got.dtype}, expected numbers"
-    if not bool(torch.isfinite(got.double()).all()):
-        return "returned NaN or inf"
-    if not torch.allclose(got.double(), want.double(), rtol=exercise.rtol, atol=exercise.atol, equal_nan=False):
-        gap = float((got.double() - want.double()).abs().max())
-        shown = f"{float(got):.6g}, expected {float(want):.6g}" if want.numel() == 1 else f"largest gap {gap:.3g}"
-        return f"returned {shown}" if want.numel() == 1 else f"{shown} from the expected values"
-    return None
-
-
-def _matches(exercise: Exercise, fn: Callable[..., object], case: Case, got: Tensor) -> bool:
-    try:
-        want = _as_answer(fn(**_copy(case.kwargs)))
-    except Exception:  # a mistake undefined on this case: no match
-        return False
-    return _compare(exercise, got, want) is None
+    finite = torch.isfinite(got.double())
+    if not bool(finite.all()):
+        bad = torch.nonzero(~finite)[0].tolist()
+        where = "" if want.dim() == 0 else f" at {_entry(tuple(bad))}"
+        what = "NaN" if bool(torch.isnan(got.double()).any()) else "inf"
+        return f"returned {what}{where}, expected {float(want[tuple(bad)]):.6g}"
+    rtol, atol = (exercise.rtol32, exercise.atol32) if low else (exercise.rtol, exercise.atol)
+    g, w = got.double(), want.double()
+    close = torch.isclose(g, w, rtol=rtol, atol=atol)
+    if bool(close.all()):
+        return None
+    if want.dim() == 0:
+        return f"returned {float(g):.8g}, expected {float(w):.8g}"
+    index = tuple(torch.nonzero(~close)[0].tolist())
+    return (f"{_entry(index)} is {float(g[index]):.6g}, expected {float(w[index]):.6g} ({int((~close).sum())} of "
+            f"{close.numel()} entries off; largest gap {float((g - w).abs().max()):.3g})")
 
 
 def _copy(kwargs: dict[str, object]) -> dict[str, object]:
@@ -296,11 +183,65 @@ def _copy(kwargs: dict[str, object]) -> dict[str, object]:
     return {k: v.clone() if isinstance(v, Tensor) else v for k, v in kwargs.items()}
 
 
+def _reference(exercise: Exercise, case: Case) -> Tensor:
+    return _as_answer(exercise.reference(**_upcast(case.kwargs)))
+
+
+def _matches(exercise: Exercise, mistake: Callable[..., object], case: Case, got: Tensor) -> bool:
+    try:
+        want = _as_answer(mistake(**_copy(case.kwargs)))
+    except Exception:  # a mistake undefined on this case: no match
+        return False
+    if got.shape != want.shape or got.dtype == torch.bool:
+        return False
+    rtol, atol = (exercise.rtol32, exercise.atol32) if _low_precision(case, got) else (exercise.rtol, exercise.atol)
+    return torch.allclose(got.double(), want.double(), rtol=rtol, atol=atol, equal_nan=True)
+
+
 def _diagnosis(exercise: Exercise, failed: list[tuple[Case, Tensor]]) -> str | None:
-    for name, fn in exercise.mistakes.items():
-        if failed and all(_matches(exercise, fn, case, got) for case, got in failed):
-            return f"it looks like: {name}"
+    with torch.no_grad():
+        for name, fn in exercise.mistakes.items():
+            if failed and all(_matches(exercise, fn, case, got) for case, got in failed):
+                return f"it looks like: {name}"
     return None
+
+
+def _by_kind(hidden: list[Case], failed_kinds: list[str]) -> str | None:
+    """Which kinds of case failed, counted (when some pass): where to look when no known mistake matches."""
+    if len(failed_kinds) == len(hidden):
+        return None
+    parts = []
+    for kind in dict.fromkeys(c.kind for c in hidden):
+        n, bad = sum(c.kind == kind for c in hidden), failed_kinds.count(kind)
+        if bad:
+            parts.append(f"the '{kind}' case" if n == 1 else f"{'all ' if bad == n else ''}{bad}{'' if bad == n else f' of {n}'} '{kind}' cases")
+    return "failed: " + ", ".join(parts) + "; the others pass"
+
+
+def _shown(problems: list[tuple[str, str]], total: int) -> list[str]:
+    """The first three problems, or one line when every case failed the same way (None returned, sys.exit...)."""
+    if len(problems) == total and total > 1 and len({why for _, why in problems}) == 1:
+        return [f"every case: {problems[0][1]}"]
+    lines = [f"{head}: {why}" for head, why in problems[:3]]
+    return lines + ([f"... and {len(problems) - 3} more"] if len(problems) > 3 else [])
+
+
+# --------------------------------------------------------------------------- grading
+
+
+class _Library:
+    """The library as it was when this module was imported, and the real :func:`grade`: bound into ``grade`` and
+    ``check`` as default arguments, so neither goes through a module global an answer could replace."""
+
+    def __init__(self) -> None:
+        self.snapshot: _sandbox.Snapshot | None = None
+        self.grade: Callable[..., Result] | None = None
+
+    def restore(self) -> tuple[str, ...]:
+        return self.snapshot.restore() if self.snapshot is not None else ()
+
+
+_LIBRARY = _Library()
 
 
 def exercise(key: object) -> Exercise:
@@ -312,42 +253,91 @@ def exercise(key: object) -> Exercise:
     return EXERCISES[key]
 
 
-def cases(key: str, seed: int = DEFAULT_SEED) -> list[Case]:
-    """The hidden cases of exercise `key` for `seed` (the same for every call with the same seed)."""
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    gen = torch.Generator().manual_seed(seed * 1_000_003 + zlib.crc32(key.encode()))
-    return exercise(key).cases(gen)
+def undo_library_changes(*, _library: _Library = _LIBRARY) -> tuple[str, ...]:
+    """Restore whatever of the library was changed since this module was imported; the names of what was."""
+    return _library.restore()
 
 
-def grade(key: str, answer: object, seed: int = DEFAULT_SEED) -> Result:
-    """Call `answer` on every hidden case of exercise `key` and compare it with the library's function."""
+def grade(key: str, answer: object, seed: int | None = None, time_limit: float | None = TIME_LIMIT, *,
+          _library: _Library = _LIBRARY) -> Result:
+    """Call `answer` on every case of exercise `key` (the practice ones, or with `seed` the regrade's) and compare
+    it with the library's function; `time_limit` seconds per case (None: none)."""
+    before = _library.restore()  # first: what an earlier cell changed is undone before anything else runs
     ex = exercise(key)
     if not callable(answer):
         raise TypeError(f"answer must be the function you wrote ({ex.signature}), got {type(answer).__name__}")
-    hidden = cases(key, seed)
-    problems, failed = [], []
+    if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
+                                   or not 0 < time_limit < math.inf):
+        raise ValueError(f"time_limit must be a number of seconds > 0 or None, got {time_limit!r}")
+    kernel = _sandbox.Snapshot(library=False)  # torch and builtins as they are now (they change on their own)
+
+    def restore() -> tuple[str, ...]:
+        return _library.restore() + kernel.restore()
+
+    result = _run(ex, answer, _cases_for(key, seed), time_limit, restore)
+    if before:
+        shown = ", ".join(before[:3]) + (", ..." if len(before) > 3 else "")
+        note = f"note: {shown} had been changed in this kernel before the check; restored"
+        result = Result(**{**result.__dict__, "problems": (*result.problems, note)})
+    return result
+
+
+def _run(ex: Exercise, answer: Callable, hidden: list[Case], time_limit: float | None,
+         restore: Callable[[], tuple[str, ...]]) -> Result:
+    problems, failed, failed_kinds, flags = [], [], [], []
+    called, changed, untraced, limited = set(), set(), False, True
     for number, case in enumerate(hidden, 1):
-        try:
-            got = _as_answer(answer(**_copy(case.kwargs)))
-        except NotImplementedError:
-            return Result(key, ex.title, ex.points, 0, len(hidden),
+        out = _sandbox.call(answer, _copy(case.kwargs), _as_answer, restore, _FORBIDDEN[ex.key], time_limit)
+        called |= set(out.forbidden)
+        changed |= set(out.changed)
+        untraced |= out.untraced
+        limited &= out.limited
+        head = f"case {number} ({case.kind}: {case.label})"
+        if out.kind == "not-implemented":
+            return Result(ex.key, ex.title, ex.points, 0, len(hidden),
                           (f"not implemented yet: fill in the stub ({ex.signature}), then run this cell again",))
-        except Exception as exc:  # the student's bug: named, and the case fails
-            problems.append(f"case {number} ({case.label}): raised {type(exc).__name__}: {exc}")
-            continue
-        wrong = _compare(ex, got, _as_answer(ex.reference(**_copy(case.kwargs))))
+        if out.kind == "timeout":
+            problems.append((head, f"{out.failure}; the other {len(hidden) - number} cases were not run"))
+            failed_kinds += [c.kind for c in hidden[number - 1:]]
+            break
+        wrong = out.failure
+        if out.value is not None:
+            with torch.no_grad():
+                wrong = _compare(ex, out.value, _reference(ex, case), _low_precision(case, out.value))
         if wrong:
-            problems.append(f"case {number} ({case.label}): {wrong}")
-            failed.append((case, got))
-    hint = _diagnosis(ex, failed) if len(failed) == len(problems) else None
-    return Result(key, ex.title, ex.points, len(hidden) - len(problems), len(hidden),
-                  tuple(problems[:3]) + ((f"... and {len(problems) - 3} more",) if len(problems) > 3 else ())
-                  + ((hint,) if hint else ()))
+            problems.append((head, wrong))
+            failed_kinds.append(case.kind)
+            if out.value is not None and out.kind == "ok":
+                failed.append((case, out.value))
+    if called:
+        flags.append(f"calls {', '.join(sorted(called))}, the function this exercise asks you to write: 0 points "
+                     "(write it from the formula)")
+    if changed:
+        flags.append(f"changed the library ({', '.join(sorted(changed)[:3])}{', ...' if len(changed) > 3 else ''}; "
+                     "restored): 0 points")
+    if untraced:
+        flags.append("switched off the grader's call tracing (sys.setprofile): 0 points")
+    passed = 0 if flags else len(hidden) - len(failed_kinds)
+    hint = _diagnosis(ex, failed) if len(failed) == len(failed_kinds) else None
+    summary = _by_kind(hidden, failed_kinds) if failed_kinds and not hint else None
+    shown = _shown(problems, len(hidden))
+    notes = [] if limited else ["no time limit here (SIGALRM needs the main thread and is not on Windows)"]
+    return Result(ex.key, ex.title, ex.points, passed, len(hidden),
+                  tuple(shown + [s for s in (hint, summary) if s] + notes), tuple(flags))
 
 
-def check(key: str, answer: object, seed: int = DEFAULT_SEED) -> Result:
-    """:func:`grade`, printed: the check cell of a graded exercise. Never raises for a wrong or missing answer."""
-    result = grade(key, answer, seed)
+def check(key: str, answer: object, seed: int | None = None, time_limit: float | None = TIME_LIMIT, *,
+          _library: _Library = _LIBRARY) -> Result:
+    """:func:`grade`, printed: the check cell of a graded exercise. Never raises for a wrong or missing answer
+    (Ctrl-C still stops it)."""
+    try:
+        result = _library.grade(key, answer, seed, time_limit)
+    except KeyboardInterrupt:  # Ctrl-C (or an answer raising it): said, and passed on so the cell stops
+        print(f"{key}: stopped by KeyboardInterrupt (Ctrl-C) before the check finished; no score")
+        raise
     print(result)
     return result
+
+
+_LIBRARY.grade = grade
+_LIBRARY.snapshot = _sandbox.Snapshot()  # last: the snapshot holds this module's own functions too
