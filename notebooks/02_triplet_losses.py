@@ -90,6 +90,32 @@ assert math.isclose(losses.triplet_all(S, margin).item(), L_all, rel_tol=1e-12)
 assert math.isclose(losses.triplet_hardest(S, margin).item(), L_hn, rel_tol=1e-12)
 
 # %% [markdown]
+# **A soft margin.** Hermans, Beyer & Leibe (2017, sec. 2) replace the hinge by the
+# softplus $\log(1 + e^{x})$ and drop the margin:
+# $L_{\text{soft}} = \sum_i \big(\log(1 + e^{\max_{j \ne i} s_{ij} - s_{ii}})
+# + \log(1 + e^{\max_{j \ne i} s_{ji} - s_{ii}})\big)$. Its slope
+# $\sigma(s_{neg} - s_{pos})$ is never exactly 0: a triplet far inside the margin still
+# gets a little gradient, where the hinge gives it none.
+
+# %%
+L_soft = sum(
+    math.log1p(math.exp(max(S_np[i, j] for j in range(n) if j != i) - S_np[i, i]))
+    + math.log1p(math.exp(max(S_np[j, i] for j in range(n) if j != i) - S_np[i, i]))
+    for i in range(n)
+)
+assert math.isclose(losses.triplet_soft(S).item(), L_soft, rel_tol=1e-12)
+easy = similarity.similarity(*demo_embeddings(n=n, dim=16, noise=0.3, seed=cfg.seed))
+grads = [
+    analysis.loss_gradient(easy, f)
+    for f in (losses.triplet_soft, losses.triplet_hardest)
+]
+print(
+    f"L_soft = {L_soft:.4f}; on an easy batch the soft margin moves "
+    f"{int((grads[0] != 0).sum())} entries, Triplet-SH {int((grads[1] != 0).sum())}"
+)
+assert (grads[0] != 0).sum() > (grads[1] != 0).sum()
+
+# %% [markdown]
 # Each Triplet-SH term is one of the terms that $L_{\text{all}}$ adds up (the one with the largest
 # negative), so $L_{\text{SH}} \le L_{\text{all}}$, and both are zero exactly when no triplet violates the margin.
 

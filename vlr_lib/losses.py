@@ -44,6 +44,7 @@ from .similarity import hardest_negatives, hardest_negatives_diagonal
 __all__ = [
     "triplet_all",
     "triplet_hardest",
+    "triplet_soft",
     "info_nce",
     "unified",
     "sampled_softmax",
@@ -467,6 +468,28 @@ def triplet_hardest(
         return F.relu(m + _hardest_negative(S, pos) - _pos_scores(S, pos))
 
     return _finite(reduce(_both_directions(S, pos, term), reduction), "triplet_hardest", "margin", m, "large")
+
+
+def triplet_soft(S: Tensor, reduction: str = "sum", pos_mask: Tensor | None = None) -> Tensor:
+    r"""Triplet-SH with the soft margin of Hermans, Beyer & Leibe (*In Defense of the Triplet Loss for Person
+    Re-Identification*, 2017, sec. 2, "soft-margin"): the hinge :math:`[m + x]_+` replaced by
+    :math:`\log(1 + e^{x})`, with no margin.
+
+    For each positive pair (i, j): :math:`\log(1 + e^{\max_{n \in N_i} s_{in} - s_{ij}}) +
+    \log(1 + e^{\max_{n \in N_j} s_{nj} - s_{ij}})` -- the hardest negative of each query, both directions, as
+    :func:`triplet_hardest`. Where the hinge is 0 or has slope 1, the softplus has slope
+    :math:`\sigma(s_{neg} - s_{pos}) \in (0, 1)`: every triplet keeps some gradient, the most violating the most.
+    Hermans et al. write it on distances; on similarities the gap is :math:`s_{neg} - s_{pos}`.
+
+    Derived in notebooks/02_triplet_losses.py.
+    """
+    S, pos = check_similarity(S, pos_mask)
+    check_reduction(reduction)
+
+    def term(S: Tensor, pos: Positives) -> Tensor:
+        return F.softplus(_hardest_negative(S, pos) - _pos_scores(S, pos))
+
+    return reduce(_both_directions(S, pos, term), reduction)
 
 
 # --------------------------------------------------------------------------- softmax family
@@ -915,6 +938,8 @@ REGISTERED: tuple[LossEntry, ...] = (
               ("Triplet-SH (Bleeker & de Rijke)", "Triplet-HN (Li et al.)", "VSE++ max of hinges (Faghri et al.)",
                "Triplet (Xuan & Chen, Table 1)"),
               {"margin": _MARGIN, "reduction": REDUCTION}, cocos="triplet_sh"),
+    LossEntry("triplet_soft", triplet_soft, "Triplet-SH, soft margin",
+              ("Soft-margin triplet (Hermans, Beyer & Leibe 2017)",), {"reduction": REDUCTION}),
     LossEntry("info_nce", info_nce, "NT-Xent",
               ("NT-Xent (Chen et al.; Bleeker & de Rijke)", "InfoNCE", "VLC (Li et al.)", "CLIP loss (Radford et al.)"),
               {"temperature": Hyper(low=0.005, high=1.0), "reduction": REDUCTION}, cocos="nt_xent"),

@@ -66,6 +66,19 @@ def triplet_hardest(S, margin, pos):
     return total
 
 
+def triplet_soft(S, pos):
+    """Hermans, Beyer & Leibe's soft margin on Triplet-SH: log(1 + exp(hardest negative - positive)), both ways."""
+    total = S.new_zeros(())
+    for i, j in _pairs(pos):
+        for negs in (_row_negs(S, pos, i), _col_negs(S, pos, j)):
+            hardest = negs[0]
+            for s in negs[1:]:
+                if s > hardest:
+                    hardest = s
+            total = total + torch.log(1.0 + torch.exp(hardest - S[i, j]))
+    return total
+
+
 def _softmax_ce(s_pos, negs, scale):
     denom = torch.exp(scale * s_pos)
     for s in negs:
@@ -190,6 +203,7 @@ CASES = {
         lambda S, pm: L.triplet_hardest(S, 0.3, "sum", pos_mask=pm),
         lambda S, p: triplet_hardest(S, 0.3, p),
     ),
+    "triplet_soft": (lambda S, pm: L.triplet_soft(S, "sum", pos_mask=pm), lambda S, p: triplet_soft(S, p)),
     "info_nce": (lambda S, pm: L.info_nce(S, 0.1, "sum", pos_mask=pm), lambda S, p: info_nce(S, 0.1, p)),
     "unified": (
         lambda S, pm: L.unified(S, 0.2, 60.0, "sum", pos_mask=pm),
