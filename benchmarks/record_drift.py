@@ -11,7 +11,7 @@ checks compare: every epoch, and the first 3 (what fast mode re-trains for 09 an
 CPU's own kernels, the same run with ONE thing changed -- the margin 0.2 -> 0.3, the learning rate x2, or
 another loss -- must land farther from the record than the tolerance: those gaps say what the check
 catches. It prints a table and the tolerance each record would get (the largest drift x 1.5 + 1,
-at least 2, rounded up to half a point); ``record.TOLERANCES`` holds the values chosen (docs/results.md).
+at least 2, rounded up to half a point); ``vlr_lib.experiments.protocol`` holds the values chosen (docs/results.md).
 
 A record's run pinned to one thread by the code (the showdown's and the lessons' cells; fast mode
 pins every notebook to one) cannot depend on the thread count: the rows with 2 and 4 threads show it.
@@ -43,11 +43,11 @@ def one(threads: int, changes: bool, names: list[str] | None = None) -> list[dic
     changed runs instead."""
     import torch
 
-    from vlr_lib.experiments import recheck
+    from vlr_lib.experiments import protocol
 
     torch.set_num_threads(threads)
     rows = []
-    checks = _changed() if changes else {n: recheck.CHECKS[n] for n in names or recheck.NAMES}
+    checks = _changed() if changes else {n: protocol.get(n).again for n in names or protocol.EXPERIMENTS}
     for name, pair in checks.items():
         t0 = time.perf_counter()
         recorded, again = pair(None)
@@ -63,7 +63,7 @@ def _changed() -> dict:
     from vlr_lib.experiments import record as R
 
     lr = R.read("09_training-shapes-full", None).manifest["settings"]["lr"]
-    race = recheck.CHECKS["showdown-shapes-features-full"]
+    race = recheck.showdown("features")
     return {"09 Unified, margin 0.3": lambda e: recheck.training(e, loss=("unified", {"margin": 0.3, "gamma": 60.0})),
             "09 Unified, lr x2": lambda e: recheck.training(e, lr=2 * lr),
             "09 Unified -> NT-Xent": lambda e: recheck.training(e, loss=("info_nce", {"temperature": 0.1})),
@@ -122,15 +122,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report(rows: list[dict], changed: list[dict]) -> None:
-    from vlr_lib.experiments import record as R
+    from vlr_lib.experiments import protocol
 
     print("\n| record | kernels | threads | largest gap, every epoch | first 3 epochs |\n|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['record']} | {r['kernels']} | {r['threads']} | {r['every']:.2f} | {r['first3']:.2f} |")
-    print("\n| record | largest drift | tolerance it gives (x1.5 + 1, at least 2) | record.TOLERANCES |\n|---|---|---|---|")
+    print("\n| record | largest drift | tolerance it gives (x1.5 + 1, at least 2) | protocol tolerance |\n|---|---|---|---|")
     for name in dict.fromkeys(r["record"] for r in rows):
         drift = max(r["every"] for r in rows if r["record"] == name)
-        print(f"| {name} | {drift:.2f} | {tolerance(drift)} | {R.tolerance_of(name)} |")
+        print(f"| {name} | {drift:.2f} | {tolerance(drift)} | {protocol.tolerance(name)} |")
     if changed:
         print("\n| one thing changed | gap, every epoch | first 3 epochs |\n|---|---|---|")
         for r in changed:

@@ -12,7 +12,7 @@ both editions show the same run. Each chapter page offers its notebook for downl
 1. The sources are assembled in a temporary folder beside --out: the README (its introduction is
    the front page), docs/*.md, book/*.md and book/conf.py.
 2. Each notebook (the jupytext .py) is executed top to bottom with VLR_BOOK=1 (vlr_lib.book), in a
-   fresh runs folder, --jobs at a time: the experiment chapters (vlr_lib.book.RECORDED_CHAPTERS,
+   fresh runs folder, --jobs at a time: the experiment chapters (vlr_lib.book.recorded_chapters(),
    notebooks 09-12) in full mode, from the full-size records that ship with the workbook, every
    other chapter in fast mode (vlr_lib.book.chapter_env). A cell tagged book-skip (a solution that
    would train new full-size runs) is shown, not run, with a note saying so. A cell that fails stops
@@ -109,7 +109,7 @@ def skipped_note(nb) -> int:
 def execute(py: Path, out: Path, env: dict[str, str] | None = None) -> tuple[float, float]:
     """Run notebook `py` top to bottom into `out` (an .ipynb with outputs), its kernel with `env` added to the
     environment; returns the seconds it took, and the seconds its exercises' solutions took. Cells tagged
-    book.SKIP_TAG are not run; a recorded chapter (book.RECORDED_CHAPTERS) must show its record and never
+    book.SKIP_TAG are not run; a recorded chapter (book.recorded_chapters()) must show its record and never
     report fast mode (book.page_problems)."""
     import jupytext
     from nbclient import NotebookClient
@@ -130,7 +130,7 @@ def execute(py: Path, out: Path, env: dict[str, str] | None = None) -> tuple[flo
         raise NotebookFailed(f"{py.name}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
     import nbformat
 
-    if py.stem in book.RECORDED_CHAPTERS and (found := book.page_problems(outputs_text(nb))):
+    if py.stem in book.recorded_chapters() and (found := book.page_problems(outputs_text(nb))):
         raise NotebookFailed(f"{py.name}: executed for the book, but {'; '.join(found)}")
     skipped_note(nb)
     solutions = [c for c in nb.cells if book.SOLUTION_TAG in book.cell_tags(c)]
@@ -229,7 +229,7 @@ def run_notebooks(notebooks: list[Path], dest: Path, jobs: int, env: dict[str, s
         for py, future in futures.items():
             try:
                 seconds, solutions = future.result()
-                mode = "from its records" if py.stem in book.RECORDED_CHAPTERS else "fast mode"
+                mode = "from its records" if py.stem in book.recorded_chapters() else "fast mode"
                 print(f"  executed {py.name} in {seconds:.0f} s, {mode} (its solutions {solutions:.1f} s)", flush=True)
             except NotebookFailed as exc:
                 failures.append(str(exc))
@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
                 student_chapters(args.executed, args.sources, src / "notebooks")
             else:
                 env = {"VLR_BOOK": "1", "VLR_RUNS": str(work / "runs")}  # fresh runs; modes: book.chapter_env
-                recorded = sum(py.stem in book.RECORDED_CHAPTERS for py in args.sources)
+                recorded = sum(py.stem in book.recorded_chapters() for py in args.sources)
                 print(f"make book: executing {len(args.sources)} notebooks ({recorded} from their records, the "
                       f"others in fast mode), {args.jobs} at a time", flush=True)
                 run_notebooks(args.sources, executed, args.jobs, env)

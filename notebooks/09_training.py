@@ -45,7 +45,6 @@ except ModuleNotFoundError:
     raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
                               "(the folder holding pyproject.toml), then restart the kernel") from None
 
-import time
 
 import torch
 from IPython.display import Markdown, display
@@ -55,7 +54,7 @@ from vlr_lib import analysis, metrics, registry, report, similarity, viz, widget
 from vlr_lib.data_sizes import SIZES
 from vlr_lib.notebook import setup, training_features
 from vlr_lib.train import build_heads, evaluate, fit, make_objective
-from vlr_lib.experiments import recheck, record
+from vlr_lib.experiments import protocol, record
 
 cfg = setup(seed=0)
 SHAPES = cfg.data == "shapes"
@@ -187,40 +186,43 @@ assert table["rsum"].iloc[-1] > chance
 # * **Unified** (eq. 5), $m = 0.2$, $\gamma = 60$ (Li et al.'s setting for VSE++).
 
 # In full mode on the shapes data these runs — and the collapsed-start runs further down — open
-# from their **record** (`vlr_lib.experiments.record`): their per-epoch histories, used only when the
-# sha256 of `KEY` (every setting above) equals the record's and its tables match their stored
-# hashes. Otherwise (`VLR_RERUN=1`, another setting, fast mode) `runs_from` trains them, with a
-# progress bar and an estimate of the time left; `runs_from("usual", 0.0, None)` is the one-line
-# re-training call.
+# from their **record** (`vlr_lib.experiments.record`) in one call, `record.open_or_train`: their
+# per-epoch histories, used only when the sha256 of `KEY` (every setting above) equals the
+# record's and its tables match their stored hashes. Otherwise (`VLR_RERUN=1`, another setting,
+# fast mode) it calls `train_every_run`, which trains them all with a progress bar. The record is
+# then checked in one call too (`protocol.check`): `first` against the record's run, or that run
+# re-trained.
 
 # %%
-rec = record.read(NAME, KEY) if cfg.use_record else None  # the record, when its settings are KEY
-t0 = time.perf_counter()
+STARTS = {"usual": 0.0, "collapsed": OFFSET}  # the heads' shared bias: none, or the collapsed start further down
 
 
-def runs_from(start: str, offset: float, rec) -> dict[int, dict[str, list[dict]]]:
-    """{seed: {loss: history}} of every loss and seed from `start`: from the record `rec`, else trained now."""
-    if rec is not None:
-        opened = record.histories_of(rec.tables["runs"])
-        return {seed: {name: opened[f"{start}/{seed}/{name}"] for name in LOSSES} for seed in SEEDS}
-    runs: dict[int, dict[str, list[dict]]] = {seed: {} for seed in SEEDS}
-    for seed, name in tqdm([(s, n) for s in SEEDS for n in LOSSES], desc=f"{start} start", disable=cfg.fast):
-        runs[seed][name] = train(*LOSSES[name], seed, offset)
-    return runs
+def train_every_run() -> dict[str, list[dict]]:
+    """Every loss and seed from both starts, trained now: the record's one table, a row per run and epoch."""
+    todo = [(start, seed, name) for start in STARTS for seed in SEEDS for name in LOSSES]
+    runs = {f"{start}/{seed}/{name}": train(*LOSSES[name], seed, STARTS[start])
+            for start, seed, name in tqdm(todo, desc="runs", disable=cfg.fast)}
+    return {"runs": record.history_rows(runs)}
 
 
-histories = runs_from("usual", 0.0, rec)
+# The record when its settings are KEY, else every run trained (make record keeps them as the record)
+tables, rec = record.open_or_train(NAME, KEY, train_every_run, use_record=cfg.use_record, title="notebook 09's runs",
+                                   command=f"notebook 09 (VLR_FAST={int(cfg.fast)}, VLR_DATA={cfg.data})")
+opened = record.histories_of(tables["runs"])
+histories, collapsed = ({seed: {name: opened[f"{start}/{seed}/{name}"] for name in LOSSES} for seed in SEEDS}
+                        for start in STARTS)
 # Same seed, same history: seed 0's unified run (heads from start_heads) repeats `first` (heads built by fit),
 # bit for bit on a CPU; on a GPU (bf16 autocast, atomic adds in some backward passes) within 1%.
 if rec is None:
     same_seed = [torch.tensor([(r["loss"], r["rsum"]) for r in h[1:]], dtype=torch.float64)
                  for h in (histories[0]["Unified"], first)]
     torch.testing.assert_close(*same_seed, rtol=0.0 if cfg.device.type == "cpu" else 1e-2, atol=0.0)
-# The shipped record, checked in every mode (vlr_lib.experiments.recheck): `first` against it, or its run re-trained.
+# The shipped record, checked in every mode: `first` against it when opened, else its run's first epochs re-trained.
 if rec is not None:
     print(rec.line())
 if SHAPES:
-    print(recheck.training_against(KEY, [r["rsum"] for r in first[1:]], on_cpu=cfg.device.type == "cpu"))
+    print(protocol.check("09_training-shapes-full", trained=first if rec is not None else None,
+                         on_cpu=cfg.device.type == "cpu", epochs=None if rec is not None else protocol.CHECK_EPOCHS))
 
 summary = report.history_frame({f"{name} / seed {s}": h for s, runs in histories.items() for name, h in runs.items()})
 final = summary[summary["epoch"] == EPOCHS].set_index("run")
@@ -353,16 +355,11 @@ if SHAPES:
 # far-away negative for the sum over negatives to use, so sec. 3.3's argument for the unified
 # loss does not carry over to this extreme start. (Adam also rescales each parameter's step
 # by its recent gradient size, so a uniformly small gradient does not by itself stop
-# training.) Whether a loss escapes is therefore an empirical question. Train all three from
-# the collapsed start, for each seed:
+# training.) Whether a loss escapes is therefore an empirical question. All three were trained
+# from the collapsed start too, for each seed, with the usual runs above:
 
 # %%
-collapsed = runs_from("collapsed", OFFSET, rec)
-rows = record.history_rows({f"{start}/{seed}/{name}": h for start, runs in (("usual", histories), ("collapsed", collapsed))
-                            for seed, by_loss in runs.items() for name, h in by_loss.items()})
-record.keep(NAME, KEY, {"runs": rows}, title="notebook 09's runs", wall_seconds=time.perf_counter() - t0,
-            train_seconds=record.train_seconds(rows), command=f"notebook 09 (VLR_FAST={int(cfg.fast)}, VLR_DATA={cfg.data})")
-# (record.keep writes only under make record)
+# (trained, or opened from the record, with the usual start above)
 viz.training.similarity_figure(collapsed[0], subtitle="the collapsed start, seed 0")
 
 # %%

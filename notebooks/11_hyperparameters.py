@@ -52,7 +52,7 @@ from IPython.display import Markdown, display
 from vlr_lib import metrics, paths, registry, report, viz, widgets
 from vlr_lib.data_sizes import SIZES
 from vlr_lib.notebook import setup, training_features
-from vlr_lib.experiments import grid, recheck, record, tuned
+from vlr_lib.experiments import grid, protocol, record, tuned
 
 cfg = setup(seed=0)
 SHAPES = cfg.data == "shapes"
@@ -153,25 +153,13 @@ print(f"{len(runs)} cells ({runs['config'].nunique()} configurations x {len(SEED
 print(report.summary_table(report.summarize(runs), ("rsum", "i2t_r1", "t2i_r1")))
 
 # %% [markdown]
-# The same call again: every cell is found in the cache, so nothing is trained, no file is
-# rewritten, and the table is identical. (Opened from the record, nothing is in the cache yet:
-# the call is then made for Triplet-SH with the first seed alone, which trains that one cell
-# first; the next section checks it against the record.)
+# The same call again finds every cell in the cache: it trains nothing, rewrites no file and returns the
+# same table (`tests/experiments/test_grid.py` checks all three; try it). Opened from the record, nothing
+# is in the cache yet: the record's check below compares one cell trained here, Triplet-SH with the first
+# seed at the record's settings, so that one cell is trained now.
 
 # %%
-call = dict(losses=list(SWEEPS), param_grid=SWEEPS, seeds=SEEDS) if rec is None else \
-    dict(losses=["triplet_hardest"], seeds=SEEDS[:1])
-expected = grid(**call, **SETTINGS).runs if rec is not None else runs  # the record: trains the one cell
-cells = {p.name: p.stat().st_mtime_ns for p in (OUT / "cells").glob("*.json")}
-again = EpochCounter()
-t0 = time.perf_counter()
-second = grid(**call, callbacks=again, **SETTINGS)
-runs_again = second.runs
-print(f"second call: {again.epochs} epochs trained, {time.perf_counter() - t0:.2f} s")
-assert again.epochs == 0
-assert {p.name: p.stat().st_mtime_ns for p in (OUT / "cells").glob("*.json")} == cells
-pd.testing.assert_frame_equal(runs_again, expected)
-assert (OUT / "runs.csv").exists() and (OUT / "summary.csv").exists()  # the tables are saved next to the cells
+second = grid(["triplet_hardest"], seeds=SEEDS[:1], **SETTINGS) if rec is not None else None
 
 # %% [markdown]
 # Two checks on the results:
@@ -204,14 +192,15 @@ assert (runs["rsum"] > chance).all(), runs.loc[runs["rsum"] <= chance, "config"]
 #
 # Opened from the record, the cell above trained Triplet-SH with the record's first seed from scratch at the
 # record's settings: it must match the record's validation rsum within its measured tolerance
-# (`record.TOLERANCES`) at every epoch. Fast mode trains its own small sweeps, so it checks the full-size
+# (`protocol.EXPERIMENTS`) at every epoch. Fast mode trains its own small sweeps, so it checks the full-size
 # record separately: the first 3 epochs of the same cell, re-trained from scratch at the record's settings
 # (read from its manifest; the learning rate decays at the record's epoch, so these are the record's first
 # 3 epochs) on the full-size features. (The records are CPU runs: on a GPU the check re-trains on the CPU.)
 
 # %%
 if SHAPES:  # the record is of the shapes data
-    print(recheck.sweeps_against(second if rec is not None else None, on_cpu=cfg.device.type == "cpu"))
+    print(protocol.check("11_hyperparameters-shapes-full", trained=second if rec is not None else None,
+                         on_cpu=cfg.device.type == "cpu", epochs=None if rec is not None else protocol.CHECK_EPOCHS))
 
 # %% [markdown]
 # ## The unified loss: margin and scale (Li et al., Fig. 5)
@@ -351,8 +340,7 @@ assert (picked >= chosen[chosen["default"]].set_index("loss")["val_mean"]).all()
 # its first 5 epochs (full size), must land within the record's measured tolerance at every epoch.
 
 # %%
-gap = recheck.check("tuned-shapes-features-full", epochs=5)
-print(f"tuned comparison, NT-Xent tau 0.05, seed 0, first 5 epochs re-trained: validation rsum within {gap:.2f}")
+print(protocol.check("tuned-shapes-features-full", epochs=5))
 
 # %% [markdown]
 # What tuning changed, generated from the tables above:

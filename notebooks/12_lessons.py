@@ -64,7 +64,7 @@ from vlr_lib import feature_quality, metrics, report, shapes_encoder, stats, viz
 from vlr_lib.data import make_shapes
 from vlr_lib.notebook import setup
 from vlr_lib.train import shapes_features
-from vlr_lib.experiments import lessons, record, showdown
+from vlr_lib.experiments import lessons, protocol, showdown
 
 cfg = setup(seed=0)
 
@@ -135,7 +135,7 @@ assert quality.loc["pretrained", "caption-overlap Spearman"] >= 0.35  # their ca
 # the spec equals the record's and its table matches its stored hash; `VLR_RERUN=1` or the one-line
 # `lessons.run(spec)` trains instead, with a progress bar and an estimate of the time left. In
 # full mode one recorded run is re-trained from scratch and must match the record within
-# its measured tolerance (`record.TOLERANCES`, rsum points; the check after the table; in fast mode the tests make it).
+# its measured tolerance (`protocol.EXPERIMENTS`, rsum points; the check after the table; in fast mode the tests make it).
 #
 # `lessons.conditions` lists every condition. Each runs through a showdown spec
 # (`vlr_lib.experiments.showdown.spec_for`) — the same data sizes, schedule, seeds and selection on validation
@@ -200,10 +200,7 @@ print(f"{len(runs)} rows, {meta['n_cells']} distinct runs; chance rsum on the te
 
 # The shipped record, checked in full mode: one of its runs re-trained from scratch at full size (fast mode leaves
 # it to the tests, tests/experiments/test_lessons.py, which re-train the same run).
-gap = None if cfg.fast else lessons.check_record(lessons.LessonsSpec(fast=False, device=str(cfg.device)))
-print("the record's check runs in full mode" if cfg.fast else "no record of the chapter to check" if gap is None
-      else f"a recorded run (pretrained encoder, Triplet-SH, seed 0) re-trained: last and best validation rsum "
-      f"within {gap:.2f} of the record (tolerance {record.tolerance_of('lessons-shapes-full')})")
+print("the record's check runs in full mode" if cfg.fast else protocol.check("lessons-shapes-full"))
 
 # %% [markdown]
 # Each experiment below shows three differences of test rsum per condition, as the papers order the

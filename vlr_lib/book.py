@@ -3,7 +3,7 @@ executes the notebooks.
 
 `make book` (book/build.py) runs every notebook with ``VLR_BOOK=1``, in the mode :func:`chapter_env` gives it:
 
-- the experiment chapters (:data:`RECORDED_CHAPTERS`, notebooks 09-12) in full mode, so they open the
+- the experiment chapters (:func:`recorded_chapters`, notebooks 09-12) in full mode, so they open the
   full-size records that ship with the workbook (``vlr_lib.experiments.record``) and show the records'
   tables, figures and reading; each re-trains one recorded run to check it, as in JupyterLab. Their
   solutions that would train new full-size runs are tagged :data:`SKIP_TAG`: the book shows their code,
@@ -58,8 +58,6 @@ from ._io import atomic_write_text, read_regular
 from .env import BOOK, book_mode, choice
 
 ENV = BOOK
-#: The chapters the book shows from their shipped records (full mode); every other chapter runs in fast mode.
-RECORDED_CHAPTERS = ("09_training", "10_showdown", "11_hyperparameters", "12_lessons")
 #: A cell with this tag is shown in the book but not run there (a solution that would train new full-size runs).
 SKIP_TAG = "book-skip"
 SKIPPED_NOTE = ("Not run in the book: this solution trains new full-size runs, and the book shows only the recorded "
@@ -81,11 +79,19 @@ def active() -> bool:
     return book_mode()
 
 
+def recorded_chapters() -> tuple[str, ...]:
+    """The chapters the book shows from their shipped records, in full mode (every recorded experiment's chapter,
+    ``vlr_lib.experiments.protocol``); every other chapter runs in fast mode."""
+    from .experiments.protocol import chapters
+
+    return chapters()
+
+
 def chapter_env(stem: str) -> dict[str, str]:
     """The environment `make book` executes the chapter `stem` (e.g. "09_training") with, besides VLR_BOOK=1:
     a recorded chapter in full mode from its records (VLR_FAST=0, VLR_RERUN=0), any other in fast mode; both
     on the shapes data."""
-    recorded = stem in RECORDED_CHAPTERS
+    recorded = stem in recorded_chapters()
     return {"VLR_FAST": "0" if recorded else "1", "VLR_RERUN": "0", "VLR_DATA": "shapes"}
 
 

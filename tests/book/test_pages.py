@@ -1,4 +1,4 @@
-"""The experiment chapters of the built book (09-12, vlr_lib.book.RECORDED_CHAPTERS) show the records that
+"""The experiment chapters of the built book (09-12, vlr_lib.book.recorded_chapters()) show the records that
 ship with the workbook: each page names its record with the record's date and hardware, shows numbers
 computed from the record (chapter 12's reading, chapter 10's table, ...), and none of its outputs reports
 fast mode.
@@ -63,7 +63,7 @@ def pages() -> dict[str, str]:
             pytest.fail(f"no built book in {BOOK}: run make book first")
         pytest.skip(f"no built book in {BOOK} (make book builds it; make test-book tests it)")
     return {stem: outputs((BOOK / "notebooks" / f"{stem}.html").read_text(encoding="utf-8"))
-            for stem in book.RECORDED_CHAPTERS}
+            for stem in book.recorded_chapters()}
 
 
 def shipped(name: str) -> record.Record:
@@ -73,10 +73,10 @@ def shipped(name: str) -> record.Record:
 
 
 def test_every_experiment_chapter_has_its_record():
-    assert set(RECORDS) == set(book.RECORDED_CHAPTERS)
+    assert set(RECORDS) == set(book.recorded_chapters())
 
 
-@pytest.mark.parametrize("stem", book.RECORDED_CHAPTERS)
+@pytest.mark.parametrize("stem", book.recorded_chapters())
 def test_the_page_names_its_record_with_date_and_hardware_and_never_reports_fast_mode(pages, stem):
     text = pages[stem]
     assert book.page_problems(text) == [], f"{BOOK}/notebooks/{stem}.html: {book.page_problems(text)} (make book)"

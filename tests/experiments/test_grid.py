@@ -89,8 +89,10 @@ def test_grid_rows_summary_files_and_caching(data, tmp_path, monkeypatch):
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "runs.csv")[["loss", "seed"]], runs[["loss", "seed"]])
     assert "±" in first.table()
 
+    cells = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "cells").glob("*.json")}
     again = grid(["info_nce", "triplet_hardest"], seeds=[0, 1], **kwargs)
-    assert counter.calls == 4  # every cell came from the cache
+    assert counter.calls == 4  # every cell came from the cache (what notebook 11 teaches: a repeated call is free)
+    assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "cells").glob("*.json")} == cells  # none rewritten
     pd.testing.assert_frame_equal(again.runs, runs)
 
     grid(["info_nce", "triplet_hardest"], seeds=[0, 1, 2], **kwargs)

@@ -8,14 +8,14 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from vlr_lib.experiments import recheck, record
+from vlr_lib.experiments import protocol, recheck, record
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["showdown-shapes-vsepp-full", "lessons-shapes-full"])
 def test_a_shipped_record_reproduces_within_its_measured_tolerance(name):
-    gap = recheck.check(name, strict=True)
-    assert 0.0 <= gap <= record.tolerance_of(name)
+    checked = protocol.check(name, strict=True)
+    assert 0.0 <= checked.gap <= protocol.tolerance(name) and f"within {checked.gap:.2f}" in str(checked)
 
 
 @pytest.mark.slow
@@ -28,10 +28,11 @@ def test_the_showdown_check_catches_another_loss():
     epoch, so they are the first 5 epochs of the whole run, and the whole run's check, which compares every epoch
     against the same tolerance, fails on them as well."""
     change = {"loss": "triplet_all"}
-    recorded, again = recheck.CHECKS["showdown-shapes-features-full"](5, **change)
+    recorded, again = recheck.showdown("features")(5, **change)
     assert len(again) == 5
     with pytest.raises(AssertionError, match="regenerate it with make record"):
-        record.check_reproduced(recorded, again, str(change), name="showdown-shapes-features-full", strict=True)
+        record.check_reproduced(recorded, again, str(change), protocol.tolerance("showdown-shapes-features-full"),
+                                strict=True)
 
 
 @pytest.mark.slow
@@ -42,27 +43,23 @@ def test_the_fast_mode_check_of_notebook_09_catches_a_change(change):
     """Notebook 09's checked run (its first 3 epochs, as fast mode re-trains them) with one thing changed."""
     recorded, again = recheck.training(epochs=3, **change)
     with pytest.raises(AssertionError, match="regenerate it with make record"):
-        record.check_reproduced(recorded, again, str(change), name="09_training-shapes-full", strict=True)
+        record.check_reproduced(recorded, again, str(change), protocol.tolerance("09_training-shapes-full"), strict=True)
 
 
-def test_training_against_compares_a_run_with_the_records_settings_and_retrains_otherwise(monkeypatch):
-    """Notebook 09's one-call check: its own run when the settings are the record's, else a re-trained one."""
-    from vlr_lib.experiments import record as R
-    from vlr_lib.experiments import recheck
-
-    rec = R.read("09_training-shapes-full", None)
-    settings = rec.manifest["settings"]
-    seed = settings["seeds"][0]
-    own = [r["rsum"] for r in R.histories_of(rec.tables["runs"])[f"usual/{seed}/Unified"][1:]]
-    assert "trained here: validation rsum within 0.00" in recheck.training_against(settings, own)
+def test_check_compares_notebook_09s_own_run_and_retrains_without_it(monkeypatch):
+    """Notebook 09's one-call check: its own run when it trained the record's, else the record's run re-trained."""
+    rec = record.read("09_training-shapes-full", None)
+    seed = rec.manifest["settings"]["seeds"][0]
+    own = record.histories_of(rec.tables["runs"])[f"usual/{seed}/Unified"]
+    assert "trained here: validation rsum within 0.00" in str(protocol.check(rec.name, trained=own))
     monkeypatch.setenv("VLR_FAST", "1")  # as under the tests and CI: a drift is an error, not a warning
     with pytest.raises(AssertionError, match="differ from the record"):  # 5 points off at every epoch
-        recheck.training_against(settings, [v - 5.0 for v in own])
-    other = {**settings, "lr": settings["lr"] * 2}  # not the record's: its own run is re-trained (1 epoch here)
-    assert "re-trained at the record's settings on the CPU (1 epochs)" in recheck.training_against(other, [], epochs=1)
+        protocol.check(rec.name, trained=[{**r, "rsum": r["rsum"] - 5.0} for r in own])
+    checked = protocol.check(rec.name, trained=own, on_cpu=False, epochs=1)  # trained on a GPU: re-trained instead
+    assert "re-trained at the record's settings on the CPU" in str(checked)
 
 
-def test_sweeps_against_compares_the_notebooks_cell_and_retrains_without_it(tmp_path, monkeypatch):
+def test_check_compares_notebook_11s_cell_and_retrains_without_it(tmp_path, monkeypatch):
     """Notebook 11's one-call check: the record's cell as the notebook's grid trained it, else re-trained."""
     from vlr_lib._io import atomic_write_json
     from vlr_lib.experiments import GridResult
@@ -75,12 +72,28 @@ def test_sweeps_against_compares_the_notebooks_cell_and_retrains_without_it(tmp_
         atomic_write_json(tmp_path / "cells" / "k.json", {k: v for k, v in {**cell, "history": history}.items() if k != "key"})
         return GridResult(runs=pd.DataFrame({"key": ["k"]}), summary=None, out=str(tmp_path))
 
-    assert "trained here: validation rsum within 0.00" in recheck.sweeps_against(grid_of(cell["history"]))
+    assert "trained here: validation rsum within 0.00" in str(protocol.check(rec.name, trained=grid_of(cell["history"])))
     off = [{**r, "rsum": r["rsum"] - 5.0} for r in cell["history"]]
     monkeypatch.setenv("VLR_FAST", "1")  # as under the tests and CI: a drift is an error, not a warning
     with pytest.raises(AssertionError, match="differ from the record"):
-        recheck.sweeps_against(grid_of(off))
-    assert "re-trained at the record's settings on the CPU (1 epochs)" in recheck.sweeps_against(None, epochs=1)
+        protocol.check(rec.name, trained=grid_of(off))
+    assert "re-trained at the record's settings on the CPU (1 epochs)" in str(protocol.check(rec.name, epochs=1))
+
+
+def test_a_name_no_experiment_records_is_no_check():
+    checked = protocol.check("showdown-flickr30k-features-full")
+    assert checked.gap is None and "nothing to check" in str(checked)
+
+
+def test_one_entry_per_experiment_feeds_the_command_line_and_the_book():
+    from vlr_lib import book
+    from vlr_lib.cli import record as cli_record
+
+    assert protocol.STEPS == ("10-features", "10-vsepp", "09", "11", "11-tuned", "12")
+    assert book.recorded_chapters() == protocol.chapters() == (
+        "09_training", "10_showdown", "11_hyperparameters", "12_lessons")
+    assert cli_record.parser().parse_args(["--only", "12,09"]).only == ("12", "09")
+    assert all(protocol.by_step(e.step) is e for e in protocol.EXPERIMENTS.values())
 
 
 def test_grid_or_train_opens_the_record_or_trains(tmp_path, monkeypatch):

@@ -113,17 +113,16 @@ def test_check_reproduced_states_the_gap_and_names_the_fix():
 
 
 def test_each_record_has_its_measured_tolerance():
-    from vlr_lib.experiments import recheck
+    from vlr_lib.experiments import protocol
 
-    assert set(record.TOLERANCES) == set(recheck.NAMES) == set(recheck.CHECKS)
-    for name, limit in record.TOLERANCES.items():
-        assert record.tolerance_of(name) == limit and 0 < limit <= record.RSUM_TOLERANCE
-    assert record.tolerance_of("made-elsewhere") == record.tolerance_of(None) == record.RSUM_TOLERANCE
-    name = next(iter(record.TOLERANCES))
-    limit = record.TOLERANCES[name]
-    assert record.check_reproduced([100.0], [100.0 + limit], "x", name=name, strict=True) == limit
+    assert {p.name for p in SHIPPED} == set(protocol.EXPERIMENTS)  # every shipped record is an experiment's, once
+    for name, entry in protocol.EXPERIMENTS.items():
+        assert protocol.tolerance(name) == entry.tolerance and 0 < entry.tolerance <= record.RSUM_TOLERANCE
+    assert protocol.tolerance("made-elsewhere") == protocol.tolerance(None) == record.RSUM_TOLERANCE
+    limit = protocol.EXPERIMENTS["09_training-shapes-full"].tolerance
+    assert record.check_reproduced([100.0], [100.0 + limit], "x", limit, strict=True) == limit
     with pytest.raises(AssertionError, match=f"> {limit} rsum points"):
-        record.check_reproduced([100.0], [100.0 + limit + 0.01], "x", name=name, strict=True)
+        record.check_reproduced([100.0], [100.0 + limit + 0.01], "x", limit, strict=True)
 
 
 @pytest.mark.parametrize("env, strict", [({}, False), ({"VLR_FAST": "1"}, True), ({"VLR_BOOK": "1"}, True),

@@ -53,13 +53,13 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("[0-
 
 def test_the_recorded_chapters_are_the_notebooks_that_open_records():
     opening = {p.stem for p in NOTEBOOKS if "cfg.use_record" in p.read_text()}
-    assert opening == set(book.RECORDED_CHAPTERS)
+    assert opening == set(book.recorded_chapters())
 
 
 @pytest.mark.parametrize("stem", [p.stem for p in NOTEBOOKS])
 def test_recorded_chapters_run_in_full_mode_from_their_records_the_others_in_fast_mode(stem, monkeypatch, renderer):
     env = book.chapter_env(stem)
-    recorded = stem in book.RECORDED_CHAPTERS
+    recorded = stem in book.recorded_chapters()
     assert env == {"VLR_FAST": "0" if recorded else "1", "VLR_RERUN": "0", "VLR_DATA": "shapes"}
     for name, value in {**env, "VLR_BOOK": "1", "VLR_DEVICE": "cpu"}.items():
         monkeypatch.setenv(name, value)

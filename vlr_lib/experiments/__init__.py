@@ -11,9 +11,11 @@ them back:
 - :mod:`tuned` -- the tuned comparison of notebook 11 (``python -m vlr_lib tuned``);
 - :mod:`lessons` -- the controlled experiments of notebook 12 (``python -m vlr_lib lessons``);
 - :mod:`record` -- the full-size runs that ship in ``vlr_lib/recorded/``: read, checked by hash,
-  written (``python -m vlr_lib record``), and :mod:`recheck` -- each record's checked run re-trained.
+  written (``python -m vlr_lib record``), and :mod:`recheck` -- each record's checked run re-trained;
+- :mod:`protocol` -- every recorded experiment, one entry each (its record, chapter, ``make record`` step,
+  tolerance, checked run), and ``protocol.check``, the one call a chapter checks its record with.
 """
-from . import lessons, recheck, record, showdown, tuned
+from . import lessons, protocol, recheck, record, showdown, tuned
 from .grid_search import GridResult, expand_configs, goal_grid, grid
 from .showdown import Showdown, ShowdownData, ShowdownMetrics, ShowdownSpec, spec_for
 
@@ -27,6 +29,7 @@ __all__ = [
     "lessons",
     "record",
     "recheck",
+    "protocol",
     "Showdown",
     "ShowdownData",
     "ShowdownMetrics",

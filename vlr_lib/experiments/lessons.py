@@ -249,19 +249,6 @@ def recorded_and_again(spec: LessonsSpec, experiment: str = "features", conditio
     return done.record.name, [float(row["rsum"]), float(row["best_rsum"])], [again[-1], max(again)]
 
 
-def check_record(spec: LessonsSpec, experiment: str = "features", condition: str = "pretrained encoder",
-                 role: str = "triplet_hardest", seed: int = 0) -> float | None:
-    """Re-train one recorded run of the chapter from scratch and compare its last and best validation rsum with
-    the record's (``record.check_reproduced``, the record's measured tolerance); the largest gap, or None when no
-    record matches `spec`."""
-    found = recorded_and_again(spec, experiment, condition, role, seed)
-    if found is None:
-        return None
-    name, recorded_rsums, again = found
-    return R.check_reproduced(recorded_rsums, again, f"the recorded lessons {name}, {condition}, {role} seed {seed}",
-                              name=name)
-
-
 def run(spec: LessonsSpec, out: Path | None = None, force: bool = False, progress: bool = False,
         command: str = "", record: bool = False) -> Lessons:
     """Train (or read from the cell cache) every condition of `spec`; the stored table when it matches; with
@@ -322,4 +309,4 @@ def _recorded_now(spec: LessonsSpec, done: Lessons) -> Lessons:
 
 
 __all__ = ["ROLES", "EXPERIMENTS", "LESSON_SEEDS", "SETTING_NAMES", "LessonsSpec", "Condition", "conditions", "overlap", "Lessons", "stored", "run",
-           "recorded", "check_record"]
+           "recorded"]

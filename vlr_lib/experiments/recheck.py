@@ -3,7 +3,7 @@
 The records (``vlr_lib.experiments.record``) are checked, never trusted: notebooks 09-12 re-train one
 recorded run in every mode, the tests do so in fast mode, and ``benchmarks/record_drift.py``
 measures how far these re-trained runs land from the record under other CPU kernels and thread
-counts -- the measurements that size ``record.TOLERANCES``. One function per record gives
+counts -- the measurements that size each record's tolerance (``protocol.EXPERIMENTS``). One function per record gives
 ``(recorded, again)``: the record's per-epoch validation rsums and the re-trained run's, so the
 notebooks, the tests and the measurement re-train exactly the same run.
 
@@ -27,11 +27,7 @@ from collections.abc import Callable
 
 from . import record as R
 
-NAMES = ("09_training-shapes-full", "11_hyperparameters-shapes-full", "tuned-shapes-features-full",
-         "showdown-shapes-features-full", "showdown-shapes-vsepp-full", "lessons-shapes-full")
 Pair = tuple[list[float], list[float]]
-#: The first epochs a check re-trains when the notebook's settings are not the record's (fast mode).
-CHECK_EPOCHS = 3
 
 
 def _shipped(name: str) -> R.Record:
@@ -75,61 +71,20 @@ def training(epochs: int | None = None, loss: tuple[str, dict] | None = None, **
     return [r["rsum"] for r in recorded][: len(again)], again
 
 
-def _against(name: str, label: str, what: str, here: Callable[[R.Record], Pair | None], again: Callable[[int | None], Pair],
-             on_cpu: bool, epochs: int | None) -> str:
-    """A notebook's record check in one call: the sentence to print.
-
-    `here(rec)` gives (recorded, trained) when the notebook trained the record's checked run at the record's
-    settings, else None; on the CPU (as the records were made) those are compared. Otherwise `again` re-trains
-    the record's run at its own settings on the CPU: its first `epochs` (default :data:`CHECK_EPOCHS`; the
-    learning rate still decays at the record's epoch), or all of it for the record's settings on a GPU.
-    Beyond the record's tolerance: an error under the tests and the book, a warning in full mode."""
-    rec = R.read(name, None)  # integrity checked, any settings
-    if rec is None:
-        return f"no usable record {name} in {R.record_root()}: nothing to check ({R.REGENERATE} makes it)"
-    pair = here(rec)
-    if pair is not None and on_cpu:
-        (recorded, run), how = pair, "trained here"
-    else:
-        recorded, run = again(None if pair is not None else (epochs or CHECK_EPOCHS))
-        how = f"re-trained at the record's settings on the CPU ({len(run)} epochs)"
-    gap = R.check_reproduced(recorded[: len(run)], run, label, name=name)
-    return f"the record's {what}, {how}: validation rsum within {gap:.2f} of the record at every epoch"
+def training_mine(rec: R.Record, first: list[dict]) -> Pair:
+    """Notebook 09's own check: the record's Unified run of its first seed beside `first`, the same run the notebook
+    trained at the record's settings (its per-epoch history; epoch 0, the untrained heads, left out)."""
+    seed = rec.manifest["settings"]["seeds"][0]
+    recorded = R.histories_of(rec.tables["runs"])[f"usual/{seed}/Unified"][1:]
+    return [r["rsum"] for r in recorded], [r["rsum"] for r in first[1:]]
 
 
-def training_against(settings: dict, here: list[float], on_cpu: bool = True,
-                     epochs: int | None = None) -> str:
-    """Notebook 09's record check in one call, whatever the mode: the sentence to print.
-
-    `here`: the validation rsums (epochs 1..) of the notebook's Unified run of seed 0, trained now with
-    `settings`. When those are the record's settings (their sha256 is the manifest's) the run is compared
-    with the record's; otherwise the record's run is re-trained (:func:`_against`)."""
-    def trained_here(rec: R.Record) -> Pair | None:
-        if R.settings_hash(settings) != rec.manifest["settings_sha256"]:
-            return None
-        seed = rec.manifest["settings"]["seeds"][0]
-        return [r["rsum"] for r in R.histories_of(rec.tables["runs"])[f"usual/{seed}/Unified"][1:]], here
-
-    return _against("09_training-shapes-full", "notebook 09's record", "Unified run, seed 0", trained_here, training,
-                    on_cpu, epochs)
-
-
-def sweeps_against(trained=None, on_cpu: bool = True, epochs: int | None = None) -> str:
-    """Notebook 11's record check in one call, whatever the mode: the sentence to print.
-
-    `trained`: the grid result (``GridResult``) in which the notebook, having opened the record, trained
-    the record's Triplet-SH cell of its first seed at the record's settings; that cell is compared with the
-    record's. None (fast mode, other settings): the record's cell is re-trained (:func:`_against`)."""
-    def trained_here(rec: R.Record) -> Pair | None:
-        if trained is None:
-            return None
-        seed, config = rec.manifest["settings"]["seeds"][0], {"loss": "triplet_hardest"}
-        mine = R.cell_history(R.grid_cells(trained.out, trained.runs["key"]), config, seed)
-        return ([r["rsum"] for r in R.cell_history(R.cells_of(rec.tables), config, seed)],
-                [r["rsum"] for r in mine])
-
-    return _against("11_hyperparameters-shapes-full", "notebook 11's record", "Triplet-SH cell, seed 0", trained_here,
-                    sweeps, on_cpu, epochs)
+def sweeps_mine(rec: R.Record, trained) -> Pair:
+    """Notebook 11's own check: the record's Triplet-SH cell of its first seed beside the same cell of `trained`, the
+    grid (``GridResult``) the notebook trained at the record's settings."""
+    seed, config = rec.manifest["settings"]["seeds"][0], {"loss": "triplet_hardest"}
+    mine = R.cell_history(R.grid_cells(trained.out, trained.runs["key"]), config, seed)
+    return [r["rsum"] for r in R.cell_history(R.cells_of(rec.tables), config, seed)], [r["rsum"] for r in mine]
 
 
 def sweeps(epochs: int | None = None) -> Pair:
@@ -170,17 +125,3 @@ def lessons(epochs: int | None = None) -> Pair:
     if found is None:
         raise FileNotFoundError(f"no record of notebook 12's experiments matches the code: {R.REGENERATE}")
     return found[1], found[2]
-
-
-CHECKS: dict[str, Callable[[int | None], Pair]] = {
-    "09_training-shapes-full": training, "11_hyperparameters-shapes-full": sweeps,
-    "tuned-shapes-features-full": tuned,
-    "showdown-shapes-features-full": showdown("features"), "showdown-shapes-vsepp-full": showdown("vsepp"),
-    "lessons-shapes-full": lessons,
-}
-
-
-def check(name: str, epochs: int | None = None, strict: bool | None = None) -> float:
-    """Re-train the record `name`'s checked run and compare it (``record.check_reproduced``); the largest gap."""
-    recorded, again = CHECKS[name](epochs)
-    return R.check_reproduced(recorded, again, f"the record {name}", name=name, strict=strict)

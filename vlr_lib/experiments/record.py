@@ -21,7 +21,7 @@ plain names of regular files in the record's own folder) and hashes to its own `
 which it must hold, so an edited date, hardware or meta shows too (a deleted hash too). A file that cannot be
 parsed, whatever the reason (nesting deeper than Python's stack included), is damage like any other. The notebooks also re-train one recorded run from
 scratch in every mode and compare it with the record within the record's measured tolerance
-(:data:`TOLERANCES`, :func:`check_reproduced`).
+(``protocol.EXPERIMENTS``, :func:`check_reproduced`).
 
 Writing (:func:`write`) happens only where ``$VLR_RECORD`` names a folder (``make record``,
 ``data_scripts/record_runs.py``, sets it to ``vlr_lib/recorded``): each record is built in a
@@ -63,25 +63,10 @@ FORMAT = "vlr-record-1"
 RECORD_ENV = "VLR_RECORD"
 REGENERATE = "make record (python data_scripts/record_runs.py)"
 SEP = "/"
-#: How far a run re-trained from scratch may land from its record, in validation rsum points (of 600), at every
-#: epoch compared, per record. Sized by measurement, not by a guess: with the shipped shapes encoder every machine
-#: computes the same features up to inference rounding, and benchmarks/record_drift.py re-trains each record's
-#: checked run (vlr_lib.experiments.recheck, on the CPU) under torch's portable, AVX2 and AVX-512 kernels with 1, 2 and
-#: 4 threads, on the machine that made the records and on a second one (another torch version). The largest gap
-#: measured was 0.8 (the VSE++ showdown under the portable kernels); most were 0.0. Each tolerance is the record's
-#: largest gap x 1.5 + 1, at least 2 (room for CPU families not measured: AMD, ARM), rounded up to half a point;
-#: the smallest change measured to matter, notebook 09's margin 0.2 -> 0.3, moves its first 3 epochs by 2.9
-#: (docs/results.md, "How far a record drifts").
-TOLERANCES: dict[str, float] = {
-    "09_training-shapes-full": 2.0,
-    "11_hyperparameters-shapes-full": 2.0,
-    "tuned-shapes-features-full": 2.0,  # the showdown's features budget and trainer: its measured tolerance
-    "showdown-shapes-features-full": 2.0,
-    "showdown-shapes-vsepp-full": 2.5,
-    "lessons-shapes-full": 2.0,
-}
-#: The tolerance of a record that is not in TOLERANCES (one made elsewhere, e.g. with VLR_RECORD).
-RSUM_TOLERANCE = max(TOLERANCES.values())
+#: The tolerance of a re-trained run against a record no experiment lists (one made elsewhere, e.g. with
+#: VLR_RECORD), in validation rsum points: the largest measured one (``vlr_lib.experiments.protocol`` holds each
+#: record's, and how it was measured).
+RSUM_TOLERANCE = 2.5
 
 
 class RecordWarning(UserWarning):
@@ -525,6 +510,22 @@ def keep_grid(name: str, settings: Mapping, runs: pd.DataFrame, out: str | os.Pa
     return write(name, settings, tables, train_seconds=train_seconds(tables["epochs"]), **how)
 
 
+def open_or_train(name: str, settings: Mapping, train: Callable[[], Mapping[str, list[dict]]], use_record: bool = True,
+                  **how) -> tuple[dict[str, list[dict]], Record | None]:
+    """An experiment's tables in one call: the shipped record `name` when `use_record` and it was made with
+    `settings` (their sha256 is its manifest's), else ``train()`` -- the same tables, trained now, which
+    :func:`keep` keeps as the record under ``make record`` (`how`: its title and command). Returns (tables, the
+    record or None)."""
+    rec = read(name, settings) if use_record else None
+    if rec is not None:
+        return rec.tables, rec
+    start = time.perf_counter()
+    tables = dict(train())
+    epochs = next(iter(tables.values()), [])
+    keep(name, settings, tables, wall_seconds=time.perf_counter() - start, **{"train_seconds": train_seconds(epochs), **how})
+    return tables, None
+
+
 def grid_or_train(name: str, settings: Mapping, train: Callable[[], "GridResult"], use_record: bool = True,
                   **how) -> tuple[pd.DataFrame, Record | None]:
     """A grid's runs table in one call: from the shipped record `name` when `use_record` and it was made with
@@ -542,11 +543,6 @@ def grid_or_train(name: str, settings: Mapping, train: Callable[[], "GridResult"
 # --------------------------------------------------------------------------- checked, not trusted
 
 
-def tolerance_of(name: str | None) -> float:
-    """The measured tolerance of the record `name` (:data:`TOLERANCES`), else :data:`RSUM_TOLERANCE`."""
-    return TOLERANCES.get(name, RSUM_TOLERANCE) if name else RSUM_TOLERANCE
-
-
 def strict_checks() -> bool:
     """Whether a drift beyond tolerance is an error: under the tests and CI (VLR_FAST=1) and in the book build
     (VLR_BOOK=1); in full mode (``make lab``) it is a warning and the chapter goes on from the record."""
@@ -554,15 +550,15 @@ def strict_checks() -> bool:
 
 
 def check_reproduced(recorded: Sequence[float], again: Sequence[float], what: str,
-                     tolerance: float | None = None, *, name: str | None = None,
-                     strict: bool | None = None) -> float:
+                     tolerance: float | None = None, *, strict: bool | None = None) -> float:
     """Compare a re-trained run's per-epoch rsums with the record's; return the largest gap.
 
-    The tolerance is `tolerance`, else the measured one of the record `name`. Beyond it (or a
+    The tolerance is `tolerance` (the record's measured one, ``protocol.tolerance``), else
+    :data:`RSUM_TOLERANCE`. Beyond it (or a
     different number of epochs, or a NaN): an AssertionError when `strict` (default
     :func:`strict_checks`), else a :class:`RecordDriftWarning` with the numbers and what they mean.
     """
-    limit = tolerance_of(name) if tolerance is None else float(tolerance)
+    limit = RSUM_TOLERANCE if tolerance is None else float(tolerance)
     strict = strict_checks() if strict is None else strict
     recorded, again = [float(x) for x in recorded], [float(x) for x in again]
     if len(recorded) != len(again):
@@ -584,7 +580,7 @@ def check_reproduced(recorded: Sequence[float], again: Sequence[float], what: st
     return gap
 
 
-__all__ = ["RECORDED", "RSUM_TOLERANCE", "TOLERANCES", "RecordDriftWarning", "tolerance_of", "strict_checks",
+__all__ = ["RECORDED", "RSUM_TOLERANCE", "RecordDriftWarning", "strict_checks",
            "encoder_sha256", "REGENERATE", "RecordWarning", "warn_damaged", "Record", "settings_hash", "read", "write",
-           "problems", "destination", "keep", "keep_grid", "history_rows", "histories_of", "cell_rows", "cells_of", "grid_cells", "cell_table", "cell_history", "train_seconds",
+           "problems", "destination", "keep", "keep_grid", "open_or_train", "grid_or_train", "history_rows", "histories_of", "cell_rows", "cells_of", "grid_cells", "cell_table", "cell_history", "train_seconds",
            "check_reproduced", "hardware"]

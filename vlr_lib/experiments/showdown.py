@@ -491,18 +491,6 @@ def recorded_and_again(spec: ShowdownSpec, loss: str = "triplet_hardest", seed: 
     return race.record.name, [r["rsum"] for r in history], [r["rsum"] for r in again.history]
 
 
-def check_record(spec: ShowdownSpec, loss: str = "triplet_hardest", seed: int = 0,
-                 epochs: int | None = None) -> float | None:
-    """Re-train one recorded cell of `spec` from scratch (its first `epochs`, None: all) and compare its validation
-    rsum with the record's at every epoch (``record.check_reproduced``, the record's measured tolerance); the
-    largest gap, or None when no record matches `spec`."""
-    found = recorded_and_again(spec, loss, seed, epochs=epochs)
-    if found is None:
-        return None
-    name, history, again = found
-    return R.check_reproduced(history, again, f"the recorded showdown {name}, {loss} seed {seed}", name=name)
-
-
 def run(spec: ShowdownSpec, command: str = "", out: Path | None = None, force: bool = False,
         progress: bool = False, record: bool = False) -> Showdown:
     """The showdown table of `spec`: with `record`, the shipped record when one matches; else the stored

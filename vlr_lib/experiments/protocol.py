@@ -1,0 +1,197 @@
+"""Every recorded experiment of the workbook, one entry each, and the one check a chapter calls.
+
+An experiment is what a chapter (notebooks 09-12) opens from a shipped record and checks: its record's name, the
+chapter, its ``make record`` step and the command that makes it, how far a run re-trained from scratch may land
+from the record (its measured tolerance), the run that checks it (``vlr_lib.experiments.recheck``) and how
+``make record`` makes it. :data:`EXPERIMENTS` holds them; the command line's steps (``python -m vlr_lib record``),
+the book's recorded chapters (``vlr_lib.book``) and the drift benchmark read them from here.
+
+A chapter opens its record in one call -- ``showdown.run``, ``tuned.run``, ``lessons.run`` (their modules know
+their spec and key) or ``record.open_or_train`` / ``record.grid_or_train`` (notebooks 09 and 11, whose settings
+cell is the key) -- and checks it in one: :func:`check`, which compares the chapter's own run of the checked
+configuration when it trained it at the record's settings (`trained`), else re-trains it on the CPU, and returns
+the gap and the sentence to print. Beyond the tolerance: an error under the tests and the book, a
+``RecordDriftWarning`` in full mode (``record.check_reproduced``).
+
+Tolerances are sized by measurement, not by a guess: with the shipped shapes encoder every machine computes the
+same features up to inference rounding, and benchmarks/record_drift.py re-trains each record's checked run (on the
+CPU) under torch's portable, AVX2 and AVX-512 kernels with 1, 2 and 4 threads, on the machine that made the records
+and on a second one (another torch version). The largest gap measured was 0.8 (the VSE++ showdown under the
+portable kernels); most were 0.0. Each tolerance is the record's largest gap x 1.5 + 1, at least 2 (room for CPU
+families not measured: AMD, ARM), rounded up to half a point; the smallest change measured to matter, notebook
+09's margin 0.2 -> 0.3, moves its first 3 epochs by 2.9 (docs/results.md, "How far a record drifts").
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import recheck
+from . import record as R
+
+Pair = tuple[list[float], list[float]]
+#: The first epochs a chapter's check re-trains when it did not train the record's checked run itself (fast mode).
+CHECK_EPOCHS = 3
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One recorded experiment (module docstring)."""
+
+    name: str  #: the record's name, ``vlr_lib/recorded/<name>``
+    chapter: str  #: the notebook that opens it
+    step: str  #: its ``make record`` step (``python -m vlr_lib record --only <step>``)
+    command: str  #: what that step runs
+    tolerance: float  #: rsum points a re-trained run may land from the record, at every epoch compared
+    checked: str  #: which run checks it, in words
+    again: Callable[[int | None], Pair]  #: (recorded, re-trained) rsums of the checked run, its first epochs or all
+    make: Callable[[], None]  #: make record's step
+    #: (recorded, trained) rsums of the checked run from what the chapter itself trained, for chapters that train it
+    #: at the record's settings (09 and 11); None for the others
+    mine: Callable[[R.Record, Any], Pair] | None = None
+
+
+# --------------------------------------------------------------------------- make record's steps
+
+
+def _showdown(setting: str) -> Callable[[], None]:
+    def step() -> None:
+        from . import showdown
+
+        spec = showdown.spec_for("shapes", False, setting)
+        showdown.run(spec, command=f"python -m vlr_lib showdown --setting {setting}", progress=True)
+    return step
+
+
+def _tuned() -> None:
+    from . import tuned
+
+    tuned.run(tuned.spec_for(), command="python -m vlr_lib tuned", progress=True)
+
+
+def _lessons() -> None:
+    from . import lessons
+
+    lessons.run(lessons.LessonsSpec(), command="python -m vlr_lib lessons", progress=True)
+
+
+def _notebook(stem: str) -> Callable[[], None]:
+    """A chapter whose settings cell is its record's key: executed in full mode (make record sets VLR_RERUN=1)."""
+    def step() -> None:
+        import jupytext
+        from nbclient import NotebookClient
+
+        from ..paths import repo_root
+
+        source = next((repo_root() / "notebooks").glob(f"{stem}_*.py"))
+        nb = jupytext.read(source)
+        NotebookClient(nb, timeout=None, kernel_name="python3",
+                       resources={"metadata": {"path": str(source.parent)}}).execute()
+    return step
+
+
+# --------------------------------------------------------------------------- the experiments
+
+
+EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
+    Experiment("showdown-shapes-features-full", "10_showdown", "10-features", "python -m vlr_lib showdown", 2.0,
+               "Triplet-SH cell, seed 0", recheck.showdown("features"), _showdown("features")),
+    Experiment("showdown-shapes-vsepp-full", "10_showdown", "10-vsepp", "python -m vlr_lib showdown --setting vsepp",
+               2.5, "Triplet-SH cell, seed 0", recheck.showdown("vsepp"), _showdown("vsepp")),
+    Experiment("09_training-shapes-full", "09_training", "09", "notebook 09, executed in full mode", 2.0,
+               "Unified run, seed 0", recheck.training, _notebook("09"), recheck.training_mine),
+    Experiment("11_hyperparameters-shapes-full", "11_hyperparameters", "11", "notebook 11, executed in full mode",
+               2.0, "Triplet-SH cell, seed 0", recheck.sweeps, _notebook("11"), recheck.sweeps_mine),
+    Experiment("tuned-shapes-features-full", "11_hyperparameters", "11-tuned", "python -m vlr_lib tuned", 2.0,
+               "NT-Xent cell at temperature 0.05, seed 0", recheck.tuned, _tuned),
+    Experiment("lessons-shapes-full", "12_lessons", "12", "python -m vlr_lib lessons", 2.0,
+               "Triplet-SH run on the pretrained encoder, seed 0 (its last and best rsum)", recheck.lessons, _lessons),
+)}
+#: ``make record``'s steps, in the order it runs them.
+STEPS: tuple[str, ...] = tuple(e.step for e in EXPERIMENTS.values())
+
+
+def get(name: str) -> Experiment:
+    """The experiment whose record is `name`; a KeyError naming the known ones."""
+    if name not in EXPERIMENTS:
+        raise KeyError(f"no experiment records {name!r}; the recorded experiments are {', '.join(EXPERIMENTS)}")
+    return EXPERIMENTS[name]
+
+
+def by_step(step: str) -> Experiment:
+    """The experiment ``make record --only <step>`` makes."""
+    found = [e for e in EXPERIMENTS.values() if e.step == step]
+    if not found:
+        raise KeyError(f"no make record step {step!r}; the steps are {', '.join(STEPS)}")
+    return found[0]
+
+
+def chapters() -> tuple[str, ...]:
+    """The chapters that open a record (the book runs them in full mode from their records)."""
+    return tuple(sorted({e.chapter for e in EXPERIMENTS.values()}))
+
+
+def tolerance(name: str | None) -> float:
+    """The measured tolerance of the record `name`, else ``record.RSUM_TOLERANCE`` (a record made elsewhere)."""
+    return EXPERIMENTS[name].tolerance if name in EXPERIMENTS else R.RSUM_TOLERANCE
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What :func:`check` found: the largest gap (None: no record to check), the tolerance, the sentence."""
+
+    name: str
+    gap: float | None
+    tolerance: float
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def check(name: str, trained: Any = None, *, on_cpu: bool = True, epochs: int | None = None,
+          strict: bool | None = None) -> Checked:
+    """A chapter's record check in one call, whatever the mode.
+
+    `trained`: what the chapter trained of the checked configuration at the record's settings (notebook 09's run,
+    notebook 11's grid), compared with the record on the CPU, where the records were made. Otherwise the checked
+    run is re-trained from scratch on the CPU: its first `epochs` (None: all; the learning rate still decays at
+    the record's epoch, so they are the record's first epochs). A name no experiment records, or a record that
+    cannot be used, is no check: the sentence says so and `gap` is None."""
+    entry = EXPERIMENTS.get(name)
+    rec = R.read(name, None) if entry is not None else None  # its integrity checked, any settings
+    if entry is None or rec is None:
+        return Checked(name, None, tolerance(name), f"no usable record {name} in {R.record_root()}: nothing to check "
+                                                    f"({R.REGENERATE} makes the shapes records)")
+    if trained is not None and on_cpu and entry.mine is not None:
+        (recorded, run), how = entry.mine(rec, trained), "trained here"
+    else:
+        recorded, run = entry.again(epochs)
+        unit = "values" if name.startswith("lessons") else "epochs"  # the lessons record keeps last and best rsum
+        how = f"re-trained at the record's settings on the CPU ({len(run)} {unit})"
+    gap = R.check_reproduced(recorded[: len(run)], run, f"the record {name}, {entry.checked}",
+                             tolerance=entry.tolerance, strict=strict)
+    return Checked(name, gap, entry.tolerance, f"the record {name}'s {entry.checked}, {how}: validation rsum within "
+                                               f"{gap:.2f} of the record (tolerance {entry.tolerance})")
+
+
+def make(steps: tuple[str, ...] = STEPS, to: str | os.PathLike | None = None) -> None:
+    """``make record``: the experiments of `steps`, full size, each written as a record into `to` (default the
+    package's ``vlr_lib/recorded``); prints each step's time."""
+    import time
+    from pathlib import Path
+
+    os.environ.update({R.RECORD_ENV: str(Path(to or R.RECORDED).resolve()), "VLR_FAST": "0", "VLR_RERUN": "1",
+                       "VLR_DATA": "shapes"})
+    start = time.perf_counter()
+    for i, step in enumerate(steps, 1):
+        print(f"[{i}/{len(steps)}] {step} ...", flush=True)
+        t0 = time.perf_counter()
+        by_step(step).make()
+        print(f"[{i}/{len(steps)}] {step} done in {(time.perf_counter() - t0) / 60:.1f} min", flush=True)
+    print(f"{len(steps)} record(s) written to {R.destination()} in {(time.perf_counter() - start) / 60:.1f} min")
+
+
+__all__ = ["CHECK_EPOCHS", "Experiment", "EXPERIMENTS", "STEPS", "get", "by_step", "chapters", "tolerance", "Checked", "check", "make"]
