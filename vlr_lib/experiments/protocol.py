@@ -18,8 +18,11 @@ same features up to inference rounding, and benchmarks/record_drift.py re-trains
 CPU) under torch's portable, AVX2 and AVX-512 kernels with 1, 2 and 4 threads, on the machine that made the records
 and on a second one (another torch version). The largest gap measured was 0.8 (the VSE++ showdown under the
 portable kernels); most were 0.0. Each tolerance is the record's largest gap x 1.5 + 1, at least 2 (room for CPU
-families not measured: AMD, ARM), rounded up to half a point; the smallest change measured to matter, notebook
-09's margin 0.2 -> 0.3, moves its first 3 epochs by 2.9 (docs/results.md, "How far a record drifts").
+families not measured), rounded up to half a point; the smallest change measured to matter, notebook 09's margin
+0.2 -> 0.3, moves its first 3 epochs by 2.9 (docs/results.md, "How far a record drifts"). On an AMD EPYC
+(2026-11-27) the VSE++ showdown's checked cell landed 14.0 from its Intel-made record at epoch 4 (12.6 under the
+portable kernels), back within 3.8 from epoch 8: its tolerance is 22, the rule applied to that gap, so its check
+catches only large changes; the other records were re-measured there too (docs/results.md).
 """
 from __future__ import annotations
 
@@ -98,8 +101,9 @@ def _notebook(stem: str) -> Callable[[], None]:
 EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
     Experiment("showdown-shapes-features-full", "10_showdown", "10-features", "python -m vlr_lib showdown", 2.0,
                "Triplet-SH cell, seed 0", recheck.showdown("features"), _showdown("features")),
+    # the VSE++ setting trains a GRU from scratch, whose first epochs amplify rounding: 14.0 on an AMD EPYC
     Experiment("showdown-shapes-vsepp-full", "10_showdown", "10-vsepp", "python -m vlr_lib showdown --setting vsepp",
-               2.5, "Triplet-SH cell, seed 0", recheck.showdown("vsepp"), _showdown("vsepp")),
+               22.0, "Triplet-SH cell, seed 0", recheck.showdown("vsepp"), _showdown("vsepp")),
     Experiment("09_training-shapes-full", "09_training", "09", "notebook 09, executed in full mode", 2.0,
                "Unified run, seed 0", recheck.training, _notebook("09"), recheck.training_mine),
     Experiment("11_hyperparameters-shapes-full", "11_hyperparameters", "11", "notebook 11, executed in full mode",

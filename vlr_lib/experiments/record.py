@@ -64,8 +64,8 @@ RECORD_ENV = "VLR_RECORD"
 REGENERATE = "make record (python data_scripts/record_runs.py)"
 SEP = "/"
 #: The tolerance of a re-trained run against a record no experiment lists (one made elsewhere, e.g. with
-#: VLR_RECORD), in validation rsum points: the largest measured one (``vlr_lib.experiments.protocol`` holds each
-#: record's, and how it was measured).
+#: VLR_RECORD), in validation rsum points: what the records of heads on frozen features measured
+#: (``vlr_lib.experiments.protocol`` holds each record's, and how it was measured).
 RSUM_TOLERANCE = 2.5
 
 
