@@ -114,7 +114,7 @@ def test_a_run_that_cannot_join_is_one_line_naming_the_reason_before_training(no
     assert "run 1" in str(err.value) and "\n" not in str(err.value)
 
 
-def test_batches_that_could_be_dropped_are_refused_before_training():
+def test_batches_that_could_be_dropped_are_refused_before_training(no_training):
     with pytest.raises(ValueError, match="batch_size > the most captions of one image"):
         fit_many(RUNS[:2], **{**SHARED, "batch_size": 3})
 
@@ -165,7 +165,7 @@ def test_a_diverging_run_is_named():
         fit_many([RUNS[0], dict(loss=nan_loss, seed=1)], **SHARED)
 
 
-def test_grid_batched_gives_the_cells_of_the_sequential_grid(tmp_path):
+def test_grid_batched_gives_the_cells_of_the_sequential_grid(tmp_path, monkeypatch):
     args = dict(seeds=[0, 1], train=TRAIN, val=VAL, epochs=2, batch_size=16, dim=8, lr=1e-2, progress=False)
     one_by_one = grid(["info_nce", "siglip"], out=tmp_path / "a", **args).runs
     together = grid(["info_nce", "siglip"], out=tmp_path / "b", batched=True, **args).runs
@@ -173,7 +173,13 @@ def test_grid_batched_gives_the_cells_of_the_sequential_grid(tmp_path):
     for col in ("rsum", "train_loss"):
         assert together[col].tolist() == pytest.approx(one_by_one[col].tolist(), rel=1e-5)
     assert all(math.isfinite(v) for v in together["rsum"])
-    again = grid(["info_nce", "siglip"], out=tmp_path / "b", batched=True, **args).runs  # all cached: none trains
+    # loss schedules that switch at other epochs train in other groups (a fresh Adam restarts a whole group)
+    schedules = ["warmup:triplet_all:1:triplet_hardest", "warmup:info_nce:2:triplet_hardest"]
+    mixed = grid(schedules, out=tmp_path / "c", batched=True, **{**args, "epochs": 3}).runs
+    assert mixed["train_loss"].tolist() == pytest.approx(
+        grid(schedules, out=tmp_path / "d", **{**args, "epochs": 3}).runs["train_loss"].tolist(), rel=1e-5)
+    monkeypatch.setattr("vlr_lib.experiments.grid_search.fit_many", None)  # all cached: nothing may train
+    again = grid(["info_nce", "siglip"], out=tmp_path / "b", batched=True, **args).runs
     assert again["rsum"].tolist() == together["rsum"].tolist()
 
 

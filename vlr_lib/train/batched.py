@@ -15,7 +15,8 @@ trains alone:
 - Adam is elementwise, so one Adam over stacked tensors is R Adams (all runs take the same number of steps, so the
   bias corrections agree); a loss schedule's fresh Adam at its switch restarts every run's, so a group's schedules
   must switch at the same epochs (or carry the optimizer);
-- its own history record per epoch (``engine._record``: the same keys as ``fit``'s), callbacks and ``FitResult``.
+- its own history record per epoch (``engine._record``: the same keys as ``fit``'s; ``train_seconds`` and
+  ``seconds`` are the group's), callbacks and ``FitResult``.
 
 On the CPU the result equals the sequential runs' up to float rounding (batched matmuls sum in another order;
 tests/train/test_batched.py). A member that cannot join -- a different data size or data, a different setting,
@@ -162,9 +163,9 @@ def _same_setting(i: int, m0: _Member, m: _Member) -> None:
                          "(optimizer_at_switch='carry' lifts this)")
 
 
-def _check_batches(split: Split, settings: TrainSettings) -> None:
+def _check_batches(caption_to_image: Tensor, settings: TrainSettings) -> None:
     """Every run must take the same number of steps: no batch may be dropped for holding one image only."""
-    most = int(torch.bincount(split.caption_to_image, minlength=split.n_images).max())
+    most = int(torch.bincount(caption_to_image).max())
     if settings.sampling == "captions" and settings.batch_size <= most:
         raise ValueError(f"batched runs need batch_size > the most captions of one image ({most}), got "
                          f"{settings.batch_size}: otherwise a seed's epoch may drop a batch and take fewer steps")
@@ -266,7 +267,6 @@ def _train_group(members: list[_Member], train: tuple, val: tuple | None) -> lis
     dev = default_device(s.device)
     split = _split(train, dev)
     val_split = _split(val, dev) if val is not None else None
-    _check_batches(split, s)
     pairs = [build_heads(m.head, train[0].shape[1], train[1].shape[1], m.dim, m.plan.settings.seed) for m in members]
     heads = tuple(_Stacked([p[k].to(dev) for p in pairs]) for k in (0, 1))
     learned = [m.plan.objective.parameters_module().to(dev) for m in members]
@@ -320,15 +320,17 @@ def _train_groups(members: list[_Member], train: tuple, val: tuple | None, size:
         group = members[start : start + size]
         try:
             out += _train_group(group, train, val)
+            continue
         except Exception as err:
             if not _out_of_memory(err) or len(group) == 1:
                 raise
-            half = (len(group) + 1) // 2
-            warnings.warn(f"fit_many: out of memory training {len(group)} runs together; retrying in groups of "
-                          f"{half}", ResourceWarning, stacklevel=3)
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-            out += _train_groups(group, train, val, half)
+        # retried outside the except block: its traceback would keep the failed group's tensors alive
+        half = (len(group) + 1) // 2
+        warnings.warn(f"fit_many: out of memory training {len(group)} runs together; retrying in groups of {half}",
+                      ResourceWarning, stacklevel=3)
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        out += _train_groups(group, train, val, half)
     return out
 
 
@@ -347,6 +349,7 @@ def fit_many(runs: Sequence[Mapping], *, group_size: int | None = None, **shared
     for a GPU, where a head's step is launch overhead.
     """
     members, train, val = _members(runs, shared)
+    _check_batches(train[2], members[0].plan.settings)
     if group_size is not None and (not isinstance(group_size, int) or isinstance(group_size, bool) or group_size < 1):
         raise ValueError(f"group_size must be a positive int or None, got {group_size!r}")
     members = [replace(m, plan=replace(m.plan, settings=replace(m.plan.settings, progress=False))) for m in members]
