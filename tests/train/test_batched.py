@@ -106,6 +106,7 @@ SCHEDULE = "warmup:triplet_all:1:triplet_hardest"
     (dict(loss=SCHEDULE), "has no batched form"),
     (dict(checkpoint_dir="somewhere"), "keep no checkpoints"),
     (dict(head=(torch.nn.Linear(16, 8), torch.nn.Linear(16, 8))), "pair of modules"),
+    (dict(head="conv"), "head must be one of"),
 ])
 def test_a_run_that_cannot_join_is_one_line_naming_the_reason_before_training(no_training, bad, reason):
     runs = [RUNS[0], {**RUNS[1], **bad}]

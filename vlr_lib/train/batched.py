@@ -37,6 +37,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 
 from .._checks import check_int, validated
+from ..models import HEADS
 from ..similarity import positive_mask
 from . import distributed as D
 from .device import default_device
@@ -44,7 +45,7 @@ from .engine import (CHECK_EVERY, FitResult, Plan, Split, _diverged, _lr, _recor
                      TrainingDivergedError)
 from .evaluate import autocast, autocast_dtype, probe_indices
 from .fit_features import _check_val_dims, _features, build_heads, features_config
-from .launch import _split, prepare
+from .launch import _split, prepare, run_config
 from .objective import LearnedParameters
 from .sampling import epoch_batches, epoch_positives
 from .settings import EXPERIMENT_FIELDS, RUN, TrainSettings
@@ -113,7 +114,9 @@ def _resolve(i: int, args: dict) -> tuple[tuple, tuple | None, _Member]:
     head, dim = args.get("head", "linear"), check_int("dim", args.get("dim", RUN["features"]["dim"]), 1)
     if not isinstance(head, str):
         raise ValueError(f"run {i} cannot join a batched run: its head is a pair of modules; batched runs build "
-                         "their heads by name ('linear' or 'mlp') from their seeds")
+                         f"their heads by name {tuple(HEADS)} from their seeds")
+    if head not in HEADS:
+        raise ValueError(f"run {i}: head must be one of {tuple(HEADS)}, got {head!r}")
     train = _features("", args["train"])
     val = _features("val", args["val"]) if args.get("val") is not None else None
     if val is not None:
@@ -124,8 +127,7 @@ def _resolve(i: int, args: dict) -> tuple[tuple, tuple | None, _Member]:
     if settings.checkpoint_dir is not None:
         raise ValueError(f"run {i} cannot join a batched run: it has a checkpoint_dir ({settings.checkpoint_dir}); "
                          "batched runs keep no checkpoints")
-    config = features_config(objective, head, dim, train, val)
-    config = {**config, **{k: v for k, v in settings.experiment().items() if k != "epochs"}, "world_size": 1}
+    config = run_config(features_config(objective, head, dim, train, val), settings, 1)
     return train, val, _Member(Plan(objective, settings, config), head, dim)
 
 
