@@ -168,7 +168,7 @@ def test_a_diverging_run_is_named():
 
 def test_grid_batched_gives_the_cells_of_the_sequential_grid(tmp_path, monkeypatch):
     args = dict(seeds=[0, 1], train=TRAIN, val=VAL, epochs=2, batch_size=16, dim=8, lr=1e-2, progress=False)
-    one_by_one = grid(["info_nce", "siglip"], out=tmp_path / "a", **args).runs
+    one_by_one = grid(["info_nce", "siglip"], **args).runs
     together = grid(["info_nce", "siglip"], out=tmp_path / "b", batched=True, **args).runs
     assert list(together["key"]) == list(one_by_one["key"])
     for col in ("rsum", "train_loss"):
@@ -176,9 +176,9 @@ def test_grid_batched_gives_the_cells_of_the_sequential_grid(tmp_path, monkeypat
     assert all(math.isfinite(v) for v in together["rsum"])
     # loss schedules that switch at other epochs train in other groups (a fresh Adam restarts a whole group)
     schedules = ["warmup:triplet_all:1:triplet_hardest", "warmup:info_nce:2:triplet_hardest"]
-    mixed = grid(schedules, out=tmp_path / "c", batched=True, **{**args, "epochs": 3}).runs
-    assert mixed["train_loss"].tolist() == pytest.approx(
-        grid(schedules, out=tmp_path / "d", **{**args, "epochs": 3}).runs["train_loss"].tolist(), rel=1e-5)
+    mixed = grid(schedules, batched=True, **{**args, "seeds": [0], "epochs": 3}).runs
+    alone = grid(schedules, **{**args, "seeds": [0], "epochs": 3}).runs
+    assert mixed["train_loss"].tolist() == pytest.approx(alone["train_loss"].tolist(), rel=1e-5)
     monkeypatch.setattr("vlr_lib.experiments.grid_search.fit_many", None)  # all cached: nothing may train
     again = grid(["info_nce", "siglip"], out=tmp_path / "b", batched=True, **args).runs
     assert again["rsum"].tolist() == together["rsum"].tolist()
