@@ -1,7 +1,7 @@
 """``fit_many``: runs trained together, their heads stacked, are the runs ``fit`` trains one by one (on the CPU).
 
 Equality is to float rounding (batched matmuls sum in another order): losses, gradient norms, learned parameters
-and head weights to ~1e-5, and rsum within the records' tolerance at every epoch (it is equal in practice).
+and head weights to ~1e-5, and rsum within the showdown record's tolerance at every epoch (it is equal in practice).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from vlr_lib.experiments import grid
-from vlr_lib.experiments.record import RSUM_TOLERANCE
+from vlr_lib.experiments import protocol
 from vlr_lib.train import TrainingDivergedError, batched, fit, fit_many
 
 from .test_sync import SyncCounter
@@ -19,6 +19,8 @@ from .toy import toy_features
 
 TRAIN, VAL = toy_features(40, 3, 16), toy_features(20, 3, 16, seed=1)
 SHARED = dict(train=TRAIN, val=VAL, epochs=3, batch_size=16, dim=8, lr=1e-2, progress=False)
+#: The showdown's features record's measured rsum tolerance: what two runs of one configuration may differ by.
+RSUM_TOLERANCE = protocol.tolerance("showdown-shapes-features-full")
 #: Three seeds, three kinds of loss: a closed form, a GOAL combination, one with learned parameters (SigLIP's t', b).
 RUNS = [dict(loss="info_nce", seed=0), dict(loss="goal:con,lin", seed=1), dict(loss="siglip", seed=2)]
 
