@@ -134,8 +134,11 @@ def test_out_of_memory_falls_back_to_smaller_groups_and_says_so(monkeypatch, oom
         return real(members, *args)
 
     monkeypatch.setattr(batched, "_train_group", limited)
-    with pytest.warns(ResourceWarning, match="out of memory training 3 runs together; retrying in groups of 2"):
+    with pytest.warns(RuntimeWarning) as caught:
         results = fit_many(RUNS, **{**SHARED, "epochs": 1})
+    assert [str(w.message) for w in caught] == [
+        "fit_many: out of memory training 3 runs together; retrying in groups of 2",
+        "fit_many: out of memory training 2 runs together; retrying in groups of 1"]
     assert sizes == [3, 2, 1, 1, 1]
     for run, result in zip(RUNS, results, strict=True):
         assert_same_run(alone(run, epochs=1), result)

@@ -328,8 +328,9 @@ def _train_groups(members: list[_Member], train: tuple, val: tuple | None, size:
                 raise
         # retried outside the except block: its traceback would keep the failed group's tensors alive
         half = (len(group) + 1) // 2
+        # a RuntimeWarning, not a ResourceWarning: Python's default filters hide those
         warnings.warn(f"fit_many: out of memory training {len(group)} runs together; retrying in groups of {half}",
-                      ResourceWarning, stacklevel=3)
+                      RuntimeWarning, stacklevel=3)
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
         out += _train_groups(group, train, val, half)
@@ -345,7 +346,7 @@ def fit_many(runs: Sequence[Mapping], *, group_size: int | None = None, **shared
     equals ``fit(**{**shared, **runs[i]})``'s (module docstring). Every run must share the data, the schedule
     (every TrainSettings experiment field but the seed), the device and the model; a run that cannot join is a
     one-line ValueError before training. ``group_size``: at most this many runs at once (None: all); a group that
-    runs out of device memory is retrained in halves, with a ResourceWarning saying so.
+    runs out of device memory is retrained in halves, with a RuntimeWarning saying so.
 
     On the CPU ``fit`` one run after the other is as fast or faster (docs/benchmarks.md, bench_batched); this is
     for a GPU, where a head's step is launch overhead.
