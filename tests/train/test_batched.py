@@ -193,3 +193,15 @@ def test_grid_batched_refuses_the_other_settings():
     with pytest.raises(ValueError, match="features setting only"):
         grid(["info_nce"], train=(TRAIN[0], torch.zeros(120, 4, dtype=torch.long), TRAIN[2]), setting="vsepp",
              batched=True, epochs=1, batch_size=16, progress=False)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (the batched path's own target)")
+def test_on_a_gpu_batched_runs_are_the_runs_alone():
+    """On CUDA (bf16 autocast where native, TF32 as torch defaults): the same runs within the record's tolerance.
+    Written without a GPU: never run when it landed; its 1e-2 on the losses is a guess at bf16's rounding."""
+    shared = {**SHARED, "device": "cuda"}
+    for run, result in zip(RUNS, fit_many(RUNS, grad_clip=0.5, **shared), strict=True):
+        ref = alone(run, grad_clip=0.5, device="cuda")
+        for ra, rb in zip(ref.history, result.history, strict=True):
+            assert abs(ra["rsum"] - rb["rsum"]) <= RSUM_TOLERANCE
+            assert rb["loss"] == pytest.approx(ra["loss"], rel=1e-2)
