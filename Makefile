@@ -14,7 +14,7 @@ STAMP := $(VENV)/.installed
 NOTEBOOK_SOURCES := $(sort $(wildcard notebooks/[0-9][0-9]_*.py))
 PYTEST_ARGS ?=
 
-.PHONY: help setup notebooks lab student-bundle test test-unit test-notebooks test-browser test-portable test-book book book-student test-book-student record bench bench-train bench-gpu bench-widgets clean
+.PHONY: help setup notebooks lab student-bundle test test-unit test-notebooks test-browser test-portable test-book book book-student test-book-student record bench bench-train bench-gpu bench-batched bench-widgets clean
 
 help:
 	@echo "make lab          set up (first time) and open the workbook in JupyterLab"
@@ -29,6 +29,7 @@ help:
 	@echo "make bench        loss speed benchmark (ratios against the matmul that makes S)"
 	@echo "make bench-train  trainer throughput against a plain DataLoader loop"
 	@echo "make bench-gpu    the Flickr30K path on a GPU: extraction, one epoch, the showdown, against targets"
+	@echo "make bench-batched  runs trained together (fit_many, heads stacked) against one by one (fit)"
 	@echo "make bench-widgets  server-side redraw time of every explorer against the 150 ms target"
 
 setup: $(STAMP)
@@ -178,6 +179,9 @@ bench-train: setup
 
 bench-gpu: setup
 	$(PY) benchmarks/bench_gpu.py
+
+bench-batched: setup
+	$(PY) benchmarks/bench_batched.py
 
 bench-widgets: setup
 	$(PY) benchmarks/bench_widgets.py

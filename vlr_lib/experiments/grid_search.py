@@ -35,7 +35,7 @@ from torch import Tensor
 from .. import registry, report
 from .._io import UnreadableFileError, atomic_write, atomic_write_json, claim_run_folder, locked, read_json
 from ..train import (Objective, TrainSettings, broadcast_object, build_objective, check_setting, fit_end_to_end,
-                     make_objective, rank_and_world, settings_for, trainer)
+                     fit_many, make_objective, rank_and_world, settings_for, trainer)
 
 #: Model arguments of fit / fit_vsepp / fit_end_to_end a config or the grid may set.
 MODEL_KEYS = ("head", "dim", "text_encoder", "width", "word_dim", "hidden", "min_count")
@@ -354,6 +354,7 @@ def grid(
     progress: bool = True,
     settings: TrainSettings | None = None,
     objectives: Sequence[Objective] | None = None,
+    batched: bool = False,
     **kwargs,
 ) -> GridResult:
     """Train every configuration (``expand_configs(losses, param_grid)``) with every seed.
@@ -374,6 +375,10 @@ def grid(
     With ``out``, cells are cached in ``out/cells`` and the folder's tables rebuilt from all
     of them (module docstring). ``data_id`` names the data in the cache key (default: a
     content hash). Example, the GOAL table: ``grid(goal_grid(), seeds=[0, 1, 2], ...)``.
+
+    ``batched=True`` (features setting, for a GPU): the untrained cells that share their settings train together,
+    their heads stacked (``vlr_lib.train.fit_many``), each cell's history the one it gets alone; they keep no
+    ``.partial`` checkpoint (an interrupted group is retrained). Off by default: on the CPU one by one is as fast.
     """
     if (train is None) == (dataset is None):
         raise ValueError("train or dataset must be given (exactly one): triples for fit / fit_vsepp / fit_encoders, "
@@ -395,7 +400,9 @@ def grid(
     with writing(out):  # the tables are rebuilt under the lock: another run's cells are never left out
         if out is not None:
             check_cells(out)
-        rows = [_cell(c, o, s, data, data_id, base, model, hashed, cells) for c, o, s in _progress(todo, progress)]
+        trained = _batched(todo, data, data_id, base, model, hashed, cells) if batched else {}
+        rows = [_cell(c, o, s, data, data_id, base, model, hashed, cells, trained)
+                for c, o, s in _progress(todo, progress)]
         runs = pd.DataFrame(rows)
         if out is not None and rank_and_world()[0] == 0:
             save_tables(Path(out))
@@ -445,14 +452,41 @@ def _cell_settings(config: Mapping, hashed: dict) -> dict:
     return {k: v for k, v in hashed.items() if k != "optimizer_at_switch"}
 
 
-def _cell(config, objective, seed, data, data_id, base, model, hashed, cells: Path | None) -> dict:
+def _batched(todo, data, data_id, base, model, hashed, cells: Path | None) -> dict[str, list[dict]]:
+    """``batched=True``: {cell key: history} of the cells of `todo` without a file, trained together in groups that
+    share their settings and model arguments (``train.fit_many``: each history is the one the cell gets alone)."""
+    if data.get("setting") != "features":
+        raise ValueError(f"batched=True trains the features setting only (heads on frozen features), not "
+                         f"{data.get('setting', 'e2e')!r}; leave batched off for it")
+    groups: dict[str, list[tuple[str, dict]]] = {}
+    for config, objective, seed in todo:
+        key = cell_key(config, seed, data_id, _cell_settings(config, hashed))
+        if cells is None or not (cells / f"{key}.json").exists():
+            model_kw = {**model, **{k: v for k, v in _split_config(config)[2].items() if k in MODEL_KEYS}}
+            settings = cell_settings(config, base)
+            # a fresh Adam at a loss schedule's switch restarts the whole group: group by the switches too
+            shared = json.dumps([settings.experiment(), model_kw, objective.switches()], sort_keys=True, default=repr)
+            groups.setdefault(shared, []).append((key, {"loss": objective, "seed": seed, "settings": settings,
+                                                        **model_kw}))
+    trained = {}
+    for members in groups.values():
+        results = fit_many([run for _, run in members], train=data["train"], val=data.get("val"))
+        trained.update({key: result.history for (key, _), result in zip(members, results)})
+    return trained
+
+
+def _cell(config, objective, seed, data, data_id, base, model, hashed, cells: Path | None,
+          trained: Mapping[str, list[dict]] | None = None) -> dict:
     hashed = _cell_settings(config, hashed)
     key = cell_key(config, seed, data_id, hashed)
     path = cells / f"{key}.json" if cells is not None else None
     if broadcast_object(path is not None and path.exists()):  # rank 0 decides: every rank trains the same cells
         return _cell_row(read_cell(path), key)
     partial = cells / f"{key}.partial" if cells is not None else None
-    history = _run_cell(config, objective, seed, data, base, model, partial).history
+    if trained and key in trained:  # trained together with other cells (batched=True)
+        history = trained[key]
+    else:
+        history = _run_cell(config, objective, seed, data, base, model, partial).history
     if path is not None and rank_and_world()[0] == 0:
         atomic_write_json(path, {"config": dict(config), "seed": seed, "data_id": data_id, "settings": hashed,
                                  "history": history})

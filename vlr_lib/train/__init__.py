@@ -3,6 +3,7 @@
 The three settings (:data:`SETTINGS`, ``vlr_lib.train.inputs``) say what learns:
 
 - :func:`fit` -- "features": projection heads on frozen features (``vlr_lib.train.fit_features``);
+  :func:`fit_many` -- several such runs trained together, their heads stacked (``vlr_lib.train.batched``; a GPU's);
 - :func:`fit_vsepp` -- "vsepp": a head on frozen image features + a GRU text encoder from
   scratch, the VSE++ setting (``vlr_lib.train.vsepp``);
 - :func:`fit_end_to_end` -- "e2e": tiny CNN + text encoder from scratch on the shapes data;
@@ -20,7 +21,7 @@ Submodules: settings (TrainSettings), device (which device), objective (loss nam
 -> callables, loss schedules), sampling (batches), engine (the loop and the callback
 contract), evaluate (per-epoch metrics), checkpoint (atomic save/load), distributed
 (process group, gather with gradients), launch (what the fit functions share), inputs,
-fit_features, vsepp, end_to_end.
+fit_features, batched, vsepp, end_to_end.
 """
 from .device import default_device
 from .distributed import broadcast_object, rank_and_world
@@ -28,6 +29,7 @@ from .end_to_end import fit_encoders, fit_end_to_end, shapes_tensors
 from .engine import FitResult, TrainingDivergedError
 from .evaluate import evaluate, probe_indices, split_metrics
 from .fit_features import Triple, build_heads, fit
+from .batched import fit_many
 from .objective import Objective, build_objective, make_objective
 from .inputs import SETTING_LABELS, SETTINGS, caption_ids, check_setting, shapes_features, shapes_inputs, with_caption_ids
 from .settings import TrainSettings, preset, settings_for
@@ -42,6 +44,7 @@ def trainer(setting: str):
 
 __all__ = [
     "fit",
+    "fit_many",
     "build_heads",
     "evaluate",
     "probe_indices",

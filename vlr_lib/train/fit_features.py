@@ -145,13 +145,17 @@ def fit(
     models = build_heads(head, train[0].shape[1], train[1].shape[1], dim, settings.seed)
     _head_in_dim("img_feats", models[0], train[0])
     _head_in_dim("txt_feats", models[1], train[1])
-    config = {
+    return launch(models, train, val_t, objective, settings, features_config(objective, head, dim, train, val_t))
+
+
+def features_config(objective: Objective, head: str | tuple, dim: int, train: Triple, val: Triple | None) -> dict:
+    """The configuration a features run records and fingerprints in its checkpoints (``launch`` adds the settings)."""
+    return {
         "mode": "features",
         "loss": objective.name,
         "loss_kwargs": objective.kwargs,
         "head": head if isinstance(head, str) else "custom",
         "dim": dim,
         "data": data_fingerprint(*train),
-        "val": data_fingerprint(*val_t) if val_t is not None else None,
+        "val": data_fingerprint(*val) if val is not None else None,
     }
-    return launch(models, train, val_t, objective, settings, config)

@@ -42,12 +42,18 @@ def _split(inputs: Inputs, device) -> Split:
     return Split(as_float(img), as_float(txt), c2i, img.shape[0])
 
 
+def run_config(config: dict, settings: TrainSettings, world: int) -> dict:
+    """The configuration a run records: the setting's `config`, the experiment's settings (but the epochs: a longer
+    run resumes a shorter one) and the number of processes."""
+    return {**config, **{k: v for k, v in settings.experiment().items() if k != "epochs"}, "world_size": world}
+
+
 def launch(models: tuple[nn.Module, nn.Module], train: Inputs, val: Inputs | None, objective: Objective,
            settings: TrainSettings, config: dict) -> FitResult:
     """Train `models` on `train` (evaluating on `val`) on the settings' device; `config` is recorded with the
     experiment's settings and the number of processes (checkpoints resume only the same configuration)."""
     rank, world = D.rank_and_world()
-    config = {**config, **{k: v for k, v in settings.experiment().items() if k != "epochs"}, "world_size": world}
+    config = run_config(config, settings, world)
     dev = default_device(settings.device)
     plan = Plan(objective, replace(settings, progress=settings.progress and rank == 0), config)
     models = (models[0].to(dev), models[1].to(dev))
