@@ -40,12 +40,29 @@ def test_metric_errorbars_over_controls(summary, metric, group, chance):
     assert sorted(xs) == pytest.approx(sorted(part[f"{metric}_mean"]))
     best = fig.data[0]
     assert len(best.x) == 1 and best.x[0] == pytest.approx(part[f"{metric}_mean"].max())
-    lo, hi = fig.layout.xaxis.range
-    assert lo <= (xs - errs).min() and hi >= (xs + errs).max()
+    lo, hi = fig.layout.xaxis.range  # zoomed to the bars, never stretched to chance
+    low, high = (xs - errs).min(), (xs + errs).max()
+    assert lo <= low and hi >= high and hi - lo == pytest.approx(1.1 * (high - low))
     if chance is not None:
-        assert lo <= chance <= hi and any(getattr(s, "x0", None) == chance for s in fig.layout.shapes)
+        drawn = any(getattr(s, "x0", None) == chance for s in fig.layout.shapes)
+        noted = [a.text for a in fig.layout.annotations if "off the axis" in (a.text or "")]
+        side = "←" if chance < lo else "→"
+        off = [f"{side} chance {chance:.1f}, off the axis"]
+        assert (drawn, noted) == ((True, []) if lo <= chance <= hi else (False, off))
     # the y order puts the best at the top (categoryarray is bottom-to-top)
     assert list(fig.layout.yaxis.categoryarray)[-1] == best.y[0]
+
+
+@pytest.mark.parametrize("chance, drawn, note", [(30.0, False, "← chance 30.0, off the axis"), (509.0, True, None),
+                                                  (600.0, False, "→ chance 600.0, off the axis")])
+def test_metric_errorbars_zoom_to_the_contestants_not_to_chance(chance, drawn, note):
+    """Notebook 10: 22 trained losses a few rsum points apart, chance far below. The axis spans the bars and 5%
+    of their span each side; chance is a dotted line where it falls among them, else a note on its side."""
+    means = {f"loss_{k}": 505.0 + k for k in range(10)}
+    fig = V.metric_errorbars(hand_summary(means, dict.fromkeys(means, 0.5)), chance=chance)
+    np.testing.assert_allclose(fig.layout.xaxis.range, [504.5 - 0.05 * 10, 514.5 + 0.05 * 10])
+    assert any(getattr(s, "x0", None) == chance for s in fig.layout.shapes) == drawn
+    assert [a.text for a in fig.layout.annotations if "chance" in (a.text or "")] == [note or f"chance {chance:.1f}"]
 
 
 def test_metric_errorbars_colours_follow_the_noise_rule():

@@ -133,11 +133,30 @@ def test_sweep_figure_grid(runs, x, other, values, metric):
         ref = [s for s in fig.layout.shapes if s.line.dash == "dash"]
         ref_value = {"rsum": np.mean([150.0 + s for s in SEEDS]), "i2t_r1": 1.0}[metric]
         assert len(ref) == 1 and ref[0].y0 == pytest.approx(ref_value)
-        chance = [s for s in fig.layout.shapes if s.line.dash == "dot"]
-        assert len(chance) == (metric == "rsum")
+        # the y-axis fits what is drawn (every slice, the bold one's bars, the reference), never chance (31.6,
+        # far below the synthetic rsums): a note on its side says where chance is
+        drawn = np.concatenate([np.asarray(t.y, float) for t in fig.data] + [
+            np.asarray(bold.y, float) + s * np.asarray(bold.error_y.array, float) for s in (-1, 1)] + [[ref[0].y0]])
+        lo, hi = fig.layout.yaxis.range
+        pad = 0.05 * np.ptp(drawn)
+        assert (lo, hi) == pytest.approx((drawn.min() - pad, drawn.max() + pad))
+        assert not [s for s in fig.layout.shapes if s.line.dash == "dot"]
+        notes = [a.text for a in fig.layout.annotations if "off the axis" in (a.text or "")]
+        assert notes == (["↓ chance 31.6, off the axis"] if metric == "rsum" else [])
         if previous is not None:
             assert not np.allclose(previous, np.asarray(bold.y, float))  # moving the slice changes the figure
         previous = np.asarray(bold.y, float)
+
+
+def test_sweep_figure_draws_chance_only_among_its_values(runs):
+    y = np.asarray(T.sweep_figure(runs, "info_nce", "temperature").data[0].y, float)
+    among = float(y.mean())
+    fig = T.sweep_figure(runs, "info_nce", "temperature", chance=among)
+    assert [s.y0 for s in fig.layout.shapes if s.line.dash == "dot"] == [among]
+    assert not [a for a in fig.layout.annotations if "off the axis" in (a.text or "")]
+    above = T.sweep_figure(runs, "info_nce", "temperature", chance=1e4)
+    assert above.layout.yaxis.range[1] < 1e3
+    assert f"↑ chance {fmt(1e4)}, off the axis" in [a.text for a in above.layout.annotations]
 
 
 def test_sweep_figure_one_parameter_and_log_axis(runs):

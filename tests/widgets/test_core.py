@@ -128,6 +128,38 @@ def test_book_figures_evaluate_draw_over_the_main_control_only():
     assert figs[0].data[0].y == (0.5,) and box.controls["m"].value == 0.5  # the explorer is left as it was
 
 
+def test_a_book_view_sets_the_other_controls_and_may_bring_its_own_slider():
+    """A view whose settings change a control's options (notebook 11's "at") brings that slider's steps, its
+    name and where it starts; the other controls take the view's values, the live explorer is left alone."""
+    calls = []
+
+    def draw(m: float, label: str) -> go.Figure:
+        calls.append((m, label))
+        return go.Figure(go.Bar(y=[m]), layout=dict(title=label))
+
+    controls = {"label": ipw.Dropdown(options=["x", "y"], value="y"),
+                "m": ipw.FloatSlider(value=0.5, min=0.0, max=1.0, step=0.5)}
+    own = W.BookView("x, on its own steps", {"label": "x", "m": 20.0}, "m", (("10", 10.0), ("20", 20.0), ("30", 30.0)),
+                     "gamma")
+    box = W.explorer(controls, draw, name="t", book_views=[W.BookView("as it is"), own])
+    calls.clear()
+    note, (fig,) = W.book_figures(box, steps=3, view=own)
+    assert calls == [(10.0, "x"), (20.0, "x"), (30.0, "x")]
+    assert "moves <b>gamma</b> over 3" in note and "drop-down" in note
+    (slider,) = fig.layout.sliders
+    assert [s.label for s in slider.steps] == ["10", "20", "30"] and slider.active == 1  # starts at the view's 20
+    assert slider.currentvalue.prefix == "gamma = "
+    assert box.values() == {"label": "y", "m": 0.5}
+    note, (fig,) = W.book_figures(box, steps=3, view=box.book_views[0])  # a view of nothing: the notebook's setting
+    assert fig.layout.sliders[0].active == 1 and [f.layout.title.text for f in fig.frames] == ["y"] * 3
+
+
+@pytest.mark.parametrize("grid, value, expected", [([0.0, 0.5, 1.0], 0.5, 1), ([0.0, 0.5, 1.0], 0.8, 2),
+                                                   (["a", "b"], "b", 1), (["a", "b"], "c", 0)])
+def test_a_book_slider_starts_at_the_value_or_the_nearest_step(grid, value, expected):
+    assert W._active(grid, value) == expected
+
+
 def test_an_explorer_without_a_range_shows_its_figure(monkeypatch):
     box = W.explorer({"on": ipw.Checkbox(value=True)}, lambda on: go.Figure(go.Bar(y=[int(on)])), name="t")
     note, figs = W.book_figures(box)
@@ -143,6 +175,17 @@ def test_in_the_book_an_explorer_displays_as_html_for_the_pages_plotly(monkeypat
     html = bundle["text/html"]
     assert html.count("plotly-graph-div") == 1 and "Plotly.newPlot" in html and "cdn.plot.ly" not in html
     assert '"sliders"' in html and "Plotly.addFrames" in html  # the slider and its frames
+
+
+def test_frames_carry_only_the_traces_that_move():
+    """A map that stays put under the slider (notebook 02's tangent maps) is stored once, in the figure; the
+    frames name the traces they update (plotly's `traces`). When none moves, the frames keep them all."""
+    figs = [go.Figure([go.Heatmap(z=[[1.0, 2.0]]), go.Bar(y=[m])], layout=dict(title=f"m = {m}")) for m in (1, 2, 3)]
+    fig = W.frames_figure(figs, ["1", "2", "3"], active=0, description="m")
+    assert [f.traces for f in fig.frames] == [(1,)] * 3 and [f.data[0].y for f in fig.frames] == [(1,), (2,), (3,)]
+    assert fig.data[0].z == ((1.0, 2.0),)
+    still = W.frames_figure([go.Figure(go.Bar(y=[1]), layout=dict(title=t)) for t in "ab"], ["a", "b"], 0, "t")
+    assert [f.traces for f in still.frames] == [(0,), (0,)] and still.frames[1].layout.title.text == "b"
 
 
 def test_frames_figure_pads_views_with_fewer_traces():

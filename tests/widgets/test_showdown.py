@@ -30,7 +30,9 @@ def test_showdown_explorer_layout_and_initial_figure(runs):
     assert set(box.controls) == {"metric", "group", "checkpoint"}
     assert isinstance(box.figure, go.Figure) and "vlr-explorer-showdown" in box._dom_classes
     np.testing.assert_allclose(xs(box.figure), np.sort(report.summarize(runs, prefix="sel_")["rsum_mean"]))
-    assert any(getattr(s, "x0", None) == 30.0 for s in box.figure.layout.shapes)  # chance line on rsum
+    # chance on rsum: far below the trained losses, so a note at the axis, which spans the losses alone
+    assert "← chance 30.0, off the axis" in [a.text for a in box.figure.layout.annotations]
+    assert box.figure.layout.xaxis.range[0] > 30.0
 
 
 @pytest.mark.parametrize("metric", ["i2t_r1", "map5", "pr_auc", "t2i_r10"])
@@ -38,7 +40,8 @@ def test_showdown_explorer_metric(runs, metric):
     box = W.showdown_explorer(runs, chance=30.0)
     box.controls["metric"].value = metric
     np.testing.assert_allclose(xs(box.figure), np.sort(report.summarize(runs, prefix="sel_")[f"{metric}_mean"]))
-    assert not any(getattr(s, "x0", None) == 30.0 for s in box.figure.layout.shapes)  # no chance line off rsum
+    assert not any(getattr(s, "x0", None) == 30.0 for s in box.figure.layout.shapes)  # no chance off rsum
+    assert not [a for a in box.figure.layout.annotations if "chance" in (a.text or "")]
     assert report.METRIC_LABELS[metric] in title(box.figure)
 
 
@@ -58,6 +61,25 @@ def test_showdown_explorer_without_last_epoch_columns(runs):
     assert [v for _, v in box.controls["checkpoint"].options] == ["sel_"]
     with pytest.raises(ValueError, match="^runs"):
         W.showdown_explorer(runs[["config", "loss", "seed"]])
+
+
+def test_the_book_shows_every_group_at_every_checkpoint_over_the_metrics(runs):
+    from vlr_lib.widgets._core import book_figures
+
+    box = W.showdown_explorer(runs, chance=30.0)
+    views = {(v.values["group"], v.values["checkpoint"]): v for v in box.book_views}
+    assert set(views) == {(g, p) for g in report.GROUPS for p in ("sel_", "test_")}
+    assert {v.main for v in box.book_views} == {None} and box.main == "metric"
+    _, (fig,) = book_figures(box, steps=3, view=views["GOAL", "test_"])
+    last = report.summarize(runs, prefix="test_")
+    goal = last[last["loss"].str.startswith("goal:")]
+    for frame, step in zip(fig.frames, fig.layout.sliders[0].steps):
+        metric = {label: m for m, label in report.METRIC_LABELS.items()}[step.label]
+        shown = np.sort(np.concatenate([arr(t.x) for t in frame.data if t.x is not None and len(t.x)]))
+        np.testing.assert_allclose(shown, np.sort(goal[f"{metric}_mean"]))
+    assert box.values()["group"] == "all"  # the live explorer is left as it was
+    colours = {v.values["color"] for v in W.goal_explorer(runs).book_views}
+    assert colours == {"mean", "delta"}
 
 
 def test_goal_explorer_switches_panels_and_colour(runs):

@@ -124,6 +124,26 @@ def test_switching_x_resets_the_slider(runs):
     assert box.figure.layout.xaxis.title.text == "margin"
 
 
+def test_the_book_shows_every_sweep_against_each_parameter(runs):
+    """The "at" slider's options change with the sweep and the x-axis: each view of the book brings its own."""
+    from vlr_lib.widgets._core import book_figures
+
+    box = sweep_explorer(runs, chance=31.6)
+    views = box.book_views
+    assert [(v.values["loss"], v.values["x"], v.main) for v in views] == [
+        ("unified", "gamma", "at"), ("unified", "gamma", "metric"), ("unified", "margin", "at"),
+        ("info_nce", "temperature", "metric")]
+    by_gamma = views[2]
+    assert by_gamma.description == "gamma" and [v for _, v in by_gamma.grid] == list(GAMMAS)
+    note, (fig,) = book_figures(box, view=by_gamma)
+    assert "moves <b>gamma</b>" in note and len(fig.frames) == len(GAMMAS)
+    for gamma, frame in zip(GAMMAS, fig.frames):
+        s = report.sweep_slice(runs, "unified", "margin", {"gamma": gamma})
+        bold_trace = frame.data[frame.traces.index(len(fig.data) - 1)]
+        np.testing.assert_allclose(np.asarray(bold_trace.y, float), s["mean"])
+    assert box.controls["x"].value == "gamma"  # the live explorer is left as it was
+
+
 def test_switching_loss_redraws_once_with_consistent_controls(runs, monkeypatch):
     box = sweep_explorer(runs)
     c = box.controls

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -100,6 +101,41 @@ def symmetric_range(values) -> tuple[float, float]:
     """(-b, b) with b the largest |value|, for a diverging scale centred on 0 (1 when all are 0)."""
     b = float(np.abs(to_numpy(values)).max(initial=0.0))
     return (-b, b) if b > 0 else (-1.0, 1.0)
+
+
+def fitted_range(values, pad: float = 0.05) -> list[float]:
+    """An axis range zoomed to the finite `values`: [min, max] widened by `pad` of the span on each side (of
+    the value itself when all are equal), so differences between the values fill the axis."""
+    v = to_numpy(values).ravel()
+    v = v[np.isfinite(v)]
+    if not v.size:
+        raise ValueError("values must hold a finite number")
+    lo, hi = float(v.min()), float(v.max())
+    margin = pad * (hi - lo) if hi > lo else pad * max(abs(hi), 1.0)
+    return [lo - margin, hi + margin]
+
+
+OFF_AXIS = {("x", False): "←", ("x", True): "→", ("y", False): "↓", ("y", True): "↑"}
+
+
+def level_line(fig: go.Figure, level: float, text: str, axis: str, span: Sequence[float]) -> None:
+    """A reference level (chance) on an axis zoomed to the data, whose range is `span`: a dotted line where
+    it lies within the span, else a note in a corner on its side ("← chance 31.6, off the axis"), so a level
+    far from the data never squashes the data into a few pixels. Call it after `style`. An x-note sits in
+    the corner a ranking leaves free (low values: top left, high: bottom right)."""
+    lo, hi = span
+    dotted = dict(line_dash="dot", line_color=NEUTRAL, annotation_text=text)
+    if lo <= level <= hi:
+        if axis == "x":
+            fig.add_vline(x=level, annotation_position="bottom right", **dotted)
+        else:
+            fig.add_hline(y=level, annotation_position="bottom left", **dotted)
+        return
+    above = level > hi
+    corner = dict(x=1.0, y=0.0) if axis == "x" and above else dict(x=0.0, y=float(axis == "x" or above))
+    fig.add_annotation(xref="paper", yref="paper", **corner, xanchor="right" if corner["x"] else "left",
+                       yanchor="top" if corner["y"] else "bottom", showarrow=False, font=dict(color=NEUTRAL),
+                       text=f"{OFF_AXIS[axis, above]} {text}, off the axis")
 
 
 def grid(rows: int, cols: int, titles, *, height: int, column_gap_px: float = 70.0, **kw) -> go.Figure:

@@ -18,7 +18,8 @@ import plotly.graph_objects as go
 from .. import report
 from .._checks import check_choice
 from ..goal import GOAL_PAIRS, GOAL_TRIPLETS
-from ._style import ACCENT, FONT_PX, NEUTRAL, PALETTE, SEQUENTIAL, frame_best, grid, style, symmetric_range
+from ._style import (ACCENT, FONT_PX, NEUTRAL, PALETTE, SEQUENTIAL, fitted_range, frame_best, grid, level_line,
+                     style, symmetric_range)
 
 __all__ = ["metric_errorbars", "goal_heatmaps", "cocos_heatmap"]
 
@@ -48,16 +49,14 @@ def metric_errorbars(summary: pd.DataFrame, metric: str = "rsum", group: str = "
     best = rank.iloc[0]
     fig.add_vrect(x0=best["mean"] - best["std"], x1=best["mean"] + best["std"], fillcolor=ACCENT, opacity=0.12,
                   line_width=0)
-    lo, hi = float((rank["mean"] - rank["std"]).min()), float((rank["mean"] + rank["std"]).max())
-    if chance is not None:
-        fig.add_vline(x=float(chance), line_dash="dot", line_color=NEUTRAL,
-                      annotation_text=f"chance {chance:.1f}", annotation_position="bottom right")
-        lo, hi = min(lo, float(chance)), max(hi, float(chance))
-    pad = 0.05 * max(hi - lo, 1e-6)
+    # zoomed to the bars, never stretched to chance: far below trained models it would squash them together
+    span = fitted_range(np.concatenate([rank["mean"] - rank["std"], rank["mean"] + rank["std"]]))
     label = report.METRIC_LABELS[metric]
     title = f"{label} per loss, mean ± std over seeds ({group}{f', {checkpoint}' if checkpoint else ''})"
     style(fig, title, height=max(340, 26 * len(rank) + 170), xaxis=label, margin=dict(l=160))
-    fig.update_xaxes(range=[lo - pad, hi + pad])
+    fig.update_xaxes(range=span)
+    if chance is not None:
+        level_line(fig, float(chance), f"chance {chance:.1f}", "x", span)
     fig.update_yaxes(categoryorder="array", categoryarray=list(rank["name"])[::-1])
     return fig
 

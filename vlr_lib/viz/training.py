@@ -17,7 +17,8 @@ from .. import report
 from .._checks import check_choice
 from ..report import metric_label
 from .readout import fmt
-from ._style import HARDEST, NEUTRAL, PALETTE, POSITIVE, SEQUENTIAL, SYMBOL, frame_best, panels, position, style
+from ._style import (HARDEST, NEUTRAL, PALETTE, POSITIVE, SEQUENTIAL, SYMBOL, fitted_range, frame_best, level_line,
+                     panels, position, style)
 
 # --------------------------------------------------------------------------- histories
 
@@ -142,16 +143,20 @@ def sweep_figure(
     losses of the table drawn as dashed horizontal lines at their mean `metric`
     (e.g. "triplet_hardest", the gamma -> infinity limit); `chance` adds the chance
     rsum when `metric` is rsum. `log_x` (None: automatic when x spans >= 20x).
+    The y-axis fits the slices and the references (chance, far below, is noted at the
+    axis, never drawn there: it would flatten every slice).
     """
     values = report.sweep_values(runs, loss)
     fixed = {p: (fixed or {}).get(p, vals[0]) for p, vals in values.items() if p != x}
     main = report.sweep_slice(runs, loss, x, fixed, metric)
     fig = go.Figure()
+    shown = [main["mean"] - main["std"].fillna(0), main["mean"] + main["std"].fillna(0)]  # what the y-axis fits
     if len(fixed) == 1:  # a two-parameter sweep: every other slice, faint
         (p, at), = fixed.items()
         rest = [v for v in values[p] if not report.is_close(pd.Series([v]), at)[0]]
         for i, v in enumerate(rest):
             s = report.sweep_slice(runs, loss, x, {p: v}, metric)
+            shown.append(s["mean"])
             fig.add_trace(go.Scatter(x=s[x], y=s["mean"], mode="lines", name=f"other {p} values",
                                      line=dict(color=NEUTRAL, width=1), opacity=0.35, showlegend=i == 0,
                                      legendgroup="others",
@@ -163,13 +168,15 @@ def sweep_figure(
     ))
     for i, ref in enumerate(references):
         y = float(pd.to_numeric(report.loss_rows(runs, ref)[metric], errors="coerce").mean())
+        shown.append(pd.Series([y]))
         fig.add_hline(y=y, line_dash="dash", line_color=PALETTE[(i + 1) % len(PALETTE)],
                       annotation_text=ref, annotation_position="top left")
-    if chance is not None and metric == "rsum":
-        fig.add_hline(y=float(chance), line_dash="dot", line_color=NEUTRAL,
-                      annotation_text="chance", annotation_position="bottom left")
     title = f"{loss}: {metric_label(metric)} vs {x}" + (f" at {_slice_label(fixed)}" if fixed else "")
     style(fig, title, height=420, xaxis=x, yaxis=metric_label(metric))
+    span = fitted_range(pd.concat(shown, ignore_index=True).astype(float))
+    fig.update_yaxes(range=span)
+    if chance is not None and metric == "rsum":
+        level_line(fig, float(chance), f"chance {fmt(float(chance))}", "y", span)
     v = np.asarray([float(a) for a in values[x]], dtype=float)
     if log_x or (log_x is None and v.size > 2 and (v > 0).all() and v.max() / v.min() >= 20):
         fig.update_xaxes(type="log")

@@ -22,6 +22,7 @@ figure follows.
 from __future__ import annotations
 
 import html as _html
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -63,11 +64,16 @@ def show(out: W.Output, fig: go.Figure) -> None:
 @dataclass(frozen=True)
 class BookView:
     """One choice of the book's drop-down over an explorer's other controls: its `label`, the control values it
-    sets (`values`), and the control its slider moves (`main`, default the explorer's)."""
+    sets (`values`; a value for the slider's own control is where the slider starts), the control its slider
+    moves (`main`, default the explorer's), and the slider's (label, value) steps (`grid`, default across that
+    control's range) and name (`description`, default the control's): a view needs its own when its settings
+    change the control's options."""
 
     label: str
     values: dict[str, object] = field(default_factory=dict)
     main: str | None = None
+    grid: tuple[tuple[str, object], ...] = ()
+    description: str | None = None
 
 
 class Explorer(W.VBox):
@@ -204,8 +210,9 @@ def control_values(control: W.Widget, steps: int = BOOK_STEPS) -> list[tuple[str
 def frames_figure(figures: list[go.Figure], labels: list[str], active: int, description: str) -> go.Figure:
     """`figures` (one per value of a control) as one figure whose plotly slider shows each in turn.
 
-    The figure at `active` is drawn first; every figure is a frame holding its traces and layout, and the
-    slider's steps animate to a frame at once (no transition), so moving it redraws as the widget would.
+    The figure at `active` is drawn first; every figure is a frame holding its layout and the traces that
+    differ between figures (`_moving_traces`), and the slider's steps animate to a frame at once (no
+    transition), so moving it redraws as the widget would.
     The slider sits under the plot, above the legend (which stays at the bottom of the figure).
     """
     if len(figures) != len(labels) or not 0 <= active < len(figures):
@@ -217,7 +224,9 @@ def frames_figure(figures: list[go.Figure], labels: list[str], active: int, desc
             for f in figures]
     fig = go.Figure(figures[active])
     fig.add_traces(data[active][len(fig.data):])
-    fig.frames = [go.Frame(data=d, layout=_frame_layout(f), name=str(i)) for i, (d, f) in enumerate(zip(data, figures))]
+    moving = _moving_traces(data)
+    fig.frames = [go.Frame(data=[d[k] for k in moving], traces=moving, layout=_frame_layout(f), name=str(i))
+                  for i, (d, f) in enumerate(zip(data, figures))]
     now = dict(mode="immediate", frame=dict(duration=0, redraw=True), transition=dict(duration=0))
     steps = [dict(method="animate", label=label, args=[[str(i)], now]) for i, label in enumerate(labels)]
     slider = dict(active=active, steps=steps, currentvalue=dict(prefix=f"{description} = "), x=0, len=1,
@@ -246,6 +255,17 @@ def legend_px(fig: go.Figure) -> int:
 SLIDER_TOP, SLIDER_PX = 45, 95  # px from the plot to the slider (tick labels, axis title); px the slider needs
 
 
+def _moving_traces(data: list[list]) -> list[int]:
+    """The indices of the traces that differ between frames: a frame carries only those (plotly's `traces`),
+    so a map that stays put under the slider is stored once, not once per frame. All of them when none
+    moves (the frames then change the layout alone)."""
+    def canonical(trace) -> str:  # plotly may order a trace's keys differently once it is copied into a figure
+        return json.dumps(json.loads(trace.to_json()), sort_keys=True)
+
+    moving = [k for k in range(len(data[0])) if len({canonical(frame[k]) for frame in data}) > 1]
+    return moving or list(range(len(data[0])))
+
+
 def _frame_layout(fig: go.Figure) -> dict:
     """What a frame changes in the layout: titles, annotations, shapes, axes (not the template, size or sliders)."""
     layout = fig.layout.to_plotly_json()
@@ -260,22 +280,33 @@ def book_figures(box: Explorer, steps: int = BOOK_STEPS, view: BookView | None =
     the values `view` sets (its `main`, when it names one, is the control the slider moves)."""
     main = (view.main if view else None) or box.main
     control, values = box.controls[main], {**box.values(), **(view.values if view else {})}
-    grid = control_values(control, steps) if not control.disabled or (view and view.main) else []
+    if view and view.grid:
+        grid = list(view.grid)
+    else:
+        grid = control_values(control, steps) if not control.disabled or (view and view.main) else []
     if len(grid) < 2:
         return "In the book this explorer shows its first view; run the notebook to change it.", list(box.figures)
     per_value = []
     for _, v in grid:
         out = box.draw(**{**values, main: v})
         per_value.append(out if isinstance(out, tuple) else (out,))
-    current = [v for _, v in grid]
-    active = (int(np.argmin([abs(v - control.value) for v in current])) if isinstance(control.value, (int, float))
-              else current.index(control.value))
-    description = control.description or main
+    active = _active([v for _, v in grid], values[main])
+    description = (view.description if view else None) or control.description or main
     note = (f"In the book the slider under each figure moves <b>{description}</b> over {len(grid)} precomputed "
-            "values; the other controls stay as in the notebook (run it to change them).")
+            + ("values; the other controls are set as the drop-down above says (run the notebook for any other "
+               "setting)." if view else "values; the other controls stay as in the notebook (run it to change them)."))
     labels = [label for label, _ in grid]
     return note, [frames_figure([figs[j] for figs in per_value], labels, active, description)
                   for j in range(len(per_value[0]))]
+
+
+def _active(grid: list, value: object) -> int:
+    """The step of `grid` the slider starts at: `value`'s, else the nearest to a number, else the first."""
+    if value in grid:
+        return grid.index(value)
+    if isinstance(value, (int, float)) and all(isinstance(v, (int, float)) for v in grid):
+        return int(np.argmin([abs(v - value) for v in grid]))
+    return 0
 
 
 def _view_html(box: Explorer, view: BookView | None) -> tuple[str, int]:

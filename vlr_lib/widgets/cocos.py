@@ -13,7 +13,7 @@ from ..analysis import CocosSettings
 from ..demo import demo_embeddings
 from ..similarity import similarity
 from ..viz import cocos as V
-from ._core import Explorer, explorer, slider
+from ._core import BookView, Explorer, explorer, slider
 
 
 def cocos_explorer(
@@ -51,4 +51,8 @@ def cocos_explorer(
     if S is None:
         controls["noise"] = slider(W.FloatSlider, "batch noise", value=noise, min=0.0, max=4.0, step=0.1)
         rows[-1].append("noise")
-    return explorer(controls, draw, rows=rows, name="cocos")
+    # the book: the prose moves the noise, the margin, ε and NT-Xent's τ, one at a time
+    moved = [("noise", "batch noise")] * (S is None) + [("margin", "margin α"), ("eps", "ε"),
+                                                          ("temperature", "NT-Xent τ")]
+    views = [BookView(f"{label} slider", main=name) for name, label in moved]
+    return explorer(controls, draw, rows=rows, name="cocos", book_views=views)

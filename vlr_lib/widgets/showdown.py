@@ -11,7 +11,7 @@ import pandas as pd
 
 from .. import report
 from ..viz import showdown
-from ._core import Explorer, explorer
+from ._core import BookView, Explorer, explorer
 
 CHECKPOINTS = (("best validation epoch", "sel_"), ("last epoch", "test_"))
 GOAL_METRICS = (("R@1 both ways (Tables 3-5)", "r1"),) + tuple((report.METRIC_LABELS[m], m)
@@ -34,6 +34,13 @@ def _checkpoint_control(summaries: dict) -> W.ToggleButtons:
     return W.ToggleButtons(options=options, value=options[0][1], description="checkpoint")
 
 
+def _views(summaries: dict, other: str, choices: list[tuple[str, object]]) -> list[BookView]:
+    """The book's drop-down of a showdown explorer: each of `other`'s (label, value) `choices` at each
+    checkpoint the runs have, the metric on the slider (its options: the prose's first control)."""
+    return [BookView(f"{label}, {where}", {other: value, "checkpoint": p})
+            for label, value in choices for where, p in CHECKPOINTS if p in summaries]
+
+
 def showdown_explorer(runs: pd.DataFrame, chance: float | None = None, metric: str = "rsum",
                       group: str = "all") -> Explorer:
     """Mean ± std per loss on one metric: choose the metric, the group of losses and the checkpoint.
@@ -52,7 +59,8 @@ def showdown_explorer(runs: pd.DataFrame, chance: float | None = None, metric: s
         "group": W.ToggleButtons(options=list(report.GROUPS), value=group, description="losses"),
         "checkpoint": _checkpoint_control(summaries),
     }
-    return explorer(controls, draw, rows=[["metric", "checkpoint"], ["group"]], name="showdown")
+    views = _views(summaries, "group", [(f"{g} losses", g) for g in report.GROUPS])
+    return explorer(controls, draw, rows=[["metric", "checkpoint"], ["group"]], name="showdown", book_views=views)
 
 
 def goal_explorer(runs: pd.DataFrame, metric: str = "r1", color: str = "mean") -> Explorer:
@@ -68,7 +76,9 @@ def goal_explorer(runs: pd.DataFrame, metric: str = "r1", color: str = "mean") -
                                  description="colour"),
         "checkpoint": _checkpoint_control(summaries),
     }
-    return explorer(controls, draw, rows=[["metric", "color"], ["checkpoint"]], name="showdown-goal")
+    views = _views(summaries, "color", [(f"colour: {label}", c) for label, c in controls["color"].options])
+    return explorer(controls, draw, rows=[["metric", "color"], ["checkpoint"]], name="showdown-goal",
+                    book_views=views)
 
 
 def cocos_explorer(runs: pd.DataFrame, stat: str = "C_q") -> Explorer:

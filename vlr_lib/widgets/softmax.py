@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from torch import Tensor
 
 from ..viz import softmax as V
-from ._core import Explorer, explorer, slider
+from ._core import BookView, Explorer, explorer, slider
 
 
 def partition_explorer(
@@ -36,7 +36,12 @@ def partition_explorer(
                            step=0.05),
         "scale": slider(W.FloatLogSlider, "scale λ", value=scale, base=10, min=0, max=1.7, step=0.05),
     }
-    return explorer(controls, draw, rows=[["query", "scale"], ["k", "fraction"]], name="softmax")
+    # the book: the prose moves the query, k, the batch share and λ, one at a time
+    views = [BookView(f"query slider, at k = {k}, share {fraction:g}, λ = {scale:g}", main="query"),
+             BookView(f"SNM's k slider, at query {query}", main="k"),
+             BookView(f"batch share slider, at query {query}", main="fraction"),
+             BookView(f"scale λ slider, at query {query}", main="scale")]
+    return explorer(controls, draw, rows=[["query", "scale"], ["k", "fraction"]], name="softmax", book_views=views)
 
 
 def threshold_explorer(

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from .. import report
 from ..viz import training
 from ..viz.readout import fmt
-from ._core import Explorer, slider
+from ._core import BookView, Explorer, slider
 
 
 def training_explorer(
@@ -56,6 +56,30 @@ def training_explorer(
 def _other(values: Mapping[str, list], x: str) -> str | None:
     rest = [p for p in values if p != x]
     return rest[0] if rest else None
+
+
+def _sweep_views(runs: pd.DataFrame, losses: Sequence[str], loss: str, x: str, metric: str) -> list[BookView]:
+    """The book's drop-down of the sweep explorer: every sweep against each of its parameters, its slider the
+    other parameter's value (a two-parameter sweep) or the metric; first the explorer's own setting, then
+    its metric on the slider. The "at" slider's options depend on the sweep, so each view brings its own."""
+    views = []
+    for name in losses:
+        values = report.sweep_values(runs, name)
+        for p in values:
+            other = _other(values, p)
+            if other is None:
+                views.append(BookView(f"{name} vs {p}, metric slider", {"loss": name, "x": p}, "metric"))
+                continue
+            grid = tuple((fmt(v), v) for v in values[other])
+            views.append(BookView(f"{name}: {report.metric_label(metric)} vs {p}, {other} slider",
+                                  {"loss": name, "x": p, "at": grid[len(grid) // 2][1]}, "at", grid, other))
+    first = next(i for i, v in enumerate(views) if (v.values["loss"], v.values["x"]) == (loss, x))
+    views.insert(0, views.pop(first))
+    if views[0].main == "at":
+        at = views[0].values["at"]
+        views.insert(1, BookView(f"{loss} vs {x} at {views[0].description} = {fmt(at)}, metric slider",
+                                 {"loss": loss, "x": x, "at": at}, "metric"))
+    return views
 
 
 def sweep_explorer(
@@ -115,7 +139,8 @@ def sweep_explorer(
     sync(reset_x=True)
     box = Explorer(controls, draw, [W.HBox([controls["loss"], controls["x"]]),
                                     W.HBox([controls["at"], controls["metric"]])], "sweep",
-                   main="metric" if controls["at"].disabled else "at")
+                   main="metric" if controls["at"].disabled else "at",
+                   book_views=_sweep_views(runs, losses, loss, controls["x"].value, metric))
 
     def on_change(change=None) -> None:
         if busy[0]:
