@@ -21,6 +21,12 @@ BOOK_SCALE = (W.BOOK_STEPS + 1) / STEPS
 # The controls each explorer's prose asks the reader to move (read in the notebooks, issue 34): the book
 # must move each, as a view's slider or set differently by two views of its drop-down.
 PROSE_CONTROLS = {
+    "shapes-browser": {"difficulty", "group"},  # 00: "at difficulty 0 ... at 1", "move the sliders"
+    "retrieval": {"noise", "direction", "query"},  # 01: "raise the noise", "switch to text → image", "find a query"
+    "contrastive": {"temperature", "query"},  # 03: "pick a query and move the temperature"
+    "sigmoid": {"logit_bias", "temperature"},  # 03: "move the bias", "move τ"
+    "smooth-ap": {"tau", "query"},  # 06: "pick an image query and move τ"
+    "goal-triplet": {"margin", "tau"},  # 07: "a larger τ sharpens both soft steps; the margin moves the cliff"
     "triplet-gradient": {"margin", "noise"},  # 02: "set m = 0 on an easy batch (low noise)", "at high noise"
     "triplet-tangent": {"theta_pos", "theta_neg", "side"},  # 02: "move the angles ... on the same or opposite sides"
     "unified": {"margin", "gamma"},  # 04

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from torch import Tensor
 
 from ..viz import contrastive as V
-from ._core import Explorer, explorer, slider
+from ._core import BookView, Explorer, explorer, slider
 
 
 def temperature_explorer(
@@ -33,7 +33,10 @@ def temperature_explorer(
                               step=0.05),
         "query": slider(W.IntSlider, "query", value=query, min=0, max=n_queries - 1),
     }
-    return explorer(controls, draw, name="contrastive")
+    # the book: "pick a query and move the temperature"
+    views = [BookView(f"temperature τ slider, query {query}", main="temperature"),
+             BookView(f"query slider, at τ = {temperature:g}", main="query")]
+    return explorer(controls, draw, name="contrastive", book_views=views)
 
 
 def sigmoid_explorer(logit_scale: float = 2.302585092994046, logit_bias: float = -10.0,
@@ -49,4 +52,7 @@ def sigmoid_explorer(logit_scale: float = 2.302585092994046, logit_bias: float =
         "temperature": slider(W.FloatLogSlider, "temperature τ", value=temperature, base=10, min=-2, max=0,
                               step=0.1),
     }
-    return explorer(controls, draw, name="sigmoid")
+    # the book: the prose moves the bias, then NT-Xent's τ
+    views = [BookView("bias b slider", main="logit_bias"), BookView("NT-Xent τ slider", main="temperature"),
+             BookView("log-scale t' slider", main="logit_scale")]
+    return explorer(controls, draw, name="sigmoid", book_views=views)

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from ..demo import demo_retrieval_batch
 from ..similarity import similarity
 from ..viz import evaluation as V
-from ._core import Explorer, explorer, slider
+from ._core import BookView, Explorer, explorer, slider
 
 
 def shapes_browser(n_groups: int = 6, group_size: int = 4, seed: int = 0, difficulty: float = 0.5) -> Explorer:
@@ -43,7 +43,10 @@ def shapes_browser(n_groups: int = 6, group_size: int = 4, seed: int = 0, diffic
         "group": slider(W.IntSlider, "group", value=0, min=0, max=n_groups - 1),
         "difficulty": slider(W.FloatSlider, "difficulty", value=difficulty, min=0.0, max=1.0, step=0.25),
     }
-    return explorer(controls, draw, name="shapes-browser")
+    # the book: the prose is about the difficulty ("at difficulty 0 ... at 1"), then the groups
+    views = [BookView("difficulty slider, group 0", main="difficulty"),
+             BookView(f"group slider, at difficulty {difficulty:g}", main="group")]
+    return explorer(controls, draw, name="shapes-browser", book_views=views)
 
 
 def retrieval_explorer(
@@ -74,4 +77,9 @@ def retrieval_explorer(
         controls["k"].max = n_caps if change["new"] == "i2t" else n_images
 
     controls["direction"].observe(on_direction, names="value")  # registered before the redraw
-    return explorer(controls, draw, rows=[["noise", "direction"], ["query", "k"]], name="retrieval")
+    # the book: the prose raises the noise in both directions, then looks for a query
+    views = [BookView("noise slider, image → text", main="noise"),
+             BookView("noise slider, text → image", {"direction": "t2i"}, "noise"),
+             BookView(f"image query slider, at noise {noise:g}", main="query")]
+    return explorer(controls, draw, rows=[["noise", "direction"], ["query", "k"]], name="retrieval",
+                    book_views=views)

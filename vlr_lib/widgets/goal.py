@@ -46,7 +46,11 @@ def triplet_explorer(margin: float = 0.2, tau: float = 10.0, n: int = 61) -> Exp
     def draw(margin: float, tau: float) -> go.Figure:
         return V.triplet_diagrams(margin, tau, n)
 
-    return explorer(_sliders(GoalConfig(margin=margin, tau=tau), ("margin", "tau")), draw, name="goal-triplet")
+    # the book: "a larger τ sharpens both soft steps; the margin moves the cliff"
+    views = [BookView(f"margin m slider, at τ = {tau:g}", main="margin"),
+             BookView(f"scale τ slider, at m = {margin:g}", main="tau")]
+    return explorer(_sliders(GoalConfig(margin=margin, tau=tau), ("margin", "tau")), draw, name="goal-triplet",
+                    book_views=views)
 
 
 def pair_weight_explorer(alpha: float = 2.0, beta: float = 10.0, lam: float = 0.5, rel: float = 0.1) -> Explorer:

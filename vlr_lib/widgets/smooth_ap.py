@@ -11,7 +11,7 @@ from torch import Tensor
 
 from .._checks import check_similarity
 from ..viz import smooth_ap as V
-from ._core import Explorer, explorer, slider
+from ._core import BookView, Explorer, explorer, slider
 
 
 def smooth_ap_explorer(S: Tensor, pos_mask: Tensor | None = None, tau: float = 0.01, query: int = 0) -> Explorer:
@@ -26,4 +26,7 @@ def smooth_ap_explorer(S: Tensor, pos_mask: Tensor | None = None, tau: float = 0
         "tau": slider(W.FloatLogSlider, "temperature τ", value=tau, base=10, min=-4, max=0, step=0.05),
         "query": slider(W.IntSlider, "query", value=query, min=0, max=S.shape[0] - 1),
     }
-    return explorer(controls, draw, name="smooth-ap")
+    # the book: "pick an image query and move τ"
+    views = [BookView(f"temperature τ slider, query {query}", main="tau"),
+             BookView(f"query slider, at τ = {tau:g}", main="query")]
+    return explorer(controls, draw, name="smooth-ap", book_views=views)
