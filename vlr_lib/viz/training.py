@@ -176,7 +176,7 @@ def sweep_figure(
     span = fitted_range(pd.concat(shown, ignore_index=True).astype(float))
     fig.update_yaxes(range=span)
     if chance is not None and metric == "rsum":
-        level_line(fig, float(chance), f"chance {fmt(float(chance))}", "y", span)
+        level_line(fig, float(chance), f"chance {float(chance):.1f}", "y", span)
     v = np.asarray([float(a) for a in values[x]], dtype=float)
     if log_x or (log_x is None and v.size > 2 and (v > 0).all() and v.max() / v.min() >= 20):
         fig.update_xaxes(type="log")
