@@ -122,7 +122,8 @@ def level_line(fig: go.Figure, level: float, text: str, axis: str, span: Sequenc
     """A reference level (chance) on an axis zoomed to the data, whose range is `span`: a dotted line where
     it lies within the span, else a note in a corner on its side ("← chance 31.6, off the axis"), so a level
     far from the data never squashes the data into a few pixels. Call it after `style`. An x-note sits in
-    the corner a ranking leaves free (low values: top left, high: bottom right)."""
+    the corner a ranking leaves free (low values: top left, high: bottom right), a y-note on the right,
+    clear of the reference lines' labels (on the left)."""
     lo, hi = span
     dotted = dict(line_dash="dot", line_color=NEUTRAL, annotation_text=text)
     if lo <= level <= hi:
@@ -132,7 +133,10 @@ def level_line(fig: go.Figure, level: float, text: str, axis: str, span: Sequenc
             fig.add_hline(y=level, annotation_position="bottom left", **dotted)
         return
     above = level > hi
-    corner = dict(x=1.0, y=0.0) if axis == "x" and above else dict(x=0.0, y=float(axis == "x" or above))
+    if axis == "x":
+        corner = dict(x=1.0, y=0.0) if above else dict(x=0.0, y=1.0)
+    else:
+        corner = dict(x=1.0, y=float(above))
     fig.add_annotation(xref="paper", yref="paper", **corner, xanchor="right" if corner["x"] else "left",
                        yanchor="top" if corner["y"] else "bottom", showarrow=False, font=dict(color=NEUTRAL),
                        text=f"{OFF_AXIS[axis, above]} {text}, off the axis")
