@@ -160,6 +160,19 @@ def test_a_book_slider_starts_at_the_value_or_the_nearest_step(grid, value, expe
     assert W._active(grid, value) == expected
 
 
+def test_a_book_view_of_a_control_without_a_range_is_drawn_once_as_it_sets_it():
+    """Notebook 09's metrics (a multi-select): each view of the drop-down is one figure of its setting."""
+    pick = ipw.SelectMultiple(options=["loss", "rsum"], value=("loss",))
+    views = [W.BookView("loss"), W.BookView("rsum", {"metrics": ("rsum",)})]
+    box = W.explorer({"metrics": pick}, lambda metrics: go.Figure(layout=dict(title=" ".join(metrics))), name="t",
+                     book_views=views)
+    note, (fig,) = W.book_figures(box, view=views[1])
+    assert "drawn once" in note and fig.layout.title.text == "rsum" and not fig.frames
+    note, figs = W.book_figures(box, view=views[0])
+    assert "first view" in note and figs == list(box.figures)
+    assert W.book_bundle(box)["text/html"].count("<option>") == 2
+
+
 def test_an_explorer_without_a_range_shows_its_figure(monkeypatch):
     box = W.explorer({"on": ipw.Checkbox(value=True)}, lambda on: go.Figure(go.Bar(y=[int(on)])), name="t")
     note, figs = W.book_figures(box)

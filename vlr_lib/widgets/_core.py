@@ -277,13 +277,18 @@ def _frame_layout(fig: go.Figure) -> dict:
 def book_figures(box: Explorer, steps: int = BOOK_STEPS, view: BookView | None = None) -> tuple[str, list[go.Figure]]:
     """What the book shows for an explorer: a line saying what its slider moves, and its figures, each with
     the main control's values as frames (`frames_figure`); the other controls keep their current values, or
-    the values `view` sets (its `main`, when it names one, is the control the slider moves)."""
+    the values `view` sets (its `main`, when it names one, is the control the slider moves; a view of a
+    control without a range, such as a multi-select, is drawn once)."""
     main = (view.main if view else None) or box.main
     control, values = box.controls[main], {**box.values(), **(view.values if view else {})}
     if view and view.grid:
         grid = list(view.grid)
     else:
         grid = control_values(control, steps) if not control.disabled or (view and view.main) else []
+    if len(grid) < 2 and view and view.values:  # a view without a slider: drawn once, as it sets the controls
+        out = box.draw(**values)
+        return ("In the book this view is drawn once, with the controls as the drop-down above sets them; run the "
+                "notebook to change them.", list(out if isinstance(out, tuple) else (out,)))
     if len(grid) < 2:
         return "In the book this explorer shows its first view; run the notebook to change it.", list(box.figures)
     per_value = []

@@ -47,7 +47,12 @@ def training_explorer(
         runs = [n for n in names if switches[f"run:{n}"]]
         return training.curves_figure(histories, list(metrics), runs, relative_loss=relative_loss, chance=chance)
 
-    box = Explorer(controls, draw, [W.HBox([pick, W.VBox(list(boxes.values()))])], "training", main="metrics")
+    # the book: a drop-down over the metrics (the prose's "pick the metrics"); the runs are ticked in the
+    # figure's legend, which plotly toggles without Python
+    choices = [tuple(shown)] + [(m,) for m in metrics if (m,) != tuple(shown)]
+    views = [BookView(" and ".join(report.metric_label(m) for m in c), {"metrics": c}) for c in choices]
+    box = Explorer(controls, draw, [W.HBox([pick, W.VBox(list(boxes.values()))])], "training", main="metrics",
+                   book_views=views)
     for c in controls.values():
         c.observe(box.redraw, names="value")
     return box
