@@ -340,12 +340,12 @@ def tangent_norm(loss: str, kw: dict, offset: float) -> float:
 
 
 norms = {name: (tangent_norm(loss, kw, 0.0), tangent_norm(loss, kw, OFFSET)) for name, (loss, kw) in LOSSES.items()}
-for name, (normal, collapsed) in norms.items():
-    print(f"{name:>10}: {normal:.3f} at the usual start, {collapsed:.3f} at the collapsed start "
-          f"(x{collapsed / normal:.2f})")
+for name, (normal, crowded) in norms.items():
+    print(f"{name:>10}: {normal:.3f} at the usual start, {crowded:.3f} at the collapsed start "
+          f"(x{crowded / normal:.2f})")
     if SHAPES:
-        assert collapsed < 0.5 * normal  # every loss's tangent gradient shrinks when all points crowd together
-shrink = {name: collapsed / normal for name, (normal, collapsed) in norms.items()}
+        assert crowded < 0.5 * normal  # every loss's tangent gradient shrinks when all points crowd together
+shrink = {name: crowded / normal for name, (normal, crowded) in norms.items()}
 if SHAPES:
     assert max(shrink["NT-Xent"], shrink["Unified"]) < shrink["Triplet-SH"]  # ... the softmax losses' even more
 
