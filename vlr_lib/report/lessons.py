@@ -23,8 +23,9 @@ def lesson_table(runs: pd.DataFrame, metric: str = "rsum", prefix: str = "sel_")
     condition) and ``<prefix><metric>``. For a difference a - b of two roles the seeds are
     paired (same seed: same initialisation and batches): ``delta`` is the mean per-seed
     difference, ``ci_low`` / ``ci_high`` its uncorrected paired t 95% interval (``vlr_lib.stats``),
-    ``half`` that interval's half-width, ``p`` its paired t test. Every row of the table is one
-    family (``vlr_lib.stats.verdicts``): ``p_holm`` is Holm-corrected over all of them, ``holm_low`` /
+    ``half`` that interval's half-width, ``p`` its paired t test. The table's comparisons are one
+    family (``vlr_lib.stats.verdicts``; a condition that shares its runs with another, such as each
+    experiment's base condition, counts once, ``family_size``): ``p_holm`` is Holm-corrected over it, ``holm_low`` /
     ``holm_high`` the interval at the level Holm tested it, and ``verdict`` is read from ``p_holm``:
     "holds" on the papers' side of 0, "reverses" on the other, else "cannot tell" (always, with one
     seed); ``uncorrected`` is the same word read from the uncorrected interval. ``seed_min`` /
@@ -45,7 +46,10 @@ def lesson_table(runs: pd.DataFrame, metric: str = "rsum", prefix: str = "sel_")
                 continue
             pair = by_role[[a, b]].dropna()
             per_seed = pair[a] - pair[b]
-            comps.append(Comparison(f"{exp} | {cond} | {a} - {b}", pair[a].to_numpy(), pair[b].to_numpy(), sign))
+            # a condition that shares its runs with another (the base condition of every experiment) is the
+            # same comparison: it enters the family once
+            same = (a, b, tuple(pair.index), tuple(pair[a]), tuple(pair[b]))
+            comps.append(Comparison(repr(same), pair[a].to_numpy(), pair[b].to_numpy(), sign))
             rows.append({"experiment": exp, "condition": cond, "order": int(part["order"].iloc[0]), **extra,
                          "comparison": f"{registry.label(a)} − {registry.label(b)}", "a": a, "b": b, "expected": sign,
                          "source": source, "mean_a": pair[a].mean(), "std_a": pair[a].std(ddof=1),
@@ -54,10 +58,12 @@ def lesson_table(runs: pd.DataFrame, metric: str = "rsum", prefix: str = "sel_")
                          "metric": metric})
     if not rows:
         raise ValueError("runs holds no condition with both roles of any comparison")
-    v = verdicts(comps, family=[c.name for c in comps])
+    distinct = list({c.name: c for c in comps}.values())
+    v = verdicts(distinct, family=[c.name for c in distinct]).set_index("name").loc[[c.name for c in comps]]
+    v = v.reset_index(drop=True)
     out = pd.DataFrame(rows).assign(delta=v["delta"], ci_low=v["low"], ci_high=v["high"], half=(v["high"] - v["low"]) / 2,
                                     p=v["p"], p_holm=v["p_holm"], holm_low=v["low_holm"], holm_high=v["high_holm"],
-                                    verdict=v["verdict"], uncorrected=v["uncorrected"], family_size=len(comps))
+                                    verdict=v["verdict"], uncorrected=v["uncorrected"], family_size=len(distinct))
     return out.sort_values(["experiment", "order"], kind="stable", ignore_index=True,
                                           key=lambda c: c.map({e: i for i, e in enumerate(dict.fromkeys(
                                               runs["experiment"]))}) if c.name == "experiment" else c)
