@@ -33,7 +33,7 @@ def test_paired_differences_intervals_and_verdicts(table):
         told = "cannot tell" if row["p_holm"] >= 0.05 else ("holds" if delta * row["expected"] > 0 else "reverses")
         assert row["verdict"] == told
     # one family: the table's distinct comparisons (a condition that shares its runs with another counts once)
-    distinct = table.drop_duplicates(["a", "b", "delta", "ci_low", "ci_high"])
+    distinct = table.drop_duplicates(["a", "b", "mean_a", "mean_b", "delta", "ci_low", "ci_high"])
     assert (table["family_size"] == len(distinct)).all()
     holm = dict(zip(distinct.index, stats.holm(distinct["p"])))
     assert [holm[i] for i in distinct.index] == pytest.approx(list(distinct["p_holm"]))
