@@ -156,11 +156,16 @@ def _goal_text(goal_claims: list[dict]) -> str:
     raw = sum(c["uncorrected"] == "reverses" for c in goal_claims)
     cells = "; ".join(f"({c['a'][5:]}) − ({c['b'][5:]}) = {interval_text(c['delta'], c['low'], c['high'], 'rsum')}"
                       f"{'' if c['verdict'] == 'cannot tell' else ' ' + c['verdict']}" for c in goal_claims)
-    where = "P^con is ahead in every cell the seeds tell" if not count["holds"] else "the seeds tell both ways"
+    told = count["holds"] + count["reverses"]
+    where = ("the seeds tell no cell" if not told else "P^con is ahead in every cell the seeds tell"
+             if not count["holds"] else "P^con is behind in every cell the seeds tell" if not count["reverses"]
+             else "the seeds tell both ways")
+    verb = lambda k, one, many: one if count[k] == 1 else many  # noqa: E731
     return (f"Xuan & Chen Tables 3-5 (pair weights): under every triplet weight they find the other pair weights "
-            f"ahead of P^con. Here {where}: of the {n} comparisons (one family), {count['reverses']} reverse the paper after Holm's correction ({raw} by their uncorrected "
-            f"intervals), {count['holds']} hold, {count['cannot tell']} cannot be told with {goal_claims[0]['n']} "
-            f"seeds. (T, P^con) − (T, P), rsum [95%]: {cells}.")
+            f"ahead of P^con. Here {where}: of the {n} comparisons (one family), {count['reverses']} "
+            f"{verb('reverses', 'reverses', 'reverse')} the paper after Holm's correction ({raw} by their uncorrected "
+            f"intervals), {count['holds']} {verb('holds', 'holds', 'hold')}, {count['cannot tell']} cannot be told "
+            f"with {goal_claims[0]['n']} seeds. (T, P^con) − (T, P), rsum [95%]: {cells}.")
 
 
 def reading(runs: pd.DataFrame, metric: str = "rsum", prefix: str = "sel_") -> dict:
