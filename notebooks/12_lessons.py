@@ -354,8 +354,11 @@ for _, row in table.iterrows():
     d = (by_seed[row["a"]] - by_seed[row["b"]]).to_numpy()  # paired: one difference per seed
     assert abs(row["delta"] - d.mean()) < 1e-9
     key = (row["a"], row["b"], tuple(by_seed[row["a"]]), tuple(by_seed[row["b"]]))
-    t = d.mean() / (d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else 0.0
-    distinct.setdefault(key, (stats.t_two_sided_p(t, len(d) - 1) if len(d) > 1 else 1.0, d.mean() * row["expected"]))
+    if len(d) < 2 or d.std() == 0:  # one seed cannot tell; the same difference on every seed is certain
+        p = 1.0 if len(d) < 2 or d.mean() == 0 else 0.0
+    else:
+        p = stats.t_two_sided_p(d.mean() / (d.std(ddof=1) / np.sqrt(len(d))), len(d) - 1)
+    distinct.setdefault(key, (p, d.mean() * row["expected"]))
 told, m = set(), len(distinct)
 for k, key in enumerate(sorted(distinct, key=lambda key: distinct[key][0])):
     if distinct[key][0] >= 0.05 / (m - k):
