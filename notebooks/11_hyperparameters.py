@@ -368,8 +368,8 @@ def changed_orderings(order) -> list[str]:
         u, t = (part[part["kind"] == k].iloc[0] for k in ("untuned", "tuned"))
         read = [("a ahead" if r["delta"] > 0 else "b ahead") if r["separated"] else "cannot tell" for r in (u, t)]
         if read[0] != read[1]:
-            out.append(f"{comp}: {u['delta']:+.1f} [{u['ci_low']:+.1f}, {u['ci_high']:+.1f}] untuned, "
-                       f"{t['delta']:+.1f} [{t['ci_low']:+.1f}, {t['ci_high']:+.1f}] tuned")
+            out.append(f"{comp}: {u['delta']:+.1f} [{u['ci_low']:+.1f}, {u['ci_high']:+.1f}] untuned ({read[0]}), "
+                       f"{t['delta']:+.1f} [{t['ci_low']:+.1f}, {t['ci_high']:+.1f}] tuned ({read[1]})")
     return out
 
 
@@ -381,8 +381,9 @@ display(Markdown(
     f"({', '.join(f'{r.label}: {r.parameter} {r.default:g} → {r.chosen:g}' for r in moved.itertuples()) or 'none'}). "
     f"The largest gain on test is {gain['label']}'s, {gain['delta']:+.1f} rsum [{gain['ci_low']:+.1f}, "
     f"{gain['ci_high']:+.1f}]. Orderings whose reading changed with tuning: "
-    + ("; ".join(flips) if flips else "none") + " (Holm-corrected over every ordering; intervals uncorrected). An "
-    "ordering that changes here was a property of the defaults, not of the losses."))
+    + ("; ".join(flips) if flips else "none") + " (verdicts Holm-corrected over every ordering; intervals "
+    "uncorrected). An ordering told apart on one side only may belong to the defaults rather than to the losses, "
+    "or be too close for five seeds to tell."))
 
 # %% [markdown]
 # ## Summary
