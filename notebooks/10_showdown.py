@@ -23,7 +23,7 @@
 #   with the PR-AUC column Veit & Wilber use for calibration;
 # - read the 3 × 5 GOAL grid as Xuan & Chen present it (Tables 3–5);
 # - relate a loss's score to how many candidates feed its gradient (COCOS, Bleeker & de Rijke sec. 4);
-# - say which differences are real at three seeds, and which are noise.
+# - say which differences three seeds can tell apart: paired by seed, corrected for how many are read.
 #
 # Papers: Bleeker & de Rijke (Table 1; COCOS eqs. 9–13, Tables 2–4), Xuan & Chen (Table 1, Tables 3–5),
 # Veit & Wilber (PR-AUC, Table 1), Li et al. (the unified loss, eq. 5). Library: `vlr_lib.experiments.grid`
