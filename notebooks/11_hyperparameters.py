@@ -26,7 +26,7 @@
 # 3. sweep the temperature of NT-Xent (Bleeker & de Rijke eq. 4), $\tau$ of SmoothAP
 #    (eq. 7) and $k$ of cross-example negative mining (Veit & Wilber eq. 6);
 # 4. explore the stored results slice by slice, and say which differences you measured
-#    are larger than the seed-to-seed noise;
+#    your seeds can tell apart (paired by seed, corrected for how many you read);
 # 5. tell an untuned comparison of losses (each at its default) from a tuned one (each given the
 #    same validation budget), and say which orderings survive tuning.
 #
@@ -315,7 +315,9 @@ display(Markdown(
 # trained at notebook 10's features budget with five seeds (`vlr_lib.experiments.tuned`; the command
 # line is `python -m vlr_lib tuned`). The value is chosen on **validation** alone; the test split
 # then reports the chosen value beside the default on the same seeds, and every ordering of two
-# losses is read from a paired 95% interval (notebook 12 explains the interval). In full mode the
+# losses is read from a paired 95% interval (notebook 12 explains the interval); an ordering is *told
+# apart* only when its paired t test survives Holm's correction over every ordering read here, untuned
+# and tuned together (`vlr_lib.stats`; notebook 10 explains the correction). In full mode the
 # 100 runs open from their record; fast mode trains a small version (2 seeds, notebook 10's fast
 # size), whose numbers are not the findings.
 
@@ -347,14 +349,15 @@ print(protocol.check("tuned-shapes-features-full", epochs=5))
 
 # %%
 def changed_orderings(order) -> list[str]:
-    """The orderings whose reading differs untuned vs tuned (separated on one side, or not separated)."""
+    """The orderings whose Holm-corrected reading differs untuned vs tuned (told apart on one side only, or apart
+    both ways round)."""
     out = []
     for comp, part in order.groupby("comparison", sort=False):
         u, t = (part[part["kind"] == k].iloc[0] for k in ("untuned", "tuned"))
-        read = [("a ahead" if r["ci_low"] > 0 else "b ahead" if r["ci_high"] < 0 else "cannot tell") for r in (u, t)]
+        read = [("a ahead" if r["delta"] > 0 else "b ahead") if r["separated"] else "cannot tell" for r in (u, t)]
         if read[0] != read[1]:
-            out.append(f"{comp}: {u['delta']:+.1f} [{u['ci_low']:+.1f}, {u['ci_high']:+.1f}] untuned, "
-                       f"{t['delta']:+.1f} [{t['ci_low']:+.1f}, {t['ci_high']:+.1f}] tuned")
+            out.append(f"{comp}: {u['delta']:+.1f} [{u['ci_low']:+.1f}, {u['ci_high']:+.1f}] untuned ({read[0]}), "
+                       f"{t['delta']:+.1f} [{t['ci_low']:+.1f}, {t['ci_high']:+.1f}] tuned ({read[1]})")
     return out
 
 
@@ -366,8 +369,9 @@ display(Markdown(
     f"({', '.join(f'{r.label}: {r.parameter} {r.default:g} → {r.chosen:g}' for r in moved.itertuples()) or 'none'}). "
     f"The largest gain on test is {gain['label']}'s, {gain['delta']:+.1f} rsum [{gain['ci_low']:+.1f}, "
     f"{gain['ci_high']:+.1f}]. Orderings whose reading changed with tuning: "
-    + ("; ".join(flips) if flips else "none") + ". An ordering that changes here was a property of the defaults, "
-    "not of the losses."))
+    + ("; ".join(flips) if flips else "none") + " (verdicts Holm-corrected over every ordering; intervals "
+    "uncorrected). An ordering told apart on one side only may belong to the defaults rather than to the losses, "
+    "or be too close for five seeds to tell."))
 
 # %% [markdown]
 # ## Summary

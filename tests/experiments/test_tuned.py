@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from vlr_lib import stats
 from vlr_lib.cli import tuned as cli
 from vlr_lib.experiments import showdown as S
 from vlr_lib.experiments import tuned as T
@@ -86,6 +87,11 @@ def test_orderings_match_a_slow_paired_t_interval():
     d = a - b
     half = 2.776 * d.std(ddof=1) / math.sqrt(5)  # t_{0.975, 4}
     assert row["delta"] == pytest.approx(d.mean()) and row["ci_high"] - row["ci_low"] == pytest.approx(2 * half)
+    # untuned and tuned rows are one family: told apart = the paired t test survives Holm's correction over both
+    order = T.orderings(runs, chosen)
+    assert list(order["p_holm"]) == pytest.approx(list(stats.holm(order["p"])))
+    assert list(order["separated"]) == list(order["p_holm"] < 0.05)
+    assert list(order["uncorrected"]) == list((order["ci_low"] > 0) | (order["ci_high"] < 0))
 
 
 @pytest.mark.parametrize("grid, match", [

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from tests.report.tables import LESSON_MEANS, LESSON_SEEDS, LESSON_SPREAD, lesson_runs
-from vlr_lib import report
+from vlr_lib import report, stats
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,14 @@ def test_paired_differences_intervals_and_verdicts(table):
         assert row["delta"] == pytest.approx(delta) and row["half"] == pytest.approx(half)
         assert (row["ci_low"], row["ci_high"]) == (pytest.approx(delta - half), pytest.approx(delta + half))
         expected = "cannot tell" if abs(delta) <= half else ("holds" if delta * row["expected"] > 0 else "reverses")
-        assert row["verdict"] == expected
+        assert row["uncorrected"] == expected
+        told = "cannot tell" if row["p_holm"] >= 0.05 else ("holds" if delta * row["expected"] > 0 else "reverses")
+        assert row["verdict"] == told
+    # one family: the table's distinct comparisons (a condition that shares its runs with another counts once)
+    distinct = table.drop_duplicates(["a", "b", "mean_a", "mean_b", "delta", "ci_low", "ci_high"])
+    assert (table["family_size"] == len(distinct)).all()
+    holm = dict(zip(distinct.index, stats.holm(distinct["p"])))
+    assert [holm[i] for i in distinct.index] == pytest.approx(list(distinct["p_holm"]))
     by = table.set_index(["condition", "a", "b"])["verdict"]
     assert by[("random encoder", "triplet_hardest", "triplet_all")] == "reverses"  # -19 ± 2.5
     assert by[("pretrained encoder", "triplet_hardest", "triplet_all")] == "holds"  # +31 ± 2.5
@@ -89,3 +96,15 @@ def test_last_epoch_share_counts_each_run_once():
     assert report.last_epoch_share(runs) == pytest.approx(1 / 3)  # a (listed twice) and b stop below, c still rises
     with pytest.raises(ValueError, match="best_epoch"):
         report.last_epoch_share(runs.drop(columns="best_epoch"))
+
+
+def test_a_verdict_of_one_condition_can_change_with_the_family():
+    """Alone, a condition's difference is judged with its own p; in the table, Holm multiplies it by the family's
+    size (ranked), so a table with more conditions can only turn "holds"/"reverses" into "cannot tell"."""
+    runs = lesson_runs()
+    whole = report.lesson_table(runs)
+    for exp in dict.fromkeys(whole["experiment"]):
+        alone = report.lesson_table(runs[runs["experiment"] == exp]).set_index(["condition", "a", "b"])
+        inside = whole[whole["experiment"] == exp].set_index(["condition", "a", "b"])
+        assert (inside["p_holm"] >= alone.loc[inside.index, "p_holm"] - 1e-12).all()
+        assert (inside["p"] == alone.loc[inside.index, "p"]).all()

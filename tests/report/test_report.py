@@ -14,7 +14,7 @@ import pytest
 
 from tests.report.tables import (EPOCHS, GAMMAS, GOAL, LOSS_NAMES, MARGINS, SEEDS, TEMPS, hand_summary, make_history,
                                  rsum_of, synthetic_runs, sweep_table)
-from vlr_lib import losses, registry, report
+from vlr_lib import losses, registry, report, stats
 from vlr_lib.goal import GOAL_PAIRS, GOAL_TRIPLETS, TABLE1
 
 
@@ -119,54 +119,112 @@ def test_goal_matrix_puts_each_cell_at_its_pair_and_triplet():
 # --------------------------------------------------------------------------- uncertainty
 
 
-def test_separations_and_ranking_by_hand():
+def hand_runs(values: dict[str, list[float]], metric: str = "rsum") -> pd.DataFrame:
+    """A runs table with chosen per-seed values of one metric (every other metric the same values)."""
+    rows = []
+    for loss, per_seed in values.items():
+        for seed, v in enumerate(per_seed):
+            rows.append({"config": loss, "loss": loss, "seed": seed,
+                         **{f"sel_{m}": v for m in report.TABLE1_COLUMNS}, f"sel_{metric}": v})
+    return pd.DataFrame(rows)
+
+
+def test_ranking_by_hand_is_a_picture_of_the_bars():
     s = hand_summary({"a_loss": 10.0, "b_loss": 8.0, "c_loss": 2.0}, {"a_loss": 1.0, "b_loss": 1.0, "c_loss": 1.0})
-    seps = report.separations(s).set_index(["a", "b"])
-    assert not seps.loc[("a_loss", "b_loss"), "separated"]  # |2| > 1 + 1 is false: touching bands are a tie
-    assert seps.loc[("a_loss", "c_loss"), "separated"] and seps.loc[("b_loss", "c_loss"), "separated"]
-    assert seps.loc[("a_loss", "c_loss"), "delta"] == 8.0 and seps.loc[("a_loss", "c_loss"), "noise"] == 2.0
     rank = report.ranking(s)
     assert list(rank["loss"]) == ["a_loss", "b_loss", "c_loss"]
-    assert list(rank["tied_with_best"]) == [True, True, False]
+    assert list(rank["overlaps_best"]) == [True, True, False]  # |2| <= 1 + 1: touching bars overlap
 
 
-def test_separations_count_matches_brute_force(summary):
-    for metric in ("rsum", "pr_auc", "t2i_r1"):
-        seps = report.separations(summary, metric)
-        m, s = summary[f"{metric}_mean"].to_numpy(), summary[f"{metric}_std"].to_numpy()
-        brute = sum(abs(m[i] - m[j]) > s[i] + s[j] for i in range(len(m)) for j in range(i + 1, len(m)))
-        assert len(seps) == 22 * 21 // 2 and int(seps["separated"].sum()) == brute
+def test_separations_are_paired_and_holm_corrected_by_hand():
+    # b = a - 1 on every seed: a large seed effect, a constant gap -> told apart however noisy the seeds;
+    # c differs from a by 3, -1, 2: the interval straddles 0.
+    runs = hand_runs({"a_loss": [10.0, 30.0, 20.0], "b_loss": [9.0, 29.0, 19.0], "c_loss": [7.0, 31.0, 18.0]})
+    seps = report.separations(runs).set_index(["a", "b"])
+    assert seps.loc[("a_loss", "b_loss"), "verdict"] == "ahead" and seps.loc[("a_loss", "b_loss"), "p"] == 0.0
+    d = np.array([3.0, -1.0, 2.0])
+    t = d.mean() / (d.std(ddof=1) / math.sqrt(3))
+    assert seps.loc[("a_loss", "c_loss"), "p"] == pytest.approx(stats_p(t, 2))
+    assert seps.loc[("a_loss", "c_loss"), "verdict"] == "not told apart"
+    assert list(seps["p_holm"]) == pytest.approx(list(report_holm(seps["p"])))
+    assert int(seps["separated"].sum()) == int((seps["p_holm"] < 0.05).sum())
 
 
-def test_compare_sentences_and_errors():
-    s = hand_summary({"triplet_hardest": 10.0, "triplet_all": 5.0, "info_nce": 9.5},
-                     {"triplet_hardest": 1.0, "triplet_all": 1.0, "info_nce": 1.0})
-    c = report.compare(s, "triplet_hardest", "triplet_all")
-    assert c["separated"] and c["delta"] == 5.0 and "is ahead by 5.0" in c["text"]
-    assert c["text"].startswith("Triplet-SH 10.0 ± 1.0 vs Triplet 5.0 ± 1.0")
-    tie = report.compare(s, "triplet_hardest", "info_nce")
-    assert not tie["separated"] and "within the seed noise" in tie["text"]
-    with pytest.raises(ValueError, match="^b"):
-        report.compare(s, "triplet_hardest", "smooth_ap")
+def stats_p(t: float, df: int) -> float:
+    """Two-sided p of Student's t with df = 2 in closed form: 1 - |t| / sqrt(2 + t^2)."""
+    assert df == 2
+    return 1 - abs(t) / math.sqrt(2 + t * t)
 
 
-def test_reading_claims_hold_reverse_or_stay_open():
-    means = {"triplet_hardest": 10.0, "triplet_all": 5.0, "info_nce": 14.0, "smooth_ap": 9.0, "unified": 10.5,
-             "sampled_softmax": 3.0, "cross_example_softmax": 8.0}
-    s = hand_summary(means, {k: 1.0 for k in means})
-    facts = report.reading(s)
+def report_holm(p) -> list[float]:
+    """Holm by hand: sorted ascending, (m - k) * p_(k) for k = 0.., capped at 1, running maximum."""
+    order = sorted(range(len(p)), key=lambda i: p.iloc[i])
+    out, running = [0.0] * len(p), 0.0
+    for k, i in enumerate(order):
+        running = max(running, min(1.0, (len(p) - k) * p.iloc[i]))
+        out[i] = running
+    return out
+
+
+def test_separations_against_scipy(runs):
+    scipy_stats = pytest.importorskip("scipy.stats")
+    seps = report.separations(runs, "rsum")
+    table = runs.pivot(index="seed", columns="loss", values="sel_rsum")
+    for _, r in seps.sample(20, random_state=0).iterrows():
+        assert r["p"] == pytest.approx(scipy_stats.ttest_rel(table[r["a"]], table[r["b"]]).pvalue, rel=1e-9)
+    n = runs["loss"].nunique()
+    assert len(seps) == n * (n - 1) // 2
+
+
+def test_reading_claims_hold_reverse_or_cannot_tell():
+    base = np.array([100.0, 140.0, 120.0])
+    values = {"triplet_hardest": base, "triplet_all": base - [5.0, 5.1, 4.9], "info_nce": base + [4.0, 4.1, 3.9],
+              "smooth_ap": base + [3.0, -6.0, 1.0], "unified": base + [0.5, -0.5, 0.2],
+              "sampled_softmax": base - 20, "cross_example_softmax": base - 15}
+    facts = report.reading(hand_runs({k: list(v) for k, v in values.items()}))
     claims = {(c["a"], c["b"]): c for c in facts["claims"]}
-    assert claims[("triplet_hardest", "triplet_all")]["agrees"]  # 5 > 2: holds
-    assert not claims[("triplet_hardest", "info_nce")]["agrees"] and claims[("triplet_hardest", "info_nce")]["separated"]
-    assert not claims[("triplet_hardest", "smooth_ap")]["separated"]  # 1 < 2: open
-    assert ("goal:cir,sig-ms", "goal:con,con") not in claims  # GOAL not trained: no claim
-    assert facts["best"] == "info_nce" and facts["tied"] == ["info_nce"]
-    assert "holds here" in facts["text"] and "is reversed here" in facts["text"] and "not resolved" in facts["text"]
-    assert facts["goal_best"] is None and facts["n_pairs"] == 21
+    assert claims[("triplet_hardest", "triplet_all")]["verdict"] == "holds"
+    assert claims[("triplet_hardest", "info_nce")]["verdict"] == "reverses"
+    assert claims[("triplet_hardest", "smooth_ap")]["verdict"] == "cannot tell"
+    assert all(c["family_size"] == 5 for c in facts["claims"])  # GOAL not trained: its claim leaves the family
+    assert ("goal:cir,sig-ms", "goal:con,con") not in claims and facts["goal_claims"] == []
+    p = [c["p"] for c in facts["claims"]]
+    assert [c["p_holm"] for c in facts["claims"]] == pytest.approx(list(stats.holm(p)))
+    assert facts["best"] == "info_nce" and facts["n_pairs"] == 21
+    assert "holds here" in facts["text"] and "is reversed here" in facts["text"] and "cannot be told" in facts["text"]
+    assert facts["goal_best"] is None
 
 
-def test_reading_on_the_full_grid(summary):
-    facts = report.reading(summary)
+def test_a_claim_that_holds_alone_can_fail_in_its_family():
+    """Triplet-SH - Triplet = +2, +3, +1 has p = 0.074 alone (cannot tell); +2, +2.5, +1.5 has p = 0.013 alone
+    (holds) but, with five other claims far from 0, Holm multiplies it by 6 -- unless it is the only claim."""
+    base = np.array([100.0, 140.0, 120.0])
+    few = report.reading(hand_runs({"triplet_hardest": list(base), "triplet_all": list(base - [2.0, 2.5, 1.5])}))
+    assert few["claims"][0]["verdict"] == "holds"
+    many = {"triplet_hardest": base, "triplet_all": base - [2.0, 2.5, 1.5], "info_nce": base + [3.0, -6.0, 1.0],
+            "smooth_ap": base + [3.0, -6.0, 1.1], "unified": base + [0.5, -0.5, 0.2],
+            "sampled_softmax": base - [1.0, -2.0, 0.5], "cross_example_softmax": base - [0.4, 0.5, -1.0]}
+    c = report.reading(hand_runs({k: list(v) for k, v in many.items()}))["claims"][0]
+    assert (c["uncorrected"], c["verdict"]) == ("holds", "cannot tell") and "uncorrected it would read" in c["text"]
+
+
+def test_goal_pair_weights_are_one_family(runs):
+    facts = report.reading(runs)
+    assert len(facts["goal_claims"]) == 12 and all(c["family_size"] == 12 for c in facts["goal_claims"])
+    assert {c["expected"] for c in facts["goal_claims"]} == {-1}
+    assert all(c["a"].endswith(",con") and not c["b"].endswith(",con") for c in facts["goal_claims"])
+
+
+def test_unpaired_runs_are_refused():
+    runs = hand_runs({"a_loss": [1.0, 2.0, 3.0], "b_loss": [1.0, 2.0, 3.0]})
+    with pytest.raises(ValueError, match="same seeds"):
+        report.separations(runs[~((runs["loss"] == "b_loss") & (runs["seed"] == 2))])
+    with pytest.raises(ValueError, match="two runs of one loss and seed"):
+        report.separations(pd.concat([runs, runs.iloc[:1]]))
+
+
+def test_reading_on_the_full_grid(runs, summary):
+    facts = report.reading(runs)
     assert len(facts["claims"]) == len(report.PAPER_CLAIMS)
     best = summary.loc[summary["rsum_mean"].idxmax(), "loss"]
     assert facts["best"] == best and registry.label(best) in facts["text"]

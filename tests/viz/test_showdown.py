@@ -69,7 +69,7 @@ def test_metric_errorbars_colours_follow_the_noise_rule():
     s = hand_summary({"a_loss": 10.0, "b_loss": 8.5, "c_loss": 2.0}, {"a_loss": 1.0, "b_loss": 1.0, "c_loss": 1.0})
     fig = V.metric_errorbars(s)
     assert [len(t.x) for t in fig.data] == [1, 1, 1]
-    assert [t.name for t in fig.data] == ["best", "within the best's seed noise", "separated from the best"]
+    assert [t.name for t in fig.data] == ["best", "bar overlaps the best's", "bar clear of the best's"]
     assert fig.data[2].x[0] == 2.0
 
 

@@ -23,13 +23,14 @@ report on test, cells cached under ``paths.runs_dir()``):
   clipping the gradient's norm at 2 (VSE++'s and VSE∞'s ``grad_clip``). An ordering that moves
   here belongs to the optimizer, not to the losses.
 
-Every difference between two losses is paired by seed (same initialisation and batches) and read
-from its 95% paired t interval (``vlr_lib.stats``, ``report.lesson_table``).
+Every difference between two losses is paired by seed (same initialisation and batches), with its
+95% paired t interval, and its verdict is read from the paired t test Holm-corrected over the
+chapter's comparisons (``vlr_lib.stats``, ``report.lesson_table``).
 
 :func:`run` returns one row per (experiment, condition, loss, seed) with the showdown's columns
 (``sel_rsum``: test rsum at the best validation epoch, ...) plus ``experiment``, ``condition``,
 ``order``, ``role`` and ``overlap``; ``vlr_lib.report.lesson_table`` and ``lesson_reading`` turn it
-into the differences, their seed noise and the reading.
+into the differences, their intervals, the corrected verdicts and the reading.
 """
 from __future__ import annotations
 

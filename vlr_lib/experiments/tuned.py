@@ -33,7 +33,7 @@ from .. import registry
 from .._io import atomic_write_json, claim_run_folder
 from ..metrics import chance_rsum
 from ..paths import runs_dir
-from ..stats import paired_interval
+from ..stats import Comparison, paired_interval, verdicts
 from ..train import make_objective, rank_and_world
 from . import record as R
 from . import showdown as S
@@ -242,21 +242,27 @@ def comparison(runs: pd.DataFrame, chosen: pd.DataFrame, metric: str = "sel_rsum
 
 def orderings(runs: pd.DataFrame, chosen: pd.DataFrame, metric: str = "sel_rsum") -> pd.DataFrame:
     """Every pair of losses, untuned (both at their defaults) and tuned (both at their chosen values): the mean
-    paired difference a - b of the test `metric` over seeds, its 95% interval, and whether it excludes 0."""
+    paired difference a - b of the test `metric` over seeds, its uncorrected 95% interval, ``p`` its paired t test,
+    and ``separated``: told apart by the test Holm-corrected over every row (untuned and tuned together, one
+    family: ``vlr_lib.stats.verdicts``, ``p_holm``); ``uncorrected``: whether the interval alone excludes 0."""
     picks = {}
     for loss, part in chosen.groupby("loss", sort=False):
         param = part["parameter"].iloc[0]
         picks[loss] = {kind: _test_by_seed(runs, loss, param, float(part.loc[part[col], "value"].iloc[0]), metric)
                        for kind, col in (("untuned", "default"), ("tuned", "chosen"))}
-    rows = []
+    rows, comps = [], []
     for a, b in combinations(picks, 2):
         for kind in ("untuned", "tuned"):
             x, y = picks[a][kind], picks[b][kind]
-            delta, low, high = paired_interval(x.to_numpy(), y.reindex(x.index).to_numpy())
-            rows.append({"a": a, "b": b, "comparison": f"{registry.label(a)} − {registry.label(b)}",
-                         "kind": kind, "delta": delta, "ci_low": low, "ci_high": high,
-                         "separated": bool(low > 0 or high < 0)})
-    return pd.DataFrame(rows)
+            comps.append(Comparison(f"{a} - {b} ({kind})", x.to_numpy(), y.reindex(x.index).to_numpy()))
+            rows.append({"a": a, "b": b, "comparison": f"{registry.label(a)} − {registry.label(b)}", "kind": kind})
+    if not comps:
+        return pd.DataFrame(rows, columns=["a", "b", "comparison", "kind", "delta", "ci_low", "ci_high", "p",
+                                           "p_holm", "separated", "uncorrected"])
+    v = verdicts(comps, family=[c.name for c in comps])
+    return pd.DataFrame(rows).assign(delta=v["delta"], ci_low=v["low"], ci_high=v["high"], p=v["p"],
+                                     p_holm=v["p_holm"], separated=(v["verdict"] != "not told apart").to_numpy(),
+                                     uncorrected=(v["uncorrected"] != "not told apart").to_numpy())
 
 
 def tables(race: S.Showdown, grid: Mapping | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -308,7 +314,8 @@ def frames(race: S.Showdown, grid: Mapping | None = None) -> tuple[str, pd.DataF
         for kind in ("untuned", "tuned"):
             r = part[part["kind"] == kind].iloc[0]
             text = _interval(r["delta"], r["ci_low"], r["ci_high"])
-            row[kind] = f"{text} excludes 0" if r["separated"] else text
+            row[kind] = (f"{text} told apart (Holm)" if r["separated"] else
+                         f"{text} excludes 0 alone" if r["uncorrected"] else text)
         rows.append(row)
     return intro, pd.DataFrame(sweep), test, pd.DataFrame(rows)
 
@@ -347,8 +354,10 @@ def markdown(race: S.Showdown, grid: Mapping | None = None) -> str:
     lines = [intro, "", *_markdown_table(sweep), "",
              f"Test rsum at each run's best validation epoch, mean over the {n_seeds} seeds; tuned − untuned is "
              "paired by seed with its 95% paired t interval:", "", *_markdown_table(test), "",
-             "Every ordering of two losses, untuned and tuned (test rsum a − b, paired by seed, 95% interval):", "",
-             *_markdown_table(order), "",
+             "Every ordering of two losses, untuned and tuned (test rsum a − b, paired by seed, uncorrected 95% "
+             "interval):", "", *_markdown_table(order), "",
              f"{2 * len(order)} intervals are read here: at 95% each, about {0.05 * 2 * len(order):.1f} of them "
-             "would exclude 0 by chance alone if no loss differed, so one separated pair on its own is weak evidence."]
+             "would exclude 0 by chance alone if no loss differed. So a pair is *told apart* only when the paired t "
+             f"test survives Holm's correction over all {2 * len(order)} (`vlr_lib.stats`); an interval that "
+             "excludes 0 alone is a lead, not a finding."]
     return "\n".join(lines)

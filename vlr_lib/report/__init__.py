@@ -13,8 +13,9 @@ as ``report.<name>``; each concern has its own module:
   (the one summary), :func:`summary_table` as text, :func:`cocos_summary` / :func:`cocos_own_rule`;
 - :mod:`~vlr_lib.report.layouts` -- :func:`table1` (Bleeker & de Rijke's Table 1 plus PR-AUC),
   :func:`goal_matrix` / :func:`goal_table` (Xuan & Chen's 3 x 5 GOAL grid);
-- :mod:`~vlr_lib.report.readings` -- :func:`separations`, :func:`ranking`, :func:`compare`,
-  :func:`reading`: which differences exceed the seed noise, and the prose built from them;
+- :mod:`~vlr_lib.report.readings` -- :func:`separations`, :func:`claims`, :func:`ranking`,
+  :func:`reading`: which differences the seeds tell (paired, Holm-corrected: ``vlr_lib.stats``), and the
+  prose built from them;
 - :mod:`~vlr_lib.report.sweeps` -- histories and hyperparameter sweeps as tables;
 - :mod:`~vlr_lib.report.lessons` -- notebook 12's paired differences and their reading;
 - :mod:`~vlr_lib.report.markdown` -- :func:`to_markdown`, :func:`markdown_block` for docs/results.md.
@@ -31,7 +32,7 @@ from .layouts import goal_matrix, goal_table, table1
 from .lessons import (LESSON_DELTAS, lesson_matrix, lesson_part, lesson_reading, lesson_table, lessons_markdown,
                       role_matrix)
 from .markdown import META_KEYS, META_SPEC_KEYS, last_epoch_share, markdown_block, to_markdown, training_line
-from .readings import PAPER_CLAIMS, compare, group, ranking, reading, separations
+from .readings import GOAL_PAIR_CLAIMS, PAPER_CLAIMS, claims, group, interval_text, per_seed, ranking, reading, separations
 from .summary import SUMMARY_COLUMNS, check_summary, cocos_own_rule, cocos_summary, summarize, summary_table
 from .sweeps import (history_frame, history_values, is_close, loss_rows, sweep_grid, sweep_losses, sweep_slice,
                      sweep_values)
@@ -44,7 +45,8 @@ __all__ = [
     "LESSON_DELTAS", "lesson_matrix", "lesson_part", "lesson_reading", "lesson_table", "lessons_markdown",
     "role_matrix",
     "META_KEYS", "META_SPEC_KEYS", "last_epoch_share", "markdown_block", "to_markdown", "training_line",
-    "PAPER_CLAIMS", "compare", "group", "ranking", "reading", "separations",
+    "GOAL_PAIR_CLAIMS", "PAPER_CLAIMS", "claims", "group", "interval_text", "per_seed", "ranking", "reading",
+    "separations",
     "SUMMARY_COLUMNS", "check_summary", "cocos_own_rule", "cocos_summary", "summarize", "summary_table",
     "history_frame", "history_values", "is_close", "loss_rows", "sweep_grid", "sweep_losses", "sweep_slice",
     "sweep_values",

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from .. import registry
-from ..stats import VERDICTS, paired_interval, verdict
+from ..stats import VERDICTS, Comparison, verdicts
 from .labels import METRIC_LABELS, _digits, check_metric, mean_std
 from .markdown import last_epoch_share, to_markdown
 
@@ -17,23 +17,27 @@ LESSON_DELTAS: tuple[tuple[str, str, int, str], ...] = (
     ("info_nce", "triplet_hardest", -1, "Bleeker & de Rijke obs. 3"),
 )
 def lesson_table(runs: pd.DataFrame, metric: str = "rsum", prefix: str = "sel_") -> pd.DataFrame:
-    """Each condition's three differences of :data:`LESSON_DELTAS`, paired by seed, with a 95% interval and verdict.
+    """Each condition's three differences of :data:`LESSON_DELTAS`, paired by seed, Holm-corrected over the table.
 
     `runs`: one row per (experiment, condition, role, seed) with ``order`` (position of the
     condition) and ``<prefix><metric>``. For a difference a - b of two roles the seeds are
     paired (same seed: same initialisation and batches): ``delta`` is the mean per-seed
-    difference, ``ci_low`` / ``ci_high`` its paired t 95% interval (``vlr_lib.stats``), ``half``
-    the interval's half-width, ``verdict`` "holds" when the interval lies on the papers' side
-    of 0, "reverses" when on the other side, else "cannot tell" (always, with one seed).
-    ``seed_min`` / ``seed_max`` are the smallest and largest per-seed difference. One row per
-    (experiment, condition, comparison).
+    difference, ``ci_low`` / ``ci_high`` its uncorrected paired t 95% interval (``vlr_lib.stats``),
+    ``half`` that interval's half-width, ``p`` its paired t test. The table's comparisons are one
+    family (``vlr_lib.stats.verdicts``; a condition that shares its runs with another, such as each
+    experiment's base condition, counts once, ``family_size``): ``p_holm`` is Holm-corrected over it, ``holm_low`` /
+    ``holm_high`` the interval at the level Holm tested it, and ``verdict`` is read from ``p_holm``:
+    "holds" on the papers' side of 0, "reverses" on the other, else "cannot tell" (always, with one
+    seed); ``uncorrected`` is the same word read from the uncorrected interval. ``seed_min`` /
+    ``seed_max`` are the smallest and largest per-seed difference. One row per (experiment,
+    condition, comparison).
     """
     metric = check_metric(metric)
     col = f"{prefix}{metric}"
     needed = {"experiment", "condition", "order", "role", "seed", col}
     if not isinstance(runs, pd.DataFrame) or not needed <= set(runs.columns):
         raise ValueError(f"runs must be the lessons table (vlr_lib.experiments.lessons.run) with columns {sorted(needed)}")
-    rows = []
+    rows, comps = [], []
     for (exp, cond), part in runs.groupby(["experiment", "condition"], sort=False):
         by_role = part.pivot_table(index="seed", columns="role", values=col, aggfunc="first")
         extra = {"overlap": float(part["overlap"].iloc[0])} if "overlap" in part else {}
@@ -41,18 +45,26 @@ def lesson_table(runs: pd.DataFrame, metric: str = "rsum", prefix: str = "sel_")
             if a not in by_role or b not in by_role:
                 continue
             pair = by_role[[a, b]].dropna()
-            delta, low, high = paired_interval(pair[a], pair[b])
             per_seed = pair[a] - pair[b]
+            # a condition that shares its runs with another (the base condition of every experiment) is the
+            # same comparison: it enters the family once
+            same = (a, b, tuple(pair.index), tuple(pair[a]), tuple(pair[b]))
+            comps.append(Comparison(repr(same), pair[a].to_numpy(), pair[b].to_numpy(), sign))
             rows.append({"experiment": exp, "condition": cond, "order": int(part["order"].iloc[0]), **extra,
                          "comparison": f"{registry.label(a)} − {registry.label(b)}", "a": a, "b": b, "expected": sign,
                          "source": source, "mean_a": pair[a].mean(), "std_a": pair[a].std(ddof=1),
-                         "mean_b": pair[b].mean(), "std_b": pair[b].std(ddof=1), "delta": delta, "ci_low": low,
-                         "ci_high": high, "half": (high - low) / 2, "verdict": verdict(low, high, sign),
+                         "mean_b": pair[b].mean(), "std_b": pair[b].std(ddof=1),
                          "seed_min": per_seed.min(), "seed_max": per_seed.max(), "n_seeds": len(pair),
                          "metric": metric})
     if not rows:
         raise ValueError("runs holds no condition with both roles of any comparison")
-    return pd.DataFrame(rows).sort_values(["experiment", "order"], kind="stable", ignore_index=True,
+    distinct = list({c.name: c for c in comps}.values())
+    v = verdicts(distinct, family=[c.name for c in distinct]).set_index("name").loc[[c.name for c in comps]]
+    v = v.reset_index(drop=True)
+    out = pd.DataFrame(rows).assign(delta=v["delta"], ci_low=v["low"], ci_high=v["high"], half=(v["high"] - v["low"]) / 2,
+                                    p=v["p"], p_holm=v["p_holm"], holm_low=v["low_holm"], holm_high=v["high_holm"],
+                                    verdict=v["verdict"], uncorrected=v["uncorrected"], family_size=len(distinct))
+    return out.sort_values(["experiment", "order"], kind="stable", ignore_index=True,
                                           key=lambda c: c.map({e: i for i, e in enumerate(dict.fromkeys(
                                               runs["experiment"]))}) if c.name == "experiment" else c)
 
@@ -62,7 +74,8 @@ def _delta_text(row: pd.Series) -> str:
     every = ""
     if row["n_seeds"] > 1 and (row["seed_min"] > 0 or row["seed_max"] < 0):
         every = f", {'ahead' if row['seed_min'] > 0 else 'behind'} on every seed"
-    return f"{row['condition']} ({row['delta']:+.{digits}f} ± {row['half']:.{digits}f}{every})"
+    beside = "" if row["uncorrected"] == row["verdict"] else f"; uncorrected: {row['uncorrected']}"
+    return f"{row['condition']} ({row['delta']:+.{digits}f} ± {row['half']:.{digits}f}{every}{beside})"
 
 
 def lesson_reading(table: pd.DataFrame, labels: Mapping[str, str] | None = None) -> dict:
@@ -70,8 +83,9 @@ def lesson_reading(table: pd.DataFrame, labels: Mapping[str, str] | None = None)
 
     `table` is :func:`lesson_table`'s; `labels` names the experiments (e.g.
     ``vlr_lib.experiments.lessons.EXPERIMENTS``). Each difference is given as "condition (delta ±
-    half-width of its paired 95% interval)", with "ahead/behind on every seed" when the per-seed
-    differences share their sign. Returns {"verdicts": {(experiment, comparison):
+    half-width of its uncorrected paired 95% interval)", with "ahead/behind on every seed" when the per-seed
+    differences share their sign; the verdicts are the table's, Holm-corrected over all its comparisons, and a
+    condition whose uncorrected interval reads otherwise says so. Returns {"verdicts": {(experiment, comparison):
     {verdict: [conditions]}}, "text": Markdown, one paragraph per experiment}.
     """
     labels = dict(labels or {})
@@ -92,7 +106,8 @@ def lesson_reading(table: pd.DataFrame, labels: Mapping[str, str] | None = None)
             sentences.append(f"{claim} {'; '.join(said)}.")
         metric = METRIC_LABELS[part["metric"].iloc[0]]
         paragraphs.append(f"**{labels.get(exp, exp)}** ({metric} differences paired by seed, mean ± half-width of "
-                          "the 95% paired t interval): " + " ".join(sentences))
+                          "the uncorrected 95% paired t interval; verdicts Holm-corrected over the table's "
+                          f"{int(part['family_size'].iloc[0])} comparisons): " + " ".join(sentences))
     return {"verdicts": verdicts, "text": "\n\n".join(paragraphs)}
 
 
@@ -108,11 +123,11 @@ def lesson_part(table: pd.DataFrame, experiment: str) -> pd.DataFrame:
 
 def lesson_matrix(table: pd.DataFrame, experiment: str) -> pd.DataFrame:
     """One experiment of a lesson table as text: rows conditions (with the scene overlap when measured), columns
-    the comparisons, cells "delta ± noise (verdict)"."""
+    the comparisons, cells "delta ± half-width (Holm verdict)", and "; uncorrected: ..." where that reads otherwise."""
     part = lesson_part(table, experiment)
     digits = _digits(part["metric"].iloc[0])
-    cells = part.assign(cell=[f"{d:+.{digits}f} ± {n:.{digits}f} ({v})" for d, n, v in
-                              zip(part["delta"], part["half"], part["verdict"])])
+    cells = part.assign(cell=[f"{d:+.{digits}f} ± {n:.{digits}f} ({v}{'' if u == v else f'; uncorrected: {u}'})"
+                              for d, n, v, u in zip(part["delta"], part["half"], part["verdict"], part["uncorrected"])])
     out = cells.pivot_table(index=["order", "condition"], columns="comparison", values="cell", aggfunc="first",
                             sort=False).reset_index(level="order", drop=True)
     out = out[list(dict.fromkeys(part["comparison"]))]
@@ -155,8 +170,9 @@ def lessons_markdown(runs: pd.DataFrame, meta: Mapping, labels: Mapping[str, str
         f"{', '.join(map(str, spec['warmup_epochs']))}, settings {', '.join(spec['settings'])}; seeds "
         f"{', '.join(map(str, spec['seeds']))}",
         "- reported: test rsum at the epoch of best validation rsum; a difference a − b is the mean of the per-seed "
-        "differences (same seed: same initialisation and batches) ± the half-width of its 95% paired t interval; "
-        "'holds' / 'reverses' = the interval lies on / against the papers' side of 0, else 'cannot tell'",
+        "differences (same seed: same initialisation and batches) ± the half-width of its uncorrected 95% paired t "
+        "interval; 'holds' / 'reverses' / 'cannot tell' = the paired t test, Holm-corrected over every comparison of "
+        "the table, on / against the papers' side of 0, else not told (`vlr_lib.stats.verdicts`)",
         f"- hardware: {meta['hardware']}; wall time {meta['wall_seconds'] / 60:.1f} min ({meta['n_cells']} cells, "
         f"{meta['epochs_trained_now']} epochs trained in that call)",
         f"- converged: {last_epoch_share(runs):.0%} of the distinct runs select their last epoch",

@@ -28,14 +28,14 @@ def metric_errorbars(summary: pd.DataFrame, metric: str = "rsum", group: str = "
                      chance: float | None = None, checkpoint: str | None = None) -> go.Figure:
     """Mean ± std over seeds per configuration, best at the top; colour = relation to the best.
 
-    Green diamond: the best; sky-blue circles: within its seed noise (intervals overlap);
-    grey crosses: separated from it. The shaded band is the best's mean ± std; `chance` draws the chance
+    Green diamond: the highest mean; sky-blue circles: bars that overlap its bar; grey crosses: bars clear of it.
+    That is a picture of the spread, not a test (which losses the seeds tell apart: ``report.separations``). The shaded band is the best's mean ± std; `chance` draws the chance
     level (rsum only); `checkpoint` (e.g. "last epoch") says in the title which epoch of each run is shown.
     """
     rank = report.ranking(report.group(summary, group), metric)
-    kinds = np.where(rank["rank"] == 1, "best", np.where(rank["tied_with_best"], "tied", "separated"))
-    looks = {"best": (ACCENT, "diamond", "best"), "tied": (PALETTE[2], "circle", "within the best's seed noise"),
-             "separated": (NEUTRAL, "x", "separated from the best")}  # colour, marker, legend
+    kinds = np.where(rank["rank"] == 1, "best", np.where(rank["overlaps_best"], "tied", "separated"))
+    looks = {"best": (ACCENT, "diamond", "best"), "tied": (PALETTE[2], "circle", "bar overlaps the best's"),
+             "separated": (NEUTRAL, "x", "bar clear of the best's")}  # colour, marker, legend
     fig = go.Figure()
     for kind, (colour, symbol, label) in looks.items():
         part = rank[kinds == kind]
