@@ -406,7 +406,8 @@ counter = EpochCounter()
 result = grid(list(SWEEPS), SWEEPS, seeds=SEEDS, callbacks=counter, **SETTINGS)
 runs = result.runs
 print(counter.epochs, "epochs trained")
-assert counter.epochs == 2 * len(SWEEPS["unified"]["margin"]) * len(SEEDS) * EPOCHS
+# at most the new cells train (none when an earlier run of this cell left them in the cache)
+assert counter.epochs <= 2 * len(SWEEPS["unified"]["margin"]) * len(SEEDS) * EPOCHS
 gammas = report.sweep_slice(runs, "unified", "gamma", {"margin": 0.2}, "rsum")
 hardest = float(report.loss_rows(runs, "triplet_hardest")["rsum"].mean())
 top, low = gammas.iloc[-1], gammas.iloc[0]
