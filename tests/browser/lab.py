@@ -108,6 +108,13 @@ def _wait_for_server(url: str, proc: subprocess.Popen, log: Path, timeout: float
     raise TimeoutError(f"JupyterLab did not answer at {url} within {timeout} s")
 
 
+def _first_port() -> int:
+    """8900, plus a block of 50 ports per pytest-xdist worker: servers of two workers start at once and share
+    the token, so the same free port picked twice would hand one test the other's server (and then lose it)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    return 8900 + 50 * (int(worker) if worker.isdigit() else 0)
+
+
 @contextmanager
 def lab_server(root: Path, env: dict[str, str] | None = None, pairing: bool = True, state: Path | None = None):
     """JupyterLab on 127.0.0.1 serving `root` with the project's settings (+ TEST_SETTINGS); yields its base URL.
@@ -120,7 +127,7 @@ def lab_server(root: Path, env: dict[str, str] | None = None, pairing: bool = Tr
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(content))
     lab = launcher()
-    port = lab.free_port(8900)
+    port = lab.free_port(_first_port())
     cmd = lab.command(port, TOKEN, root, ["--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
                                           f"--LabApp.user_settings_dir={settings}",
                                           f"--LabApp.workspaces_dir={state / '.workspaces'}",
