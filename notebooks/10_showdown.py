@@ -509,13 +509,13 @@ else:
         "over all the pairs. With three seeds a paired interval has 2 degrees of freedom; "
         "the ranking is a list of leads, not an order.\n\n")
     pair_weights = (
-        f"**The clearest GOAL finding reverses Xuan & Chen's pair weights**: $P^{{con}}$ is ahead of every other pair "
+        f"**The clearest GOAL finding reverses Xuan & Chen's pair weights**: P<sup>con</sup> is ahead of every other pair "
         f"weight under the same triplet weight wherever the seeds tell — {goal_raw} of the "
-        f"{len(facts['goal_claims'])} uncorrected intervals exclude 0 on $P^{{con}}$'s side, "
+        f"{len(facts['goal_claims'])} uncorrected intervals exclude 0 on P<sup>con</sup>'s side, "
         f"{goal_count['reverses']} {'survives' if goal_count['reverses'] == 1 else 'survive'} Holm's correction over "
         "the twelve, none points the paper's way "
         + (f"(e.g. (con, con) − (con, sig) = {shown(con_sig)}). " if con_sig else ". ")
-        + "Xuan & Chen's Tables 3–5 rank those pair weights above $P^{con}$.\n\n")
+        + "Xuan & Chen's Tables 3–5 rank those pair weights above P<sup>con</sup>.\n\n")
     if SETTING == "features":
         assert goal_count["reverses"] >= 1, goal_count
         assert raw[("triplet_hardest", "info_nce")] == "cannot tell"
