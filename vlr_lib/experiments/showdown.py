@@ -433,9 +433,12 @@ def train_cells(spec: ShowdownSpec, contestants: list[dict], out: Path,
     callback = ShowdownMetrics(data.test, probe_batch(data.train, min(spec.probe, data.train[0].shape[0])))
     t0 = time.perf_counter()
     settings = spec.settings().replace(device=device, callbacks=[callback])
+    # On a GPU a heads-on-features step is launch overhead: the runs train together (train.fit_many), each the
+    # run it is alone. On the CPU one by one is faster (docs/benchmarks.md, "Many runs at once").
+    batched = device.type == "cuda" and spec.setting == "features"
     with cpu_threads(1 if device.type == "cpu" else torch.get_num_threads()):
         result = grid(contestants, seeds=spec.seeds, train=data.train, val=data.val, setting=spec.setting, out=out,
-                      data_id=data.data_id, progress=progress, settings=settings, **spec.model())
+                      data_id=data.data_id, progress=progress, settings=settings, batched=batched, **spec.model())
     return result, data, callback, time.perf_counter() - t0
 
 
