@@ -482,6 +482,72 @@ assert grading.grade("03_nt_xent", nt_xent).full_marks
 score = grading.check("03_nt_xent", nt_xent)
 
 # %% [markdown]
+# 5. **Graded (5 points): implement CLIP's loss with a learned temperature** (the section "In practice").
+#    Fill in `clip_loss(S, logit_scale)`: NT-Xent at the scale $e^{t'}$, with $t'$ = `logit_scale` $= \log(1/\tau)$,
+#    in the library's normalisation (the rows' and columns' cross-entropies summed and divided by $N$: what
+#    `losses.clip_learned` computes; open_clip's `ClipLoss` is half of it, the *mean* of the two directions),
+#    without calling `losses.clip_learned` or `losses.info_nce`. Keep it finite in float32 at the clamp
+#    $t' = \log 100$. The cell after it checks it on 10 hidden cases.
+
+
+# %% tags=["answer"]
+def clip_loss(S: torch.Tensor, logit_scale: float) -> torch.Tensor:
+    """NT-Xent at the learned scale e^{logit_scale}: (sum of the rows' and columns' cross-
+    entropies) / N.
+    """
+    raise NotImplementedError("implement CLIP's loss here")
+
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 5.
+def clip_loss(S: torch.Tensor, logit_scale: float) -> torch.Tensor:
+    """NT-Xent at the learned scale e^{logit_scale}: (sum of the rows' and columns' cross-
+    entropies) / N.
+    """
+    logits = math.exp(logit_scale) * S  # the scale multiplies S: tau = e^{-t'}
+    rows = torch.logsumexp(logits, dim=1) - logits.diagonal()
+    columns = torch.logsumexp(logits, dim=0) - logits.diagonal()
+    return (rows.sum() + columns.sum()) / len(S)
+
+
+assert grading.grade("03_clip_learned", clip_loss).full_marks
+
+# %%
+score = grading.check("03_clip_learned", clip_loss)
+
+# %% [markdown]
+# 6. **Graded (5 points): implement SigLIP's sigmoid loss.** Fill in `sigmoid_loss(S, logit_scale, logit_bias)`:
+#    $-\frac1N \sum_{i,j} \log\sigma\big(z_{ij}(t\,s_{ij} + b)\big)$ with $t = e^{t'}$, $z_{ij} = +1$ on the diagonal and
+#    $-1$ elsewhere, divided by $N$ (not $N^2$: Zhai et al.'s Algorithm 1 and open_clip divide by the batch size),
+#    without calling `losses.siglip`. Keep it finite in float32 at $t = 100$, where $e^{t s}$ overflows (hint:
+#    `F.logsigmoid`). The cell after it checks it on 10 hidden cases.
+
+
+# %% tags=["answer"]
+def sigmoid_loss(
+    S: torch.Tensor, logit_scale: float, logit_bias: float
+) -> torch.Tensor:
+    """SigLIP's loss of the square S: every pair's binary log loss, summed, / N."""
+    raise NotImplementedError("implement SigLIP's sigmoid loss here")
+
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
+# Solution 6.
+def sigmoid_loss(
+    S: torch.Tensor, logit_scale: float, logit_bias: float
+) -> torch.Tensor:
+    """SigLIP's loss of the square S: every pair's binary log loss, summed, / N."""
+    labels = 2 * torch.eye(len(S), dtype=S.dtype) - 1  # z: +1 positives, -1 negatives
+    logits = math.exp(logit_scale) * S + logit_bias
+    return -F.logsigmoid(labels * logits).sum() / len(S)
+
+
+assert grading.grade("03_siglip", sigmoid_loss).full_marks
+
+# %%
+score = grading.check("03_siglip", sigmoid_loss)
+
+# %% [markdown]
 # ## References
 #
 # - Faghri, Fleet, Kiros, Fidler. *VSE++: Improving Visual-Semantic Embeddings with Hard Negatives.* BMVC 2018. [arXiv:1707.05612](https://arxiv.org/abs/1707.05612)
