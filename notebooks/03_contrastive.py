@@ -277,7 +277,7 @@ viz.contrastive.gradient_heatmap(S, TAU)
 #
 # **The temperature is learned.** CLIP does not fix $\tau$: the model holds $t' = \log(1/\tau)$
 # (`logit_scale`), starts it at $\log(1/0.07)$, trains it with the encoders and clamps it into
-# $[0, \log 100]$ after every step (Radford et al., sec. 2.5). The loss is NT-Xent at the scale
+# $[0, \log 100]$ after every step (Radford et al.). The loss is NT-Xent at the scale
 # $e^{t'}$: `losses.clip_learned(S, t')` is `losses.info_nce(S, e^{-t'})`. Because $\mathcal L$ sees
 # $S$ only through $e^{t'} S$, the chain rule gives the scale's gradient from the one w.r.t. $S$:
 #
@@ -335,8 +335,8 @@ assert path[-1] > T_PRIME, "the scale rose over training: tau fell below CLIP's 
 # In our runs the log-scale rose in every one: in this cell's 10 epochs from 2.66 to about 2.93
 # ($\tau$ 0.070 → 0.053, seeds 0–2), and in 30 epochs on 2,000 images to 3.78 ($\tau$ 0.023, seed 0).
 #
-# **SigLIP drops the softmax.** Zhai et al. (*Sigmoid Loss for Language Image Pre-Training*, eq. 1
-# and Algorithm 1; open_clip's `SigLipLoss`) make every image–caption pair its own binary
+# **SigLIP drops the softmax.** Zhai et al. (*Sigmoid Loss for Language Image Pre-Training*,
+# Algorithm 1; open_clip's `SigLipLoss`) make every image–caption pair its own binary
 # classification, with a learned log-scale $t'$ ($t = e^{t'}$, started at $t = 10$) and a learned
 # bias $b$ (started at $-10$: almost every pair in a batch is a negative):
 #

@@ -6,8 +6,9 @@ An :class:`Exercise` names the library function an answer must match (bound here
 ``losses.triplet_hardest`` in a kernel does not change what an answer is compared with), what an answer may not
 call, its tolerances, and how its cases are drawn: random batches plus the edge cases its text demands -- rows
 whose negatives are all below 0, float32 at the scale where a naive ``exp`` overflows (CLIP's and SigLIP's at the
-clamp t = 100), ties on a grid of 0.25, the smallest sizes. Each known mistake is a function written the wrong way (a flipped sign, the positives masked
-with 0, a naive exp...), which the checker matches against a wrong answer to name it.
+clamp t = 100), ties on a grid of 0.25, the smallest sizes. Each known mistake is a function written the wrong way
+(a flipped sign, the positives masked with 0, a naive exp...), which the checker matches against a wrong answer to
+name it.
 """
 from __future__ import annotations
 

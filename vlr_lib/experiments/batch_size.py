@@ -204,11 +204,6 @@ def learned_paths(race: S.Showdown) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["loss", "batch_size", "seed", "epoch", "parameter", "value"])
 
 
-__all__ = ["BATCH_SIZES", "CHECKED", "FAMILY", "FAST_BATCH_SIZES", "FAST_SEEDS", "LOSSES", "METRIC", "NAME", "SEEDS",
-           "batch_sizes", "by_seed", "contestants", "findings", "learned_paths", "learned_table", "out_dir", "record_key",
-           "recorded_and_again", "run", "shown", "spec_for", "summary"]
-
-
 def learned_table(paths: pd.DataFrame, epochs: tuple[int, ...] = (1, 5, 10, 15, 20)) -> pd.DataFrame:
     """The learned parameters at `epochs`, mean over the seeds, in the units the chapter reads: CLIP's temperature
     tau = e^{-t'}, SigLIP's scale t = e^{t'} and bias b. One row per (loss, parameter, batch size)."""
@@ -223,3 +218,8 @@ def learned_table(paths: pd.DataFrame, epochs: tuple[int, ...] = (1, 5, 10, 15, 
     table = frame.groupby(["learned", "batch_size", "epoch"])["value"].mean().unstack("epoch").round(3)
     table.columns = [f"epoch {e}" for e in table.columns]
     return table
+
+
+__all__ = ["BATCH_SIZES", "CHECKED", "FAMILY", "FAST_BATCH_SIZES", "FAST_SEEDS", "LOSSES", "METRIC", "NAME", "SEEDS",
+           "batch_sizes", "by_seed", "contestants", "findings", "learned_paths", "learned_table", "out_dir",
+           "record_key", "recorded_and_again", "run", "shown", "spec_for", "summary"]
