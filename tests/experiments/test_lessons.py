@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from vlr_lib import report
+from vlr_lib.report.lessons import lesson_table
 from vlr_lib.data.shapes import scene_overlap, split_scenes
 from vlr_lib.data import make_shapes
 from vlr_lib.experiments import lessons
@@ -92,7 +92,7 @@ def test_run_trains_each_cell_once_and_stores_the_table(tmp_path):
                  lambda t: t.assign(role=t["role"].replace({"info_nce": "unified", "unified": "info_nce"}))):
         edit(stored).to_csv(tmp_path / lessons.TABLE_FILE, index=False)
         same_table(lessons.run(spec, out=tmp_path).runs)
-    table = report.lesson_table(again.runs)
+    table = lesson_table(again.runs)
     assert set(table["experiment"]) == set(lessons.EXPERIMENTS) and len(table) == n_conditions * 3
     rebuilt = lessons.run(spec, out=tmp_path, force=True)  # from the cached cells: nothing trained
     assert rebuilt.meta["epochs_trained_now"] == 0

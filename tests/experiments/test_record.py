@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 import torch
 
-from vlr_lib import losses, report
+from vlr_lib import losses
+from vlr_lib.report.labels import hyperparameters
 from vlr_lib.experiments import grid, lessons, record, showdown, tuned
 
 from tests.train.toy import toy_features
@@ -244,7 +245,7 @@ def test_a_changed_loss_default_makes_the_records_stale(monkeypatch):
     monkeypatch.setattr(losses.triplet_hardest, "__defaults__", (0.3, "sum", None))
     assert record.read(spec.out.name, showdown.record_key(spec)) is None
     assert [p for p in record.problems(path, showdown.record_key(spec)) if p.startswith("stale")]
-    assert "margin=0.3" in report.hyperparameters("triplet_hardest")  # the label moved with it
+    assert "margin=0.3" in hyperparameters("triplet_hardest")  # the label moved with it
 
 
 # --------------------------------------------------------------------------- issue 23: the manifest as a whole

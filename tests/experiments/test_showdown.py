@@ -19,7 +19,8 @@ import pandas as pd
 import pytest
 import torch
 
-from vlr_lib import analysis, metrics, report
+from vlr_lib import analysis, metrics
+from vlr_lib.report.markdown import markdown_block
 from vlr_lib.experiments import showdown as sd
 
 from ..data.fakes import FakeClip
@@ -99,7 +100,7 @@ def test_run_stores_reuses_and_writes_markdown(tmp_path, monkeypatch):
     assert sd.stored(spec, tmp_path) is None
     assert sd.stored(tiny_spec(epochs=3), tmp_path) is None  # other settings: not reused
 
-    block = report.markdown_block(second.runs, second.meta)
+    block = markdown_block(second.runs, second.meta)
     assert "| loss | hyper-param | i2t R@1 |" in block and "`pytest`" in block and "|  | T^con | T^nca | T^cir |" in block
 
 
@@ -287,7 +288,7 @@ def test_run_in_the_settings_that_train_a_text_encoder(setting, tmp_path):
         {"vsepp": "VSE++", "e2e": "end to end"}[setting])
     assert (done.runs["sel_rsum"] > 0).all() and "token ids" in done.meta["data"]
     assert sd.run(spec, out=tmp_path).reused
-    block = report.markdown_block(done.runs, done.meta)
+    block = markdown_block(done.runs, done.meta)
     assert f"setting {setting}" in block and {"vsepp": "VSE++ setting", "e2e": "end to end"}[setting] in block
 
 

@@ -20,7 +20,7 @@ vsepp setting also reads the captions of the data they were extracted from.
 --data and --fast default to VLR_DATA and VLR_FAST.
 
 The experiment itself is vlr_lib.experiments.showdown (spec_for, run), which notebook 10
-imports; the Markdown is vlr_lib.report.markdown_block.
+imports; the Markdown is vlr_lib.report.markdown.markdown_block.
 """
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ def _overrides(args: argparse.Namespace) -> dict:
 
 
 def _showdown(args: argparse.Namespace) -> int:
-    from .. import report
+    from ..report.markdown import markdown_block
     from ..train import distributed as D
     from ..experiments import showdown as sd
 
@@ -125,6 +125,6 @@ def _showdown(args: argparse.Namespace) -> int:
                           progress=args.progress)
         if D.rank_and_world()[0] != 0:
             return 0
-        common.print_table(report.markdown_block(showdown.runs, showdown.meta), showdown,
+        common.print_table(markdown_block(showdown.runs, showdown.meta), showdown,
                            "--force to retrain missing cells and rewrite it", args.markdown)
     return 0

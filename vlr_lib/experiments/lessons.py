@@ -25,11 +25,11 @@ report on test, cells cached under ``paths.runs_dir()``):
 
 Every difference between two losses is paired by seed (same initialisation and batches), with its
 95% paired t interval, and its verdict is read from the paired t test Holm-corrected over the
-chapter's comparisons (``vlr_lib.stats``, ``report.lesson_table``).
+chapter's comparisons (``vlr_lib.stats``, ``report.lessons.lesson_table``).
 
 :func:`run` returns one row per (experiment, condition, loss, seed) with the showdown's columns
 (``sel_rsum``: test rsum at the best validation epoch, ...) plus ``experiment``, ``condition``,
-``order``, ``role`` and ``overlap``; ``vlr_lib.report.lesson_table`` and ``lesson_reading`` turn it
+``order``, ``role`` and ``overlap``; ``vlr_lib.report.lessons.lesson_table`` and ``lesson_reading`` turn it
 into the differences, their intervals, the corrected verdicts and the reading.
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@
 One definition of the experiment, shared by notebook 10 (``from vlr_lib.train
 import showdown``) and the command line ``python -m vlr_lib showdown`` (also
 ``data_scripts/run_showdown.py``), which parses its flags into :func:`spec_for`, calls
-:func:`run` and prints ``vlr_lib.report.markdown_block``.
+:func:`run` and prints ``vlr_lib.report.markdown.markdown_block``.
 
 Contestants (:func:`configs`): the losses of :data:`CONTESTANTS` at their
 paper defaults plus the 15 GOAL combinations (``vlr_lib.experiments.goal_grid``), 22
@@ -53,7 +53,8 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from .. import __version__, registry, report
+from .. import __version__, registry
+from ..report.labels import config_label
 from .._io import atomic_write_json, claim_run_folder, read_json
 from ..data import DATA_MODES
 from ..data_sizes import SIZES
@@ -545,7 +546,7 @@ def histories(race: Showdown, seed: int) -> dict[str, list[dict]]:
     if seed not in set(race.runs["seed"]):
         raise ValueError(f"seed must be one of the race's seeds {sorted(set(race.runs['seed']))}, got {seed!r}")
     cells = R.cells_of(race.record.tables) if race.record else R.grid_cells(race.out, race.runs["key"])
-    return {report.config_label(c["config"]): c["history"] for c in cells if c["seed"] == seed}
+    return {config_label(c["config"]): c["history"] for c in cells if c["seed"] == seed}
 
 
 def _recorded_now(spec: ShowdownSpec, race: Showdown) -> Showdown:

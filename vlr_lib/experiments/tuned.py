@@ -284,15 +284,15 @@ def frames(race: S.Showdown, grid: Mapping | None = None) -> tuple[str, pd.DataF
     """What the comparison shows: a paragraph (Markdown) on what was trained and how the value is chosen, then the
     validation sweep, the test table and every ordering as tables of formatted text (a notebook displays them;
     :func:`markdown` writes them as Markdown)."""
-    from .. import report
+    from ..report.markdown import last_epoch_share, training_line
 
     grid = grid or grid_for(bool(race.meta["spec"].get("fast")))
     chosen, table, order = tables(race, grid)
     spec, n_seeds = race.meta["spec"], len(race.meta["spec"]["seeds"])
-    intro = (f"Trained: {report.training_line(spec)}. {budget_line(grid, bool(spec.get('fast')))} Each loss's "
+    intro = (f"Trained: {training_line(spec)}. {budget_line(grid, bool(spec.get('fast')))} Each loss's "
              f"value is chosen on **validation** (mean best-validation rsum over the {n_seeds} seeds; chance "
              f"{race.meta['chance_rsum_val']:.1f}); the test split reports the chosen value and the default. "
-             f"{len(race.runs)} runs; {report.last_epoch_share(race.runs):.0%} of them select their last epoch. "
+             f"{len(race.runs)} runs; {last_epoch_share(race.runs):.0%} of them select their last epoch. "
              "A value chosen at the edge of its range may have a better neighbour outside it: the budget is "
              f"{'equal' if equal_budget(grid) else 'not equal'}, not exhaustive.")
     sweep = []

@@ -49,7 +49,7 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import validated
-from ..report import flatten_record
+from ..report.labels import flatten_record
 from ..similarity import positive_mask
 from . import distributed as D
 from .checkpoint import checkpoint_path, load_checkpoint, save_checkpoint

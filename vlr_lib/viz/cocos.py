@@ -15,7 +15,8 @@ import numpy as np
 import plotly.graph_objects as go
 from torch import Tensor
 
-from .. import analysis, registry, report
+from .. import analysis, registry
+from ..report.sweeps import history_frame, history_values
 from ..analysis import CocosSettings
 from .._checks import check_choice
 from ..similarity import DIRECTIONS
@@ -89,13 +90,13 @@ def cocos_history_figure(histories: Mapping[str, Sequence[Mapping]], direction: 
     counting rule) is left as a gap.
     """
     check_choice("direction", direction, DIRECTIONS)
-    frame = report.history_frame(histories)  # the nested COCOS dicts flattened to columns cocos_<direction>_<count>
+    frame = history_frame(histories)  # the nested COCOS dicts flattened to columns cocos_<direction>_<count>
     fig = grid(1, 3, ["C<sup>q</sup>: contributing<br>candidates per query", "C<sup>0</sup>: queries<br>without gradient",
                       "rsum (validation)"], height=420)
     for i, name in enumerate(dict.fromkeys(frame["run"])):
         sub = frame[frame["run"] == name]
         for col, key in enumerate((f"cocos_{direction}_C_q_mean_active", f"cocos_{direction}_C_0", "rsum"), start=1):
-            y = [None if np.isnan(v) else v for v in report.history_values(sub, key)]  # gaps, and strict JSON
+            y = [None if np.isnan(v) else v for v in history_values(sub, key)]  # gaps, and strict JSON
             fig.add_trace(go.Scatter(x=sub["epoch"].tolist(), y=y, mode="lines+markers", name=name, legendgroup=name,
                                      showlegend=col == 1, line=dict(color=PALETTE[i % len(PALETTE)])), row=1, col=col)
     style(fig, f"COCOS of the probe batch along training ({direction})", height=420)

@@ -1,4 +1,4 @@
-"""Figures of notebook 12: pure functions from ``report.lesson_table`` (each difference of rsum between two
+"""Figures of notebook 12: pure functions from ``report.lessons.lesson_table`` (each difference of rsum between two
 losses per condition, paired by seed, with its 95% interval and verdict) to a ``go.Figure``.
 
 - :func:`deltas_figure`: one experiment, the interval's half-width as error bar (crossing 0: cannot tell);
@@ -11,7 +11,8 @@ from collections.abc import Mapping
 import pandas as pd
 import plotly.graph_objects as go
 
-from .. import report
+from ..report.labels import METRIC_LABELS
+from ..report.lessons import lesson_part
 from ._style import NEUTRAL, PALETTE, panels, position, style
 
 __all__ = ["deltas_figure", "overview_figure"]
@@ -50,10 +51,10 @@ def deltas_figure(table: pd.DataFrame, experiment: str, title: str | None = None
     NT-Xent − Triplet-SH (Bleeker & de Rijke: < 0). Markers: filled where the papers' ordering
     holds (interval on the papers' side), a cross where it reverses, open where the seeds cannot tell.
     """
-    part = report.lesson_part(table, experiment)
+    part = lesson_part(table, experiment)
     fig = go.Figure(_traces(part))
     fig.add_hline(y=0.0, line_color=NEUTRAL, line_dash="dash")
-    label = report.METRIC_LABELS[part["metric"].iloc[0]]
+    label = METRIC_LABELS[part["metric"].iloc[0]]
     return style(fig, title or f"{experiment}: differences of test {label} between losses", height=460,
                  xaxis="condition", yaxis=f"Δ {label} (a − b)")
 
@@ -65,8 +66,8 @@ def overview_figure(table: pd.DataFrame, labels: Mapping[str, str] | None = None
     fig, cols, height = panels([labels.get(e, e) for e in experiments], 2, first_px=540, row_px=380)
     for i, exp in enumerate(experiments):
         row, col = position(i, cols)
-        fig.add_traces(_traces(report.lesson_part(table, exp), show_legend=i == 0), rows=row, cols=col)
+        fig.add_traces(_traces(lesson_part(table, exp), show_legend=i == 0), rows=row, cols=col)
         fig.add_hline(y=0.0, line_color=NEUTRAL, line_dash="dash", row=row, col=col)
-    label = report.METRIC_LABELS[table["metric"].iloc[0]]
+    label = METRIC_LABELS[table["metric"].iloc[0]]
     return style(fig, "When do the papers' orderings hold?", height=height,
                  subtitle=f"Δ test {label} between losses, paired by seed: mean ± 95% interval")
