@@ -247,6 +247,7 @@ def _count_step_syncs(device: torch.device):
 def showdown(args, device: torch.device, work: Path, epoch_s: float | None) -> None:
     from vlr_lib.features import FeatureSet, default_cache_dir, save_features
     from vlr_lib.experiments import showdown as sd
+    from vlr_lib.experiments.cells import spec_for
 
     sizes = {"train": args.train_images, "validation": args.val_images, "test": args.val_images}
     for i, (split, n) in enumerate(sizes.items()):
@@ -255,8 +256,8 @@ def showdown(args, device: torch.device, work: Path, epoch_s: float | None) -> N
                     "revision": "", "split": split, "dtype": "float32"}
         save_features(default_cache_dir(work / "features", "flickr30k:bench", "", split, "clip-vit-b32"),
                       FeatureSet(img, txt, c2i, manifest))
-    spec = sd.spec_for("flickr30k", False, device=str(device), cache_root=str(work / "features"),
-                       seeds=tuple(range(args.seeds)), epochs=args.epochs)
+    spec = spec_for("flickr30k", False, device=str(device), cache_root=str(work / "features"),
+                    seeds=tuple(range(args.seeds)), epochs=args.epochs)
     runs = len(sd.configs()) * len(spec.seeds)
     print(f"[3. showdown] {runs} runs x {spec.epochs} epochs on {sizes['train']:,} / {sizes['validation']:,} / "
           f"{sizes['test']:,} images of cached 512-d features, {device}")

@@ -57,11 +57,11 @@ from vlr_lib.report.markdown import last_epoch_share, training_line
 from vlr_lib.report.readings import interval_text, reading, separations
 from vlr_lib.report.summary import cocos_own_rule, cocos_summary, summarize
 from vlr_lib.notebook import setup
-from vlr_lib.experiments import protocol, showdown  # the experiment, shared with `python -m vlr_lib showdown`
+from vlr_lib.experiments import cells, protocol, showdown  # the experiment, shared with `python -m vlr_lib showdown`
 
 cfg = setup(seed=0)
 SETTING = "features"  # what learns: "features" (heads), "vsepp" (+ a GRU from scratch) or "e2e" (shapes only)
-spec = showdown.spec_for(cfg.data, cfg.fast, SETTING, device=str(cfg.device))
+spec = cells.spec_for(cfg.data, cfg.fast, SETTING, device=str(cfg.device))
 spec
 
 # %% [markdown]
@@ -107,7 +107,7 @@ assert contestants["loss"].is_unique
 # - *Same schedule.* Epochs, batch size, learning rate and its one decay (×0.1 halfway, the VSE++
 #   recipe of Bleeker & de Rijke sec. 3) are shared.
 # - *Same evaluation.* After every epoch the trainer measures rsum on the **validation** split; a
-#   callback (`showdown.ShowdownMetrics`) also measures the **test** split and COCOS on one fixed probe batch.
+#   callback (`cells.ShowdownMetrics`) also measures the **test** split and COCOS on one fixed probe batch.
 #   Each run is reported at its epoch of best validation rsum — the checkpoint a practitioner would
 #   keep — so the test numbers never influence the choice.
 #
@@ -125,7 +125,7 @@ assert contestants["loss"].is_unique
 #
 # ```python
 # grid(showdown.configs(), seeds=spec.seeds, train=data.train, val=data.val, setting=spec.setting, out=spec.out,
-#      settings=spec.settings().replace(callbacks=[showdown.ShowdownMetrics(data.test, probe)]), **spec.model())
+#      settings=spec.settings().replace(callbacks=[cells.ShowdownMetrics(data.test, probe)]), **spec.model())
 # ```
 
 # %%
@@ -209,7 +209,7 @@ assert first_norm["Triplet"] > 10 * first_norm["Triplet-SH"] and first_norm["Tri
 seed = spec.seeds[0]
 exact = meta["device"] == "cpu"  # CPU runs repeat bit for bit; the table went through CSV, hence rtol 1e-9
 if race.record is None:  # trained here (or read from this machine's runs folder): it must repeat exactly
-    again = showdown.retrain(spec, "triplet_hardest", seed)  # Triplet-SH from scratch, with the callback
+    again = cells.retrain(spec, "triplet_hardest", seed)  # Triplet-SH from scratch, with the callback
     stored_row = runs[(runs["loss"] == "triplet_hardest") & (runs["seed"] == seed)].iloc[0]
     cols = ("rsum", "sel_epoch", "sel_rsum", "sel_map5", "sel_pr_auc", "sel_cocos_triplet_sh_i2t_C_0") if exact else ("sel_rsum",)
     for col in cols:
@@ -218,7 +218,7 @@ if race.record is None:  # trained here (or read from this machine's runs folder
           f"{again.final['sel_epoch']} = stored {stored_row['sel_rsum']:.2f}")
 # The shipped record of this setting, checked: its Triplet-SH cell of seed 0 re-trained at full size (in fast mode
 # its first 5 epochs: the lr decays later); no record of this data and setting: nothing to check
-full = showdown.spec_for(cfg.data, False, SETTING, device=str(cfg.device))
+full = cells.spec_for(cfg.data, False, SETTING, device=str(cfg.device))
 print(protocol.check(full.out.name, epochs=cfg.pick(5, None)))
 
 metrics_cols = [f"sel_{m}" for m in TABLE1_COLUMNS]
@@ -606,7 +606,7 @@ assert len(both) == len(summary)  # every configuration ranked both ways
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell", "book-skip"]
 # Solution 3.
-extra, _, _, _ = showdown.train_cells(spec, [{"loss": "unified", "gamma": 20.0}], spec.out)  # same data, seeds, schedule
+extra, _, _, _ = cells.train_cells(spec, [{"loss": "unified", "gamma": 20.0}], spec.out)  # same data, seeds, schedule
 both = pd.concat([runs, extra.runs], ignore_index=True)
 print(table1(summarize(both, prefix="sel_")).tail(3))
 assert len(extra.runs) == len(spec.seeds) and len(both) == len(runs) + len(spec.seeds)

@@ -71,7 +71,7 @@ from vlr_lib.report.lessons import lesson_matrix, lesson_reading, lesson_table, 
 from vlr_lib.data import make_shapes
 from vlr_lib.notebook import setup
 from vlr_lib.train import shapes_features
-from vlr_lib.experiments import lessons, protocol, showdown
+from vlr_lib.experiments import cells, lessons, protocol
 
 cfg = setup(seed=0)
 
@@ -145,7 +145,7 @@ assert quality.loc["pretrained", "caption-overlap Spearman"] >= 0.35  # their ca
 # its measured tolerance (`protocol.EXPERIMENTS`, rsum points; the check after the table; in fast mode the tests make it).
 #
 # `lessons.conditions` lists every condition. Each runs through a showdown spec
-# (`vlr_lib.experiments.showdown.spec_for`) — the same data sizes, schedule, seeds and selection on validation
+# (`vlr_lib.experiments.cells.spec_for`) — the same data sizes, schedule, seeds and selection on validation
 # as notebook 10 — and differs from the base condition (pretrained features, difficulty 0.5, heads on
 # features) in one thing. Conditions with the same spec share their cells: the base is trained once.
 
@@ -271,7 +271,7 @@ display(lesson_matrix(table, "warmup"), role_matrix(runs, "warmup"))
 # setting* keeps the frozen image features and learns a GRU text encoder from scratch over the training
 # captions' words (`vlr_lib.train.fit_vsepp`; Bleeker & de Rijke's Table 1 setting, "no backbone
 # fine-tuning"). *End to end* learns a CNN and a GRU from scratch. Each runs at its showdown schedule
-# (`showdown.spec_for(..., setting)`), so compare the orderings *within* a setting, not the rsums across.
+# (`cells.spec_for(..., setting)`), so compare the orderings *within* a setting, not the rsums across.
 
 # %%
 viz.lessons.deltas_figure(table, "setting", lessons.EXPERIMENTS["setting"])
@@ -472,7 +472,7 @@ else:
 #    (`showdown={"head": "mlp"}` in `LessonsSpec`) and compare the orderings of (a).
 # 4. **Rescue Triplet-SH end to end.** At full size Triplet-SH stays at chance end to end. Train it with
 #    one epoch of Triplet first (`"warmup:triplet_all:1:triplet_hardest"`) in the end-to-end condition
-#    (`showdown.train_cells(condition.spec, [{"loss": ...}], spec.out)`): does it learn now, and how far
+#    (`cells.train_cells(condition.spec, [{"loss": ...}], spec.out)`): does it learn now, and how far
 #    from Triplet (all)?
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell", "book-skip"]
@@ -520,7 +520,7 @@ e2e_only = dataclasses.replace(spec, settings=("e2e",))  # fast mode trained no 
 condition = next(c for c in lessons.conditions(e2e_only) if c.spec.setting == "e2e")
 warm_loss = "warmup:triplet_all:1:triplet_hardest"
 warm_spec = cfg.pick(dataclasses.replace(condition.spec, seeds=(0,)), condition.spec)
-warmed, *_ = showdown.train_cells(warm_spec, [{"loss": warm_loss}], spec.out, progress=not cfg.fast)
+warmed, *_ = cells.train_cells(warm_spec, [{"loss": warm_loss}], spec.out, progress=not cfg.fast)
 e2e_runs = runs[runs["condition"] == condition.label]
 rescue = pd.concat([e2e_runs[["loss", "seed", "sel_rsum"]], warmed.runs[["loss", "seed", "sel_rsum"]]])
 display(rescue.pivot_table(index="loss", columns="seed", values="sel_rsum").round(1))

@@ -194,11 +194,11 @@ def test_grid_builds_and_checks_each_objective_once(here, capsys, monkeypatch):
 def test_under_torchrun_rank_0_alone_prints_and_writes(command, here, capsys, monkeypatch):
     """Issue 35: under torchrun the tuned table printed once per rank (lessons likewise)."""
     from vlr_lib.cli import lessons, tuned
-    from vlr_lib.experiments import lessons as L, showdown as S, tuned as T
+    from vlr_lib.experiments import cells, lessons as L, tuned as T
     from vlr_lib.report import lessons as R
     from vlr_lib.train import distributed
 
-    done = S.Showdown(pd.DataFrame(), {}, here, reused=False)
+    done = cells.Showdown(pd.DataFrame(), {}, here, reused=False)
     experiment, main = {"tuned": (T, tuned.main), "lessons": (L, lessons.main)}[command]
     monkeypatch.setattr(experiment, "run", lambda *a, **k: done)
     monkeypatch.setattr(*((T, "markdown") if command == "tuned" else (R, "lessons_markdown")),

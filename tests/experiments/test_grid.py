@@ -233,10 +233,10 @@ def test_a_collapsed_epoch_is_never_the_selected_one(data):
     lr=1e-12 keeps the collapsed heads exactly constant through epoch 2's steps (float32), so
     epoch 2 is evaluated on a constant S; epoch 1 is the untrained heads, a plain ranking.
     """
-    from vlr_lib.experiments import showdown as sd
+    from vlr_lib.experiments import cells
 
-    probe = sd.probe_batch(data, 8)
-    pick = sd.ShowdownMetrics(data, probe)
+    probe = cells.probe_batch(data, 8)
+    pick = cells.ShowdownMetrics(data, probe)
     result = grid(["info_nce"], train=data, val=data, progress=False, callbacks=[pick, Collapse()],
                   **{**SETTINGS, "epochs": 2, "lr": 1e-12})
     row = result.runs.iloc[0]

@@ -7,7 +7,7 @@ import pytest
 from vlr_lib.report.lessons import lesson_table
 from vlr_lib.data.shapes import scene_overlap, split_scenes
 from vlr_lib.data import make_shapes
-from vlr_lib.experiments import lessons
+from vlr_lib.experiments import cells, lessons
 
 TINY = {"n_train": 24, "n_val": 12, "n_test": 12, "epochs": 2, "batch_size": 12, "dim": 8, "probe": 12,
         "word_dim": 8, "hidden": 8}
@@ -37,7 +37,7 @@ def test_conditions_change_one_thing_each():
     assert [(c.spec.optimizer_at_switch, c.spec.grad_clip) for c in optimizer] == [
         ("fresh", None), ("carry", None), ("carry", 2.0), ("fresh", 2.0)]
     assert spec.seeds == lessons.LESSON_SEEDS == (0, 1, 2, 3, 4)
-    showdown_spec = __import__("vlr_lib.experiments.showdown", fromlist=["x"]).spec_for("shapes", True, seeds=spec.seeds)
+    showdown_spec = cells.spec_for("shapes", True, seeds=spec.seeds)
     assert base.key() == showdown_spec.key()  # the showdown's spec, with the lessons' five seeds
     assert all(c.losses()["triplet_all"] == "triplet_all" for c in conds)
 

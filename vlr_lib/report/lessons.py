@@ -164,7 +164,7 @@ def lessons_markdown(runs: pd.DataFrame, meta: Mapping, labels: Mapping[str, str
         "",
         f"- command: `{meta['command']}`",
         f"- conditions: every experiment trains Triplet, Triplet-SH, Unified and NT-Xent (library defaults) "
-        f"through the showdown of its condition (`vlr_lib.experiments.showdown.spec_for('shapes', fast={spec['fast']}, "
+        f"through the showdown of its condition (`vlr_lib.experiments.cells.spec_for('shapes', fast={spec['fast']}, "
         f"setting)`: same data sizes, schedule, selection on validation), difficulty {spec['difficulty']} unless "
         f"swept ({', '.join(f'{d:g}' for d in spec['difficulties'])}), warm-up epochs "
         f"{', '.join(map(str, spec['warmup_epochs']))}, settings {', '.join(spec['settings'])}; seeds "
