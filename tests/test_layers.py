@@ -236,6 +236,16 @@ def test_training_defaults_are_written_only_in_the_settings():
     assert {"epochs", "batch_size", "lr"} <= _literal_fields("vlr_lib.train.settings")
 
 
+#: The figures draw and the core computes, so vlr_lib/viz stays small: issue 32's budget, in lines.
+VIZ_BUDGET = 2_000
+
+
+def test_the_figures_stay_within_their_line_budget():
+    lines = sum(len(p.read_text().splitlines()) for p in (PACKAGE / "viz").glob("*.py"))
+    assert lines <= VIZ_BUDGET, f"vlr_lib/viz has {lines} lines, over its budget of {VIZ_BUDGET}: a number it " \
+        "computes belongs in the core or the report, and repeated layout in viz._style"
+
+
 def test_the_slider_readout_lives_with_the_figures():
     defined = {m: {n.name for n in ast.parse(MODULES[m].read_text()).body if isinstance(n, ast.FunctionDef)}
                for m in MODULES}

@@ -1,9 +1,6 @@
-"""Figures of notebook 12: pure functions from ``report.lessons.lesson_table`` (each difference of rsum between two
-losses per condition, paired by seed, with its 95% interval and verdict) to a ``go.Figure``.
-
-- :func:`deltas_figure`: one experiment, the interval's half-width as error bar (crossing 0: cannot tell);
-- :func:`overview_figure`: every experiment side by side.
-"""
+"""Figures of notebook 12 (:func:`deltas_figure`: one experiment, :func:`overview_figure`: all of them): pure
+functions from ``report.lessons.lesson_table`` (each difference of rsum between two losses per condition, paired by
+seed, with its 95% interval and verdict) to a ``go.Figure``."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -47,9 +44,9 @@ def _traces(part: pd.DataFrame, show_legend: bool = True) -> list[go.Scatter]:
 def deltas_figure(table: pd.DataFrame, experiment: str, title: str | None = None) -> go.Figure:
     """One experiment of a lesson table: rsum differences per condition, mean ± half-width of the paired 95% interval.
 
-    Three lines: Triplet-SH − Triplet (the papers: > 0), Unified − Triplet-SH (> 0) and
-    NT-Xent − Triplet-SH (Bleeker & de Rijke: < 0). Markers: filled where the papers' ordering
-    holds (interval on the papers' side), a cross where it reverses, open where the seeds cannot tell.
+    Three lines: Triplet-SH − Triplet (the papers: > 0), Unified − Triplet-SH (> 0) and NT-Xent − Triplet-SH (Bleeker
+    & de Rijke: < 0). Markers: filled where the papers' ordering holds (interval on the papers' side), a cross where
+    it reverses, open where the seeds cannot tell.
     """
     part = lesson_part(table, experiment)
     fig = go.Figure(_traces(part))

@@ -1,13 +1,6 @@
-"""Figures of notebook 10, the loss showdown: pure functions from a summary table to a ``go.Figure``.
-
-The numbers come from ``vlr_lib.report`` (``summary.summarize``, ``readings.ranking``, ``layouts.goal_matrix``,
-``summary.cocos_summary``); these builders only draw them:
-
-- :func:`metric_errorbars` -- every configuration's mean ± std on one metric, coloured by
-  its relation to the best (the noise rule of ``vlr_lib.report.readings``);
-- :func:`goal_heatmaps` -- the 3 x 5 GOAL grid in Xuan & Chen's Tables 3-5 layout (pair
-  weights as rows, triplet weights as columns);
-- :func:`cocos_heatmap` -- COCOS at the selected epoch.
+"""Figures of notebook 10, the loss showdown (:func:`metric_errorbars`, :func:`goal_heatmaps`, :func:`cocos_heatmap`):
+pure functions from a summary table to a ``go.Figure``. The numbers come from ``vlr_lib.report``
+(``summary.summarize``, ``readings.ranking``, ``layouts.goal_matrix``, ``summary.cocos_summary``); these only draw.
 """
 from __future__ import annotations
 
@@ -30,9 +23,10 @@ def metric_errorbars(summary: pd.DataFrame, metric: str = "rsum", group: str = "
                      chance: float | None = None, checkpoint: str | None = None) -> go.Figure:
     """Mean ± std over seeds per configuration, best at the top; colour = relation to the best.
 
-    Green diamond: the highest mean; sky-blue circles: bars that overlap its bar; grey crosses: bars clear of it.
-    That is a picture of the spread, not a test (which losses the seeds tell apart: ``report.readings.separations``). The shaded band is the best's mean ± std; `chance` draws the chance
-    level (rsum only); `checkpoint` (e.g. "last epoch") says in the title which epoch of each run is shown.
+    Green diamond: the highest mean; sky-blue circles: bars that overlap its bar; grey crosses: bars clear of it. That
+    is a picture of the spread, not a test (which losses the seeds tell apart: ``report.readings.separations``). The
+    shaded band is the best's mean ± std; `chance` draws the chance level (rsum only); `checkpoint` (e.g. "last
+    epoch") says in the title which epoch of each run is shown.
     """
     rank = readings.ranking(readings.group(summary, group), metric)
     kinds = np.where(rank["rank"] == 1, "best", np.where(rank["overlaps_best"], "tied", "separated"))
@@ -55,8 +49,7 @@ def metric_errorbars(summary: pd.DataFrame, metric: str = "rsum", group: str = "
     span = fitted_range(np.concatenate([rank["mean"] - rank["std"], rank["mean"] + rank["std"]]))
     label = METRIC_LABELS[metric]
     title = f"{label} per loss, mean ± std over seeds ({group}{f', {checkpoint}' if checkpoint else ''})"
-    style(fig, title, height=max(340, 26 * len(rank) + 170), xaxis=label, margin=dict(l=160))
-    fig.update_xaxes(range=span)
+    style(fig, title, height=max(340, 26 * len(rank) + 170), xaxis=label, margin=dict(l=160), xaxis_range=span)
     if chance is not None:
         level_line(fig, float(chance), f"chance {chance:.1f}", "x", span)
     fig.update_yaxes(categoryorder="array", categoryarray=list(rank["name"])[::-1])
@@ -66,12 +59,11 @@ def metric_errorbars(summary: pd.DataFrame, metric: str = "rsum", group: str = "
 def goal_heatmaps(summary: pd.DataFrame, metric: str = "r1", color: str = "mean") -> go.Figure:
     """The GOAL grid as annotated heatmaps, Xuan & Chen Tables 3-5 layout (rows P, columns T).
 
-    ``metric="r1"``: two panels, i2t R@1 and t2i R@1 (the papers' tables);
-    any key of ``report.labels.TABLE1_COLUMNS``: one panel. Cells show "mean ± std" and the loss of
-    Table 1 where the combination is one. ``color="mean"`` colours by the mean;
-    ``"delta"`` by the difference to (T^con, P^con), the triplet baseline of the
-    paper (Table 2), on a diverging scale; panels share one colour scale. A green frame (a
-    layout shape named "best <metric>") marks each panel's best cell.
+    ``metric="r1"``: two panels, i2t R@1 and t2i R@1 (the papers' tables); any key of
+    ``report.labels.TABLE1_COLUMNS``: one panel. Cells show "mean ± std" and the loss of Table 1 where the combination
+    is one. ``color="mean"`` colours by the mean; ``"delta"`` by the difference to (T^con, P^con), the triplet
+    baseline of the paper (Table 2), on a diverging scale; panels share one colour scale. A green frame (a layout
+    shape named "best <metric>") marks each panel's best cell.
     """
     check_choice("color", color, ("mean", "delta"))
     panels = ["i2t_r1", "t2i_r1"] if metric == "r1" else [check_metric(metric)]
@@ -115,8 +107,6 @@ def cocos_heatmap(table: pd.DataFrame, stat: str = "C_q") -> go.Figure:
                                textfont=dict(size=FONT_PX), colorscale=SEQUENTIAL, zmin=0, zmax=1,
                                colorbar=dict(title=dict(text="/ column max")),
                                hovertemplate="%{y}<br>%{x}: %{text}<extra></extra>"))
-    style(fig, f"COCOS {stat} at the selected epoch", height=max(360, 26 * len(table) + 190),
-          subtitle="probe batch, mean over seeds; colour: the value over its column's largest",
-          xaxis="rule and direction", legend=False, margin=dict(l=160))
-    fig.update_yaxes(autorange="reversed")
-    return fig
+    return style(fig, f"COCOS {stat} at the selected epoch", height=max(360, 26 * len(table) + 190),
+                 subtitle="probe batch, mean over seeds; colour: the value over its column's largest",
+                 xaxis="rule and direction", legend=False, margin=dict(l=160), yaxis_autorange="reversed")
