@@ -262,7 +262,7 @@ def showdown(args, device: torch.device, work: Path, epoch_s: float | None) -> N
     print(f"[3. showdown] {runs} runs x {spec.epochs} epochs on {sizes['train']:,} / {sizes['validation']:,} / "
           f"{sizes['test']:,} images of cached 512-d features, {device}")
     t0 = time.perf_counter()
-    with _progress_lines(sd, len(sd.configs()) * len(spec.seeds), t0):
+    with _progress_lines(len(sd.configs()) * len(spec.seeds), t0):
         result = sd.run(spec, out=work / "showdown", progress=False)
     wall = time.perf_counter() - t0
     assert len(result.runs) == runs
@@ -282,10 +282,12 @@ def showdown(args, device: torch.device, work: Path, epoch_s: float | None) -> N
 
 
 @contextlib.contextmanager
-def _progress_lines(sd, runs: int, t0: float):
+def _progress_lines(runs: int, t0: float):
     """Print a line each time every run has trained one more epoch: a showdown stopped by a time limit still
     says how far it got, and when."""
-    real, calls = sd.ShowdownMetrics.__call__, [0]
+    from vlr_lib.experiments.cells import ShowdownMetrics
+
+    real, calls = ShowdownMetrics.__call__, [0]
 
     def counted(self, record, result):
         real(self, record, result)
@@ -294,11 +296,11 @@ def _progress_lines(sd, runs: int, t0: float):
             print(f"  ... {calls[0] // runs} epoch(s) of all {runs} runs after {time.perf_counter() - t0:6.1f} s",
                   flush=True)
 
-    sd.ShowdownMetrics.__call__ = counted
+    ShowdownMetrics.__call__ = counted
     try:
         yield
     finally:
-        sd.ShowdownMetrics.__call__ = real
+        ShowdownMetrics.__call__ = real
 
 
 # --------------------------------------------------------------------------- 4. the losses
