@@ -247,6 +247,7 @@ def _count_step_syncs(device: torch.device):
 def showdown(args, device: torch.device, work: Path, epoch_s: float | None) -> None:
     from vlr_lib.features import FeatureSet, default_cache_dir, save_features
     from vlr_lib.experiments import showdown as sd
+    from vlr_lib.experiments.cells import spec_for
 
     sizes = {"train": args.train_images, "validation": args.val_images, "test": args.val_images}
     for i, (split, n) in enumerate(sizes.items()):
@@ -255,13 +256,13 @@ def showdown(args, device: torch.device, work: Path, epoch_s: float | None) -> N
                     "revision": "", "split": split, "dtype": "float32"}
         save_features(default_cache_dir(work / "features", "flickr30k:bench", "", split, "clip-vit-b32"),
                       FeatureSet(img, txt, c2i, manifest))
-    spec = sd.spec_for("flickr30k", False, device=str(device), cache_root=str(work / "features"),
-                       seeds=tuple(range(args.seeds)), epochs=args.epochs)
+    spec = spec_for("flickr30k", False, device=str(device), cache_root=str(work / "features"),
+                    seeds=tuple(range(args.seeds)), epochs=args.epochs)
     runs = len(sd.configs()) * len(spec.seeds)
     print(f"[3. showdown] {runs} runs x {spec.epochs} epochs on {sizes['train']:,} / {sizes['validation']:,} / "
           f"{sizes['test']:,} images of cached 512-d features, {device}")
     t0 = time.perf_counter()
-    with _progress_lines(sd, len(sd.configs()) * len(spec.seeds), t0):
+    with _progress_lines(len(sd.configs()) * len(spec.seeds), t0):
         result = sd.run(spec, out=work / "showdown", progress=False)
     wall = time.perf_counter() - t0
     assert len(result.runs) == runs
@@ -281,10 +282,12 @@ def showdown(args, device: torch.device, work: Path, epoch_s: float | None) -> N
 
 
 @contextlib.contextmanager
-def _progress_lines(sd, runs: int, t0: float):
+def _progress_lines(runs: int, t0: float):
     """Print a line each time every run has trained one more epoch: a showdown stopped by a time limit still
     says how far it got, and when."""
-    real, calls = sd.ShowdownMetrics.__call__, [0]
+    from vlr_lib.experiments.cells import ShowdownMetrics
+
+    real, calls = ShowdownMetrics.__call__, [0]
 
     def counted(self, record, result):
         real(self, record, result)
@@ -293,11 +296,11 @@ def _progress_lines(sd, runs: int, t0: float):
             print(f"  ... {calls[0] // runs} epoch(s) of all {runs} runs after {time.perf_counter() - t0:6.1f} s",
                   flush=True)
 
-    sd.ShowdownMetrics.__call__ = counted
+    ShowdownMetrics.__call__ = counted
     try:
         yield
     finally:
-        sd.ShowdownMetrics.__call__ = real
+        ShowdownMetrics.__call__ = real
 
 
 # --------------------------------------------------------------------------- 4. the losses

@@ -50,7 +50,8 @@ import torch
 from IPython.display import Markdown, display
 from tqdm.auto import tqdm
 
-from vlr_lib import analysis, metrics, registry, report, similarity, viz, widgets
+from vlr_lib import analysis, metrics, registry, similarity, viz, widgets
+from vlr_lib.report.sweeps import history_frame
 from vlr_lib.data_sizes import SIZES
 from vlr_lib.notebook import setup, training_features
 from vlr_lib.train import build_heads, evaluate, fit, make_objective
@@ -166,7 +167,7 @@ def train(loss: str, loss_kwargs: dict, seed: int, offset: float = 0.0) -> list[
 fitted = fit(*train_set, loss="unified", loss_kwargs=LOSSES["Unified"][1], head=HEAD, dim=DIM, epochs=EPOCHS,
              batch_size=BATCH, lr=LR, seed=0, val=val_set, progress=False)
 first = [{"epoch": 0, **evaluate(*start_heads(seed=0), *val_set)}, *fitted.history]
-table = report.history_frame({"Unified": first})
+table = history_frame({"Unified": first})
 columns = ["epoch", "loss", "rsum", "i2t_r1", "t2i_r1", "pos_sim", "hardneg_sim", "seconds"]
 print(table[columns].round(3).to_string(index=False))
 assert list(table["epoch"]) == list(range(EPOCHS + 1))  # one row per epoch, plus epoch 0
@@ -224,7 +225,7 @@ if SHAPES:
     print(protocol.check("09_training-shapes-full", trained=first if rec is not None else None,
                          on_cpu=cfg.device.type == "cpu", epochs=None if rec is not None else protocol.CHECK_EPOCHS))
 
-summary = report.history_frame({f"{name} / seed {s}": h for s, runs in histories.items() for name, h in runs.items()})
+summary = history_frame({f"{name} / seed {s}": h for s, runs in histories.items() for name, h in runs.items()})
 final = summary[summary["epoch"] == EPOCHS].set_index("run")
 print(final[["rsum", "i2t_r1", "t2i_r1", "pos_sim", "hardneg_sim"]].round(3).to_string())
 
@@ -265,7 +266,7 @@ viz.training.similarity_figure(histories[0], subtitle="the usual start, seed 0")
 
 # %%
 for seed, runs in histories.items():
-    frames = {name: report.history_frame({name: h}) for name, h in runs.items()}
+    frames = {name: history_frame({name: h}) for name, h in runs.items()}
     for name, f in frames.items():
         assert list(f["epoch"]) == list(range(EPOCHS + 1)), (seed, name)
         assert f["rsum"].iloc[-1] > chance + 20, (seed, name, f["rsum"].iloc[-1])
@@ -305,7 +306,7 @@ for seed, runs in histories.items():
 # %%
 for seed, runs in histories.items():
     start = runs["Triplet-SH"][0]
-    f = report.history_frame({"t": runs["Triplet-SH"]}).query("epoch >= 1")
+    f = history_frame({"t": runs["Triplet-SH"]}).query("epoch >= 1")
     active = 1 - f["cocos_i2t_C_0"] / f["cocos_i2t_n_queries"]
     print(f"seed {seed}: epoch 0 positive {start['pos_sim']:.3f}, hardest negative {start['hardneg_sim']:.3f}; "
           f"share of probe queries with a Triplet-SH gradient per epoch: {active.round(2).tolist()}")

@@ -50,13 +50,18 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from vlr_lib import goal, registry, report, stats, viz, widgets
+from vlr_lib import goal, registry, stats, viz, widgets
+from vlr_lib.report.labels import TABLE1_COLUMNS, hyperparameters
+from vlr_lib.report.layouts import goal_table, table1
+from vlr_lib.report.markdown import last_epoch_share, training_line
+from vlr_lib.report.readings import interval_text, reading, separations
+from vlr_lib.report.summary import cocos_own_rule, cocos_summary, summarize
 from vlr_lib.notebook import setup
-from vlr_lib.experiments import protocol, showdown  # the experiment, shared with `python -m vlr_lib showdown`
+from vlr_lib.experiments import cells, protocol, showdown  # the experiment, shared with `python -m vlr_lib showdown`
 
 cfg = setup(seed=0)
 SETTING = "features"  # what learns: "features" (heads), "vsepp" (+ a GRU from scratch) or "e2e" (shapes only)
-spec = showdown.spec_for(cfg.data, cfg.fast, SETTING, device=str(cfg.device))
+spec = cells.spec_for(cfg.data, cfg.fast, SETTING, device=str(cfg.device))
 spec
 
 # %% [markdown]
@@ -75,7 +80,7 @@ spec
 
 # %%
 contestants = pd.DataFrame([{"loss": c["loss"], "name": registry.label(c["loss"]),
-                             "hyper-param (library default)": report.hyperparameters(c["loss"])} for c in showdown.configs()])
+                             "hyper-param (library default)": hyperparameters(c["loss"])} for c in showdown.configs()])
 contestants
 
 # %%
@@ -102,7 +107,7 @@ assert contestants["loss"].is_unique
 # - *Same schedule.* Epochs, batch size, learning rate and its one decay (×0.1 halfway, the VSE++
 #   recipe of Bleeker & de Rijke sec. 3) are shared.
 # - *Same evaluation.* After every epoch the trainer measures rsum on the **validation** split; a
-#   callback (`showdown.ShowdownMetrics`) also measures the **test** split and COCOS on one fixed probe batch.
+#   callback (`cells.ShowdownMetrics`) also measures the **test** split and COCOS on one fixed probe batch.
 #   Each run is reported at its epoch of best validation rsum — the checkpoint a practitioner would
 #   keep — so the test numbers never influence the choice.
 #
@@ -120,7 +125,7 @@ assert contestants["loss"].is_unique
 #
 # ```python
 # grid(showdown.configs(), seeds=spec.seeds, train=data.train, val=data.val, setting=spec.setting, out=spec.out,
-#      settings=spec.settings().replace(callbacks=[showdown.ShowdownMetrics(data.test, probe)]), **spec.model())
+#      settings=spec.settings().replace(callbacks=[cells.ShowdownMetrics(data.test, probe)]), **spec.model())
 # ```
 
 # %%
@@ -141,7 +146,7 @@ display(Markdown("\n".join([
     f"- command: `{meta['command']}`",
     f"- data and features: {meta['data']}",
     f"- setting: {meta['setting']}",
-    f"- training: {report.training_line(stored)}",
+    f"- training: {training_line(stored)}",
     f"- hardware: {meta['hardware']}; wall time {meta['wall_seconds']:.0f} s for {meta['n_runs']} runs; date {meta['date']}",
 ])))
 
@@ -159,7 +164,7 @@ assert ((runs["sel_epoch"] >= 1) & (runs["sel_epoch"] <= spec.epochs)).all()
 # The selected epoch is the best validation rsum (grid's own bookkeeping agrees with the callback's).
 assert (runs["sel_epoch"] == runs["best_epoch"]).all()
 print(f"{len(runs)} runs; selected epochs range {runs['sel_epoch'].min()}-{runs['sel_epoch'].max()} of {spec.epochs}")
-share = report.last_epoch_share(runs)
+share = last_epoch_share(runs)
 print(f"{share:.0%} of the runs select their last epoch (a run still rising when it stops)")
 
 # %% [markdown]
@@ -204,7 +209,7 @@ assert first_norm["Triplet"] > 10 * first_norm["Triplet-SH"] and first_norm["Tri
 seed = spec.seeds[0]
 exact = meta["device"] == "cpu"  # CPU runs repeat bit for bit; the table went through CSV, hence rtol 1e-9
 if race.record is None:  # trained here (or read from this machine's runs folder): it must repeat exactly
-    again = showdown.retrain(spec, "triplet_hardest", seed)  # Triplet-SH from scratch, with the callback
+    again = cells.retrain(spec, "triplet_hardest", seed)  # Triplet-SH from scratch, with the callback
     stored_row = runs[(runs["loss"] == "triplet_hardest") & (runs["seed"] == seed)].iloc[0]
     cols = ("rsum", "sel_epoch", "sel_rsum", "sel_map5", "sel_pr_auc", "sel_cocos_triplet_sh_i2t_C_0") if exact else ("sel_rsum",)
     for col in cols:
@@ -213,10 +218,10 @@ if race.record is None:  # trained here (or read from this machine's runs folder
           f"{again.final['sel_epoch']} = stored {stored_row['sel_rsum']:.2f}")
 # The shipped record of this setting, checked: its Triplet-SH cell of seed 0 re-trained at full size (in fast mode
 # its first 5 epochs: the lr decays later); no record of this data and setting: nothing to check
-full = showdown.spec_for(cfg.data, False, SETTING, device=str(cfg.device))
+full = cells.spec_for(cfg.data, False, SETTING, device=str(cfg.device))
 print(protocol.check(full.out.name, epochs=cfg.pick(5, None)))
 
-metrics_cols = [f"sel_{m}" for m in report.TABLE1_COLUMNS]
+metrics_cols = [f"sel_{m}" for m in TABLE1_COLUMNS]
 con_con = runs[runs["loss"] == "goal:con,con"].set_index("seed")[metrics_cols]
 hardest = runs[runs["loss"] == "triplet_hardest"].set_index("seed")[metrics_cols]
 np.testing.assert_allclose(con_con.to_numpy(), hardest.loc[con_con.index].to_numpy(), rtol=1e-9 if exact else 0.05)
@@ -232,8 +237,8 @@ print("GOAL (con, con) and Triplet-SH give the same test metrics, seed by seed")
 # matching from non-matching pairs, which recall (a per-query ranking) does not see.
 
 # %%
-summary = report.summarize(runs, prefix="sel_")
-table = report.table1(summary)
+summary = summarize(runs, prefix="sel_")
+table = table1(summary)
 table
 
 # %% [markdown]
@@ -281,7 +286,7 @@ for trace, metric in zip(heat, ("i2t_r1", "t2i_r1")):
     z = np.asarray(trace.z, dtype=float)
     for (i, p), (j, t) in [((i, p), (j, t)) for i, p in enumerate(goal.GOAL_PAIRS) for j, t in enumerate(goal.GOAL_TRIPLETS)]:
         assert z[i, j] == summary.set_index("loss").at[f"goal:{t},{p}", f"{metric}_mean"]
-print(report.goal_table(summary, "rsum").to_string())
+print(goal_table(summary, "rsum").to_string())
 
 # %% [markdown]
 # Colour the cells by their difference to $(T^{con}, P^{con})$ — the VSE++ triplet, the paper's
@@ -302,7 +307,7 @@ widgets.showdown.goal_explorer(runs)
 # rule. First the four losses the paper counts, each under its own rule (their Tables 2–4):
 
 # %%
-own = report.cocos_own_rule(runs)
+own = cocos_own_rule(runs)
 own
 
 # %% [markdown]
@@ -317,7 +322,7 @@ widgets.showdown.cocos_explorer(runs)
 # tests that on this data:
 
 # %%
-c_q = report.cocos_summary(runs, "C_q")["Triplet i2t"].to_numpy()
+c_q = cocos_summary(runs, "C_q")["Triplet i2t"].to_numpy()
 rsum = summary["rsum_mean"].to_numpy()
 rho = pd.Series(c_q).rank().corr(pd.Series(rsum).rank())  # Spearman's rho
 
@@ -348,7 +353,7 @@ display(Markdown(f"Spearman's ρ = **{rho:.2f}** over {len(rsum)} models: a {str
 
 # %%
 n_neg = min(spec.probe, spec.n_train or spec.probe) - 1  # probe batch minus the positive
-cq = report.cocos_summary(runs, "C_q")
+cq = cocos_summary(runs, "C_q")
 sims = runs.groupby("loss", sort=False)[["sel_pos_sim", "sel_hardneg_sim"]].mean().set_axis(cq.index)
 saturated = [n for n in cq.index if (cq.loc[n, ["Triplet i2t", "Triplet t2i"]] == n_neg).all()]
 rsum_rank = summary.set_index("name")["rsum_mean"].rank(ascending=False)
@@ -373,11 +378,11 @@ assert saturated == [registry.label(l) for l in raw.index if (raw.loc[l] == n_ne
 
 # %%
 # Definitions the counts must obey, whatever the model (Bleeker & de Rijke eqs. 9a, 9b, 11).
-sh = report.cocos_summary(runs, "C_q")[["Triplet-SH i2t", "Triplet-SH t2i"]].stack().dropna()
+sh = cocos_summary(runs, "C_q")[["Triplet-SH i2t", "Triplet-SH t2i"]].stack().dropna()
 assert (sh == 1.0).all(), "Triplet-SH counts at most the hardest negative: C^q = 1 for every active query"
-assert (report.cocos_summary(runs, "C_q")[["Triplet i2t", "Triplet t2i"]].stack().dropna() >= 1).all()
-assert report.cocos_summary(runs, "W_pos")[["NT-Xent i2t", "NT-Xent t2i"]].stack().between(0, 1).all()
-assert (report.cocos_summary(runs, "C_0").stack() <= spec.probe).all()
+assert (cocos_summary(runs, "C_q")[["Triplet i2t", "Triplet t2i"]].stack().dropna() >= 1).all()
+assert cocos_summary(runs, "W_pos")[["NT-Xent i2t", "NT-Xent t2i"]].stack().between(0, 1).all()
+assert (cocos_summary(runs, "C_0").stack() <= spec.probe).all()
 
 # %% [markdown]
 # ## 6. What the race says — and how sure we can be
@@ -391,14 +396,14 @@ assert (report.cocos_summary(runs, "C_0").stack() <= spec.probe).all()
 #
 # - the ranking: every pair of configurations, one family ("ahead" / "behind" / "not told apart" — the
 #   seeds cannot order the two, which is no finding that they are equal);
-# - the papers' orderings (`report.PAPER_CLAIMS`), one family;
-# - Xuan & Chen's pair weights (`report.GOAL_PAIR_CLAIMS`: under each triplet weight, every other pair
+# - the papers' orderings (`report.readings.PAPER_CLAIMS`), one family;
+# - Xuan & Chen's pair weights (`report.readings.GOAL_PAIR_CLAIMS`: under each triplet weight, every other pair
 #   weight ahead of $P^{con}$), one family of twelve ("holds" / "reverses" / "cannot tell").
 #
-# The reading below is generated from the runs by `report.reading`.
+# The reading below is generated from the runs by `report.readings.reading`.
 
 # %%
-facts = report.reading(runs, "rsum")
+facts = reading(runs, "rsum")
 display(Markdown(facts["text"]))
 
 # %% [markdown]
@@ -489,7 +494,7 @@ con_sig = next((c for c in facts["goal_claims"] if (c["a"], c["b"]) == ("goal:co
 
 def shown(c: dict) -> str:
     metric = "PR-AUC " if c["metric"] == "pr_auc" else ""
-    return f"{metric}{report.interval_text(c['delta'], c['low'], c['high'], c['metric'])}, corrected p = {c['p_holm']:.3f}"
+    return f"{metric}{interval_text(c['delta'], c['low'], c['high'], c['metric'])}, corrected p = {c['p_holm']:.3f}"
 
 
 if cfg.fast or cfg.data != "shapes":
@@ -562,14 +567,14 @@ else:
 # ## Exercises
 #
 # 1. **Corrected or not.** Count the pairs of losses whose paired 95% interval excludes 0 on rsum, and
-#    those that survive Holm's correction over all the pairs (`report.separations(runs)`: columns
+#    those that survive Holm's correction over all the pairs (`report.readings.separations(runs)`: columns
 #    `uncorrected` and `verdict`). Then count what the old rule of this notebook — a difference larger
 #    than the two losses' summed seed stds — would have called real. Which rule claims the most, and why
 #    is it the wrong one to trust?
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 1.
-seps = report.separations(runs, "rsum")
+seps = separations(runs, "rsum")
 std = runs.groupby("loss")["sel_rsum"].std(ddof=1)
 summed = (seps["delta"].abs() > seps["a"].map(std) + seps["b"].map(std)).sum()
 uncorrected, corrected = (seps["uncorrected"] != "not told apart").sum(), seps["separated"].sum()
@@ -587,7 +592,7 @@ assert corrected <= uncorrected  # a correction can only remove verdicts
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 2.
-last = report.summarize(runs, prefix="test_")
+last = summarize(runs, prefix="test_")
 both = summary[["loss", "rsum_mean"]].merge(last[["loss", "rsum_mean"]], on="loss", suffixes=("_sel", "_last"))
 print(both.sort_values("rsum_mean_sel", ascending=False))
 print("rank correlation:", both["rsum_mean_sel"].rank().corr(both["rsum_mean_last"].rank()))
@@ -601,9 +606,9 @@ assert len(both) == len(summary)  # every configuration ranked both ways
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell", "book-skip"]
 # Solution 3.
-extra, _, _, _ = showdown.train_cells(spec, [{"loss": "unified", "gamma": 20.0}], spec.out)  # same data, seeds, schedule
+extra, _, _, _ = cells.train_cells(spec, [{"loss": "unified", "gamma": 20.0}], spec.out)  # same data, seeds, schedule
 both = pd.concat([runs, extra.runs], ignore_index=True)
-print(report.table1(report.summarize(both, prefix="sel_")).tail(3))
+print(table1(summarize(both, prefix="sel_")).tail(3))
 assert len(extra.runs) == len(spec.seeds) and len(both) == len(runs) + len(spec.seeds)
 assert (extra.runs["sel_rsum"] > chance).all()
 # train_cells uses the showdown's own data, seeds, schedule and callback, so the new rows are comparable

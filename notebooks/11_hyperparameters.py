@@ -49,7 +49,9 @@ import time
 import pandas as pd
 from IPython.display import Markdown, display
 
-from vlr_lib import metrics, paths, registry, report, viz, widgets
+from vlr_lib import metrics, paths, registry, viz, widgets
+from vlr_lib.report.summary import summarize, summary_table
+from vlr_lib.report.sweeps import loss_rows, sweep_slice
 from vlr_lib.data_sizes import SIZES
 from vlr_lib.notebook import setup, training_features
 from vlr_lib.experiments import grid, protocol, record, tuned
@@ -150,7 +152,7 @@ origin = "opened from the record" if rec else {0: "all from the cache (an earlie
     new_cells, f"{new_cells} trained now, the rest from the cache")
 print(f"{len(runs)} cells ({runs['config'].nunique()} configurations x {len(SEEDS)} seed(s)): {origin}; "
       f"{counter.epochs} epochs trained in {first_seconds:.1f} s")
-print(report.summary_table(report.summarize(runs), ("rsum", "i2t_r1", "t2i_r1")))
+print(summary_table(summarize(runs), ("rsum", "i2t_r1", "t2i_r1")))
 
 # %% [markdown]
 # The same call again finds every cell in the cache: it trains nothing, rewrites no file and returns the
@@ -227,7 +229,7 @@ viz.training.sweep_heatmap(runs, "unified", "gamma", "margin")
 
 # %%
 def best(loss: str, x: str, fixed: dict | None = None) -> str:
-    s = report.sweep_slice(runs, loss, x, fixed)
+    s = sweep_slice(runs, loss, x, fixed)
     top = s.loc[s["mean"].idxmax()]
     spread = f"{runs.groupby('config')['rsum'].std().mean():.1f}" if len(SEEDS) > 1 else "n/a (one seed)"
     return (f"{loss}: best {x} = {top[x]:g} (rsum {top['mean']:.1f}); over the slice rsum spans "
@@ -276,7 +278,7 @@ c = explorer.controls
 assert (c["loss"].value, c["x"].value, c["at"].description) == ("unified", "gamma", "margin")
 c["at"].value = 0.0
 bold = explorer.figure.data[-1]
-expected = report.sweep_slice(runs, "unified", "gamma", {"margin": 0.0})
+expected = sweep_slice(runs, "unified", "gamma", {"margin": 0.0})
 assert list(bold.x) == expected["gamma"].tolist() and list(bold.y) == expected["mean"].tolist()
 c["loss"].value = "info_nce"
 assert c["x"].value == "temperature" and c["at"].disabled
@@ -288,8 +290,8 @@ c["loss"].value = "unified"
 # Generated from the table above (the record in full mode), so the text cannot drift from the runs:
 
 # %%
-margins = report.sweep_slice(runs, "unified", "margin", {"gamma": 60.0})
-gammas = report.sweep_slice(runs, "unified", "gamma", {"margin": 0.2})
+margins = sweep_slice(runs, "unified", "margin", {"gamma": 60.0})
+gammas = sweep_slice(runs, "unified", "gamma", {"margin": 0.2})
 top_m, top_g = margins.loc[margins["mean"].idxmax()], gammas.loc[gammas["mean"].idxmax()]
 nt_xent_point = float(margins.loc[margins["margin"] == 0.0, "mean"].iloc[0])  # m = 0 is NT-Xent (eq. 7)
 with_margin = margins[margins["margin"] > 0]
@@ -408,8 +410,8 @@ runs = result.runs
 print(counter.epochs, "epochs trained")
 # at most the new cells train (none when an earlier run of this cell left them in the cache)
 assert counter.epochs <= 2 * len(SWEEPS["unified"]["margin"]) * len(SEEDS) * EPOCHS
-gammas = report.sweep_slice(runs, "unified", "gamma", {"margin": 0.2}, "rsum")
-hardest = float(report.loss_rows(runs, "triplet_hardest")["rsum"].mean())
+gammas = sweep_slice(runs, "unified", "gamma", {"margin": 0.2}, "rsum")
+hardest = float(loss_rows(runs, "triplet_hardest")["rsum"].mean())
 top, low = gammas.iloc[-1], gammas.iloc[0]
 print(f"rsum at gamma = {top['gamma']:g}: {top['mean']:.1f}, at gamma = {low['gamma']:g}: {low['mean']:.1f}; "
       f"Triplet-SH {hardest:.1f} (gap {top['mean'] - hardest:+.1f} at the largest gamma, {low['mean'] - hardest:+.1f} "

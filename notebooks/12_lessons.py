@@ -66,11 +66,12 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from vlr_lib import feature_quality, metrics, report, shapes_encoder, stats, viz
+from vlr_lib import feature_quality, metrics, shapes_encoder, stats, viz
+from vlr_lib.report.lessons import lesson_matrix, lesson_reading, lesson_table, role_matrix
 from vlr_lib.data import make_shapes
 from vlr_lib.notebook import setup
 from vlr_lib.train import shapes_features
-from vlr_lib.experiments import lessons, protocol, showdown
+from vlr_lib.experiments import cells, lessons, protocol
 
 cfg = setup(seed=0)
 
@@ -144,7 +145,7 @@ assert quality.loc["pretrained", "caption-overlap Spearman"] >= 0.35  # their ca
 # its measured tolerance (`protocol.EXPERIMENTS`, rsum points; the check after the table; in fast mode the tests make it).
 #
 # `lessons.conditions` lists every condition. Each runs through a showdown spec
-# (`vlr_lib.experiments.showdown.spec_for`) — the same data sizes, schedule, seeds and selection on validation
+# (`vlr_lib.experiments.cells.spec_for`) — the same data sizes, schedule, seeds and selection on validation
 # as notebook 10 — and differs from the base condition (pretrained features, difficulty 0.5, heads on
 # features) in one thing. Conditions with the same spec share their cells: the base is trained once.
 
@@ -201,7 +202,7 @@ if not cfg.fast:  # end to end at full size: Triplet-SH collapses on every seed,
     e2e = runs[end_to_end].set_index("role")["sel_rsum"]
     assert (e2e.drop("triplet_hardest") > chance + 100).all(), e2e
     assert (abs(e2e["triplet_hardest"] - chance) < 5).all(), e2e["triplet_hardest"]
-table = report.lesson_table(runs)
+table = lesson_table(runs)
 print(f"{len(runs)} rows, {meta['n_cells']} distinct runs; chance rsum on the test split {chance:.1f}")
 
 # The shipped record, checked in full mode: one of its runs re-trained from scratch at full size (fast mode leaves
@@ -219,7 +220,7 @@ print("the record's check runs in full mode" if cfg.fast else protocol.check("le
 # from the paired t test **Holm-corrected over the 33** (`vlr_lib.stats.verdicts`). A filled marker: the
 # papers' ordering holds; a cross: it reverses; an open marker: five seeds cannot tell. A cell of the
 # tables says "uncorrected: ..." where the interval alone would read otherwise — a lead to re-run, not a
-# finding. The numbers come from `report.lesson_table`; the figures only draw them.
+# finding. The numbers come from `report.lessons.lesson_table`; the figures only draw them.
 #
 # ## (a) Feature quality
 
@@ -227,7 +228,7 @@ print("the record's check runs in full mode" if cfg.fast else protocol.check("le
 viz.lessons.deltas_figure(table, "features", lessons.EXPERIMENTS["features"])
 
 # %%
-display(report.lesson_matrix(table, "features"), report.role_matrix(runs, "features"))
+display(lesson_matrix(table, "features"), role_matrix(runs, "features"))
 
 # %% [markdown]
 # ## (b) False negatives
@@ -242,7 +243,7 @@ display(report.lesson_matrix(table, "features"), report.role_matrix(runs, "featu
 viz.lessons.deltas_figure(table, "difficulty", lessons.EXPERIMENTS["difficulty"])
 
 # %%
-display(report.lesson_matrix(table, "difficulty"), report.role_matrix(runs, "difficulty"))
+display(lesson_matrix(table, "difficulty"), role_matrix(runs, "difficulty"))
 
 # %%
 overlaps = table.drop_duplicates("condition").query("experiment == 'difficulty'")["overlap"].to_numpy()
@@ -261,7 +262,7 @@ assert (np.diff(overlaps) > 0).all(), overlaps  # more sharing as difficulty gro
 viz.lessons.deltas_figure(table, "warmup", lessons.EXPERIMENTS["warmup"])
 
 # %%
-display(report.lesson_matrix(table, "warmup"), report.role_matrix(runs, "warmup"))
+display(lesson_matrix(table, "warmup"), role_matrix(runs, "warmup"))
 
 # %% [markdown]
 # ## (d) The setting
@@ -270,13 +271,13 @@ display(report.lesson_matrix(table, "warmup"), report.role_matrix(runs, "warmup"
 # setting* keeps the frozen image features and learns a GRU text encoder from scratch over the training
 # captions' words (`vlr_lib.train.fit_vsepp`; Bleeker & de Rijke's Table 1 setting, "no backbone
 # fine-tuning"). *End to end* learns a CNN and a GRU from scratch. Each runs at its showdown schedule
-# (`showdown.spec_for(..., setting)`), so compare the orderings *within* a setting, not the rsums across.
+# (`cells.spec_for(..., setting)`), so compare the orderings *within* a setting, not the rsums across.
 
 # %%
 viz.lessons.deltas_figure(table, "setting", lessons.EXPERIMENTS["setting"])
 
 # %%
-display(report.lesson_matrix(table, "setting"), report.role_matrix(runs, "setting"))
+display(lesson_matrix(table, "setting"), role_matrix(runs, "setting"))
 
 # %% [markdown]
 # ## (e) The optimizer
@@ -303,7 +304,7 @@ display(report.lesson_matrix(table, "setting"), report.role_matrix(runs, "settin
 viz.lessons.deltas_figure(table, "optimizer", lessons.EXPERIMENTS["optimizer"])
 
 # %%
-display(report.lesson_matrix(table, "optimizer"), report.role_matrix(runs, "optimizer"))
+display(lesson_matrix(table, "optimizer"), role_matrix(runs, "optimizer"))
 
 # %% [markdown]
 # The orderings above compare losses *within* a condition. What the optimizer does to the warmed-up
@@ -328,14 +329,14 @@ if not cfg.fast:  # the record (20 epochs): carried over, Adam's memory of Tripl
 # %% [markdown]
 # ## What the experiments say
 #
-# The reading below is generated from the table by `report.lesson_reading`: for each experiment and
+# The reading below is generated from the table by `report.lessons.lesson_reading`: for each experiment and
 # each paper's ordering, the conditions where it holds, where it reverses and where five seeds cannot
 # tell after Holm's correction over the chapter's 33 comparisons, with the difference ± the half-width of
 # its uncorrected paired 95% interval — when the per-seed differences all have one sign, that too, and
 # where the uncorrected interval alone would read otherwise, that as well.
 
 # %%
-reading = report.lesson_reading(table, lessons.EXPERIMENTS)
+reading = lesson_reading(table, lessons.EXPERIMENTS)
 display(Markdown(reading["text"]))
 
 # %% [markdown]
@@ -463,7 +464,7 @@ else:
 # ## Exercises
 #
 # 1. **Fewer seeds.** Read the chapter with three seeds, as many papers report:
-#    `report.lesson_table(runs[runs["seed"].isin([0, 1, 2])])` (the same runs, nothing to train). Which
+#    `report.lessons.lesson_table(runs[runs["seed"].isin([0, 1, 2])])` (the same runs, nothing to train). Which
 #    verdicts survive, and why does a paired interval over three seeds need a larger difference?
 # 2. **A longer warm-up.** Add `warmup_epochs=(1, 2, 3)`. Where does the warmed-up Triplet-SH land against
 #    Triplet (all) — and is a long warm-up still Triplet-SH?
@@ -471,7 +472,7 @@ else:
 #    (`showdown={"head": "mlp"}` in `LessonsSpec`) and compare the orderings of (a).
 # 4. **Rescue Triplet-SH end to end.** At full size Triplet-SH stays at chance end to end. Train it with
 #    one epoch of Triplet first (`"warmup:triplet_all:1:triplet_hardest"`) in the end-to-end condition
-#    (`showdown.train_cells(condition.spec, [{"loss": ...}], spec.out)`): does it learn now, and how far
+#    (`cells.train_cells(condition.spec, [{"loss": ...}], spec.out)`): does it learn now, and how far
 #    from Triplet (all)?
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell", "book-skip"]
@@ -481,7 +482,7 @@ else:
 # twice as large (4.30 / sqrt(3) = 2.48 against 2.78 / sqrt(5) = 1.24 per unit of sd) to be a verdict.
 # The spread itself is estimated from fewer seeds too, so a verdict can also appear or flip: the table
 # below lists every comparison whose verdict changes.
-three_table = report.lesson_table(runs[runs["seed"].isin([0, 1, 2])])
+three_table = lesson_table(runs[runs["seed"].isin([0, 1, 2])])
 assert stats.t_quantile_975(2) / np.sqrt(3) > 1.9 * stats.t_quantile_975(4) / np.sqrt(5)
 both = table.merge(three_table, on=["experiment", "condition", "comparison"], suffixes=("", " (3 seeds)"))
 print(f"verdicts with five seeds: {(table['verdict'] != 'cannot tell').sum()} of {len(table)}; with three: "
@@ -497,7 +498,7 @@ display(both.loc[both["verdict"] != both["verdict (3 seeds)"],
 longer = lessons.run(dataclasses.replace(spec, warmup_epochs=(1, 2, 3),
                                          **cfg.pick(dict(difficulties=(spec.difficulty,), settings=("features",)), {})))
 assert "3 epochs of Triplet first" in set(longer.runs["condition"])
-display(report.lesson_matrix(report.lesson_table(longer.runs), "warmup"))
+display(lesson_matrix(lesson_table(longer.runs), "warmup"))
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell", "book-skip"]
 # Solution 3.
@@ -509,7 +510,7 @@ mlp = lessons.LessonsSpec(fast=cfg.fast, device=str(cfg.device), showdown={"head
                                           settings=("features",)), {}))
 mlp_runs = lessons.run(mlp).runs
 assert set(mlp_runs["condition"]) >= {"random encoder", "pretrained encoder"}
-display(report.lesson_matrix(report.lesson_table(mlp_runs), "features"))
+display(lesson_matrix(lesson_table(mlp_runs), "features"))
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell", "book-skip"]
 # Solution 4.
@@ -519,7 +520,7 @@ e2e_only = dataclasses.replace(spec, settings=("e2e",))  # fast mode trained no 
 condition = next(c for c in lessons.conditions(e2e_only) if c.spec.setting == "e2e")
 warm_loss = "warmup:triplet_all:1:triplet_hardest"
 warm_spec = cfg.pick(dataclasses.replace(condition.spec, seeds=(0,)), condition.spec)
-warmed, *_ = showdown.train_cells(warm_spec, [{"loss": warm_loss}], spec.out, progress=not cfg.fast)
+warmed, *_ = cells.train_cells(warm_spec, [{"loss": warm_loss}], spec.out, progress=not cfg.fast)
 e2e_runs = runs[runs["condition"] == condition.label]
 rescue = pd.concat([e2e_runs[["loss", "seed", "sel_rsum"]], warmed.runs[["loss", "seed", "sel_rsum"]]])
 display(rescue.pivot_table(index="loss", columns="seed", values="sel_rsum").round(1))

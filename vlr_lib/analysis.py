@@ -750,6 +750,8 @@ def unified_tangent_norm(theta_pos, theta_neg, phi, margin: float = 0.2, gamma: 
     :math:`D/(1+D)` tends to the hinge's indicator: eq. 6. With a single negative the
     sum of eq. 17 has one term, so it is exact (with several negatives eq. 17 adds the
     norms of the terms, an upper bound on the norm of their sum).
+
+    Derived in notebooks/04_unified_loss.py.
     """
     m = check_nonnegative("margin", margin)
     g = check_positive("gamma", gamma)

@@ -39,7 +39,7 @@ from ._checks import (
     values_checked,
 )
 from .loss_entry import REDUCTION, Hyper, LossEntry
-from .similarity import hardest_negatives, hardest_negatives_diagonal
+from .similarity import hardest_negatives, _hardest_negatives_diagonal
 
 __all__ = [
     "triplet_all",
@@ -348,7 +348,7 @@ class _DiagTripletHardest(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, S, m):  # type: ignore[override]
-        rows, cols, _ = hardest_negatives_diagonal(S)
+        rows, cols, _ = _hardest_negatives_diagonal(S)
         d = S.diagonal()
         h_r, h_c = m + rows.values - d, m + cols.values - d
         ctx.save_for_backward(rows.indices, cols.indices, h_r > 0, h_c > 0)

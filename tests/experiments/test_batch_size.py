@@ -91,10 +91,10 @@ def test_the_check_catches_another_batch_size():
         <= protocol.tolerance(batch_size.NAME)
     from dataclasses import replace
 
-    from vlr_lib.experiments import showdown
+    from vlr_lib.experiments import cells
 
     spec = replace(batch_size.spec_for(), device="cpu", epochs=3, batch_size=128)
-    other = [r["rsum"] for r in showdown.retrain(spec, "siglip", 0).history]
+    other = [r["rsum"] for r in cells.retrain(spec, "siglip", 0).history]
     with pytest.raises(AssertionError, match="regenerate it with make record"):
         record.check_reproduced(recorded, other, "batch 128", protocol.tolerance(batch_size.NAME), strict=True)
 

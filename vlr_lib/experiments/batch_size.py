@@ -5,7 +5,7 @@ Zhai et al. (*Sigmoid Loss for Language Image Pre-Training*, ICCV 2023) argue th
 batch: each pair is its own binary classification, so no softmax over the batch has to be estimated from the
 batch's negatives. Here each loss (:data:`LOSSES`: ``info_nce`` at its default temperature 0.1, ``siglip`` with its
 learned scale and bias, ``clip_learned`` with its learned temperature) trains heads on the shapes data's frozen
-features at the showdown's budget (``showdown.spec_for("shapes", False, "features")``: 1,000 images with 5 captions
+features at the showdown's budget (``cells.spec_for("shapes", False, "features")``: 1,000 images with 5 captions
 each, 20 epochs, Adam at lr 1e-3 decayed x0.1 after 10 epochs, 256-d linear heads), with only the batch size
 changed, and five seeds (:data:`SEEDS`: 0-4; each seed is one initialisation and batch order shared by every
 loss, so differences are paired). Every run is read at its epoch of best validation rsum, on the test split, as
@@ -40,11 +40,11 @@ import pandas as pd
 from .. import registry
 from .._io import atomic_write_json, claim_run_folder
 from ..paths import runs_dir
-from ..report import interval_text
+from ..report.readings import interval_text
 from ..stats import Comparison, verdicts
 from ..train import rank_and_world
 from . import record as R
-from . import showdown as S
+from . import cells as S
 from .grid_search import writing
 
 LOSSES = ("info_nce", "siglip", "clip_learned")
@@ -71,7 +71,7 @@ FAMILY: tuple[tuple[str, object, object, int | None], ...] = (
 
 
 def spec_for(fast: bool = False) -> S.ShowdownSpec:
-    """The showdown's features budget on the shapes data (``showdown.spec_for``) with this experiment's seeds; the
+    """The showdown's features budget on the shapes data (``cells.spec_for``) with this experiment's seeds; the
     batch size is each cell's own (:func:`contestants`)."""
     return S.spec_for("shapes", fast, "features", seeds=FAST_SEEDS if fast else SEEDS)
 

@@ -62,8 +62,9 @@ class Experiment:
 def _showdown(setting: str) -> Callable[[], None]:
     def step() -> None:
         from . import showdown
+        from .cells import spec_for
 
-        spec = showdown.spec_for("shapes", False, setting)
+        spec = spec_for("shapes", False, setting)
         showdown.run(spec, command=f"python -m vlr_lib showdown --setting {setting}", progress=True)
     return step
 

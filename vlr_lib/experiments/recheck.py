@@ -116,8 +116,9 @@ def showdown(setting: str) -> Callable[..., Pair]:
     re-train the same cell with another loss or other parameters (what the check exists to catch)."""
     def pair(epochs: int | None = None, loss: str = "triplet_hardest", **loss_kwargs) -> Pair:
         from . import showdown as S
+        from .cells import spec_for
 
-        found = S.recorded_and_again(S.spec_for("shapes", False, setting), retrain_as=loss,
+        found = S.recorded_and_again(spec_for("shapes", False, setting), retrain_as=loss,
                                      loss_kwargs=loss_kwargs or None, epochs=epochs)
         if found is None:
             raise FileNotFoundError(f"no record of the {setting} showdown matches the code: {R.REGENERATE}")
