@@ -1,6 +1,6 @@
 """Every recorded experiment of the workbook, one entry each, and the one check a chapter calls.
 
-An experiment is what a chapter (notebooks 09-12) opens from a shipped record and checks: its record's name, the
+An experiment is what a chapter (notebooks 09-13) opens from a shipped record and checks: its record's name, the
 chapter, its ``make record`` step and the command that makes it, how far a run re-trained from scratch may land
 from the record (its measured tolerance), the run that checks it (``vlr_lib.experiments.recheck``) and how
 ``make record`` makes it. :data:`EXPERIMENTS` holds them; the command line's steps (``python -m vlr_lib record``),
@@ -80,6 +80,12 @@ def _lessons() -> None:
     lessons.run(lessons.LessonsSpec(), command="python -m vlr_lib lessons", progress=True)
 
 
+def _replication() -> None:
+    from . import replication
+
+    replication.run(record=False, command="python -m vlr_lib record --only 13", progress=True)
+
+
 def _notebook(stem: str) -> Callable[[], None]:
     """A chapter whose settings cell is its record's key: executed in full mode (make record sets VLR_RERUN=1)."""
     def step() -> None:
@@ -112,6 +118,9 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                "NT-Xent cell at temperature 0.05, seed 0", recheck.tuned, _tuned),
     Experiment("lessons-shapes-full", "12_lessons", "12", "python -m vlr_lib lessons", 2.0,
                "Triplet-SH run on the pretrained encoder, seed 0 (its last and best rsum)", recheck.lessons, _lessons),
+    Experiment("replication-shapes-full", "13_replication", "13", "python -m vlr_lib record --only 13", 2.0,
+               "NT-Xent final run on heads on features at its chosen point, seed 8", recheck.replication,
+               _replication),
 )}
 #: ``make record``'s steps, in the order it runs them.
 STEPS: tuple[str, ...] = tuple(e.step for e in EXPERIMENTS.values())
