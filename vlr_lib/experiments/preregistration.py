@@ -39,6 +39,7 @@ class LossGrid:
     values: tuple[float, ...]
     extension: tuple[float, float]
     fixed: tuple[tuple[str, float], ...] = ()
+    same_as: str | None = None  #: another declared loss whose runs are this one's (the same gradient, bit for bit)
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,7 @@ def _checked(path: Path, raw: bytes, doc: dict) -> Preregistration:
             raise ValueError(f"tuning.lr.{s}.extension must be > 0, got {list(ext)}")
         lr.append((s, values, ext))
     losses = tuple(_loss_grid(name, spec) for name, spec in _need(doc, "losses", dict).items())
+    _check_aliases(losses)
     budget = _need(tuning_doc, "budget", int, "tuning.")
     if budget != 3 * 3 + 2:
         raise ValueError(f"tuning.budget must be 11 (3 x 3 points and at most one extension per axis), got {budget}")
@@ -230,7 +232,27 @@ def _loss_grid(loss: str, spec: dict) -> LossGrid:
     fixed = spec.get("fixed", {})
     if not isinstance(fixed, dict) or param in fixed or not set(fixed) <= set(entry.hyper):
         raise ValueError(f"{where}fixed must map other parameters of {loss} to values, got {fixed!r}")
-    return LossGrid(loss, param, values, ext, tuple(sorted((k, float(v)) for k, v in fixed.items())))
+    same_as = spec.get("same_as")
+    if same_as is not None and not isinstance(same_as, str):
+        raise TypeError(f"{where}same_as must be a loss name, got {same_as!r}")
+    return LossGrid(loss, param, values, ext, tuple(sorted((k, float(v)) for k, v in fixed.items())), same_as)
+
+
+def _check_aliases(losses: tuple[LossGrid, ...]) -> None:
+    """A loss declared ``same_as`` another takes that loss's runs: the other is declared, trained itself, and
+    tuned over the same grid."""
+    by_name = {g.loss: g for g in losses}
+    for g in losses:
+        if g.same_as is None:
+            continue
+        other = by_name.get(g.same_as)
+        if other is None or other.same_as is not None:
+            raise ValueError(f"losses.{g.loss!r}.same_as must name a declared loss that is trained itself, "
+                             f"got {g.same_as!r}")
+        if (g.parameter, g.values, g.extension, g.fixed) != (other.parameter, other.values, other.extension,
+                                                             other.fixed):
+            raise ValueError(f"losses.{g.loss!r}.same_as: its grid must be {g.same_as}'s (parameter, values, "
+                             "extension, fixed)")
 
 
 def _declared(c: dict, i: int, setting: str, known: set[str], where: str) -> Declared:

@@ -207,6 +207,12 @@ def _slim(runs: pd.DataFrame, phase: str, setting: str, param_of: dict[str, str]
     return out
 
 
+def _aliased(prereg: P.Preregistration, runs: pd.DataFrame) -> pd.DataFrame:
+    """`runs` with each ``same_as`` loss's rows added: its twin's runs (the same cells) under its own name."""
+    twins = [runs[runs["loss"] == g.same_as].assign(loss=g.loss) for g in prereg.losses if g.same_as]
+    return pd.concat([runs, *twins], ignore_index=True) if twins else runs
+
+
 def _train(spec: S.ShowdownSpec, configs: list[dict], out: Path, progress: bool):
     result, data, callback, wall = S.train_cells(spec, configs, out, progress)
     return result.runs, chance_rsum(data.val[2]), wall
@@ -220,24 +226,26 @@ def train_setting(prereg: P.Preregistration, setting: str, fast: bool, progress:
     lrs, lr_ext = prereg.lr_grid(setting)
     params = {g.loss: g.parameter for g in prereg.losses}
     tune = spec_of(prereg, setting, fast, prereg.tuning_seeds, device)
-    grid_configs = [config(g, lr, v) for g in prereg.losses for lr in lrs for v in g.values]
+    trained = [g for g in prereg.losses if not g.same_as]
+    grid_configs = [config(g, lr, v) for g in trained for lr in lrs for v in g.values]
     runs, chance, wall = _train(tune, grid_configs, out, progress)
-    parts = [_slim(runs, "tuning", setting, params)]
+    parts = [_aliased(prereg, _slim(runs, "tuning", setting, params))]
     probe = Replication(parts[0], pd.DataFrame(), {"chance_rsum_val": {setting: chance}}, prereg)
     ext = []
-    for g in prereg.losses:
+    for g in trained:
         first = choose(points(_tuning_rows(probe.runs, setting, g.loss), chance))
         if first is not None:
             ext += [config(g, lr, v) for lr, v in extension_points(g, lrs, lr_ext, first)]
     if ext:
         runs, _, w = _train(tune, ext, out, progress)
-        parts.append(_slim(runs, "extension", setting, params))
+        parts.append(_aliased(prereg, _slim(runs, "extension", setting, params)))
         wall += w
     probe.runs = pd.concat(parts, ignore_index=True)
     chosen = choices(probe, (setting,))
-    finals = [config(prereg.grid_of(r.loss), r.lr, r.value) for r in chosen.itertuples()]
+    finals = [config(prereg.grid_of(r.loss), r.lr, r.value) for r in chosen.itertuples()
+              if not prereg.grid_of(r.loss).same_as]
     runs, _, w = _train(spec_of(prereg, setting, fast, device=device), finals, out, progress)
-    parts.append(_slim(runs, "final", setting, params))
+    parts.append(_aliased(prereg, _slim(runs, "final", setting, params)))
     return pd.concat(parts, ignore_index=True), chance, wall + w
 
 
