@@ -84,8 +84,8 @@ class Preregistration:
     lr: tuple[tuple[str, tuple[float, ...], tuple[float, float]], ...]  #: (setting, values, extension)
     losses: tuple[LossGrid, ...]
     comparisons: tuple[Declared, ...]
-    optimizer_setting: str
-    optimizer_loss: str
+    optimizer_setting: str | None  #: None: no optimizer experiment declared
+    optimizer_loss: str | None
     conditions: tuple[Condition, ...]
 
     @property
@@ -189,15 +189,17 @@ def _checked(path: Path, raw: bytes, doc: dict) -> Preregistration:
             if s not in settings:
                 raise ValueError(f"comparisons[{i}].settings: {s!r} is not one of the settings {list(settings)}")
             comparisons.append(_declared(c, i, s, names, "comparisons"))
-    opt = _need(doc, "optimizer", dict)
-    setting = _need(opt, "setting", str, "optimizer.")
-    check_setting(setting, "optimizer.setting")
-    loss = _need(opt, "loss", str, "optimizer.")
-    if not registry.is_schedule(loss):
-        raise ValueError(f"optimizer.loss must be a loss schedule (warmup:<first>:<n>:<then>), got {loss!r}")
-    conditions = tuple(_condition(n, c) for n, c in _need(opt, "conditions", dict).items())
-    for i, c in enumerate(_need(opt, "comparisons", list)):
-        comparisons.append(_declared(c, i, setting, {c.name for c in conditions}, "optimizer.comparisons"))
+    setting, loss, conditions = None, None, ()
+    if "optimizer" in doc:  # optional: the optimizer experiment
+        opt = _need(doc, "optimizer", dict)
+        setting = _need(opt, "setting", str, "optimizer.")
+        check_setting(setting, "optimizer.setting")
+        loss = _need(opt, "loss", str, "optimizer.")
+        if not registry.is_schedule(loss):
+            raise ValueError(f"optimizer.loss must be a loss schedule (warmup:<first>:<n>:<then>), got {loss!r}")
+        conditions = tuple(_condition(n, c) for n, c in _need(opt, "conditions", dict).items())
+        for i, c in enumerate(_need(opt, "comparisons", list)):
+            comparisons.append(_declared(c, i, setting, {c.name for c in conditions}, "optimizer.comparisons"))
     family = [c.name for c in comparisons]
     if len(set(family)) != len(family):
         raise ValueError(f"comparison names must be distinct: {sorted({n for n in family if family.count(n) > 1})}")

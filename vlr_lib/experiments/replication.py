@@ -15,8 +15,8 @@ full-size schedule, ``showdown.spec_for``):
    validation rsum (``sel_rsum``), and the declared comparisons are paired by seed and read through
    ``vlr_lib.stats.verdicts`` over the declared family (Holm). A comparison outside the family is refused as
    exploratory (:func:`compare`);
-4. **optimizer** -- chapter 12's experiment (e) on the final seeds: a warm-up, then the switch with Adam fresh
-   or carried over, at 20 and 40 epochs, and the VSE∞ recipe (carried over, clipped).
+4. **optimizer** (when the pre-registration declares it; chapter 13's does not, for want of machine time) --
+   chapter 12's experiment (e) on the final seeds: a warm-up, then the switch with Adam fresh or carried over.
 
 Convergence is checked per loss and setting (:func:`convergence`). Cells are cached per run under
 ``<runs>/replication-<data>-<part>-<fast|full>`` (a part is a setting or "optimizer"), so an interrupted run
@@ -77,8 +77,8 @@ def final_seeds(prereg: P.Preregistration, fast: bool) -> tuple[int, ...]:
 
 
 def parts(prereg: P.Preregistration) -> tuple[str, ...]:
-    """What trains apart: each setting, then the optimizer experiment."""
-    return (*prereg.settings, "optimizer")
+    """What trains apart: each setting, then the optimizer experiment when one is declared."""
+    return (*prereg.settings, *(("optimizer",) if prereg.conditions else ()))
 
 
 def out_dir(prereg: P.Preregistration, part: str, fast: bool) -> Path:
@@ -270,7 +270,7 @@ def train_optimizer(prereg: P.Preregistration, fast: bool, progress: bool = Fals
 def train_part(prereg: P.Preregistration, part: str, fast: bool, progress: bool = False,
                device: str | None = None) -> tuple[pd.DataFrame, float, float]:
     """One part of :func:`parts` (a setting, or "optimizer") trained or read from its cells."""
-    if part == "optimizer":
+    if part == "optimizer" and prereg.conditions:
         return train_optimizer(prereg, fast, progress, device)
     if part not in prereg.settings:
         raise ValueError(f"part must be one of {parts(prereg)}, got {part!r}")
@@ -456,3 +456,79 @@ def recorded_and_again(epochs: int | None = None, seed: int | None = None) -> tu
     grid = prereg.grid_of("info_nce")
     again = S.retrain(spec, "info_nce", seed, loss_kwargs={**dict(grid.fixed), grid.parameter: float(row["value"])})
     return history, [r["rsum"] for r in again.history]
+
+
+# --------------------------------------------------------------------------- what the chapter and docs/results.md show
+
+
+def _interval(delta: float, low: float, high: float) -> str:
+    return f"{delta:+.1f} [{low:+.1f}, {high:+.1f}]"
+
+
+def verdict_table(rep: Replication) -> pd.DataFrame:
+    """The family as text: claim, setting, a − b with its uncorrected 95% interval, the Holm-adjusted p, the
+    corrected verdict and the word the uncorrected interval alone would give."""
+    v = verdicts(rep)
+    return pd.DataFrame({"comparison": v["name"], "claim": v["claim"],
+                         "a − b [95% CI, uncorrected]": [_interval(*r) for r in zip(v["delta"], v["low"], v["high"])],
+                         "p (Holm)": [f"{p:.3f}" for p in v["p_holm"]], "verdict (Holm)": v["verdict"],
+                         "uncorrected alone": v["uncorrected"]})
+
+
+def tuning_table(rep: Replication) -> pd.DataFrame:
+    """Each loss's choice per setting, as text: lr, value, mean validation rsum, edge, runs spent."""
+    c = choices(rep)
+    return pd.DataFrame({"setting": c["setting"], "loss": c["label"],
+                         "chosen lr": [f"{x:g}" for x in c["lr"]],
+                         "chosen value": [f"{p} {x:g}" for p, x in zip(c["parameter"], c["value"])],
+                         "validation rsum": [f"{x:.1f}" for x in c["val_mean"]],
+                         "on an edge after the extension": [e or "no" for e in c["edge"]],
+                         "validation runs": c["runs"]})
+
+
+def finals_table(rep: Replication) -> pd.DataFrame:
+    """Test rsum of the final runs per loss (rows) and setting (columns): mean ± std over the seeds."""
+    f = finals(rep)
+    f["text"] = [f"{m:.1f} ± {s:.1f}" for m, s in zip(f["mean"], f["std"])]
+    return f.pivot(index="label", columns="setting", values="text").reindex(
+        [registry.label(g.loss) for g in rep.prereg.losses])
+
+
+def reading(rep: Replication) -> list[str]:
+    """One sentence per declared comparison, its words read from the corrected verdict (never more than it)."""
+    out = []
+    for r in verdicts(rep).itertuples():
+        interval = _interval(r.delta, r.low, r.high)
+        word = f"**{r.verdict}**"
+        if r.verdict in ("cannot tell", "not told apart") and r.uncorrected != r.verdict:
+            word += " (the uncorrected interval alone excludes 0: a lead, not a finding)"
+        out.append(f"- {r.name} ({r.claim}): {word}; a − b = {interval} rsum over {r.n} seeds, Holm p = "
+                   f"{r.p_holm:.3f}.")
+    return out
+
+
+def markdown(rep: Replication) -> str:
+    """The replication as Markdown (docs/results.md's section): provenance, choices, finals, verdicts, convergence."""
+    m, p = rep.meta, rep.meta["preregistration"]
+    conv = convergence(rep)
+    over = conv[~conv["ok"]]
+    lines = [f"Pre-registration `{p['path']}` (sha256 `{p['sha256'][:12]}…`, committed in `{str(p['file_commit'])[:10]}` "
+             f"on {str(p['file_commit_date'])[:10]}); runs from {m['run_dates'][0]} to {m['run_dates'][1]} on "
+             f"{m['hardware']}; {m['n_runs']} rows ({rep.runs['key'].nunique()} distinct runs). Final seeds "
+             f"{list(rep.prereg.seeds)}, tuning seed {list(rep.prereg.tuning_seeds)}.", "",
+             "Each loss's choice on validation:", "", *_markdown_table(tuning_table(rep)), "",
+             "Test rsum of the final runs at the chosen points (mean ± std over the seeds):", "",
+             *_markdown_table(finals_table(rep).reset_index().rename(columns={"label": "loss"})), "",
+             f"The declared family ({len(rep.prereg.family)} comparisons, Holm's correction; "
+             "`replication.verdicts`):", "", *_markdown_table(verdict_table(rep)), "",
+             *reading(rep), "",
+             (f"Convergence: at most {rep.prereg.max_last_epoch_share:.0%} of each loss's runs may select their last "
+              "epoch; " + ("every loss in every setting and phase is within it." if over.empty else
+                           "over the limit: " + "; ".join(f"{r.what} ({r.group}, {r.setting}): {r.last} of {r.runs}"
+                                                          for r in over.itertuples()) + "."))]
+    return "\n".join(lines)
+
+
+def _markdown_table(frame: pd.DataFrame) -> list[str]:
+    lines = ["| " + " | ".join(str(c) for c in frame.columns) + " |", "|" + "---|" * len(frame.columns)]
+    return lines + ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(index=False)]
