@@ -432,6 +432,7 @@ def convergence(rep: Replication) -> pd.DataFrame:
                            last=rep.runs["best_epoch"] == rep.runs["epochs"])
     out = runs.groupby(["group", "setting", "what"], sort=False).agg(runs=("last", "size"), last=("last", "sum"))
     out = out.reset_index()
+    out.insert(3, "label", [w if g == "optimizer" else registry.label(w) for g, w in zip(out["group"], out["what"])])
     out["share"] = out["last"] / out["runs"]
     out["ok"] = out["share"] <= rep.prereg.max_last_epoch_share
     return out
@@ -524,7 +525,7 @@ def markdown(rep: Replication) -> str:
              *reading(rep), "",
              (f"Convergence: at most {rep.prereg.max_last_epoch_share:.0%} of each loss's runs may select their last "
               "epoch; " + ("every loss in every setting and phase is within it." if over.empty else
-                           "over the limit: " + "; ".join(f"{r.what} ({r.group}, {r.setting}): {r.last} of {r.runs}"
+                           "over the limit: " + "; ".join(f"{r.label} ({r.group}, {r.setting}): {r.last} of {r.runs}"
                                                           for r in over.itertuples()) + "."))]
     return "\n".join(lines)
 
