@@ -41,9 +41,10 @@
 #    comparison, which the code refuses to give a verdict;
 # 4. say which of the earlier chapters' orderings hold, reverse or cannot be told on new seeds.
 #
-# **Time.** The chapter opens its record in every mode, in seconds. Making the record trains 239 runs;
-# on a 2-core CPU shared with other jobs that took about an hour with three processes (`make record`,
-# step 13). Fast mode re-trains the first epochs of one recorded run to check it.
+# **Time.** The chapter opens its record in every mode, in seconds, and re-trains one recorded run to
+# check it (fast mode: its first epochs). Making the record trains at most 228 runs, about 70 min of
+# single-core time on an unloaded 2-core CPU (`make record`, step 13). Without a record, fast mode
+# trains a smoke test of the protocol in a minute or two.
 
 # %%
 try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
