@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from vlr_lib import losses, report
-from vlr_lib.experiments import grid, lessons, record, showdown, tuned
+from vlr_lib.experiments import grid, lessons, preregistration, record, replication, showdown, tuned
 
 from tests.train.toy import toy_features
 
@@ -216,6 +216,8 @@ def _current(name: str, tmp_path: Path) -> dict:
         return lessons.record_key(lessons.LessonsSpec())
     if name == tuned.out_dir(tuned.spec_for()).name:
         return tuned.record_key(tuned.spec_for())
+    if name == replication.NAME:
+        return replication.record_key(preregistration.load())
     # the notebook whose number starts the name first (each notebook's settings cell runs in its own Python)
     for stem in sorted(("09", "11"), key=lambda s: not name.startswith(f"{s}_")):
         nb_name, key = _notebook_key(stem, tmp_path)
