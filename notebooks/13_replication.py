@@ -53,7 +53,6 @@ except ModuleNotFoundError:
     raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
                               "(the folder holding pyproject.toml), then restart the kernel") from None
 
-import pandas as pd
 from IPython.display import Markdown, display
 
 from vlr_lib import stats

@@ -297,7 +297,15 @@ def test_the_shipped_record_was_made_from_this_preregistration():
     assert len(X.verdicts(rep)) == len(SHIPPED.family)
 
 
-def test_a_record_of_another_version_of_the_file_is_refused_as_stale_naming_it(tmp_path):
+def test_a_record_of_another_version_of_the_file_is_refused_as_stale_naming_it(tmp_path, monkeypatch):
+    """A record (here a small one written under $VLR_RECORD) made from the shipped file, read with the file changed."""
+    rep = final_replication()
+    made = {"preregistration": {"sha256": SHIPPED.sha256, "text": SHIPPED.text}, "chance_rsum_val": {}}
+    R.write(X.NAME, X.record_key(SHIPPED), {"runs": R.frame_rows(rep.runs), "epochs": [{"key": "k", "epoch": 1, "rsum": 1.0}]}, command="test",
+            title="test", wall_seconds=0, meta=made, root=tmp_path / "records")
+    monkeypatch.setenv(R.RECORD_ENV, str(tmp_path / "records"))
+    found = X.recorded(SHIPPED)
+    assert found is not None and len(found.runs) == len(rep.runs)
     path = edited(tmp_path, "title = ", "# one more comment\ntitle = ")
     changed = P.load(path)
     assert changed.sha256 != SHIPPED.sha256

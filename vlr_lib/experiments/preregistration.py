@@ -12,12 +12,12 @@ Every check runs here, before anything trains, and an error names the file and t
 from __future__ import annotations
 
 import hashlib
-import re
 import subprocess
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+import tomllib
 
 from .. import registry
 from ..train import TrainSettings, check_setting
@@ -291,7 +291,7 @@ def _condition(name: str, c: dict) -> Condition:
 
 def _git(*args: str, cwd: Path) -> str | None:
     try:
-        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=20)
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=20, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout.strip() if done.returncode == 0 else None

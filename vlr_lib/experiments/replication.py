@@ -38,7 +38,8 @@ import pandas as pd
 from .. import registry
 from ..metrics import chance_rsum
 from ..paths import runs_dir
-from ..stats import Comparison, paired_interval, verdicts as holm_verdicts
+from ..stats import Comparison, paired_interval
+from ..stats import verdicts as holm_verdicts
 from ..train import rank_and_world
 from . import preregistration as P
 from . import record as R
@@ -189,8 +190,8 @@ def choices(rep: Replication, settings: tuple[str, ...] | None = None) -> pd.Dat
         sel = selection(rep, setting)
         for loss, part in sel.groupby("loss", sort=False):
             best = part[part["chosen"]].iloc[0]
-            edges = [name for name, col in (("lr", "lr"), (best["parameter"], "value"))
-                     if best[col] in (part[col].min(), part[col].max())]
+            edges = [name for name, col in (("lr", "lr"), (best["parameter"], "value"))  # an axis of one value has none
+                     if part[col].nunique() > 1 and best[col] in (part[col].min(), part[col].max())]
             spent = int(part["n"].sum())
             rows.append({"setting": setting, "loss": loss, "label": best["label"], "parameter": best["parameter"],
                          "lr": best["lr"], "value": best["value"], "val_mean": best["val_mean"],
@@ -224,7 +225,7 @@ def _aliased(prereg: P.Preregistration, runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _train(spec: S.ShowdownSpec, configs: list[dict], out: Path, progress: bool):
-    result, data, callback, wall = S.train_cells(spec, configs, out, progress)
+    result, data, _, wall = S.train_cells(spec, configs, out, progress)
     return result.runs, chance_rsum(data.val[2]), wall
 
 
@@ -523,15 +524,15 @@ def markdown(rep: Replication) -> str:
     m, p = rep.meta, rep.meta["preregistration"]
     conv = convergence(rep)
     over = conv[~conv["ok"]]
-    lines = [f"Pre-registration `{p['path']}` (sha256 `{p['sha256'][:12]}…`, committed in `{str(p['file_commit'])[:10]}` "
+    lines = [(f"Pre-registration `{p['path']}` (sha256 `{p['sha256'][:12]}…`, committed in `{str(p['file_commit'])[:10]}` "
              f"on {str(p['file_commit_date'])[:10]}); runs from {m['run_dates'][0]} to {m['run_dates'][1]} on "
              f"{m['hardware']}; {m['n_runs']} rows ({rep.runs['key'].nunique()} distinct runs). Final seeds "
-             f"{list(rep.prereg.seeds)}, tuning seed {list(rep.prereg.tuning_seeds)}.", "",
+             f"{list(rep.prereg.seeds)}, tuning seed {list(rep.prereg.tuning_seeds)}."), "",
              "Each loss's choice on validation:", "", *_markdown_table(tuning_table(rep)), "",
              "Test rsum of the final runs at the chosen points (mean ± std over the seeds):", "",
              *_markdown_table(finals_table(rep).reset_index().rename(columns={"label": "loss"})), "",
-             f"The declared family ({len(rep.prereg.family)} comparisons, Holm's correction; "
-             "`replication.verdicts`):", "", *_markdown_table(verdict_table(rep)), "",
+             (f"The declared family ({len(rep.prereg.family)} comparisons, Holm's correction; "
+              "`replication.verdicts`):"), "", *_markdown_table(verdict_table(rep)), "",
              *reading(rep), "",
              (f"Convergence: at most {rep.prereg.max_last_epoch_share:.0%} of each loss's runs may select their last "
               "epoch; " + ("every loss in every setting and phase is within it." if over.empty else
