@@ -397,3 +397,15 @@ def test_goal_con_con_trains_as_triplet_sh_to_the_bit(setting):
     b = S.retrain(spec, "goal:con,con", 16, loss_kwargs={"margin": 0.4})
     assert [r["rsum"] for r in a.history] == [r["rsum"] for r in b.history]
     assert [r["loss"] for r in a.history] == [r["loss"] for r in b.history]
+
+
+def test_the_reading_says_no_more_than_the_corrected_verdict():
+    rep = final_replication(gap=1.5)  # Unified 1.5 ahead with a seed noise of 1: a lead at best
+    table = X.verdicts(rep)
+    lines = X.reading(rep)
+    assert len(lines) == len(table) == len(X.verdict_table(rep))
+    for line, r in zip(lines, table.itertuples()):
+        assert line.startswith(f"- {r.name} (") and f"**{r.verdict}**" in line
+        assert ("a lead, not a finding" in line) == (r.verdict != r.uncorrected)
+    words = X.verdict_table(rep)["verdict (Holm)"].tolist()
+    assert words == table["verdict"].tolist() and set(words) <= {"holds", "reverses", "cannot tell"}
