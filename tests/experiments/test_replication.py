@@ -409,3 +409,15 @@ def test_the_reading_says_no_more_than_the_corrected_verdict():
         assert ("a lead, not a finding" in line) == (r.verdict != r.uncorrected)
     words = X.verdict_table(rep)["verdict (Holm)"].tolist()
     assert words == table["verdict"].tolist() and set(words) <= {"holds", "reverses", "cannot tell"}
+
+
+def test_the_declared_claims_sit_beside_chapter_12s_untuned_verdicts():
+    from vlr_lib import report
+    from vlr_lib.experiments import lessons
+
+    untuned = lessons.recorded(lessons.LessonsSpec())
+    assert untuned is not None
+    table = X.beside_untuned(final_replication(), report.lesson_table(untuned.runs))
+    # chapter 12's experiment (d) holds the three papers' orderings in both settings; GOAL's are not among them
+    assert len(table) == 6 and not table["comparison"].str.startswith("GOAL").any()
+    assert table["chapter 12 (untuned, exploratory)"].str.contains("holds|reverses|cannot tell").all()

@@ -519,6 +519,29 @@ def reading(rep: Replication) -> list[str]:
     return out
 
 
+def beside_untuned(rep: Replication, lesson_table: pd.DataFrame) -> pd.DataFrame:
+    """The declared comparisons chapter 12 also made (experiment (d): heads on features, the VSE++ setting), its
+    untuned, exploratory interval and verdict (``report.lesson_table``: defaults, seeds 0-4, Holm over chapter 12's
+    family) beside the replication's (tuned, seeds 8-15, Holm over the declared family)."""
+    from .lessons import SETTING_NAMES
+
+    mine = verdicts(rep)
+    rows = []
+    for r in mine.itertuples():
+        found = lesson_table[(lesson_table["experiment"] == "setting")
+                             & (lesson_table["condition"] == SETTING_NAMES.get(r.setting))
+                             & (lesson_table["a"] == r.a) & (lesson_table["b"] == r.b)]
+        if found.empty:
+            continue
+        u = found.iloc[0]
+        rows.append({"comparison": r.name,
+                     "chapter 12 (untuned, exploratory)": f"{_interval(u['delta'], u['ci_low'], u['ci_high'])} "
+                                                          f"{u['verdict']}",
+                     "replication (tuned, pre-registered)": f"{_interval(r.delta, r.low, r.high)} {r.verdict}"})
+    return pd.DataFrame(rows, columns=["comparison", "chapter 12 (untuned, exploratory)",
+                                       "replication (tuned, pre-registered)"])
+
+
 def markdown(rep: Replication) -> str:
     """The replication as Markdown (docs/results.md's section): provenance, choices, finals, verdicts, convergence."""
     m, p = rep.meta, rep.meta["preregistration"]
