@@ -110,7 +110,7 @@ if rep.record is not None:
 print(f"pre-registration committed in {str(made['file_commit'])[:10]} on {made['file_commit_date']}; "
       f"the checkout's commit when the record was written: {str(made['head'])[:10]}")
 print(f"runs from {rep.meta['run_dates'][0]} to {rep.meta['run_dates'][1]}; {rep.runs['key'].nunique()} distinct "
-      f"runs, {rep.meta['train_seconds'] / 60:.0f} min of training on {rep.meta['hardware']}")
+      f"runs, {rep.meta['train_seconds'] / 60:.1f} min of training on {rep.meta['hardware']}")
 assert made["sha256"] == prereg.sha256 and made["text"] == prereg.text
 
 # The shipped record, checked: its NT-Xent final run on features re-trained from scratch on the CPU (fast mode: its
