@@ -140,15 +140,13 @@ replication.tuning_table(rep)
 # %% [markdown]
 # The table gives each loss's choice, the validation rsum there, and whether the choice still sits on an
 # edge of everything tried. An edge left after the extension says the best value may lie further out.
-# The budget was equal, not exhaustive. The validation rsum of every point tried, per setting:
+# The budget was equal, not exhaustive. The validation rsum of every point tried, per setting, one column
+# per learning rate:
 
 # %%
 for setting in prereg.settings:
-    sel = replication.selection(rep, setting)
-    grid = sel.assign(point=[f"lr {lr:g}, {p} {v:g}" + (" (ext.)" if k == "extension" else "")
-                             for lr, p, v, k in zip(sel["lr"], sel["parameter"], sel["value"], sel["kind"])])
-    display(Markdown(f"**{setting}**"))
-    display(grid.pivot_table(index="point", columns="label", values="val_mean", sort=False).round(1))
+    display(Markdown(f"**{setting}** (value: mean best validation rsum; * the choice)"))
+    display(replication.grid_table(rep, setting))
 
 # %% [markdown]
 # ## 3. Do the runs converge?

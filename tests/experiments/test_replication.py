@@ -421,3 +421,15 @@ def test_the_declared_claims_sit_beside_chapter_12s_untuned_verdicts():
     # chapter 12's experiment (d) holds the three papers' orderings in both settings; GOAL's are not among them
     assert len(table) == 6 and not table["comparison"].str.startswith("GOAL").any()
     assert table["chapter 12 (untuned, exploratory)"].str.contains("holds|reverses|cannot tell").all()
+
+
+def test_the_grid_table_shows_every_point_and_marks_the_choice():
+    corner = (LRS[-1], VALUES[0])
+    grid = SHIPPED.grid_of("triplet_hardest")
+    lr_ext = SHIPPED.lr_grid("features")[1]
+    rep = one_loss(grid_val(corner), {(lr_ext[1], VALUES[0]): 510.0, (LRS[-1], grid.extension[0]): 490.0})
+    table = X.grid_table(rep, "features")
+    row = table.iloc[0]
+    assert list(table.columns) == ["loss", "parameter", *[f"lr {lr:g}" for lr in LRS], "extension"]
+    assert all(row[f"lr {lr:g}"].count(":") == 3 for lr in LRS) and "500.0" in row[f"lr {LRS[-1]:g}"]
+    assert row["extension"].count("*") == 1 and "510.0*" in row["extension"]

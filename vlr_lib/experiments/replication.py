@@ -498,6 +498,24 @@ def tuning_table(rep: Replication) -> pd.DataFrame:
                          "validation runs": c["runs"]})
 
 
+def grid_table(rep: Replication, setting: str) -> pd.DataFrame:
+    """Every loss's tuning in `setting` as text: one column per learning rate of the grid, each cell its main
+    hyperparameter's values with their mean validation rsum ("*" the choice), then the extension runs."""
+    sel = selection(rep, setting)
+    lrs = lr_axis(rep.prereg, setting, bool(rep.meta.get("fast")))[0]
+    rows = []
+    for loss, part in sel.groupby("loss", sort=False):
+        cell = lambda r: f"{r.value:g}: {r.val_mean:.1f}{'*' if r.chosen else ''}"  # noqa: E731
+        row = {"loss": part["label"].iloc[0], "parameter": part["parameter"].iloc[0]}
+        for lr in lrs:
+            row[f"lr {lr:g}"] = ", ".join(cell(r) for r in part[(part["kind"] == "grid") & (part["lr"] == lr)]
+                                          .itertuples())
+        row["extension"] = ", ".join(f"lr {r.lr:g}, {cell(r)}" for r in part[part["kind"] == "extension"]
+                                     .itertuples()) or "none"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def finals_table(rep: Replication) -> pd.DataFrame:
     """Test rsum of the final runs per loss (rows) and setting (columns): mean ± std over the seeds."""
     f = finals(rep)
