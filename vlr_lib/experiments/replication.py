@@ -505,7 +505,7 @@ def grid_table(rep: Replication, setting: str) -> pd.DataFrame:
     lrs = lr_axis(rep.prereg, setting, bool(rep.meta.get("fast")))[0]
     rows = []
     for loss, part in sel.groupby("loss", sort=False):
-        cell = lambda r: f"{r.value:g}: {r.val_mean:.1f}{'*' if r.chosen else ''}"  # noqa: E731
+        cell = lambda r: f"{r.value:g}: {r.val_mean:.1f}{'*' if r.chosen else ''}"
         row = {"loss": part["label"].iloc[0], "parameter": part["parameter"].iloc[0]}
         for lr in lrs:
             row[f"lr {lr:g}"] = ", ".join(cell(r) for r in part[(part["kind"] == "grid") & (part["lr"] == lr)]
