@@ -1,4 +1,4 @@
-"""Regenerate the recorded runs that notebooks 09-12 open in full mode: the same as ``python -m vlr_lib record``.
+"""Regenerate the recorded runs that notebooks 09-13 open in full mode: the same as ``python -m vlr_lib record``.
 
     python data_scripts/record_runs.py                  # every record (``make record``)
     python data_scripts/record_runs.py --only 10-vsepp

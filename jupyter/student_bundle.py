@@ -5,7 +5,7 @@
 Writes DIR/vlr-workbook-student-<version>/ (DIR: build/student-bundle by default) and the same folder as a .zip
 beside it:
 
-- the ``vlr_lib`` wheel (``pip wheel --no-deps``), with the recorded runs notebooks 09-12 open and the shipped
+- the ``vlr_lib`` wheel (``pip wheel --no-deps``), with the recorded runs notebooks 09-13 open and the shipped
   shapes encoder (pyproject's package-data);
 - ``notebooks/``: the student notebooks (vlr_lib.book.write_notebook: every solution removed, paired with nothing);
 - README.md: install the wheel with its ``lab`` extra (JupyterLab; the widgets are the library's own
@@ -65,7 +65,7 @@ jupyter lab
 JupyterLab opens in your browser; start with `00_orientation.ipynb`. Run a notebook from the top (Run > Run All
 Cells). The graded exercises end in a check cell that prints your score; it prints 0 points until your function
 is written. Set `VLR_FAST=1` in the environment before `jupyter lab` for the short training runs (about a minute
-each); without it chapters 09-12 open the full-size runs that ship with the library. Runs and caches go to
+each); without it chapters 09-13 open the full-size runs that ship with the library. Runs and caches go to
 `~/.cache/vlr-workbook` (`VLR_CACHE` moves them), never into this folder.
 """
 

@@ -39,6 +39,8 @@
 # difficulty grid and experiment (e) were chosen after earlier records of the chapter (docs/results.md,
 # runs 5 and 6) had been read, test numbers included; its findings are therefore exploratory until a run
 # with settings fixed in advance repeats them.
+# **This chapter's results are untuned and exploratory; chapter 13 (`13_replication.py`) holds the
+# pre-registered, tuned replication on new seeds.**
 #
 # **After this notebook you can**
 # 1. tell what a pretrained frozen encoder adds (its pretraining accuracy, a linear probe, and how its

@@ -90,7 +90,7 @@ print("vlr-workbook settings: fast mode, data=shapes, device=cpu, seed=0")
 
 
 def test_chapters_run_in_their_book_mode_and_a_recorded_one_must_show_its_record(tmp_path, monkeypatch):
-    """09-12 (book.recorded_chapters()) run in full mode and must print their record's line and never "fast mode";
+    """09-13 (book.recorded_chapters()) run in full mode and must print their record's line and never "fast mode";
     the others run in fast mode; a book-skip cell is shown with a note, not run."""
     monkeypatch.setenv("VLR_FAST", "1")  # as CI exports it: the recorded chapters run in full mode all the same
     monkeypatch.setenv("VLR_RERUN", "1")

@@ -26,8 +26,9 @@ from vlr_lib.experiments import lessons, record
 ROOT = Path(__file__).resolve().parents[2]
 BOOK = Path(os.environ.get("VLR_BOOK_DIR") or ROOT / "build" / "book")
 #: The record each experiment chapter opens (on the shapes data, the book's).
-RECORDS = {"03_contrastive": "batch-size-shapes-features-full", "09_training": "09_training-shapes-full", "10_showdown": "showdown-shapes-features-full",
-           "11_hyperparameters": "11_hyperparameters-shapes-full", "12_lessons": "lessons-shapes-full"}
+RECORDS = {"03_contrastive": "batch-size-shapes-features-full", "09_training": "09_training-shapes-full",
+           "10_showdown": "showdown-shapes-features-full", "11_hyperparameters": "11_hyperparameters-shapes-full",
+           "12_lessons": "lessons-shapes-full", "13_replication": "replication-shapes-full"}
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 
 

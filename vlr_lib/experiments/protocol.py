@@ -1,7 +1,7 @@
 """Every recorded experiment of the workbook, one entry each, and the one check a chapter calls.
 
-An experiment is what a chapter (notebooks 09-12, and 03 for its batch-size experiment) opens from a shipped record and checks: its record's name, the
-chapter, its ``make record`` step and the command that makes it, how far a run re-trained from scratch may land
+An experiment is what a chapter (notebooks 09-13, and 03 for its batch-size experiment) opens from a shipped record
+and checks: its record's name, the chapter, its ``make record`` step and the command that makes it, how far a run re-trained from scratch may land
 from the record (its measured tolerance), the run that checks it (``vlr_lib.experiments.recheck``) and how
 ``make record`` makes it. :data:`EXPERIMENTS` holds them; the command line's steps (``python -m vlr_lib record``),
 the book's recorded chapters (``vlr_lib.book``) and the drift benchmark read them from here.
@@ -87,6 +87,12 @@ def _batch_size() -> None:
     batch_size.run(command="python -m vlr_lib record --only 03-batch", progress=True)
 
 
+def _replication() -> None:
+    from . import replication
+
+    replication.run(record=False, command="python -m vlr_lib record --only 13", progress=True)
+
+
 def _notebook(stem: str) -> Callable[[], None]:
     """A chapter whose settings cell is its record's key: executed in full mode (make record sets VLR_RERUN=1)."""
     def step() -> None:
@@ -124,6 +130,9 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
     Experiment("batch-size-shapes-features-full", "03_contrastive", "03-batch",
                "python -m vlr_lib record --only 03-batch", 2.0, "SigLIP cell at batch size 32, seed 0",
                recheck.batch_size, _batch_size),
+    Experiment("replication-shapes-full", "13_replication", "13", "python -m vlr_lib record --only 13", 2.0,
+               "NT-Xent final run on heads on features at its chosen point, seed 8", recheck.replication,
+               _replication),
 )}
 #: ``make record``'s steps, in the order it runs them.
 STEPS: tuple[str, ...] = tuple(e.step for e in EXPERIMENTS.values())

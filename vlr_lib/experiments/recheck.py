@@ -1,6 +1,6 @@
 """Each shipped record's check: one recorded run re-trained from scratch, its validation rsums beside the record's.
 
-The records (``vlr_lib.experiments.record``) are checked, never trusted: notebooks 09-12 re-train one
+The records (``vlr_lib.experiments.record``) are checked, never trusted: notebooks 09-13 re-train one
 recorded run in every mode, the tests do so in fast mode, and ``benchmarks/record_drift.py``
 measures how far these re-trained runs land from the record under other CPU kernels and thread
 counts -- the measurements that size each record's tolerance (``protocol.EXPERIMENTS``). One function per record gives
@@ -13,7 +13,8 @@ notebooks, the tests and the measurement re-train exactly the same run.
 - ``showdown-shapes-features-full`` / ``showdown-shapes-vsepp-full``: the showdown's Triplet-SH, seed 0;
 - ``batch-size-shapes-features-full``: notebook 03's batch-size experiment, SigLIP at batch size 32, seed 0;
 - ``lessons-shapes-full``: notebook 12's Triplet-SH on the pretrained encoder, seed 0 (the record keeps
-  each run's last and best rsum, so those two are compared).
+  each run's last and best rsum, so those two are compared);
+- ``replication-shapes-full``: notebook 13's NT-Xent final run on heads on features at its chosen point, seed 8.
 
 Every check re-trains on the CPU, whatever device the caller trains on: the records are CPU runs, and
 the same runs re-trained on a GPU (bf16 autocast, other reductions) land 7.5 to 36 rsum points away
@@ -134,3 +135,11 @@ def lessons(epochs: int | None = None) -> Pair:
     if found is None:
         raise FileNotFoundError(f"no record of notebook 12's experiments matches the code: {R.REGENERATE}")
     return found[1], found[2]
+
+
+def replication(epochs: int | None = None) -> Pair:
+    """Notebook 13: the replication's NT-Xent final run on heads on features at its chosen point, the first final
+    seed (``replication.recorded_and_again``)."""
+    from . import replication as X
+
+    return X.recorded_and_again(epochs)
