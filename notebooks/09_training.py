@@ -42,8 +42,11 @@
 try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
     import vlr_lib  # noqa: F401
 except ModuleNotFoundError:
-    raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
-                              "(the folder holding pyproject.toml), then restart the kernel") from None
+    raise ModuleNotFoundError(
+        "vlr_lib is not installed: in a cell run `%pip install -e "
+        "/path/to/vlr-workbook` "
+        "(the folder holding pyproject.toml), then restart the kernel"
+    ) from None
 
 
 import torch
@@ -58,24 +61,42 @@ from vlr_lib.experiments import protocol, record
 
 cfg = setup(seed=0)
 SHAPES = cfg.data == "shapes"
-EPOCHS = cfg.pick(6, 20)  # Li et al. train VSE++ for 20 epochs, lr x 0.1 after 10 (fit decays halfway)
+# Li et al. train VSE++ for 20 epochs, lr x 0.1 after 10 (fit decays halfway)
+EPOCHS = cfg.pick(6, 20)
 BATCH = 128  # Li et al.'s batch size
-LR = cfg.pick(3e-3, 1e-3) if SHAPES else 5e-4  # fewer epochs in fast mode: larger steps; 5e-4 is Li et al.'s
+# fewer epochs in fast mode: larger steps; 5e-4 is Li et al.'s
+LR = cfg.pick(3e-3, 1e-3) if SHAPES else 5e-4
 DIM = 128 if SHAPES else 512  # joint space
 HEAD = "linear"  # projection heads: "linear" (VSE++) or "mlp"
 SEEDS = (0, 1)  # every comparison we assert must hold for each of them
 LOSSES = {  # display name (registry.label) -> (vlr_lib.losses name, parameters)
     registry.label(name): (name, kw)
-    for name, kw in (("triplet_hardest", {"margin": 0.2}), ("info_nce", {"temperature": 0.1}),
-                     ("unified", {"margin": 0.2, "gamma": 60.0}))
+    for name, kw in (
+        ("triplet_hardest", {"margin": 0.2}),
+        ("info_nce", {"temperature": 0.1}),
+        ("unified", {"margin": 0.2, "gamma": 60.0}),
+    )
 }
 assert list(LOSSES) == ["Triplet-SH", "NT-Xent", "Unified"]
 OFFSET = 20.0  # the shared bias of the collapse experiment (below)
-# Every setting of the runs: a record of them (vlr_lib.experiments.record) is opened only when these hash alike;
-# each loss with every hyperparameter resolved (registry.resolved), so a changed library default makes it stale.
-KEY = {"notebook": "09_training", "data": cfg.data, "seed": cfg.seed, **{k: cfg.pick(*v) for k, v in SIZES["chapters"].items()},
-       "epochs": EPOCHS, "batch_size": BATCH, "lr": LR, "dim": DIM, "head": HEAD, "seeds": SEEDS, "losses": LOSSES,
-       "offset": OFFSET, "resolved": {label: registry.resolved(*loss) for label, loss in LOSSES.items()}}
+# Every setting of the runs: a record of them (vlr_lib.experiments.record) is opened
+# only when these hash alike; each loss with every hyperparameter resolved
+# (registry.resolved), so a changed library default makes it stale.
+KEY = {
+    "notebook": "09_training",
+    "data": cfg.data,
+    "seed": cfg.seed,
+    **{k: cfg.pick(*v) for k, v in SIZES["chapters"].items()},
+    "epochs": EPOCHS,
+    "batch_size": BATCH,
+    "lr": LR,
+    "dim": DIM,
+    "head": HEAD,
+    "seeds": SEEDS,
+    "losses": LOSSES,
+    "offset": OFFSET,
+    "resolved": {label: registry.resolved(*loss) for label, loss in LOSSES.items()},
+}
 NAME = f"09_training-{cfg.data}-{'fast' if cfg.fast else 'full'}"
 
 # %% [markdown]
@@ -101,12 +122,19 @@ NAME = f"09_training-{cfg.data}-{'fast' if cfg.fast else 'full'}"
 #   in both modes; the test split is kept for the one final report (notebook 10).
 
 # %%
-train_set, val_set = training_features(cfg, **SIZES["chapters"])  # shapes, or cached CLIP features of Flickr30K
+# shapes, or cached CLIP features of Flickr30K
+train_set, val_set = training_features(cfg, **SIZES["chapters"])
 chance = metrics.chance_rsum(val_set[2])
 for name, (img, txt, c2i) in (("train", train_set), ("validation", val_set)):
-    print(f"{name:>10}: {img.shape[0]} images x {img.shape[1]} features, {txt.shape[0]} captions x {txt.shape[1]}")
+    print(
+        f"{name:>10}: {img.shape[0]} images x {img.shape[1]} features, {txt.shape[0]} "
+        f"captions x {txt.shape[1]}"
+    )
 print(f"chance rsum on the validation split: {chance:.1f} (of 600)")
-assert torch.equal(torch.bincount(train_set[2]), torch.full((train_set[0].shape[0],), 5))  # five captions each
+# five captions each
+assert torch.equal(
+    torch.bincount(train_set[2]), torch.full((train_set[0].shape[0],), 5)
+)
 
 # %% [markdown]
 # ## One run, one history
@@ -139,9 +167,11 @@ assert torch.equal(torch.bincount(train_set[2]), torch.full((train_set[0].shape[
 # and hand them to `fit` (the next section checks that this changes nothing). The `offset`
 # argument is for later (the collapse experiment).
 
+
 # %%
 def start_heads(seed: int, offset: float = 0.0):
-    """The two heads `fit(head=HEAD)` starts from; `offset` > 0 adds one shared bias of that norm to both."""
+    """The two heads `fit(head=HEAD)` starts from; `offset` > 0 adds one shared bias
+    of that norm to both."""
     heads = build_heads(HEAD, train_set[0].shape[1], train_set[1].shape[1], DIM, seed)
     if offset:
         g = torch.Generator().manual_seed(1000 + seed)
@@ -153,23 +183,56 @@ def start_heads(seed: int, offset: float = 0.0):
 
 
 def train(loss: str, loss_kwargs: dict, seed: int, offset: float = 0.0) -> list[dict]:
-    """Epoch 0 (the untrained heads) followed by the history of `fit` on the shared schedule."""
+    """Epoch 0 (the untrained heads), then `fit`'s history on the shared schedule."""
     heads = start_heads(seed, offset)
     epoch0 = {"epoch": 0, **evaluate(*heads, *val_set)}
-    result = fit(*train_set, loss=loss, loss_kwargs=loss_kwargs, head=heads, dim=DIM, epochs=EPOCHS,
-                 batch_size=BATCH, lr=LR, seed=seed, val=val_set, progress=False)
+    result = fit(
+        *train_set,
+        loss=loss,
+        loss_kwargs=loss_kwargs,
+        head=heads,
+        dim=DIM,
+        epochs=EPOCHS,
+        batch_size=BATCH,
+        lr=LR,
+        seed=seed,
+        val=val_set,
+        progress=False,
+    )
     return [epoch0, *result.history]
 
 
-# The first run the plain way: fit builds its own heads (we only evaluate the same start as epoch 0).
-# It is trained in every mode: the check of the record below needs one run trained here.
-fitted = fit(*train_set, loss="unified", loss_kwargs=LOSSES["Unified"][1], head=HEAD, dim=DIM, epochs=EPOCHS,
-             batch_size=BATCH, lr=LR, seed=0, val=val_set, progress=False)
+# The first run the plain way: fit builds its own heads (we only evaluate the same start
+# as epoch 0). It is trained in every mode: the check of the record below needs one run
+# trained here.
+fitted = fit(
+    *train_set,
+    loss="unified",
+    loss_kwargs=LOSSES["Unified"][1],
+    head=HEAD,
+    dim=DIM,
+    epochs=EPOCHS,
+    batch_size=BATCH,
+    lr=LR,
+    seed=0,
+    val=val_set,
+    progress=False,
+)
 first = [{"epoch": 0, **evaluate(*start_heads(seed=0), *val_set)}, *fitted.history]
 table = report.history_frame({"Unified": first})
-columns = ["epoch", "loss", "rsum", "i2t_r1", "t2i_r1", "pos_sim", "hardneg_sim", "seconds"]
+columns = [
+    "epoch",
+    "loss",
+    "rsum",
+    "i2t_r1",
+    "t2i_r1",
+    "pos_sim",
+    "hardneg_sim",
+    "seconds",
+]
 print(table[columns].round(3).to_string(index=False))
-assert list(table["epoch"]) == list(range(EPOCHS + 1))  # one row per epoch, plus epoch 0
+# one row per epoch, plus epoch 0
+assert list(table["epoch"]) == list(range(EPOCHS + 1))
 assert table["rsum"].iloc[-1] > chance
 
 # %% [markdown]
@@ -194,39 +257,77 @@ assert table["rsum"].iloc[-1] > chance
 # re-trained.
 
 # %%
-STARTS = {"usual": 0.0, "collapsed": OFFSET}  # the heads' shared bias: none, or the collapsed start further down
+# the heads' shared bias: none, or the collapsed start further down
+STARTS = {"usual": 0.0, "collapsed": OFFSET}
 
 
 def train_every_run() -> dict[str, list[dict]]:
-    """Every loss and seed from both starts, trained now: the record's one table, a row per run and epoch."""
-    todo = [(start, seed, name) for start in STARTS for seed in SEEDS for name in LOSSES]
-    runs = {f"{start}/{seed}/{name}": train(*LOSSES[name], seed, STARTS[start])
-            for start, seed, name in tqdm(todo, desc="runs", disable=cfg.fast)}
+    """Every loss and seed from both starts, trained now: the record's one table, a row
+    per run and epoch."""
+    todo = [
+        (start, seed, name) for start in STARTS for seed in SEEDS for name in LOSSES
+    ]
+    runs = {
+        f"{start}/{seed}/{name}": train(*LOSSES[name], seed, STARTS[start])
+        for start, seed, name in tqdm(todo, desc="runs", disable=cfg.fast)
+    }
     return {"runs": record.history_rows(runs)}
 
 
-# The record when its settings are KEY, else every run trained (make record keeps them as the record)
-tables, rec = record.open_or_train(NAME, KEY, train_every_run, use_record=cfg.use_record, title="notebook 09's runs",
-                                   command=f"notebook 09 (VLR_FAST={int(cfg.fast)}, VLR_DATA={cfg.data})")
+# The record when its settings are KEY, else every run trained (make record keeps them
+# as the record)
+tables, rec = record.open_or_train(
+    NAME,
+    KEY,
+    train_every_run,
+    use_record=cfg.use_record,
+    title="notebook 09's runs",
+    command=f"notebook 09 (VLR_FAST={int(cfg.fast)}, VLR_DATA={cfg.data})",
+)
 opened = record.histories_of(tables["runs"])
-histories, collapsed = ({seed: {name: opened[f"{start}/{seed}/{name}"] for name in LOSSES} for seed in SEEDS}
-                        for start in STARTS)
-# Same seed, same history: seed 0's unified run (heads from start_heads) repeats `first` (heads built by fit),
-# bit for bit on a CPU; on a GPU (bf16 autocast, atomic adds in some backward passes) within 1%.
+histories, collapsed = (
+    {
+        seed: {name: opened[f"{start}/{seed}/{name}"] for name in LOSSES}
+        for seed in SEEDS
+    }
+    for start in STARTS
+)
+# Same seed, same history: seed 0's unified run (heads from start_heads) repeats `first`
+# (heads built by fit), bit for bit on a CPU; on a GPU (bf16 autocast, atomic adds in
+# some backward passes) within 1%.
 if rec is None:
-    same_seed = [torch.tensor([(r["loss"], r["rsum"]) for r in h[1:]], dtype=torch.float64)
-                 for h in (histories[0]["Unified"], first)]
-    torch.testing.assert_close(*same_seed, rtol=0.0 if cfg.device.type == "cpu" else 1e-2, atol=0.0)
-# The shipped record, checked in every mode: `first` against it when opened, else its run's first epochs re-trained.
+    same_seed = [
+        torch.tensor([(r["loss"], r["rsum"]) for r in h[1:]], dtype=torch.float64)
+        for h in (histories[0]["Unified"], first)
+    ]
+    torch.testing.assert_close(
+        *same_seed, rtol=0.0 if cfg.device.type == "cpu" else 1e-2, atol=0.0
+    )
+# The shipped record, checked in every mode: `first` against it when opened, else its
+# run's first epochs re-trained.
 if rec is not None:
     print(rec.line())
 if SHAPES:
-    print(protocol.check("09_training-shapes-full", trained=first if rec is not None else None,
-                         on_cpu=cfg.device.type == "cpu", epochs=None if rec is not None else protocol.CHECK_EPOCHS))
+    print(
+        protocol.check(
+            "09_training-shapes-full",
+            trained=first if rec is not None else None,
+            on_cpu=cfg.device.type == "cpu",
+            epochs=None if rec is not None else protocol.CHECK_EPOCHS,
+        )
+    )
 
-summary = report.history_frame({f"{name} / seed {s}": h for s, runs in histories.items() for name, h in runs.items()})
+summary = report.history_frame(
+    {
+        f"{name} / seed {s}": h
+        for s, runs in histories.items()
+        for name, h in runs.items()
+    }
+)
 final = summary[summary["epoch"] == EPOCHS].set_index("run")
-print(final[["rsum", "i2t_r1", "t2i_r1", "pos_sim", "hardneg_sim"]].round(3).to_string())
+print(
+    final[["rsum", "i2t_r1", "t2i_r1", "pos_sim", "hardneg_sim"]].round(3).to_string()
+)
 
 # %% [markdown]
 # The same seed gives the same history (the trainer is deterministic on the CPU, and our
@@ -236,8 +337,12 @@ print(final[["rsum", "i2t_r1", "t2i_r1", "pos_sim", "hardneg_sim"]].round(3).to_
 # value, because the three losses live on different scales — sums, means and a $1/\gamma$):
 
 # %%
-viz.training.curves_figure(histories[0], metrics=("loss", "rsum"), chance=chance,
-                           subtitle="the usual start, seed 0")
+viz.training.curves_figure(
+    histories[0],
+    metrics=("loss", "rsum"),
+    chance=chance,
+    subtitle="the usual start, seed 0",
+)
 
 # %%
 viz.training.similarity_figure(histories[0], subtitle="the usual start, seed 0")
@@ -272,11 +377,17 @@ for seed, runs in histories.items():
     best = {name: f["rsum"].max() for name, f in frames.items()}
     if SHAPES and cfg.fast:
         assert best["Triplet-SH"] < min(best["NT-Xent"], best["Unified"]), (seed, best)
-    if SHAPES and not cfg.fast:  # measured in the record: 534.3 / 527.1 / 531.0 and 529.7 / 524.6 / 528.4
+    # measured in the record: 534.3 / 527.1 / 531.0 and 529.7 / 524.6 / 528.4
+    if SHAPES and not cfg.fast:
         assert max(best.values()) - min(best.values()) < 15, (seed, best)
     if SHAPES:
-        assert frames["Triplet-SH"]["pos_sim"].iloc[-1] < frames["NT-Xent"]["pos_sim"].iloc[-1], seed
-    print(f"seed {seed}: best rsum " + ", ".join(f"{k} {v:.1f}" for k, v in best.items()))
+        assert (
+            frames["Triplet-SH"]["pos_sim"].iloc[-1]
+            < frames["NT-Xent"]["pos_sim"].iloc[-1]
+        ), seed
+    print(
+        f"seed {seed}: best rsum " + ", ".join(f"{k} {v:.1f}" for k, v in best.items())
+    )
 
 # %% [markdown]
 # ## The early-training collapse of Triplet-SH (Li et al., sec. 3.3 and Fig. 4a)
@@ -307,11 +418,17 @@ for seed, runs in histories.items():
     start = runs["Triplet-SH"][0]
     f = report.history_frame({"t": runs["Triplet-SH"]}).query("epoch >= 1")
     active = 1 - f["cocos_i2t_C_0"] / f["cocos_i2t_n_queries"]
-    print(f"seed {seed}: epoch 0 positive {start['pos_sim']:.3f}, hardest negative {start['hardneg_sim']:.3f}; "
-          f"share of probe queries with a Triplet-SH gradient per epoch: {active.round(2).tolist()}")
+    print(
+        f"seed {seed}: epoch 0 positive {start['pos_sim']:.3f}, hardest negative "
+        f"{start['hardneg_sim']:.3f}; "
+        "share of probe queries with a Triplet-SH gradient per epoch: "
+        f"{active.round(2).tolist()}"
+    )
     if SHAPES:
-        assert start["pos_sim"] < 0.5 and start["hardneg_sim"] < 0.5, start  # far from Li et al.'s epoch 0
-        assert (active >= 0.7).all()  # measured: >= 0.9 in fast mode, down to 0.73 after 20 epochs
+        # far from Li et al.'s epoch 0
+        assert start["pos_sim"] < 0.5 and start["hardneg_sim"] < 0.5, start
+        # measured: >= 0.9 in fast mode, down to 0.73 after 20 epochs
+        assert (active >= 0.7).all()
 
 # %% [markdown]
 # ### Forcing the collapse
@@ -328,26 +445,41 @@ for seed, runs in histories.items():
 # %%
 c2i = train_set[2]
 assert bool((c2i[1:] >= c2i[:-1]).all())  # captions are grouped by image
-probe_caps = torch.searchsorted(c2i, torch.arange(128))  # the first caption of images 0..127
+# the first caption of images 0..127
+probe_caps = torch.searchsorted(c2i, torch.arange(128))
 
 
 def tangent_norm(loss: str, kw: dict, offset: float) -> float:
-    """Mean tangent-gradient norm at the image embeddings of the probe batch, at the start of training."""
+    """Mean tangent-gradient norm at the probe batch's image embeddings, at the start of
+    training."""
     img_head, txt_head = start_heads(seed=0, offset=offset)
     with torch.no_grad():
-        v, t = img_head(train_set[0][c2i[probe_caps]]), txt_head(train_set[1][probe_caps])
-    return float(analysis.tangent_gradient_norms(v, t, make_objective(loss, kw)).img.mean())
+        v, t = (
+            img_head(train_set[0][c2i[probe_caps]]),
+            txt_head(train_set[1][probe_caps]),
+        )
+    return float(
+        analysis.tangent_gradient_norms(v, t, make_objective(loss, kw)).img.mean()
+    )
 
 
-norms = {name: (tangent_norm(loss, kw, 0.0), tangent_norm(loss, kw, OFFSET)) for name, (loss, kw) in LOSSES.items()}
+norms = {
+    name: (tangent_norm(loss, kw, 0.0), tangent_norm(loss, kw, OFFSET))
+    for name, (loss, kw) in LOSSES.items()
+}
 for name, (normal, crowded) in norms.items():
-    print(f"{name:>10}: {normal:.3f} at the usual start, {crowded:.3f} at the collapsed start "
-          f"(x{crowded / normal:.2f})")
+    print(
+        f"{name:>10}: {normal:.3f} at the usual start, {crowded:.3f} at the collapsed "
+        "start "
+        f"(x{crowded / normal:.2f})"
+    )
     if SHAPES:
-        assert crowded < 0.5 * normal  # every loss's tangent gradient shrinks when all points crowd together
+        # every loss's tangent gradient shrinks when all points crowd together
+        assert crowded < 0.5 * normal
 shrink = {name: crowded / normal for name, (normal, crowded) in norms.items()}
 if SHAPES:
-    assert max(shrink["NT-Xent"], shrink["Unified"]) < shrink["Triplet-SH"]  # ... the softmax losses' even more
+    # ... the softmax losses' even more
+    assert max(shrink["NT-Xent"], shrink["Unified"]) < shrink["Triplet-SH"]
 
 # %% [markdown]
 # The tangent gradients shrink for **all three** losses — the unified loss's and NT-Xent's by a
@@ -363,8 +495,12 @@ if SHAPES:
 viz.training.similarity_figure(collapsed[0], subtitle="the collapsed start, seed 0")
 
 # %%
-viz.training.curves_figure(collapsed[0], metrics=("rsum", "sim_gap"), chance=chance,
-                           subtitle="the collapsed start, seed 0")
+viz.training.curves_figure(
+    collapsed[0],
+    metrics=("rsum", "sim_gap"),
+    chance=chance,
+    subtitle="the collapsed start, seed 0",
+)
 
 # %% [markdown]
 # This is Li et al.'s Fig. 4a on our data. From the collapsed start, **Triplet-SH stays
@@ -381,17 +517,28 @@ for seed, runs in collapsed.items():
     tri = ends["Triplet-SH"]
     if SHAPES:
         for name, h in runs.items():
-            assert h[0]["pos_sim"] > 0.9 and h[0]["hardneg_sim"] > 0.9, (seed, name)  # the collapsed start
-        assert tri["pos_sim"] > 0.95 and tri["hardneg_sim"] > 0.95, (seed, tri)  # still collapsed at the end
-        assert tri["pos_sim"] > runs["Triplet-SH"][0]["pos_sim"], seed  # ... and closer to 1 than at the start
+            # the collapsed start
+            assert h[0]["pos_sim"] > 0.9 and h[0]["hardneg_sim"] > 0.9, (seed, name)
+        # still collapsed at the end
+        assert tri["pos_sim"] > 0.95 and tri["hardneg_sim"] > 0.95, (seed, tri)
+        # ... and closer to 1 than at the start
+        assert tri["pos_sim"] > runs["Triplet-SH"][0]["pos_sim"], seed
         assert ends["Unified"]["rsum"] > tri["rsum"], seed
         for other in ("NT-Xent", "Unified"):
-            assert ends[other]["pos_sim"] < tri["pos_sim"] - 0.03, (seed, other)  # moved out of the collapse
-            if not cfg.fast:  # in fast mode NT-Xent's rsum is still below Triplet-SH's (measured: every seed)
+            # moved out of the collapse
+            assert ends[other]["pos_sim"] < tri["pos_sim"] - 0.03, (seed, other)
+            # in fast mode NT-Xent's rsum is still below Triplet-SH's (measured: every
+            # seed)
+            if not cfg.fast:
                 assert ends[other]["rsum"] > tri["rsum"], (seed, other)
             if not cfg.fast:  # 20 epochs: as good as from the usual start
-                assert ends[other]["rsum"] >= 0.95 * histories[seed][other][-1]["rsum"], (seed, other)
-    print(f"seed {seed}: final rsum " + ", ".join(f"{k} {v['rsum']:.1f}" for k, v in ends.items()))
+                assert (
+                    ends[other]["rsum"] >= 0.95 * histories[seed][other][-1]["rsum"]
+                ), (seed, other)
+    print(
+        f"seed {seed}: final rsum "
+        + ", ".join(f"{k} {v['rsum']:.1f}" for k, v in ends.items())
+    )
 
 # %% [markdown]
 # ## Explorer: the stored histories
@@ -402,10 +549,23 @@ for seed, runs in collapsed.items():
 # unified runs.
 
 # %%
-stored = {**{f"{k} (seed 0)": v for k, v in histories[0].items()},
-          **{f"{k}, collapsed start (seed 0)": v for k, v in collapsed[0].items()}}
-metrics = ("loss", "rsum", "i2t_r1", "t2i_r1", "map5", "pos_sim", "hardneg_sim", "sim_gap")
-explorer = widgets.training.training_explorer(stored, metrics=metrics, shown=("loss", "rsum"), chance=chance)
+stored = {
+    **{f"{k} (seed 0)": v for k, v in histories[0].items()},
+    **{f"{k}, collapsed start (seed 0)": v for k, v in collapsed[0].items()},
+}
+metrics = (
+    "loss",
+    "rsum",
+    "i2t_r1",
+    "t2i_r1",
+    "map5",
+    "pos_sim",
+    "hardneg_sim",
+    "sim_gap",
+)
+explorer = widgets.training.training_explorer(
+    stored, metrics=metrics, shown=("loss", "rsum"), chance=chance
+)
 explorer
 
 # %% [markdown]
@@ -415,7 +575,9 @@ explorer
 # %%
 box = explorer.controls["run:Triplet-SH (seed 0)"]
 box.value = False
-assert [tr.visible for tr in explorer.figure.data if tr.name == "Triplet-SH (seed 0)"] == [False, False]
+assert [
+    tr.visible for tr in explorer.figure.data if tr.name == "Triplet-SH (seed 0)"
+] == [False, False]
 box.value = True
 
 # %% [markdown]
@@ -424,14 +586,31 @@ box.value = True
 # Generated from the runs above (the record in full mode), so the numbers cannot drift from them:
 
 # %%
-best = {seed: {name: max(r["rsum"] for r in h[1:]) for name, h in runs.items()} for seed, runs in histories.items()}
+best = {
+    seed: {name: max(r["rsum"] for r in h[1:]) for name, h in runs.items()}
+    for seed, runs in histories.items()
+}
 spread = {seed: max(b.values()) - min(b.values()) for seed, b in best.items()}
-lines = [f"seed {seed}: " + ", ".join(f"{name} {v:.1f}" for name, v in b.items()) for seed, b in best.items()]
-display(Markdown(
-    f"From the usual start, after {EPOCHS} epochs, the best validation rsum of each loss is "
-    f"{'; '.join(lines)}: the three losses end within {max(spread.values()):.1f} rsum points of each other on "
-    f"every seed" + (" (fast mode's short schedule; the full-size runs end closer)." if cfg.fast else ".")))
-if SHAPES and not cfg.fast:  # the claim of the summary: about the same best rsum after 20 epochs
+lines = [
+    f"seed {seed}: " + ", ".join(f"{name} {v:.1f}" for name, v in b.items())
+    for seed, b in best.items()
+]
+display(
+    Markdown(
+        f"From the usual start, after {EPOCHS} epochs, the best validation rsum of "
+        "each loss is "
+        f"{'; '.join(lines)}: the three losses end within {max(spread.values()):.1f} "
+        "rsum points of each other on "
+        f"every seed"
+        + (
+            " (fast mode's short schedule; the full-size runs end closer)."
+            if cfg.fast
+            else "."
+        )
+    )
+)
+# the claim of the summary: about the same best rsum after 20 epochs
+if SHAPES and not cfg.fast:
     assert max(spread.values()) < 15, spread
 
 # %% [markdown]
@@ -462,27 +641,37 @@ if SHAPES and not cfg.fast:  # the claim of the summary: about the same best rsu
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell", "book-skip"]
 # Solution 1.
-# One change in LOSSES, then the comparison again (only NT-Xent is retrained). NT-Xent and Unified
-# now differ only by the margin m = 0.2; notebook 11 sweeps m at fixed gamma properly (Li et al.,
-# Fig. 5a). The answer is the measurement, so the cell writes it from the numbers: which loss is ahead on
-# each seed, and by how much (two seeds, best validation rsum).
+# One change in LOSSES, then the comparison again (only NT-Xent is retrained). NT-Xent
+# and Unified now differ only by the margin m = 0.2; notebook 11 sweeps m at fixed gamma
+# properly (Li et al., Fig. 5a). The answer is the measurement, so the cell writes it
+# from the numbers: which loss is ahead on each seed, and by how much (two seeds, best
+# validation rsum).
 LOSSES["NT-Xent"] = ("info_nce", {"temperature": 1 / 60})
 ahead = []
 for seed in SEEDS:
-    rsum = {"NT-Xent (tau = 1/60)": max(r["rsum"] for r in train(*LOSSES["NT-Xent"], seed)),
-            "Unified": max(r["rsum"] for r in histories[seed]["Unified"])}
+    rsum = {
+        "NT-Xent (tau = 1/60)": max(r["rsum"] for r in train(*LOSSES["NT-Xent"], seed)),
+        "Unified": max(r["rsum"] for r in histories[seed]["Unified"]),
+    }
     assert min(rsum.values()) > chance
     winner = max(rsum, key=rsum.get)
-    ahead.append(f"seed {seed}: {winner} ahead by {abs(rsum['Unified'] - rsum['NT-Xent (tau = 1/60)']):.1f}")
-print("; ".join(ahead) + ". With the scale matched, what is left between them is the margin m = 0.2 (eq. 7).")
+    ahead.append(
+        f"seed {seed}: {winner} ahead by "
+        f"{abs(rsum['Unified'] - rsum['NT-Xent (tau = 1/60)']):.1f}"
+    )
+print(
+    "; ".join(ahead)
+    + ". With the scale matched, what is left between them is the margin m = 0.2 (eq. "
+    "7)."
+)
 LOSSES["NT-Xent"] = ("info_nce", {"temperature": 0.1})  # back to the chapter's setting
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell", "book-skip"]
 # Solution 2.
-# The shared bias pushes every embedding towards one direction: the larger it is, the more alike
-# all pairs start (about 0.7 at offset 5, 0.9 at 10 and 0.96 at 20 on the shapes features), and the
-# less gradient Triplet-SH's hardest negative gives. Compare how far each run's pos_sim moves away
-# from its start.
+# The shared bias pushes every embedding towards one direction: the larger it is, the
+# more alike all pairs start (about 0.7 at offset 5, 0.9 at 10 and 0.96 at 20 on the
+# shapes features), and the less gradient Triplet-SH's hardest negative gives. Compare
+# how far each run's pos_sim moves away from its start.
 starts = {}
 for offset in (5.0, 10.0):
     h = train("triplet_hardest", {"margin": 0.2}, seed=0, offset=offset)
@@ -492,12 +681,16 @@ assert starts[5.0] < starts[10.0], "a larger shared bias: more alike at the star
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell", "book-skip"]
 # Solution 3.
-# Set HEAD = "mlp" in the settings cell and run the whole notebook again; here, one seed of the three
-# losses. `start_heads` still sets `h.fc.bias`: an MLPHead computes norm(Wx + b + MLP(x)), so its
-# linear path `fc` carries the shared bias of the collapse experiment as well. Some checks of the
-# chapter may fail with MLP heads: they were measured with linear heads, and a failing check is a finding.
+# Set HEAD = "mlp" in the settings cell and run the whole notebook again; here, one seed
+# of the three losses. `start_heads` still sets `h.fc.bias`: an MLPHead computes norm(Wx
+# + b + MLP(x)), so its linear path `fc` carries the shared bias of the collapse
+# experiment as well. Some checks of the chapter may fail with MLP heads: they were
+# measured with linear heads, and a failing check is a finding.
 HEAD = "mlp"
-mlp = {name: max(r["rsum"] for r in train(loss, kw, SEEDS[0])) for name, (loss, kw) in LOSSES.items()}
+mlp = {
+    name: max(r["rsum"] for r in train(loss, kw, SEEDS[0]))
+    for name, (loss, kw) in LOSSES.items()
+}
 HEAD = "linear"
 linear = {name: max(r["rsum"] for r in histories[SEEDS[0]][name]) for name in LOSSES}
 print("best rsum, MLP heads:   ", {k: round(v, 1) for k, v in mlp.items()})

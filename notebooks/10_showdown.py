@@ -43,8 +43,11 @@
 try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
     import vlr_lib  # noqa: F401
 except ModuleNotFoundError:
-    raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
-                              "(the folder holding pyproject.toml), then restart the kernel") from None
+    raise ModuleNotFoundError(
+        "vlr_lib is not installed: in a cell run `%pip install -e "
+        "/path/to/vlr-workbook` "
+        "(the folder holding pyproject.toml), then restart the kernel"
+    ) from None
 
 import numpy as np
 import pandas as pd
@@ -52,10 +55,13 @@ from IPython.display import Markdown, display
 
 from vlr_lib import goal, registry, report, stats, viz, widgets
 from vlr_lib.notebook import setup
-from vlr_lib.experiments import protocol, showdown  # the experiment, shared with `python -m vlr_lib showdown`
+
+# the experiment, shared with `python -m vlr_lib showdown`
+from vlr_lib.experiments import protocol, showdown
 
 cfg = setup(seed=0)
-SETTING = "features"  # what learns: "features" (heads), "vsepp" (+ a GRU from scratch) or "e2e" (shapes only)
+# what learns: "features" (heads), "vsepp" (+ a GRU from scratch) or "e2e" (shapes only)
+SETTING = "features"
 spec = showdown.spec_for(cfg.data, cfg.fast, SETTING, device=str(cfg.device))
 spec
 
@@ -74,15 +80,27 @@ spec
 # hyperparameter and shows which orderings of this table survive tuning.
 
 # %%
-contestants = pd.DataFrame([{"loss": c["loss"], "name": registry.label(c["loss"]),
-                             "hyper-param (library default)": report.hyperparameters(c["loss"])} for c in showdown.configs()])
+contestants = pd.DataFrame(
+    [
+        {
+            "loss": c["loss"],
+            "name": registry.label(c["loss"]),
+            "hyper-param (library default)": report.hyperparameters(c["loss"]),
+        }
+        for c in showdown.configs()
+    ]
+)
 contestants
 
 # %%
 goal_losses = set(registry.goal_names())
 assert len(contestants) == len(showdown.CONTESTANTS) + 15 == 22
-assert sum(name != "New" for name in goal.TABLE1.values()) == 5, "Table 1: five known losses among the 15 cells"
-assert set(contestants["loss"]) == set(showdown.CONTESTANTS) | goal_losses, "every listed loss and every GOAL cell, once"
+assert sum(name != "New" for name in goal.TABLE1.values()) == 5, (
+    "Table 1: five known losses among the 15 cells"
+)
+assert set(contestants["loss"]) == set(showdown.CONTESTANTS) | goal_losses, (
+    "every listed loss and every GOAL cell, once"
+)
 assert contestants["loss"].is_unique
 
 # %% [markdown]
@@ -125,25 +143,46 @@ assert contestants["loss"].is_unique
 
 # %%
 command = f"notebook 10 (VLR_FAST={int(cfg.fast)}, VLR_DATA={cfg.data})"
-race = showdown.run(spec, command=command, record=cfg.use_record, progress=True)  # flickr30k: FileNotFoundError
-runs, meta = race.runs, race.meta  # with the commands to run if its features are missing
+# flickr30k: FileNotFoundError
+race = showdown.run(spec, command=command, record=cfg.use_record, progress=True)
+# with the commands to run if its features are missing
+runs, meta = race.runs, race.meta
 chance = meta["chance_rsum_test"]
-print(race.record.line() if race.record else f"Trained now or read from {race.out} (no record used).")
+print(
+    race.record.line()
+    if race.record
+    else f"Trained now or read from {race.out} (no record used)."
+)
 
 # %% [markdown]
 # Where the table came from, read from its stored metadata:
 
 # %%
-stored = meta["spec"]  # the settings the table was trained with (showdown.run reuses it only when they match spec)
-display(Markdown("\n".join([
-    f"- **{'opened from the record' if race.record else 'stored table reused' if race.reused else 'trained just now'}**"
-    f" from `{race.out.relative_to(race.out.parents[1])}`",
-    f"- command: `{meta['command']}`",
-    f"- data and features: {meta['data']}",
-    f"- setting: {meta['setting']}",
-    f"- training: {report.training_line(stored)}",
-    f"- hardware: {meta['hardware']}; wall time {meta['wall_seconds']:.0f} s for {meta['n_runs']} runs; date {meta['date']}",
-])))
+# the settings the table was trained with (showdown.run reuses it only when they match
+# spec)
+stored = meta["spec"]
+origin = (
+    "opened from the record"
+    if race.record
+    else "stored table reused"
+    if race.reused
+    else "trained just now"
+)
+display(
+    Markdown(
+        "\n".join(
+            [
+                f"- **{origin}** from `{race.out.relative_to(race.out.parents[1])}`",
+                f"- command: `{meta['command']}`",
+                f"- data and features: {meta['data']}",
+                f"- setting: {meta['setting']}",
+                f"- training: {report.training_line(stored)}",
+                f"- hardware: {meta['hardware']}; wall time {meta['wall_seconds']:.0f} "
+                f"s for {meta['n_runs']} runs; date {meta['date']}",
+            ]
+        )
+    )
+)
 
 # %% [markdown]
 # Before reading any number, check that the race was run as described: every configuration with every
@@ -152,15 +191,28 @@ display(Markdown("\n".join([
 
 # %%
 assert len(runs) == len(contestants) * len(spec.seeds) == meta["n_runs"]
-assert all(set(g) == set(spec.seeds) for _, g in runs.groupby("config")["seed"]), "every config, every seed"
-assert (runs["epoch"] == spec.epochs).all(), "identical schedule: every run trained all epochs"
-assert runs["steps"].nunique() == 1, "the same number of optimisation steps per epoch in every run"
+assert all(set(g) == set(spec.seeds) for _, g in runs.groupby("config")["seed"]), (
+    "every config, every seed"
+)
+assert (runs["epoch"] == spec.epochs).all(), (
+    "identical schedule: every run trained all epochs"
+)
+assert runs["steps"].nunique() == 1, (
+    "the same number of optimisation steps per epoch in every run"
+)
 assert ((runs["sel_epoch"] >= 1) & (runs["sel_epoch"] <= spec.epochs)).all()
-# The selected epoch is the best validation rsum (grid's own bookkeeping agrees with the callback's).
+# The selected epoch is the best validation rsum (grid's own bookkeeping agrees with the
+# callback's).
 assert (runs["sel_epoch"] == runs["best_epoch"]).all()
-print(f"{len(runs)} runs; selected epochs range {runs['sel_epoch'].min()}-{runs['sel_epoch'].max()} of {spec.epochs}")
+print(
+    f"{len(runs)} runs; selected epochs range "
+    f"{runs['sel_epoch'].min()}-{runs['sel_epoch'].max()} of {spec.epochs}"
+)
 share = report.last_epoch_share(runs)
-print(f"{share:.0%} of the runs select their last epoch (a run still rising when it stops)")
+print(
+    f"{share:.0%} of the runs select their last epoch (a run still rising when it "
+    "stops)"
+)
 
 # %% [markdown]
 # A table of runs that are still rising when they stop measures how *fast* each loss learns, not where
@@ -177,13 +229,24 @@ print(f"{share:.0%} of the runs select their last epoch (a run still rising when
 
 # %%
 traces = showdown.histories(race, spec.seeds[0])
-headline = {registry.label(name): traces[name] for name in ("triplet_all", "triplet_hardest", "info_nce", "unified")}
-viz.training.curves_figure(headline, metrics=("grad_norm", "rsum"), relative_loss=False, chance=chance,
-                           subtitle=f"seed {spec.seeds[0]}; the gradient norm on a log axis")
+headline = {
+    registry.label(name): traces[name]
+    for name in ("triplet_all", "triplet_hardest", "info_nce", "unified")
+}
+viz.training.curves_figure(
+    headline,
+    metrics=("grad_norm", "rsum"),
+    relative_loss=False,
+    chance=chance,
+    subtitle=f"seed {spec.seeds[0]}; the gradient norm on a log axis",
+)
 
 # %%
 first_norm = {name: h[0]["grad_norm"] for name, h in headline.items()}
-assert first_norm["Triplet"] > 10 * first_norm["Triplet-SH"] and first_norm["Triplet-SH"] > first_norm["NT-Xent"], first_norm
+assert (
+    first_norm["Triplet"] > 10 * first_norm["Triplet-SH"]
+    and first_norm["Triplet-SH"] > first_norm["NT-Xent"]
+), first_norm
 
 # %% [markdown]
 # ### Can we trust a stored table? Retrain one cell
@@ -202,24 +265,50 @@ assert first_norm["Triplet"] > 10 * first_norm["Triplet-SH"] and first_norm["Tri
 
 # %%
 seed = spec.seeds[0]
-exact = meta["device"] == "cpu"  # CPU runs repeat bit for bit; the table went through CSV, hence rtol 1e-9
-if race.record is None:  # trained here (or read from this machine's runs folder): it must repeat exactly
-    again = showdown.retrain(spec, "triplet_hardest", seed)  # Triplet-SH from scratch, with the callback
-    stored_row = runs[(runs["loss"] == "triplet_hardest") & (runs["seed"] == seed)].iloc[0]
-    cols = ("rsum", "sel_epoch", "sel_rsum", "sel_map5", "sel_pr_auc", "sel_cocos_triplet_sh_i2t_C_0") if exact else ("sel_rsum",)
+# CPU runs repeat bit for bit; the table went through CSV, hence rtol 1e-9
+exact = meta["device"] == "cpu"
+# trained here (or read from this machine's runs folder): it must repeat exactly
+if race.record is None:
+    # Triplet-SH from scratch, with the callback
+    again = showdown.retrain(spec, "triplet_hardest", seed)
+    stored_row = runs[
+        (runs["loss"] == "triplet_hardest") & (runs["seed"] == seed)
+    ].iloc[0]
+    cols = (
+        (
+            "rsum",
+            "sel_epoch",
+            "sel_rsum",
+            "sel_map5",
+            "sel_pr_auc",
+            "sel_cocos_triplet_sh_i2t_C_0",
+        )
+        if exact
+        else ("sel_rsum",)
+    )
     for col in cols:
-        assert np.isclose(again.final[col], stored_row[col], rtol=1e-9 if exact else 0.05, atol=0.0), col
-    print(f"retrained Triplet-SH, seed {seed}: test rsum {again.final['sel_rsum']:.2f} at epoch "
-          f"{again.final['sel_epoch']} = stored {stored_row['sel_rsum']:.2f}")
-# The shipped record of this setting, checked: its Triplet-SH cell of seed 0 re-trained at full size (in fast mode
-# its first 5 epochs: the lr decays later); no record of this data and setting: nothing to check
+        assert np.isclose(
+            again.final[col], stored_row[col], rtol=1e-9 if exact else 0.05, atol=0.0
+        ), col
+    print(
+        f"retrained Triplet-SH, seed {seed}: test rsum {again.final['sel_rsum']:.2f} "
+        "at epoch "
+        f"{again.final['sel_epoch']} = stored {stored_row['sel_rsum']:.2f}"
+    )
+# The shipped record of this setting, checked: its Triplet-SH cell of seed 0 re-trained
+# at full size (in fast mode its first 5 epochs: the lr decays later); no record of this
+# data and setting: nothing to check
 full = showdown.spec_for(cfg.data, False, SETTING, device=str(cfg.device))
 print(protocol.check(full.out.name, epochs=cfg.pick(5, None)))
 
 metrics_cols = [f"sel_{m}" for m in report.TABLE1_COLUMNS]
 con_con = runs[runs["loss"] == "goal:con,con"].set_index("seed")[metrics_cols]
 hardest = runs[runs["loss"] == "triplet_hardest"].set_index("seed")[metrics_cols]
-np.testing.assert_allclose(con_con.to_numpy(), hardest.loc[con_con.index].to_numpy(), rtol=1e-9 if exact else 0.05)
+np.testing.assert_allclose(
+    con_con.to_numpy(),
+    hardest.loc[con_con.index].to_numpy(),
+    rtol=1e-9 if exact else 0.05,
+)
 print("GOAL (con, con) and Triplet-SH give the same test metrics, seed by seed")
 
 # %% [markdown]
@@ -247,10 +336,15 @@ expected = f"{row.mean():.1f} ± {row.std(ddof=1):.1f}"
 assert table.loc[summary["loss"] == "info_nce", "rsum"].item() == expected
 recalls = [f"sel_{d}_r{k}" for d in ("i2t", "t2i") for k in (1, 5, 10)]
 np.testing.assert_allclose(runs[recalls].sum(axis=1), runs["sel_rsum"], rtol=1e-9)
-assert runs[["sel_map5", "sel_pr_auc"]].stack().between(0, 1).all(), "mAP@5 and PR-AUC are fractions"
+assert runs[["sel_map5", "sel_pr_auc"]].stack().between(0, 1).all(), (
+    "mAP@5 and PR-AUC are fractions"
+)
 assert (summary["rsum_mean"] > chance).all(), "every loss learned something"
-print(f"chance rsum on the test split: {chance:.1f}; worst loss {summary['rsum_mean'].min():.1f}, "
-      f"best {summary['rsum_mean'].max():.1f}")
+print(
+    f"chance rsum on the test split: {chance:.1f}; worst loss "
+    f"{summary['rsum_mean'].min():.1f}, "
+    f"best {summary['rsum_mean'].max():.1f}"
+)
 
 # %% [markdown]
 # ### Explorer: every loss with its error bar
@@ -279,8 +373,14 @@ goal_fig
 heat = [t for t in goal_fig.data if t.type == "heatmap"]
 for trace, metric in zip(heat, ("i2t_r1", "t2i_r1")):
     z = np.asarray(trace.z, dtype=float)
-    for (i, p), (j, t) in [((i, p), (j, t)) for i, p in enumerate(goal.GOAL_PAIRS) for j, t in enumerate(goal.GOAL_TRIPLETS)]:
-        assert z[i, j] == summary.set_index("loss").at[f"goal:{t},{p}", f"{metric}_mean"]
+    for (i, p), (j, t) in [
+        ((i, p), (j, t))
+        for i, p in enumerate(goal.GOAL_PAIRS)
+        for j, t in enumerate(goal.GOAL_TRIPLETS)
+    ]:
+        assert (
+            z[i, j] == summary.set_index("loss").at[f"goal:{t},{p}", f"{metric}_mean"]
+        )
 print(report.goal_table(summary, "rsum").to_string())
 
 # %% [markdown]
@@ -335,10 +435,18 @@ def ranks(x: np.ndarray) -> np.ndarray:
 assert abs(rho - np.corrcoef(ranks(c_q), ranks(rsum))[0, 1]) < 1e-12
 strength = "weak" if abs(rho) < 0.3 else ("moderate" if abs(rho) < 0.6 else "strong")
 direction = "fewer" if rho < 0 else "more"
-display(Markdown(f"Spearman's ρ = **{rho:.2f}** over {len(rsum)} models: a {strength} tendency for models with "
-                 f"{direction} margin-violating negatives per query to reach a higher rsum"
-                 + (" — the direction Bleeker & de Rijke report." if rho < 0 else
-                    " — the opposite of the direction Bleeker & de Rijke report.")))
+display(
+    Markdown(
+        f"Spearman's ρ = **{rho:.2f}** over {len(rsum)} models: a {strength} tendency "
+        "for models with "
+        f"{direction} margin-violating negatives per query to reach a higher rsum"
+        + (
+            " — the direction Bleeker & de Rijke report."
+            if rho < 0
+            else " — the opposite of the direction Bleeker & de Rijke report."
+        )
+    )
+)
 
 # %% [markdown]
 # One extreme deserves a look: models under which *every* negative of the probe batch still
@@ -347,36 +455,70 @@ display(Markdown(f"Spearman's ρ = **{rho:.2f}** over {len(rsum)} models: a {str
 # the test split (the quantities of Li et al. Fig. 4, recorded by the callback):
 
 # %%
-n_neg = min(spec.probe, spec.n_train or spec.probe) - 1  # probe batch minus the positive
+# probe batch minus the positive
+n_neg = min(spec.probe, spec.n_train or spec.probe) - 1
 cq = report.cocos_summary(runs, "C_q")
-sims = runs.groupby("loss", sort=False)[["sel_pos_sim", "sel_hardneg_sim"]].mean().set_axis(cq.index)
-saturated = [n for n in cq.index if (cq.loc[n, ["Triplet i2t", "Triplet t2i"]] == n_neg).all()]
+sims = (
+    runs.groupby("loss", sort=False)[["sel_pos_sim", "sel_hardneg_sim"]]
+    .mean()
+    .set_axis(cq.index)
+)
+saturated = [
+    n for n in cq.index if (cq.loc[n, ["Triplet i2t", "Triplet t2i"]] == n_neg).all()
+]
 rsum_rank = summary.set_index("name")["rsum_mean"].rank(ascending=False)
 best_name = summary.loc[summary["rsum_mean"].idxmax(), "name"]
 if saturated:
-    text = (f"Under {len(saturated)} of {len(cq)} models all {n_neg} negatives of every probe query violate the "
-            f"margin: {', '.join(saturated)}. Their test positives reach a mean similarity of "
-            f"{sims.loc[saturated, 'sel_pos_sim'].mean():.3f} (hardest negatives "
-            f"{sims.loc[saturated, 'sel_hardneg_sim'].mean():.3f}), against {sims.loc[best_name, 'sel_pos_sim']:.3f} "
-            f"({sims.loc[best_name, 'sel_hardneg_sim']:.3f}) for the best model, {best_name}; their mean rsum rank is "
-            f"{rsum_rank[saturated].mean():.1f} of {len(rsum_rank)}.")
+    text = (
+        f"Under {len(saturated)} of {len(cq)} models all {n_neg} negatives of every "
+        "probe query violate the "
+        f"margin: {', '.join(saturated)}. Their test positives reach a mean similarity "
+        "of "
+        f"{sims.loc[saturated, 'sel_pos_sim'].mean():.3f} (hardest negatives "
+        f"{sims.loc[saturated, 'sel_hardneg_sim'].mean():.3f}), against "
+        f"{sims.loc[best_name, 'sel_pos_sim']:.3f} "
+        f"({sims.loc[best_name, 'sel_hardneg_sim']:.3f}) for the best model, "
+        f"{best_name}; their mean rsum rank is "
+        f"{rsum_rank[saturated].mean():.1f} of {len(rsum_rank)}."
+    )
 else:
     # C<sup>q</sup>, not TeX: Markdown printed by a cell is not typeset in the book
-    text = (f"No model saturates the count: the largest Triplet-rule C<sup>q</sup> is "
-            f"{cq[['Triplet i2t', 'Triplet t2i']].max().max():.1f} "
-            f"of {n_neg} possible negatives.")
+    text = (
+        f"No model saturates the count: the largest Triplet-rule C<sup>q</sup> is "
+        f"{cq[['Triplet i2t', 'Triplet t2i']].max().max():.1f} "
+        f"of {n_neg} possible negatives."
+    )
 display(Markdown(text))
 
 # the saturated set, recomputed from the raw columns
-raw = runs.groupby("loss", sort=False)[["sel_cocos_triplet_i2t_C_q", "sel_cocos_triplet_t2i_C_q"]].mean()
-assert saturated == [registry.label(l) for l in raw.index if (raw.loc[l] == n_neg).all()]
+raw = runs.groupby("loss", sort=False)[
+    ["sel_cocos_triplet_i2t_C_q", "sel_cocos_triplet_t2i_C_q"]
+].mean()
+assert saturated == [
+    registry.label(l) for l in raw.index if (raw.loc[l] == n_neg).all()
+]
 
 # %%
-# Definitions the counts must obey, whatever the model (Bleeker & de Rijke eqs. 9a, 9b, 11).
-sh = report.cocos_summary(runs, "C_q")[["Triplet-SH i2t", "Triplet-SH t2i"]].stack().dropna()
-assert (sh == 1.0).all(), "Triplet-SH counts at most the hardest negative: C^q = 1 for every active query"
-assert (report.cocos_summary(runs, "C_q")[["Triplet i2t", "Triplet t2i"]].stack().dropna() >= 1).all()
-assert report.cocos_summary(runs, "W_pos")[["NT-Xent i2t", "NT-Xent t2i"]].stack().between(0, 1).all()
+# Definitions the counts must obey, whatever the model (Bleeker & de Rijke eqs. 9a, 9b,
+# 11).
+sh = (
+    report.cocos_summary(runs, "C_q")[["Triplet-SH i2t", "Triplet-SH t2i"]]
+    .stack()
+    .dropna()
+)
+assert (sh == 1.0).all(), (
+    "Triplet-SH counts at most the hardest negative: C^q = 1 for every active query"
+)
+assert (
+    report.cocos_summary(runs, "C_q")[["Triplet i2t", "Triplet t2i"]].stack().dropna()
+    >= 1
+).all()
+assert (
+    report.cocos_summary(runs, "W_pos")[["NT-Xent i2t", "NT-Xent t2i"]]
+    .stack()
+    .between(0, 1)
+    .all()
+)
 assert (report.cocos_summary(runs, "C_0").stack() <= spec.probe).all()
 
 # %% [markdown]
@@ -405,6 +547,7 @@ display(Markdown(facts["text"]))
 # Every verdict above is recomputed from the raw runs with an independent computation: the per-seed
 # differences, their t statistic and p value, and Holm's step-down written out.
 
+
 # %%
 def p_value(a: str, b: str, metric: str = "rsum") -> tuple[float, float]:
     """(mean per-seed difference a - b, two-sided p of the paired t test)."""
@@ -412,14 +555,17 @@ def p_value(a: str, b: str, metric: str = "rsum") -> tuple[float, float]:
     d = (by_seed[a] - by_seed[b]).to_numpy()
     if len(d) == 1:  # one seed cannot tell
         return d.mean(), 1.0
-    if d.std() == 0:  # the same difference on every seed ((con, con) is Triplet-SH run for run: 0 every time)
+    # the same difference on every seed ((con, con) is Triplet-SH run for run: 0 every
+    # time)
+    if d.std() == 0:
         return d.mean(), float(d.mean() == 0)
     t = d.mean() / (d.std(ddof=1) / np.sqrt(len(d)))
     return d.mean(), stats.t_two_sided_p(t, len(d) - 1)
 
 
 def holm_rejects(ps: list[float]) -> list[bool]:
-    """Holm's step-down: reject the smallest p while it is below 0.05 / (comparisons not yet rejected)."""
+    """Holm's step-down: reject the smallest p while it is below
+    0.05 / (comparisons not yet rejected)."""
     out = [False] * len(ps)
     for k, i in enumerate(sorted(range(len(ps)), key=lambda i: ps[i])):
         if ps[i] >= 0.05 / (len(ps) - k):
@@ -429,23 +575,41 @@ def holm_rejects(ps: list[float]) -> list[bool]:
 
 
 losses_ = list(dict.fromkeys(runs["loss"]))
-pairs = [(a, b) for i, a in enumerate(losses_) for b in losses_[i + 1:]]
+pairs = [(a, b) for i, a in enumerate(losses_) for b in losses_[i + 1 :]]
 told = holm_rejects([p_value(a, b)[1] for a, b in pairs])
 assert facts["n_pairs"] == len(pairs) and facts["n_separated"] == sum(told)
-assert facts["n_separated_uncorrected"] == sum(p_value(a, b)[1] < 0.05 for a, b in pairs)
+assert facts["n_separated_uncorrected"] == sum(
+    p_value(a, b)[1] < 0.05 for a, b in pairs
+)
 means = runs.groupby("loss")["sel_rsum"].mean()
 assert facts["best"] == means.idxmax()
-apart = {x for (a, b), r in zip(pairs, told) if r and facts["best"] in (a, b) for x in (a, b)}
-assert set(facts["tied"]) == {l for l in losses_ if l == facts["best"] or l not in apart}
+apart = {
+    x for (a, b), r in zip(pairs, told) if r and facts["best"] in (a, b) for x in (a, b)
+}
+assert set(facts["tied"]) == {
+    l for l in losses_ if l == facts["best"] or l not in apart
+}
 for family in (facts["claims"], facts["goal_claims"]):
     rejected = holm_rejects([p_value(c["a"], c["b"], c["metric"])[1] for c in family])
     for c, r in zip(family, rejected):
         delta = p_value(c["a"], c["b"], c["metric"])[0]
-        assert np.isclose(c["delta"], delta) and (family is facts["goal_claims"] or c["text"] in facts["text"])
-        assert c["verdict"] == ("cannot tell" if not r else "holds" if delta * c["expected"] > 0 else "reverses"), c
-print(f"{len(facts['claims'])} claims and {len(facts['goal_claims'])} pair-weight comparisons checked; "
-      f"{facts['n_separated']} of {facts['n_pairs']} pairs told apart on rsum after Holm's correction, "
-      f"{facts['n_separated_uncorrected']} by uncorrected intervals")
+        assert np.isclose(c["delta"], delta) and (
+            family is facts["goal_claims"] or c["text"] in facts["text"]
+        )
+        assert c["verdict"] == (
+            "cannot tell"
+            if not r
+            else "holds"
+            if delta * c["expected"] > 0
+            else "reverses"
+        ), c
+print(
+    f"{len(facts['claims'])} claims and {len(facts['goal_claims'])} pair-weight "
+    "comparisons checked; "
+    f"{facts['n_separated']} of {facts['n_pairs']} pairs told apart on rsum after "
+    "Holm's correction, "
+    f"{facts['n_separated_uncorrected']} by uncorrected intervals"
+)
 
 # %% [markdown]
 # ## 7. Against the papers: same question, different setting
@@ -482,66 +646,123 @@ status = {(c["a"], c["b"]): c["verdict"] for c in facts["claims"]}
 raw = {(c["a"], c["b"]): c["uncorrected"] for c in facts["claims"]}
 claim = {(c["a"], c["b"]): c for c in facts["claims"]}
 names = dict(zip(facts["ranking"]["loss"], facts["ranking"]["name"]))
-goal_count = {v: sum(c["verdict"] == v for c in facts["goal_claims"]) for v in stats.VERDICTS}
+goal_count = {
+    v: sum(c["verdict"] == v for c in facts["goal_claims"]) for v in stats.VERDICTS
+}
 goal_raw = sum(c["uncorrected"] == "reverses" for c in facts["goal_claims"])
-con_sig = next((c for c in facts["goal_claims"] if (c["a"], c["b"]) == ("goal:con,con", "goal:con,sig")), None)
+con_sig = next(
+    (
+        c
+        for c in facts["goal_claims"]
+        if (c["a"], c["b"]) == ("goal:con,con", "goal:con,sig")
+    ),
+    None,
+)
 
 
 def shown(c: dict) -> str:
     metric = "PR-AUC " if c["metric"] == "pr_auc" else ""
-    return f"{metric}{report.interval_text(c['delta'], c['low'], c['high'], c['metric'])}, corrected p = {c['p_holm']:.3f}"
+    interval = report.interval_text(c["delta"], c["low"], c["high"], c["metric"])
+    return f"{metric}{interval}, corrected p = {c['p_holm']:.3f}"
 
 
 if cfg.fast or cfg.data != "shapes":
-    display(Markdown("*Fast mode (or another data set): the written findings are those of the full-size shapes "
-                     "records, in full mode or in the book.*"))
+    display(
+        Markdown(
+            "*Fast mode (or another data set): the written findings are those of the "
+            "full-size shapes "
+            "records, in full mode or in the book.*"
+        )
+    )
 else:
-    # the papers' six orderings: with three seeds, none is told after Holm's correction over the six
+    # the papers' six orderings: with three seeds, none is told after Holm's correction
+    # over the six
     assert set(status.values()) == {"cannot tell"}, status
     # Xuan & Chen's pair weights: P^con ahead wherever the seeds tell, never behind
     assert goal_count["holds"] == 0 and goal_raw >= 10, goal_count
     assert not any(c["uncorrected"] == "holds" for c in facts["goal_claims"])
     assert facts["n_separated"] == 1 and len(facts["tied"]) == len(names), facts["tied"]
     common = (
-        f"**{names[facts['best']]} has the highest mean rsum, and three seeds do not tell it from any other "
-        f"loss**: of the {facts['n_pairs']} pairs of losses, {facts['n_separated_uncorrected']} "
-        f"have an uncorrected paired interval that excludes 0, and one survives Holm's correction "
-        "over all the pairs. With three seeds a paired interval has 2 degrees of freedom; "
-        "the ranking is a list of leads, not an order.\n\n")
+        f"**{names[facts['best']]} has the highest mean rsum, and three seeds do not "
+        "tell it from any other "
+        f"loss**: of the {facts['n_pairs']} pairs of losses, "
+        f"{facts['n_separated_uncorrected']} "
+        "have an uncorrected paired interval that excludes 0, and one survives Holm's "
+        "correction "
+        "over all the pairs. With three seeds a paired interval has 2 degrees of "
+        "freedom; "
+        "the ranking is a list of leads, not an order.\n\n"
+    )
     pair_weights = (
-        f"**The clearest GOAL finding reverses Xuan & Chen's pair weights**: P<sup>con</sup> is ahead of every other pair "
-        f"weight under the same triplet weight wherever the seeds tell — {goal_raw} of the "
-        f"{len(facts['goal_claims'])} uncorrected intervals exclude 0 on P<sup>con</sup>'s side, "
-        f"{goal_count['reverses']} {'survives' if goal_count['reverses'] == 1 else 'survive'} Holm's correction over "
+        "**The clearest GOAL finding reverses Xuan & Chen's pair weights**: "
+        "P<sup>con</sup> is ahead of every other pair "
+        f"weight under the same triplet weight wherever the seeds tell — {goal_raw} of "
+        "the "
+        f"{len(facts['goal_claims'])} uncorrected intervals exclude 0 on "
+        "P<sup>con</sup>'s side, "
+        f"{goal_count['reverses']} "
+        f"{'survives' if goal_count['reverses'] == 1 else 'survive'} Holm's correction "
+        "over "
         "the twelve, none points the paper's way "
         + (f"(e.g. (con, con) − (con, sig) = {shown(con_sig)}). " if con_sig else ". ")
-        + "Xuan & Chen's Tables 3–5 rank those pair weights above P<sup>con</sup>.\n\n")
+        + "Xuan & Chen's Tables 3–5 rank those pair weights above P<sup>con</sup>.\n\n"
+    )
     if SETTING == "features":
         assert goal_count["reverses"] >= 1, goal_count
         assert raw[("triplet_hardest", "info_nce")] == "cannot tell"
         assert raw[("cross_example_softmax", "sampled_softmax")] == "cannot tell"
-        display(Markdown(common + pair_weights +
-            "**The papers' orderings cannot be told here.** Each of the six is read with its paired interval and "
-            "Holm's correction over the six; none is told with three seeds: NT-Xent against Triplet-SH "
-            f"({shown(claim[('triplet_hardest', 'info_nce')])}), Triplet-SH against Triplet (all) "
-            f"({shown(claim[('triplet_hardest', 'triplet_all')])}), the unified loss against Triplet-SH "
-            f"({shown(claim[('unified', 'triplet_hardest')])}); cross-example softmax is not shown better calibrated "
-            f"than sampled softmax ({shown(claim[('cross_example_softmax', 'sampled_softmax')])}), and Xuan & "
-            f"Chen's (cir, sig-ms) against (con, con) cannot be told with three seeds either "
-            f"({shown(claim[('goal:cir,sig-ms', 'goal:con,con')])}). Notebook 12 pairs five seeds on the first "
-            "three questions."))
+        display(
+            Markdown(
+                common
+                + pair_weights
+                + "**The papers' orderings cannot be told here.** Each of the six is "
+                "read with its paired interval and "
+                "Holm's correction over the six; none is told with three seeds: "
+                "NT-Xent against Triplet-SH "
+                f"({shown(claim[('triplet_hardest', 'info_nce')])}), Triplet-SH "
+                "against Triplet (all) "
+                f"({shown(claim[('triplet_hardest', 'triplet_all')])}), the unified "
+                "loss against Triplet-SH "
+                f"({shown(claim[('unified', 'triplet_hardest')])}); cross-example "
+                "softmax is not shown better calibrated "
+                "than sampled softmax "
+                f"({shown(claim[('cross_example_softmax', 'sampled_softmax')])}), and "
+                "Xuan & "
+                "Chen's (cir, sig-ms) against (con, con) cannot be told with three "
+                "seeds either "
+                f"({shown(claim[('goal:cir,sig-ms', 'goal:con,con')])}). Notebook 12 "
+                "pairs five seeds on the first "
+                "three questions."
+            )
+        )
     elif SETTING == "vsepp":
         assert goal_count["reverses"] >= 5, goal_count
-        assert raw[("triplet_hardest", "triplet_all")] == "holds" and raw[("cross_example_softmax", "sampled_softmax")] == "holds"
+        assert (
+            raw[("triplet_hardest", "triplet_all")] == "holds"
+            and raw[("cross_example_softmax", "sampled_softmax")] == "holds"
+        )
         assert raw[("goal:cir,sig-ms", "goal:con,con")] == "cannot tell"
-        display(Markdown(common + pair_weights +
-            "**The papers' orderings cannot be told here either.** Triplet-SH's lead over Triplet (all), VSE++'s "
-            f"ordering ({shown(claim[('triplet_hardest', 'triplet_all')])}), and cross-example softmax's calibration "
-            f"over sampled softmax ({shown(claim[('cross_example_softmax', 'sampled_softmax')])}) each exclude "
-            "0 alone and not after Holm's correction over the six orderings: leads for more seeds (notebook 12 tells "
-            "the first with five). (cir, sig-ms) against (con, con), Xuan & Chen's best against VSE++'s triplet, "
-            f"cannot be told with three seeds ({shown(claim[('goal:cir,sig-ms', 'goal:con,con')])}); nor NT-Xent or "
-            "the unified loss against Triplet-SH."))
+        display(
+            Markdown(
+                common
+                + pair_weights
+                + "**The papers' orderings cannot be told here either.** Triplet-SH's "
+                "lead over Triplet (all), VSE++'s "
+                f"ordering ({shown(claim[('triplet_hardest', 'triplet_all')])}), and "
+                "cross-example softmax's calibration "
+                "over sampled softmax "
+                f"({shown(claim[('cross_example_softmax', 'sampled_softmax')])}) each "
+                "exclude "
+                "0 alone and not after Holm's correction over the six orderings: leads "
+                "for more seeds (notebook 12 tells "
+                "the first with five). (cir, sig-ms) against (con, con), Xuan & Chen's "
+                "best against VSE++'s triplet, "
+                "cannot be told with three seeds "
+                f"({shown(claim[('goal:cir,sig-ms', 'goal:con,con')])}); nor NT-Xent "
+                "or "
+                "the unified loss against Triplet-SH."
+            )
+        )
 
 # %% [markdown]
 # ## Summary
@@ -572,14 +793,22 @@ else:
 seps = report.separations(runs, "rsum")
 std = runs.groupby("loss")["sel_rsum"].std(ddof=1)
 summed = (seps["delta"].abs() > seps["a"].map(std) + seps["b"].map(std)).sum()
-uncorrected, corrected = (seps["uncorrected"] != "not told apart").sum(), seps["separated"].sum()
-print(f"pairs told apart on rsum: {summed} by the summed-std rule, {uncorrected} by uncorrected paired intervals, "
-      f"{corrected} after Holm's correction over {len(seps)}")
+uncorrected, corrected = (
+    (seps["uncorrected"] != "not told apart").sum(),
+    seps["separated"].sum(),
+)
+print(
+    f"pairs told apart on rsum: {summed} by the summed-std rule, {uncorrected} by "
+    "uncorrected paired intervals, "
+    f"{corrected} after Holm's correction over {len(seps)}"
+)
 assert corrected <= uncorrected  # a correction can only remove verdicts
-# The summed-std rule ignores the pairing (a seed that helps both losses counts as noise twice, a small
-# difference that is the same on every seed is missed) and has no stated error rate: with 2 degrees of freedom
-# and hundreds of pairs, neither it nor an uncorrected interval controls how many pairs look real by chance.
-# Holm's correction does, for the whole family, at the price of telling very few pairs apart with three seeds.
+# The summed-std rule ignores the pairing (a seed that helps both losses counts as noise
+# twice, a small difference that is the same on every seed is missed) and has no stated
+# error rate: with 2 degrees of freedom and hundreds of pairs, neither it nor an
+# uncorrected interval controls how many pairs look real by chance. Holm's correction
+# does, for the whole family, at the price of telling very few pairs apart with three
+# seeds.
 
 # %% [markdown]
 # 2. **Does model selection matter?** Rank the configurations by rsum at the *last* epoch
@@ -588,12 +817,17 @@ assert corrected <= uncorrected  # a correction can only remove verdicts
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 2.
 last = report.summarize(runs, prefix="test_")
-both = summary[["loss", "rsum_mean"]].merge(last[["loss", "rsum_mean"]], on="loss", suffixes=("_sel", "_last"))
+both = summary[["loss", "rsum_mean"]].merge(
+    last[["loss", "rsum_mean"]], on="loss", suffixes=("_sel", "_last")
+)
 print(both.sort_values("rsum_mean_sel", ascending=False))
-print("rank correlation:", both["rsum_mean_sel"].rank().corr(both["rsum_mean_last"].rank()))
+print(
+    "rank correlation:",
+    both["rsum_mean_sel"].rank().corr(both["rsum_mean_last"].rank()),
+)
 assert len(both) == len(summary)  # every configuration ranked both ways
-# Losses that overfit (validation rsum peaks early, then falls) lose places at the last epoch; the
-# explorer's *checkpoint* toggle shows the same.
+# Losses that overfit (validation rsum peaks early, then falls) lose places at the last
+# epoch; the explorer's *checkpoint* toggle shows the same.
 
 # %% [markdown]
 # 3. **Enter a new contestant.** Add the unified loss with $\gamma = 20$ (Li et al. Fig. 5b: too small a
@@ -601,13 +835,17 @@ assert len(both) == len(summary)  # every configuration ranked both ways
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell", "book-skip"]
 # Solution 3.
-extra, _, _, _ = showdown.train_cells(spec, [{"loss": "unified", "gamma": 20.0}], spec.out)  # same data, seeds, schedule
+# same data, seeds, schedule
+extra, _, _, _ = showdown.train_cells(
+    spec, [{"loss": "unified", "gamma": 20.0}], spec.out
+)
 both = pd.concat([runs, extra.runs], ignore_index=True)
 print(report.table1(report.summarize(both, prefix="sel_")).tail(3))
 assert len(extra.runs) == len(spec.seeds) and len(both) == len(runs) + len(spec.seeds)
 assert (extra.runs["sel_rsum"] > chance).all()
-# train_cells uses the showdown's own data, seeds, schedule and callback, so the new rows are comparable
-# with the race's; they are cached under `spec.out/cells`. The race itself (trained or recorded) is unchanged.
+# train_cells uses the showdown's own data, seeds, schedule and callback, so the new
+# rows are comparable with the race's; they are cached under `spec.out/cells`. The race
+# itself (trained or recorded) is unchanged.
 
 # %% [markdown]
 # ## References

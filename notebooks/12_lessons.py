@@ -57,8 +57,11 @@
 try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
     import vlr_lib  # noqa: F401
 except ModuleNotFoundError:
-    raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
-                              "(the folder holding pyproject.toml), then restart the kernel") from None
+    raise ModuleNotFoundError(
+        "vlr_lib is not installed: in a cell run `%pip install -e "
+        "/path/to/vlr-workbook` "
+        "(the folder holding pyproject.toml), then restart the kernel"
+    ) from None
 
 import dataclasses
 
@@ -90,17 +93,26 @@ cfg = setup(seed=0)
 # heads are as untrained as its convolutions: chance level).
 
 # %%
-encoder = shapes_encoder.shipped_encoder()  # ships with the workbook: every machine loads the same weights
+# ships with the workbook: every machine loads the same weights
+encoder = shapes_encoder.shipped_encoder()
 untrained = shapes_encoder.random_encoder()
-accuracy = pd.DataFrame({"pretrained": encoder.manifest["pretrain_accuracy"],
-                         "random (untrained)": untrained.manifest["pretrain_accuracy"]}).T
+accuracy = pd.DataFrame(
+    {
+        "pretrained": encoder.manifest["pretrain_accuracy"],
+        "random (untrained)": untrained.manifest["pretrain_accuracy"],
+    }
+).T
 accuracy
 
 # %%
 acc = encoder.manifest["pretrain_accuracy"]
 assert min(acc["count"], acc["occupied"], acc["color"], acc["size"]) > 0.95, acc
-assert acc["shape"] > 0.6, acc  # the hardest attribute for four conv layers at 64 px (docs/shapes_encoder.md)
-assert all(acc[k] > untrained.manifest["pretrain_accuracy"][k] + 0.15 for k in shapes_encoder.ATTRIBUTES)
+# the hardest attribute for four conv layers at 64 px (docs/shapes_encoder.md)
+assert acc["shape"] > 0.6, acc
+assert all(
+    acc[k] > untrained.manifest["pretrain_accuracy"][k] + 0.15
+    for k in shapes_encoder.ATTRIBUTES
+)
 
 # %% [markdown]
 # Held-out accuracy belongs to the encoder's own heads. What a *retrieval* head can use is what is
@@ -111,22 +123,34 @@ assert all(acc[k] > untrained.manifest["pretrain_accuracy"][k] + 0.15 for k in s
 # cosine and the Jaccard overlap of their captions' word sets (`feature_quality.overlap_spearman`).
 
 # %%
-data, scenes = make_shapes(n_train=cfg.pick(400, 2000), n_val=200, n_test=1, seed=cfg.seed, return_scenes=True)
-labels = {split: shapes_encoder.scene_labels(scenes[split]) for split in ("train", "validation")}
+data, scenes = make_shapes(
+    n_train=cfg.pick(400, 2000), n_val=200, n_test=1, seed=cfg.seed, return_scenes=True
+)
+labels = {
+    split: shapes_encoder.scene_labels(scenes[split])
+    for split in ("train", "validation")
+}
 captions = data["validation"]["caption"]
 quality = {}
 for name in ("pretrained", "random"):
     feats = shapes_features(data, image_encoder=name)
-    probe = feature_quality.linear_probe(feats["train"][0], labels["train"], feats["validation"][0],
-                                         labels["validation"])
-    quality[name] = {**{k: probe[k] for k in shapes_encoder.ATTRIBUTES},
-                     "caption-overlap Spearman": feature_quality.overlap_spearman(feats["validation"][0], captions)}
+    probe = feature_quality.linear_probe(
+        feats["train"][0], labels["train"], feats["validation"][0], labels["validation"]
+    )
+    quality[name] = {
+        **{k: probe[k] for k in shapes_encoder.ATTRIBUTES},
+        "caption-overlap Spearman": feature_quality.overlap_spearman(
+            feats["validation"][0], captions
+        ),
+    }
 quality = pd.DataFrame(quality).T
 quality.round(3)
 
 # %%
-assert (quality.loc["pretrained"] > quality.loc["random"]).all()  # every attribute and the Spearman
-assert quality.loc["pretrained", "caption-overlap Spearman"] >= 0.35  # their captions' overlap, ranked alike
+# every attribute and the Spearman
+assert (quality.loc["pretrained"] > quality.loc["random"]).all()
+# their captions' overlap, ranked alike
+assert quality.loc["pretrained", "caption-overlap Spearman"] >= 0.35
 
 # %% [markdown]
 # The pretrained features carry every attribute better than the random ones, linearly, and their
@@ -149,26 +173,58 @@ assert quality.loc["pretrained", "caption-overlap Spearman"] >= 0.35  # their ca
 # features) in one thing. Conditions with the same spec share their cells: the base is trained once.
 
 # %%
-# Fast mode leaves end to end out (four epochs from scratch on 200 scenes stay near chance; exercise 4 runs one)
-# and trains three seeds, to stay quick: its verdicts are a smoke test, the record's five seeds are the result.
+# Fast mode leaves end to end out (four epochs from scratch on 200 scenes stay near
+# chance; exercise 4 runs one) and trains three seeds, to stay quick: its verdicts are a
+# smoke test, the record's five seeds are the result.
 fast_only = dict(settings=("features", "vsepp"), seeds=(0, 1, 2))
-spec = lessons.LessonsSpec(fast=cfg.fast, device=str(cfg.device), **cfg.pick(fast_only, {}))
-plan = pd.DataFrame([{"experiment": lessons.EXPERIMENTS[c.experiment], "condition": c.label,
-                      "setting": c.spec.setting, "image encoder": c.spec.image_encoder if c.spec.setting != "e2e"
-                      else "(trained)", "difficulty": c.spec.difficulty, "Triplet-SH's loss": c.hardest,
-                      "epochs": c.spec.epochs, "batch": c.spec.batch_size, "lr": c.spec.lr}
-                     for c in lessons.conditions(spec)])
+spec = lessons.LessonsSpec(
+    fast=cfg.fast, device=str(cfg.device), **cfg.pick(fast_only, {})
+)
+plan = pd.DataFrame(
+    [
+        {
+            "experiment": lessons.EXPERIMENTS[c.experiment],
+            "condition": c.label,
+            "setting": c.spec.setting,
+            "image encoder": c.spec.image_encoder
+            if c.spec.setting != "e2e"
+            else "(trained)",
+            "difficulty": c.spec.difficulty,
+            "Triplet-SH's loss": c.hardest,
+            "epochs": c.spec.epochs,
+            "batch": c.spec.batch_size,
+            "lr": c.spec.lr,
+        }
+        for c in lessons.conditions(spec)
+    ]
+)
 plan
 
 # %%
-done = lessons.run(spec, command=f"notebook 12 (VLR_FAST={int(cfg.fast)})", record=cfg.use_record, progress=not cfg.fast)
+done = lessons.run(
+    spec,
+    command=f"notebook 12 (VLR_FAST={int(cfg.fast)})",
+    record=cfg.use_record,
+    progress=not cfg.fast,
+)
 runs, meta = done.runs, done.meta
 if done.record is not None:
     print(done.record.line())
-origin = "opened from the record" if done.record else "stored table reused" if done.reused else "trained just now"
-display(Markdown(f"- **{origin}**; {meta['n_cells']} cells "
-                 f"({meta['epochs_trained_now']} epochs trained in this call), {meta['wall_seconds']:.0f} s on "
-                 f"{meta['hardware']}; {meta['date']}"))
+origin = (
+    "opened from the record"
+    if done.record
+    else "stored table reused"
+    if done.reused
+    else "trained just now"
+)
+display(
+    Markdown(
+        f"- **{origin}**; {meta['n_cells']} cells "
+        f"({meta['epochs_trained_now']} epochs trained in this call), "
+        f"{meta['wall_seconds']:.0f} s on "
+        f"{meta['hardware']}; {meta['date']}"
+    )
+)
 
 # %% [markdown]
 # Before reading a number, check the design: every condition has the four losses with every seed; the
@@ -185,28 +241,55 @@ n_seeds = len(spec.seeds)
 per_condition = runs.groupby(["experiment", "condition"])
 assert (per_condition.size() == 4 * n_seeds).all()
 assert per_condition["role"].nunique().eq(4).all()
-base = [runs[(runs["experiment"] == e) & (runs["condition"] == c)].set_index(["role", "seed"])["sel_rsum"]
-        for e, c in (("features", "pretrained encoder"), ("difficulty", "difficulty 0.5"), ("warmup", "no warm-up"),
-                     ("setting", "heads on features"))]
+base = [
+    runs[(runs["experiment"] == e) & (runs["condition"] == c)].set_index(
+        ["role", "seed"]
+    )["sel_rsum"]
+    for e, c in (
+        ("features", "pretrained encoder"),
+        ("difficulty", "difficulty 0.5"),
+        ("warmup", "no warm-up"),
+        ("setting", "heads on features"),
+    )
+]
 assert all(b.equals(base[0]) for b in base[1:]), "the base condition is one set of runs"
-warm_c, warm_e = (runs[(runs["experiment"] == e) & (runs["condition"] == c)].set_index(["role", "seed"])["sel_rsum"]
-                  for e, c in (("warmup", "1 epoch of Triplet first"), ("optimizer", "fresh Adam at the switch")))
+warm_c, warm_e = (
+    runs[(runs["experiment"] == e) & (runs["condition"] == c)].set_index(
+        ["role", "seed"]
+    )["sel_rsum"]
+    for e, c in (
+        ("warmup", "1 epoch of Triplet first"),
+        ("optimizer", "fresh Adam at the switch"),
+    )
+)
 assert warm_c.equals(warm_e), "(e)'s first condition is (c)'s one-epoch warm-up"
 n_test = lessons.conditions(spec)[0].spec.n_test
-chance = metrics.chance_rsum([i for i in range(n_test) for _ in range(5)])  # a random ranking; five captions per image
+# a random ranking; five captions per image
+chance = metrics.chance_rsum([i for i in range(n_test) for _ in range(5)])
 end_to_end = runs["condition"] == lessons.SETTING_NAMES["e2e"]
 judged = runs[~end_to_end]
-assert (judged["sel_rsum"] > chance + 10).all(), judged.loc[judged["sel_rsum"] <= chance + 10, ["condition", "loss"]]
-if not cfg.fast:  # end to end at full size: Triplet-SH collapses on every seed, the other three learn
+assert (judged["sel_rsum"] > chance + 10).all(), judged.loc[
+    judged["sel_rsum"] <= chance + 10, ["condition", "loss"]
+]
+# end to end at full size: Triplet-SH collapses on every seed, the other three learn
+if not cfg.fast:
     e2e = runs[end_to_end].set_index("role")["sel_rsum"]
     assert (e2e.drop("triplet_hardest") > chance + 100).all(), e2e
     assert (abs(e2e["triplet_hardest"] - chance) < 5).all(), e2e["triplet_hardest"]
 table = report.lesson_table(runs)
-print(f"{len(runs)} rows, {meta['n_cells']} distinct runs; chance rsum on the test split {chance:.1f}")
+print(
+    f"{len(runs)} rows, {meta['n_cells']} distinct runs; chance rsum on the test split "
+    f"{chance:.1f}"
+)
 
-# The shipped record, checked in full mode: one of its runs re-trained from scratch at full size (fast mode leaves
-# it to the tests, tests/experiments/test_lessons.py, which re-train the same run).
-print("the record's check runs in full mode" if cfg.fast else protocol.check("lessons-shapes-full"))
+# The shipped record, checked in full mode: one of its runs re-trained from scratch at
+# full size (fast mode leaves it to the tests, tests/experiments/test_lessons.py, which
+# re-train the same run).
+print(
+    "the record's check runs in full mode"
+    if cfg.fast
+    else protocol.check("lessons-shapes-full")
+)
 
 # %% [markdown]
 # Each experiment below shows three differences of test rsum per condition, as the papers order the
@@ -242,10 +325,16 @@ display(report.lesson_matrix(table, "features"), report.role_matrix(runs, "featu
 viz.lessons.deltas_figure(table, "difficulty", lessons.EXPERIMENTS["difficulty"])
 
 # %%
-display(report.lesson_matrix(table, "difficulty"), report.role_matrix(runs, "difficulty"))
+display(
+    report.lesson_matrix(table, "difficulty"), report.role_matrix(runs, "difficulty")
+)
 
 # %%
-overlaps = table.drop_duplicates("condition").query("experiment == 'difficulty'")["overlap"].to_numpy()
+overlaps = (
+    table.drop_duplicates("condition")
+    .query("experiment == 'difficulty'")["overlap"]
+    .to_numpy()
+)
 assert (np.diff(overlaps) > 0).all(), overlaps  # more sharing as difficulty grows
 
 # %% [markdown]
@@ -314,16 +403,36 @@ display(report.lesson_matrix(table, "optimizer"), report.role_matrix(runs, "opti
 # %%
 warmed = runs[(runs["experiment"] == "optimizer") & (runs["role"] == "triplet_hardest")]
 warmed = warmed.pivot_table(index="seed", columns="condition", values="sel_rsum")
-warmed["Triplet-SH alone"] = runs[(runs["condition"] == "no warm-up") & (runs["role"] == "triplet_hardest")
-                                  ].set_index("seed").loc[warmed.index, "sel_rsum"]
-OPTIMIZER_FAMILY = (("fresh Adam at the switch", "Adam carried over"), ("carried over, clipped at 2", "Adam carried over"),
-                    ("fresh Adam at the switch", "carried over, clipped at 2"), ("fresh Adam at the switch", "Triplet-SH alone"))
-handling = stats.verdicts([stats.Comparison(f"{a} − {b}", warmed[a], warmed[b]) for a, b in OPTIMIZER_FAMILY],
-                          family=[f"{a} − {b}" for a, b in OPTIMIZER_FAMILY]).set_index("name")
-display(handling[["delta", "low", "high", "p", "p_holm", "verdict", "uncorrected"]].round(3))
-if not cfg.fast:  # the record (20 epochs): carried over, Adam's memory of Triplet (all)'s scale costs Triplet-SH
-    assert list(handling["verdict"]) == ["ahead", "ahead", "not told apart", "not told apart"], handling
-    assert (warmed["fresh Adam at the switch"] > warmed["Adam carried over"]).all(), warmed
+warmed["Triplet-SH alone"] = (
+    runs[(runs["condition"] == "no warm-up") & (runs["role"] == "triplet_hardest")]
+    .set_index("seed")
+    .loc[warmed.index, "sel_rsum"]
+)
+OPTIMIZER_FAMILY = (
+    ("fresh Adam at the switch", "Adam carried over"),
+    ("carried over, clipped at 2", "Adam carried over"),
+    ("fresh Adam at the switch", "carried over, clipped at 2"),
+    ("fresh Adam at the switch", "Triplet-SH alone"),
+)
+handling = stats.verdicts(
+    [stats.Comparison(f"{a} − {b}", warmed[a], warmed[b]) for a, b in OPTIMIZER_FAMILY],
+    family=[f"{a} − {b}" for a, b in OPTIMIZER_FAMILY],
+).set_index("name")
+display(
+    handling[["delta", "low", "high", "p", "p_holm", "verdict", "uncorrected"]].round(3)
+)
+# the record (20 epochs): carried over, Adam's memory of Triplet (all)'s scale costs
+# Triplet-SH
+if not cfg.fast:
+    assert list(handling["verdict"]) == [
+        "ahead",
+        "ahead",
+        "not told apart",
+        "not told apart",
+    ], handling
+    assert (warmed["fresh Adam at the switch"] > warmed["Adam carried over"]).all(), (
+        warmed
+    )
 
 # %% [markdown]
 # ## What the experiments say
@@ -344,17 +453,26 @@ display(Markdown(reading["text"]))
 # 0.05 / (number of comparisons not yet rejected), stop at the first that is not).
 
 # %%
-distinct = {}  # one entry per distinct comparison: a condition sharing its runs with another counts once
+# one entry per distinct comparison: a condition sharing its runs with another counts
+# once
+distinct = {}
 for _, row in table.iterrows():
-    part = runs[(runs["experiment"] == row["experiment"]) & (runs["condition"] == row["condition"])]
+    part = runs[
+        (runs["experiment"] == row["experiment"])
+        & (runs["condition"] == row["condition"])
+    ]
     by_seed = part.pivot_table(index="seed", columns="role", values="sel_rsum")
-    d = (by_seed[row["a"]] - by_seed[row["b"]]).to_numpy()  # paired: one difference per seed
+    # paired: one difference per seed
+    d = (by_seed[row["a"]] - by_seed[row["b"]]).to_numpy()
     assert abs(row["delta"] - d.mean()) < 1e-9
     key = (row["a"], row["b"], tuple(by_seed[row["a"]]), tuple(by_seed[row["b"]]))
-    if len(d) < 2 or d.std() == 0:  # one seed cannot tell; the same difference on every seed is certain
+    # one seed cannot tell; the same difference on every seed is certain
+    if len(d) < 2 or d.std() == 0:
         p = 1.0 if len(d) < 2 or d.mean() == 0 else 0.0
     else:
-        p = stats.t_two_sided_p(d.mean() / (d.std(ddof=1) / np.sqrt(len(d))), len(d) - 1)
+        p = stats.t_two_sided_p(
+            d.mean() / (d.std(ddof=1) / np.sqrt(len(d))), len(d) - 1
+        )
     distinct.setdefault(key, (p, d.mean() * row["expected"]))
 told, m = set(), len(distinct)
 for k, key in enumerate(sorted(distinct, key=lambda key: distinct[key][0])):
@@ -362,15 +480,33 @@ for k, key in enumerate(sorted(distinct, key=lambda key: distinct[key][0])):
         break
     told.add(key)
 for (exp, comparison), found in reading["verdicts"].items():
-    for _, row in table[(table["experiment"] == exp) & (table["comparison"] == comparison)].iterrows():
-        part = runs[(runs["experiment"] == exp) & (runs["condition"] == row["condition"])]
+    for _, row in table[
+        (table["experiment"] == exp) & (table["comparison"] == comparison)
+    ].iterrows():
+        part = runs[
+            (runs["experiment"] == exp) & (runs["condition"] == row["condition"])
+        ]
         by_seed = part.pivot_table(index="seed", columns="role", values="sel_rsum")
         key = (row["a"], row["b"], tuple(by_seed[row["a"]]), tuple(by_seed[row["b"]]))
-        verdict = "cannot tell" if key not in told else "holds" if distinct[key][1] > 0 else "reverses"
-        assert row["condition"] in found[verdict], (exp, comparison, row["condition"], verdict)
+        verdict = (
+            "cannot tell"
+            if key not in told
+            else "holds"
+            if distinct[key][1] > 0
+            else "reverses"
+        )
+        assert row["condition"] in found[verdict], (
+            exp,
+            comparison,
+            row["condition"],
+            verdict,
+        )
 n_raw = sum(p < 0.05 for p, _ in distinct.values())
-print(f"{len(table)} differences checked: {m} distinct comparisons, {n_raw} with p < 0.05 alone, "
-      f"{len(told)} after Holm's correction")
+print(
+    f"{len(table)} differences checked: {m} distinct comparisons, {n_raw} with p < "
+    "0.05 alone, "
+    f"{len(told)} after Holm's correction"
+)
 
 # %%
 viz.lessons.overview_figure(table, lessons.EXPERIMENTS)
@@ -383,10 +519,15 @@ viz.lessons.overview_figure(table, lessons.EXPERIMENTS)
 # one), so the prose cannot claim more than the corrected test. Fast mode trains a
 # small version, whose verdicts are a smoke test and can differ: it prints where to read the findings.
 
+
 # %%
 def verdict_of(experiment: str, condition: str, a: str, b: str) -> pd.Series:
-    rows = table[(table["experiment"] == experiment) & (table["condition"] == condition)
-                 & (table["a"] == a) & (table["b"] == b)]
+    rows = table[
+        (table["experiment"] == experiment)
+        & (table["condition"] == condition)
+        & (table["a"] == a)
+        & (table["b"] == b)
+    ]
     return rows.iloc[0]
 
 
@@ -395,57 +536,133 @@ def said(row: pd.Series) -> str:
 
 
 if cfg.fast:
-    display(Markdown("*Fast mode: the findings are those of the full-size record (full mode, or the book).*"))
+    display(
+        Markdown(
+            "*Fast mode: the findings are those of the full-size record (full mode, or "
+            "the book).*"
+        )
+    )
 else:
-    sh_t = {c: verdict_of(e, c, "triplet_hardest", "triplet_all") for e, c in (
-        ("features", "pretrained encoder"), ("setting", "VSE++ setting"), ("difficulty", "difficulty 1"),
-        ("features", "random encoder"), ("setting", "end to end"))}
-    uni = {c: verdict_of("setting", c, "unified", "triplet_hardest") for c in ("heads on features", "VSE++ setting")}
-    ntx = {c: verdict_of("setting", c, "info_nce", "triplet_hardest") for c in ("heads on features", "VSE++ setting")}
-    family = table.drop_duplicates(["a", "b", "mean_a", "mean_b", "delta"])  # the 33 distinct comparisons
-    n_told, n_raw = int((family["verdict"] != "cannot tell").sum()), int((family["uncorrected"] != "cannot tell").sum())
+    sh_t = {
+        c: verdict_of(e, c, "triplet_hardest", "triplet_all")
+        for e, c in (
+            ("features", "pretrained encoder"),
+            ("setting", "VSE++ setting"),
+            ("difficulty", "difficulty 1"),
+            ("features", "random encoder"),
+            ("setting", "end to end"),
+        )
+    }
+    uni = {
+        c: verdict_of("setting", c, "unified", "triplet_hardest")
+        for c in ("heads on features", "VSE++ setting")
+    }
+    ntx = {
+        c: verdict_of("setting", c, "info_nce", "triplet_hardest")
+        for c in ("heads on features", "VSE++ setting")
+    }
+    # the 33 distinct comparisons
+    family = table.drop_duplicates(["a", "b", "mean_a", "mean_b", "delta"])
+    n_told, n_raw = (
+        int((family["verdict"] != "cannot tell").sum()),
+        int((family["uncorrected"] != "cannot tell").sum()),
+    )
     assert (len(family), n_raw, n_told) == (33, 19, 11), (len(family), n_raw, n_told)
-    # Holm-corrected: the VSE++ setting's Triplet-SH lead and the end-to-end collapse; the rest cannot be told
-    assert [sh_t[c]["verdict"] for c in sh_t] == ["cannot tell", "holds", "cannot tell", "cannot tell", "reverses"], sh_t
-    # ... though each of those three intervals alone excludes 0: leads for the replication, not findings
-    assert [sh_t[c]["uncorrected"] for c in sh_t] == ["holds", "holds", "reverses", "reverses", "reverses"], sh_t
-    assert {r["verdict"] for r in uni.values()} == {r["uncorrected"] for r in uni.values()} == {"cannot tell"}, uni
-    assert (ntx["heads on features"]["verdict"], ntx["VSE++ setting"]["verdict"]) == ("cannot tell", "cannot tell")
+    # Holm-corrected: the VSE++ setting's Triplet-SH lead and the end-to-end collapse;
+    # the rest cannot be told
+    assert [sh_t[c]["verdict"] for c in sh_t] == [
+        "cannot tell",
+        "holds",
+        "cannot tell",
+        "cannot tell",
+        "reverses",
+    ], sh_t
+    # ... though each of those three intervals alone excludes 0: leads for the
+    # replication, not findings
+    assert [sh_t[c]["uncorrected"] for c in sh_t] == [
+        "holds",
+        "holds",
+        "reverses",
+        "reverses",
+        "reverses",
+    ], sh_t
+    assert (
+        {r["verdict"] for r in uni.values()}
+        == {r["uncorrected"] for r in uni.values()}
+        == {"cannot tell"}
+    ), uni
+    assert (ntx["heads on features"]["verdict"], ntx["VSE++ setting"]["verdict"]) == (
+        "cannot tell",
+        "cannot tell",
+    )
     assert ntx["heads on features"]["uncorrected"] == "reverses"
-    e2e_sh = runs[(runs["condition"] == "end to end") & (runs["role"] == "triplet_hardest")]["sel_rsum"]
+    e2e_sh = runs[
+        (runs["condition"] == "end to end") & (runs["role"] == "triplet_hardest")
+    ]["sel_rsum"]
     assert (abs(e2e_sh - chance) < 5).all(), e2e_sh
-    fresh, clip = handling.loc["fresh Adam at the switch − Adam carried over"], handling.loc[
-        "carried over, clipped at 2 − Adam carried over"]
-    said_p = lambda row: f"{said(row)}; p = {row['p']:.3f} alone, {row['p_holm']:.2f} corrected"  # noqa: E731
-    display(Markdown(
-        f"**What survives the correction.** Of the chapter's {len(family)} distinct comparisons, {n_raw} have an "
-        f"uncorrected 95% interval that excludes 0 and {n_told} survive Holm's correction over all {len(family)}. "
-        "Among them: in the VSE++ setting Triplet-SH is ahead of Triplet (all) "
-        f"({said(sh_t['VSE++ setting'])} rsum), VSE++'s ordering; trained end to end from scratch Triplet-SH never "
-        f"leaves chance on any seed ({e2e_sh.mean():.1f} against chance {chance:.1f}), the collapse a warm-up exists "
-        "for.\n\n"
-        "**Leads, not findings.** The reading of earlier versions of this chapter — the hardest negative helps where "
-        "the negatives are informative and hurts where they are not — rests on intervals that exclude 0 alone but not "
-        "after the correction: Triplet-SH ahead of Triplet (all) on pretrained features "
-        f"({said_p(sh_t['pretrained encoder'])}), behind it with many false negatives (difficulty 1: "
-        f"{said_p(sh_t['difficulty 1'])}) and with a random encoder ({said_p(sh_t['random encoder'])}); and "
-        f"NT-Xent ahead of Triplet-SH on frozen pretrained features ({said_p(ntx['heads on features'])}), against "
-        "Bleeker & de Rijke's observation 3. They point where the runs of docs/results.md pointed, and five seeds "
-        "with this many comparisons cannot confirm them; a replication with settings fixed in advance can.\n\n"
-        "**Li et al.'s unified loss, untuned, cannot be told from Triplet-SH here** (heads on features "
-        f"{said(uni['heads on features'])}, VSE++ setting {said(uni['VSE++ setting'])}), and neither can NT-Xent in "
-        f"the VSE++ setting ({said(ntx['VSE++ setting'])}). Every loss here trains at the library's defaults: "
-        "this says nothing about the losses tuned, which notebook 11 compares.\n\n"
-        "**A warm-up's effect belongs to the optimizer as much as to the losses** (experiment (e), 20 epochs, its "
-        "own family of four comparisons). With Adam's state carried over from Triplet (all) the warmed-up "
-        f"Triplet-SH is behind the same warm-up with a fresh Adam ({fresh['delta']:+.1f} rsum for the fresh one, "
-        f"[{fresh['low']:.1f}, {fresh['high']:.1f}], Holm-corrected p = {fresh['p_holm']:.3f}) — Adam's memory of "
-        "Triplet (all)'s much larger gradients shrinks Triplet-SH's steps — and clipping the gradient's norm at 2 "
-        f"wins it back ({clip['delta']:+.1f} [{clip['low']:.1f}, {clip['high']:.1f}]); fresh and clipped are not "
-        "told apart. Carried over and clipped is VSE∞'s own recipe, so the cost belongs to carrying Adam over "
-        "*without* clipping, at this 20-epoch budget; whether it survives longer runs is left to the replication. "
-        "The earlier records of this chapter (docs/results.md, runs 5 and 6) found the warm-up harmful because they "
-        "carried Adam over unclipped and stopped runs before they converged."))
+    fresh, clip = (
+        handling.loc["fresh Adam at the switch − Adam carried over"],
+        handling.loc["carried over, clipped at 2 − Adam carried over"],
+    )
+    said_p = lambda row: (
+        f"{said(row)}; p = {row['p']:.3f} alone, {row['p_holm']:.2f} corrected"
+    )  # noqa: E731
+    display(
+        Markdown(
+            f"**What survives the correction.** Of the chapter's {len(family)} "
+            f"distinct comparisons, {n_raw} have an "
+            f"uncorrected 95% interval that excludes 0 and {n_told} survive Holm's "
+            f"correction over all {len(family)}. "
+            "Among them: in the VSE++ setting Triplet-SH is ahead of Triplet (all) "
+            f"({said(sh_t['VSE++ setting'])} rsum), VSE++'s ordering; trained end to "
+            "end from scratch Triplet-SH never "
+            f"leaves chance on any seed ({e2e_sh.mean():.1f} against chance "
+            f"{chance:.1f}), the collapse a warm-up exists "
+            "for.\n\n"
+            "**Leads, not findings.** The reading of earlier versions of this chapter "
+            "— the hardest negative helps where "
+            "the negatives are informative and hurts where they are not — rests on "
+            "intervals that exclude 0 alone but not "
+            "after the correction: Triplet-SH ahead of Triplet (all) on pretrained "
+            "features "
+            f"({said_p(sh_t['pretrained encoder'])}), behind it with many false "
+            "negatives (difficulty 1: "
+            f"{said_p(sh_t['difficulty 1'])}) and with a random encoder "
+            f"({said_p(sh_t['random encoder'])}); and "
+            "NT-Xent ahead of Triplet-SH on frozen pretrained features "
+            f"({said_p(ntx['heads on features'])}), against "
+            "Bleeker & de Rijke's observation 3. They point where the runs of "
+            "docs/results.md pointed, and five seeds "
+            "with this many comparisons cannot confirm them; a replication with "
+            "settings fixed in advance can.\n\n"
+            "**Li et al.'s unified loss, untuned, cannot be told from Triplet-SH "
+            "here** (heads on features "
+            f"{said(uni['heads on features'])}, VSE++ setting "
+            f"{said(uni['VSE++ setting'])}), and neither can NT-Xent in "
+            f"the VSE++ setting ({said(ntx['VSE++ setting'])}). Every loss here trains "
+            "at the library's defaults: "
+            "this says nothing about the losses tuned, which notebook 11 compares.\n\n"
+            "**A warm-up's effect belongs to the optimizer as much as to the losses** "
+            "(experiment (e), 20 epochs, its "
+            "own family of four comparisons). With Adam's state carried over from "
+            "Triplet (all) the warmed-up "
+            "Triplet-SH is behind the same warm-up with a fresh Adam "
+            f"({fresh['delta']:+.1f} rsum for the fresh one, "
+            f"[{fresh['low']:.1f}, {fresh['high']:.1f}], Holm-corrected p = "
+            f"{fresh['p_holm']:.3f}) — Adam's memory of "
+            "Triplet (all)'s much larger gradients shrinks Triplet-SH's steps — and "
+            "clipping the gradient's norm at 2 "
+            f"wins it back ({clip['delta']:+.1f} [{clip['low']:.1f}, "
+            f"{clip['high']:.1f}]); fresh and clipped are not "
+            "told apart. Carried over and clipped is VSE∞'s own recipe, so the cost "
+            "belongs to carrying Adam over "
+            "*without* clipping, at this 20-epoch budget; whether it survives longer "
+            "runs is left to the replication. "
+            "The earlier records of this chapter (docs/results.md, runs 5 and 6) found "
+            "the warm-up harmful because they "
+            "carried Adam over unclipped and stopped runs before they converged."
+        )
+    )
 
 # %% [markdown]
 # ## Summary
@@ -476,60 +693,99 @@ else:
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell", "book-skip"]
 # Solution 1.
-# With n seeds the interval's half-width is t_{0.975, n-1} * sd / sqrt(n): t_{0.975, 2} = 4.30 against
-# t_{0.975, 4} = 2.78, so for the same spread of per-seed differences three seeds need a difference about
-# twice as large (4.30 / sqrt(3) = 2.48 against 2.78 / sqrt(5) = 1.24 per unit of sd) to be a verdict.
-# The spread itself is estimated from fewer seeds too, so a verdict can also appear or flip: the table
-# below lists every comparison whose verdict changes.
+# With n seeds the interval's half-width is t_{0.975, n-1} * sd / sqrt(n): t_{0.975, 2}
+# = 4.30 against t_{0.975, 4} = 2.78, so for the same spread of per-seed differences
+# three seeds need a difference about twice as large (4.30 / sqrt(3) = 2.48 against 2.78
+# / sqrt(5) = 1.24 per unit of sd) to be a verdict. The spread itself is estimated from
+# fewer seeds too, so a verdict can also appear or flip: the table below lists every
+# comparison whose verdict changes.
 three_table = report.lesson_table(runs[runs["seed"].isin([0, 1, 2])])
 assert stats.t_quantile_975(2) / np.sqrt(3) > 1.9 * stats.t_quantile_975(4) / np.sqrt(5)
-both = table.merge(three_table, on=["experiment", "condition", "comparison"], suffixes=("", " (3 seeds)"))
-print(f"verdicts with five seeds: {(table['verdict'] != 'cannot tell').sum()} of {len(table)}; with three: "
-      f"{(three_table['verdict'] != 'cannot tell').sum()} of {len(three_table)}")
-display(both.loc[both["verdict"] != both["verdict (3 seeds)"],
-                 ["experiment", "condition", "comparison", "verdict", "verdict (3 seeds)"]])
+both = table.merge(
+    three_table,
+    on=["experiment", "condition", "comparison"],
+    suffixes=("", " (3 seeds)"),
+)
+print(
+    f"verdicts with five seeds: {(table['verdict'] != 'cannot tell').sum()} of "
+    f"{len(table)}; with three: "
+    f"{(three_table['verdict'] != 'cannot tell').sum()} of {len(three_table)}"
+)
+display(
+    both.loc[
+        both["verdict"] != both["verdict (3 seeds)"],
+        ["experiment", "condition", "comparison", "verdict", "verdict (3 seeds)"],
+    ]
+)
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell", "book-skip"]
 # Solution 2.
-# Only the new condition (three epochs of Triplet before Triplet-SH) is trained; the others come from
-# the cache. With few epochs in fast mode, a long warm-up is mostly Triplet (all) -- is it still
-# Triplet-SH? Read its row against "no warm-up". (Fast mode reads only the conditions of (a) and (c) back.)
-longer = lessons.run(dataclasses.replace(spec, warmup_epochs=(1, 2, 3),
-                                         **cfg.pick(dict(difficulties=(spec.difficulty,), settings=("features",)), {})))
+# Only the new condition (three epochs of Triplet before Triplet-SH) is trained; the
+# others come from the cache. With few epochs in fast mode, a long warm-up is mostly
+# Triplet (all) -- is it still Triplet-SH? Read its row against "no warm-up". (Fast mode
+# reads only the conditions of (a) and (c) back.)
+longer = lessons.run(
+    dataclasses.replace(
+        spec,
+        warmup_epochs=(1, 2, 3),
+        **cfg.pick(dict(difficulties=(spec.difficulty,), settings=("features",)), {}),
+    )
+)
 assert "3 epochs of Triplet first" in set(longer.runs["condition"])
 display(report.lesson_matrix(report.lesson_table(longer.runs), "warmup"))
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell", "book-skip"]
 # Solution 3.
-# MLP heads change every condition, so everything is trained again; in fast mode this cell runs
-# experiment (a) with one seed for two epochs (a first look, "cannot tell" everywhere), in full mode the
-# whole chapter.
-mlp = lessons.LessonsSpec(fast=cfg.fast, device=str(cfg.device), showdown={"head": "mlp", **cfg.pick({"epochs": 2}, {})},
-                          **cfg.pick(dict(seeds=(0,), difficulties=(spec.difficulty,), warmup_epochs=(),
-                                          settings=("features",)), {}))
+# MLP heads change every condition, so everything is trained again; in fast mode this
+# cell runs experiment (a) with one seed for two epochs (a first look, "cannot tell"
+# everywhere), in full mode the whole chapter.
+mlp = lessons.LessonsSpec(
+    fast=cfg.fast,
+    device=str(cfg.device),
+    showdown={"head": "mlp", **cfg.pick({"epochs": 2}, {})},
+    **cfg.pick(
+        dict(
+            seeds=(0,),
+            difficulties=(spec.difficulty,),
+            warmup_epochs=(),
+            settings=("features",),
+        ),
+        {},
+    ),
+)
 mlp_runs = lessons.run(mlp).runs
 assert set(mlp_runs["condition"]) >= {"random encoder", "pretrained encoder"}
 display(report.lesson_matrix(report.lesson_table(mlp_runs), "features"))
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell", "book-skip"]
 # Solution 4.
-# The end-to-end condition's own spec (same data, schedule and seeds; one seed in fast mode, to keep the
-# notebook quick); the new loss's cells are cached beside the chapter's.
-e2e_only = dataclasses.replace(spec, settings=("e2e",))  # fast mode trained no end-to-end condition
+# The end-to-end condition's own spec (same data, schedule and seeds; one seed in fast
+# mode, to keep the notebook quick); the new loss's cells are cached beside the
+# chapter's. fast mode trained no end-to-end condition
+e2e_only = dataclasses.replace(spec, settings=("e2e",))
 condition = next(c for c in lessons.conditions(e2e_only) if c.spec.setting == "e2e")
 warm_loss = "warmup:triplet_all:1:triplet_hardest"
 warm_spec = cfg.pick(dataclasses.replace(condition.spec, seeds=(0,)), condition.spec)
-warmed, *_ = showdown.train_cells(warm_spec, [{"loss": warm_loss}], spec.out, progress=not cfg.fast)
+warmed, *_ = showdown.train_cells(
+    warm_spec, [{"loss": warm_loss}], spec.out, progress=not cfg.fast
+)
 e2e_runs = runs[runs["condition"] == condition.label]
-rescue = pd.concat([e2e_runs[["loss", "seed", "sel_rsum"]], warmed.runs[["loss", "seed", "sel_rsum"]]])
+rescue = pd.concat(
+    [e2e_runs[["loss", "seed", "sel_rsum"]], warmed.runs[["loss", "seed", "sel_rsum"]]]
+)
 display(rescue.pivot_table(index="loss", columns="seed", values="sel_rsum").round(1))
-# The answer is the measurement (the warm-up's own runs, trained in this cell), written from the numbers:
-assert set(warmed.runs["loss"]) == {warm_loss} and warmed.runs["sel_rsum"].notna().all()  # the runs asked for
+# The answer is the measurement (the warm-up's own runs, trained in this cell), written
+# from the numbers: the runs asked for
+assert set(warmed.runs["loss"]) == {warm_loss} and warmed.runs["sel_rsum"].notna().all()
 by_seed = rescue.pivot_table(index="seed", columns="loss", values="sel_rsum")
 lifted = int((by_seed[warm_loss] > chance + 10).sum())
-print(f"With one epoch of Triplet first, Triplet-SH clears chance ({chance:.1f}) by more than 10 rsum on {lifted} of "
-      f"{by_seed[warm_loss].notna().sum()} seed(s) (fresh Adam at the switch).")
-if "triplet_all" in by_seed:  # full mode: the chapter's own end-to-end runs are there to compare with
+print(
+    f"With one epoch of Triplet first, Triplet-SH clears chance ({chance:.1f}) by more "
+    f"than 10 rsum on {lifted} of "
+    f"{by_seed[warm_loss].notna().sum()} seed(s) (fresh Adam at the switch)."
+)
+# full mode: the chapter's own end-to-end runs are there to compare with
+if "triplet_all" in by_seed:
     gap = (by_seed[warm_loss] - by_seed["triplet_all"]).dropna()
     print(f"Against Triplet (all), same seeds: {gap.mean():+.1f} rsum on average.")
 

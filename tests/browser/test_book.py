@@ -180,8 +180,8 @@ def test_every_chapter_fits_its_column_and_renders_its_math(browser, book, stem)
         found = page.evaluate(LAYOUT)
         assert found["wide"] == [], f"{stem}: " + "; ".join(found["wide"][:5])
         assert found["download"] == 1, f"{stem}: no download button for its notebook"
-        if stem[:2] <= "08":  # notebooks 00-08 are formatted at 88 characters (tests/notebooks/test_format.py)
-            assert found["clipped"] == [], f"{stem}: code lines wider than the column: {found['clipped'][:3]}"
+        # every notebook is formatted at 88 characters (tests/notebooks/test_format.py)
+        assert found["clipped"] == [], f"{stem}: code lines wider than the column: {found['clipped'][:3]}"
         if found["raw"] and found["raw"] == KNOWN_RAW.get(stem):
             pytest.xfail(f"{stem}: raw {found['raw']} in its output, fixed with chapter {stem[:2]}'s findings")
         assert found["raw"] == [], f"{stem}: raw TeX in the rendered text: {found['raw']}"
