@@ -198,7 +198,11 @@ plan = pd.DataFrame(
         for c in lessons.conditions(spec)
     ]
 )
-plan
+# two tables, so each fits the book's column: what a condition changes, its schedule
+changes = ["experiment", "condition", "setting", "image encoder", "difficulty"]
+display(
+    plan[changes], plan[["condition", "Triplet-SH's loss", "epochs", "batch", "lr"]]
+)
 
 # %%
 done = lessons.run(
