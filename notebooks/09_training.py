@@ -38,7 +38,7 @@
 # Re-training in full mode (`VLR_RERUN=1`) took 7.7 min on that shared CPU; it has not been timed
 # on a GPU.
 
-# %%
+# %% tags=["remove-input"]
 try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
     import vlr_lib  # noqa: F401
 except ModuleNotFoundError:
@@ -60,6 +60,8 @@ from vlr_lib.train import build_heads, evaluate, fit, make_objective
 from vlr_lib.experiments import protocol, record
 
 cfg = setup(seed=0)
+
+# %%
 SHAPES = cfg.data == "shapes"
 # Li et al. train VSE++ for 20 epochs, lr x 0.1 after 10 (fit decays halfway)
 EPOCHS = cfg.pick(6, 20)
@@ -585,7 +587,7 @@ box.value = True
 #
 # Generated from the runs above (the record in full mode), so the numbers cannot drift from them:
 
-# %%
+# %% tags=["remove-input"]
 best = {
     seed: {name: max(r["rsum"] for r in h[1:]) for name, h in runs.items()}
     for seed, runs in histories.items()

@@ -37,7 +37,7 @@
 # sweeps (`VLR_RERUN=1`) is about 39 CPU-minutes of epochs for the sweeps and 15 for the tuned
 # comparison, spread over however many processes you run (docs/results.md, run 8).
 
-# %%
+# %% tags=["remove-input"]
 try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
     import vlr_lib  # noqa: F401
 except ModuleNotFoundError:
@@ -58,6 +58,8 @@ from vlr_lib.notebook import setup, training_features
 from vlr_lib.experiments import grid, protocol, record, tuned
 
 cfg = setup(seed=0)
+
+# %%
 SHAPES = cfg.data == "shapes"
 EPOCHS = cfg.pick(5, 30)
 BATCH = 128
@@ -213,7 +215,7 @@ print(report.summary_table(report.summarize(runs), ("rsum", "i2t_r1", "t2i_r1"))
 # is in the cache yet: the record's check below compares one cell trained here, Triplet-SH with the first
 # seed at the record's settings, so that one cell is trained now.
 
-# %%
+# %% tags=["remove-input"]
 second = (
     grid(["triplet_hardest"], seeds=SEEDS[:1], **SETTINGS) if rec is not None else None
 )
@@ -257,7 +259,7 @@ assert (runs["rsum"] > chance).all(), runs.loc[
 # (read from its manifest; the learning rate decays at the record's epoch, so these are the record's first
 # 3 epochs) on the full-size features. (The records are CPU runs: on a GPU the check re-trains on the CPU.)
 
-# %%
+# %% tags=["remove-input"]
 if SHAPES:  # the record is of the shapes data
     print(
         protocol.check(
@@ -384,7 +386,7 @@ c["loss"].value = "unified"
 #
 # Generated from the table above (the record in full mode), so the text cannot drift from the runs:
 
-# %%
+# %% tags=["remove-input"]
 margins = report.sweep_slice(runs, "unified", "margin", {"gamma": 60.0})
 gammas = report.sweep_slice(runs, "unified", "gamma", {"margin": 0.2})
 top_m, top_g = (
@@ -460,14 +462,14 @@ assert (picked >= chosen[chosen["default"]].set_index("loss")["val_mean"]).all()
 # The record is checked like the others: its NT-Xent cell at $\tau = 0.05$, re-trained from scratch for
 # its first 5 epochs (full size), must land within the record's measured tolerance at every epoch.
 
-# %%
+# %% tags=["remove-input"]
 print(protocol.check("tuned-shapes-features-full", epochs=5))
 
 # %% [markdown]
 # What tuning changed, generated from the tables above:
 
 
-# %%
+# %% tags=["remove-input"]
 def changed_orderings(order) -> list[str]:
     """The orderings whose Holm-corrected reading differs untuned vs tuned (told apart
     on one side only, or apart both ways round)."""

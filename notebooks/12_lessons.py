@@ -53,7 +53,7 @@
 # laptop CPU. Full mode opens the chapter's record and re-trains one of its runs to check it; the
 # record's line below says how long it took to make.
 
-# %%
+# %% tags=["remove-input"]
 try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
     import vlr_lib  # noqa: F401
 except ModuleNotFoundError:
@@ -447,7 +447,7 @@ if not cfg.fast:
 # its uncorrected paired 95% interval — when the per-seed differences all have one sign, that too, and
 # where the uncorrected interval alone would read otherwise, that as well.
 
-# %%
+# %% tags=["remove-input"]
 reading = report.lesson_reading(table, lessons.EXPERIMENTS)
 display(Markdown(reading["text"]))
 
@@ -524,7 +524,7 @@ viz.lessons.overview_figure(table, lessons.EXPERIMENTS)
 # small version, whose verdicts are a smoke test and can differ: it prints where to read the findings.
 
 
-# %%
+# %% tags=["remove-input"]
 def verdict_of(experiment: str, condition: str, a: str, b: str) -> pd.Series:
     rows = table[
         (table["experiment"] == experiment)
