@@ -15,8 +15,8 @@ from functools import cache
 
 import torch
 
-from tests.report.tables import make_history, sweep_table, synthetic_runs
-from vlr_lib import similarity, widgets
+from tests.report.tables import lesson_runs, make_history, sweep_table, synthetic_runs
+from vlr_lib import report, similarity, widgets
 from vlr_lib.analysis import CocosSettings
 from vlr_lib.goal import GoalConfig
 from vlr_lib.demo import demo_embeddings, demo_retrieval_batch
@@ -99,4 +99,7 @@ def cases() -> tuple[Case, ...]:
         Case("showdown-cocos", "10", lambda: widgets.showdown.cocos_explorer(synthetic_runs()), "stat", "C_0"),
         Case("sweep", "11", lambda: widgets.training.sweep_explorer(
             sweep_table(), references=["triplet_hardest"], chance=30.0, loss="unified"), "metric", "i2t_r1"),
+        Case("paired", "12", lambda: widgets.lessons.paired_explorer(
+            lesson_runs(), report.lesson_table(lesson_runs()), {"features": "(a) feature quality"}),
+             "comparison", "NT-Xent − Triplet-SH"),
     )

@@ -30,7 +30,7 @@ from .labels import (COCOS_RULES, COCOS_STATS, FRACTIONS, GROUPS, METRIC_LABELS,
                      mean_std, metric_label, settings_json, table1_name)
 from .layouts import goal_matrix, goal_table, table1
 from .lessons import (LESSON_DELTAS, lesson_matrix, lesson_part, lesson_reading, lesson_table, lessons_markdown,
-                      role_matrix)
+                      role_matrix, seed_differences)
 from .markdown import META_KEYS, META_SPEC_KEYS, last_epoch_share, markdown_block, to_markdown, training_line
 from .readings import GOAL_PAIR_CLAIMS, PAPER_CLAIMS, claims, group, interval_text, per_seed, ranking, reading, separations
 from .summary import SUMMARY_COLUMNS, check_summary, cocos_own_rule, cocos_summary, summarize, summary_table
@@ -43,7 +43,7 @@ __all__ = [
     "mean_std", "metric_label", "settings_json", "table1_name",
     "goal_matrix", "goal_table", "table1",
     "LESSON_DELTAS", "lesson_matrix", "lesson_part", "lesson_reading", "lesson_table", "lessons_markdown",
-    "role_matrix",
+    "role_matrix", "seed_differences",
     "META_KEYS", "META_SPEC_KEYS", "last_epoch_share", "markdown_block", "to_markdown", "training_line",
     "GOAL_PAIR_CLAIMS", "PAPER_CLAIMS", "claims", "group", "interval_text", "per_seed", "ranking", "reading",
     "separations",
