@@ -69,7 +69,15 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from vlr_lib import feature_quality, metrics, report, shapes_encoder, stats, viz
+from vlr_lib import (
+    feature_quality,
+    metrics,
+    report,
+    shapes_encoder,
+    stats,
+    viz,
+    widgets,
+)
 from vlr_lib.data import make_shapes
 from vlr_lib.notebook import longer_exercise, setup
 from vlr_lib.train import shapes_features
@@ -514,6 +522,33 @@ print(
 
 # %%
 viz.lessons.overview_figure(table, lessons.EXPERIMENTS)
+
+# %% [markdown]
+# ## Explorer: the seeds behind each difference
+#
+# Every point of the figures above is a mean over seeds. The explorer shows what it is made of: pick an
+# experiment's condition and one of the three orderings, and see each seed's difference a − b, their
+# mean with its paired 95% interval, and the wider interval at the level Holm's correction tested it.
+# An interval that crosses 0 cannot tell; five seeds on one side of 0 are not yet a verdict when the
+# Holm interval still crosses it. Nothing is retrained: the explorer reads `runs` and `table`.
+
+# %%
+explorer = widgets.lessons.paired_explorer(runs, table, lessons.EXPERIMENTS)
+explorer
+
+# %% [markdown]
+# The explorer only calls `vlr_lib.viz.paired.paired_figure`: its seeds are the per-seed differences
+# whose mean is the table's difference.
+
+# %%
+c = explorer.controls
+c["comparison"].value = "NT-Xent − Triplet-SH"
+c["condition"].value = ("features", "random encoder")
+row = table[
+    (table["condition"] == "random encoder")
+    & (table["comparison"] == "NT-Xent − Triplet-SH")
+].iloc[0]
+assert abs(np.mean(explorer.figure.data[0].y) - row["delta"]) < 1e-9
 
 # %% [markdown]
 # ## In short: what holds, where, and why

@@ -114,7 +114,7 @@ def longer_exercise(cfg: Settings, run: bool, what: str) -> bool:
         raise TypeError(f"run must be True or False, got {run!r}")
     if cfg.fast or run:
         return True
-    print(f"A longer exercise: {what}. Set RUN = True in this cell and run it to train them.")
+    print(f"A longer exercise, not trained on a Run All: {what}. Set RUN = True in this cell and run it to train.")
     return False
 
 
