@@ -568,7 +568,7 @@ if rec is not None:  # the answer's numbers, read from the record
     assert round(span, 1) == 1.7 and round(seed_std, 1) == 1.9 and span < seed_std
     assert round(hardest, 1) == 532.8
     assert gammas["mean"].min() <= hardest <= gammas["mean"].max()
-    assert 2 * 2 * len(SEEDS) * EPOCHS == 120 and 2 * 5 * len(SEEDS) * EPOCHS == 600
+    assert 2 * len(SEEDS) * EPOCHS == 120 and 2 * 5 * len(SEEDS) * EPOCHS == 600
 new = {"unified": {"margin": [0.2], "gamma": [200.0, 1000.0]}}
 n_new = 2 * len(SEEDS)
 if longer_exercise(cfg, RUN, f"{n_new} new cells of {EPOCHS} epochs"):
@@ -696,7 +696,11 @@ LAMBDA_K = {
         "scale": cfg.pick([10.0, 40.0], [10.0, 20.0, 40.0]),
     }
 }
-n_cells = len(LAMBDA_K["cross_example_softmax"]["topk"]) * 3 * len(SEEDS)
+n_cells = (
+    len(SEEDS)
+    * len(LAMBDA_K["cross_example_softmax"]["topk"])
+    * len(LAMBDA_K["cross_example_softmax"]["scale"])
+)
 if longer_exercise(cfg, RUN, f"{n_cells} cells of {EPOCHS} epochs"):
     result = grid(list(LAMBDA_K), LAMBDA_K, seeds=SEEDS, **SETTINGS)
     ces = result.runs
