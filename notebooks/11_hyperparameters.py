@@ -641,7 +641,7 @@ for name, (loss, x, fixed) in SLICES.items():
     }
 largest = pd.DataFrame(largest).T
 largest["survives"] = largest["low"] > 0
-print(largest.round(1).to_string())
+print(largest.round({"delta": 1, "low": 1, "high": 1}).to_string())
 assert (largest["delta"] >= 0).all()
 assert two.groupby("config")["seed"].nunique().eq(2).all()
 if rec is not None:  # the answer's numbers, read from the record
