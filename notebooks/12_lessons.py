@@ -72,6 +72,7 @@ from IPython.display import Markdown, display
 from vlr_lib import (
     feature_quality,
     metrics,
+    registry,
     report,
     shapes_encoder,
     stats,
@@ -198,7 +199,7 @@ plan = pd.DataFrame(
             if c.spec.setting != "e2e"
             else "(trained)",
             "difficulty": c.spec.difficulty,
-            "Triplet-SH's loss": c.hardest,
+            "Triplet-SH's loss": registry.label(c.hardest),
             "epochs": c.spec.epochs,
             "batch": c.spec.batch_size,
             "lr": c.spec.lr,

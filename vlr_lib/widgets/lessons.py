@@ -35,7 +35,9 @@ def paired_explorer(runs: pd.DataFrame, table: pd.DataFrame, labels: Mapping[str
                             layout=W.Layout(width="95%")),
         "comparison": W.ToggleButtons(options=comparisons, value=comparison, description="ordering"),
     }
-    views = [BookView(c, {"comparison": c}, "condition", tuple(options)) for c in comparisons]
+    # the book's slider steps: "(a) random encoder" (the experiment's first word), short enough to read
+    steps = tuple((f"{labels.get(e, e).split()[0]} {c}", (e, c)) for _, (e, c) in options)
+    views = [BookView(c, {"comparison": c}, "condition", steps) for c in comparisons]
     views.insert(0, views.pop(comparisons.index(comparison)))
     return explorer(controls, draw, rows=[["comparison"], ["condition"]], name="paired", main="condition",
                     book_views=views)
