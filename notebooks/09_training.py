@@ -44,8 +44,8 @@ try:  # opened without the workbook installed (Colab, a JupyterHub, a copied not
 except ModuleNotFoundError:
     raise ModuleNotFoundError(
         "vlr_lib is not installed: in a cell run `%pip install -e "
-        "/path/to/vlr-workbook` "
-        "(the folder holding pyproject.toml), then restart the kernel"
+        "/path/to/vlr-workbook` (the folder holding pyproject.toml), then restart the "
+        "kernel"
     ) from None
 
 
@@ -424,9 +424,8 @@ for seed, runs in histories.items():
     active = 1 - f["cocos_i2t_C_0"] / f["cocos_i2t_n_queries"]
     print(
         f"seed {seed}: epoch 0 positive {start['pos_sim']:.3f}, hardest negative "
-        f"{start['hardneg_sim']:.3f}; "
-        "share of probe queries with a Triplet-SH gradient per epoch: "
-        f"{active.round(2).tolist()}"
+        f"{start['hardneg_sim']:.3f}; share of probe queries with a Triplet-SH "
+        f"gradient per epoch: {active.round(2).tolist()}"
     )
     if SHAPES:
         # far from Li et al.'s epoch 0
@@ -474,8 +473,7 @@ norms = {
 for name, (normal, crowded) in norms.items():
     print(
         f"{name:>10}: {normal:.3f} at the usual start, {crowded:.3f} at the collapsed "
-        "start "
-        f"(x{crowded / normal:.2f})"
+        f"start (x{crowded / normal:.2f})"
     )
     if SHAPES:
         # every loss's tangent gradient shrinks when all points crowd together
@@ -602,10 +600,8 @@ lines = [
 display(
     Markdown(
         f"From the usual start, after {EPOCHS} epochs, the best validation rsum of "
-        "each loss is "
-        f"{'; '.join(lines)}: the three losses end within {max(spread.values()):.1f} "
-        "rsum points of each other on "
-        f"every seed"
+        f"each loss is {'; '.join(lines)}: the three losses end within "
+        f"{max(spread.values()):.1f} rsum points of each other on every seed"
         + (
             " (fast mode's short schedule; the full-size runs end closer)."
             if cfg.fast

@@ -45,8 +45,8 @@ try:  # opened without the workbook installed (Colab, a JupyterHub, a copied not
 except ModuleNotFoundError:
     raise ModuleNotFoundError(
         "vlr_lib is not installed: in a cell run `%pip install -e "
-        "/path/to/vlr-workbook` "
-        "(the folder holding pyproject.toml), then restart the kernel"
+        "/path/to/vlr-workbook` (the folder holding pyproject.toml), then restart the "
+        "kernel"
     ) from None
 
 import numpy as np
@@ -298,8 +298,7 @@ if race.record is None:
         ), col
     print(
         f"retrained Triplet-SH, seed {seed}: test rsum {again.final['sel_rsum']:.2f} "
-        "at epoch "
-        f"{again.final['sel_epoch']} = stored {stored_row['sel_rsum']:.2f}"
+        f"at epoch {again.final['sel_epoch']} = stored {stored_row['sel_rsum']:.2f}"
     )
 # The shipped record of this setting, checked: its Triplet-SH cell of seed 0 re-trained
 # at full size (in fast mode its first 5 epochs: the lr decays later); no record of this
@@ -359,8 +358,7 @@ assert runs[["sel_map5", "sel_pr_auc"]].stack().between(0, 1).all(), (
 assert (summary["rsum_mean"] > chance).all(), "every loss learned something"
 print(
     f"chance rsum on the test split: {chance:.1f}; worst loss "
-    f"{summary['rsum_mean'].min():.1f}, "
-    f"best {summary['rsum_mean'].max():.1f}"
+    f"{summary['rsum_mean'].min():.1f}, best {summary['rsum_mean'].max():.1f}"
 )
 
 # %% [markdown]
@@ -457,8 +455,8 @@ direction = "fewer" if rho < 0 else "more"
 display(
     Markdown(
         f"Spearman's ρ = **{rho:.2f}** over {len(rsum)} models: a {strength} tendency "
-        "for models with "
-        f"{direction} margin-violating negatives per query to reach a higher rsum"
+        f"for models with {direction} margin-violating negatives per query to reach a "
+        "higher rsum"
         + (
             " — the direction Bleeker & de Rijke report."
             if rho < 0
@@ -490,22 +488,20 @@ best_name = summary.loc[summary["rsum_mean"].idxmax(), "name"]
 if saturated:
     text = (
         f"Under {len(saturated)} of {len(cq)} models all {n_neg} negatives of every "
-        "probe query violate the "
-        f"margin: {', '.join(saturated)}. Their test positives reach a mean similarity "
-        "of "
-        f"{sims.loc[saturated, 'sel_pos_sim'].mean():.3f} (hardest negatives "
-        f"{sims.loc[saturated, 'sel_hardneg_sim'].mean():.3f}), against "
-        f"{sims.loc[best_name, 'sel_pos_sim']:.3f} "
+        f"probe query violate the margin: {', '.join(saturated)}. Their test positives "
+        f"reach a mean similarity of {sims.loc[saturated, 'sel_pos_sim'].mean():.3f} "
+        f"(hardest negatives {sims.loc[saturated, 'sel_hardneg_sim'].mean():.3f}), "
+        f"against {sims.loc[best_name, 'sel_pos_sim']:.3f} "
         f"({sims.loc[best_name, 'sel_hardneg_sim']:.3f}) for the best model, "
-        f"{best_name}; their mean rsum rank is "
-        f"{rsum_rank[saturated].mean():.1f} of {len(rsum_rank)}."
+        f"{best_name}; their mean rsum rank is {rsum_rank[saturated].mean():.1f} of "
+        f"{len(rsum_rank)}."
     )
 else:
     # C<sup>q</sup>, not TeX: Markdown printed by a cell is not typeset in the book
     text = (
-        f"No model saturates the count: the largest Triplet-rule C<sup>q</sup> is "
-        f"{cq[['Triplet i2t', 'Triplet t2i']].max().max():.1f} "
-        f"of {n_neg} possible negatives."
+        "No model saturates the count: the largest Triplet-rule C<sup>q</sup> is "
+        f"{cq[['Triplet i2t', 'Triplet t2i']].max().max():.1f} of {n_neg} possible "
+        "negatives."
     )
 display(Markdown(text))
 
@@ -624,10 +620,9 @@ for family in (facts["claims"], facts["goal_claims"]):
         ), c
 print(
     f"{len(facts['claims'])} claims and {len(facts['goal_claims'])} pair-weight "
-    "comparisons checked; "
-    f"{facts['n_separated']} of {facts['n_pairs']} pairs told apart on rsum after "
-    "Holm's correction, "
-    f"{facts['n_separated_uncorrected']} by uncorrected intervals"
+    f"comparisons checked; {facts['n_separated']} of {facts['n_pairs']} pairs told "
+    f"apart on rsum after Holm's correction, {facts['n_separated_uncorrected']} by "
+    "uncorrected intervals"
 )
 
 # %% [markdown]
@@ -689,8 +684,7 @@ if cfg.fast or cfg.data != "shapes":
     display(
         Markdown(
             "*Fast mode (or another data set): the written findings are those of the "
-            "full-size shapes "
-            "records, in full mode or in the book.*"
+            "full-size shapes records, in full mode or in the book.*"
         )
     )
 else:
@@ -703,26 +697,20 @@ else:
     assert facts["n_separated"] == 1 and len(facts["tied"]) == len(names), facts["tied"]
     common = (
         f"**{names[facts['best']]} has the highest mean rsum, and three seeds do not "
-        "tell it from any other "
-        f"loss**: of the {facts['n_pairs']} pairs of losses, "
-        f"{facts['n_separated_uncorrected']} "
-        "have an uncorrected paired interval that excludes 0, and one survives Holm's "
-        "correction "
-        "over all the pairs. With three seeds a paired interval has 2 degrees of "
-        "freedom; "
-        "the ranking is a list of leads, not an order.\n\n"
+        f"tell it from any other loss**: of the {facts['n_pairs']} pairs of losses, "
+        f"{facts['n_separated_uncorrected']} have an uncorrected paired interval that "
+        "excludes 0, and one survives Holm's correction over all the pairs. With "
+        "three seeds a paired interval has 2 degrees of freedom; the ranking is a "
+        "list of leads, not an order.\n\n"
     )
     pair_weights = (
         "**The clearest GOAL finding reverses Xuan & Chen's pair weights**: "
-        "P<sup>con</sup> is ahead of every other pair "
-        f"weight under the same triplet weight wherever the seeds tell — {goal_raw} of "
-        "the "
+        "P<sup>con</sup> is ahead of every other pair weight under the same triplet "
+        f"weight wherever the seeds tell — {goal_raw} of the "
         f"{len(facts['goal_claims'])} uncorrected intervals exclude 0 on "
-        "P<sup>con</sup>'s side, "
-        f"{goal_count['reverses']} "
+        f"P<sup>con</sup>'s side, {goal_count['reverses']} "
         f"{'survives' if goal_count['reverses'] == 1 else 'survive'} Holm's correction "
-        "over "
-        "the twelve, none points the paper's way "
+        "over the twelve, none points the paper's way "
         + (f"(e.g. (con, con) − (con, sig) = {shown(con_sig)}). " if con_sig else ". ")
         + "Xuan & Chen's Tables 3–5 rank those pair weights above P<sup>con</sup>.\n\n"
     )
@@ -735,23 +723,19 @@ else:
                 common
                 + pair_weights
                 + "**The papers' orderings cannot be told here.** Each of the six is "
-                "read with its paired interval and "
-                "Holm's correction over the six; none is told with three seeds: "
-                "NT-Xent against Triplet-SH "
+                "read with its paired interval and Holm's correction over the six; "
+                "none is told with three seeds: NT-Xent against Triplet-SH "
                 f"({shown(claim[('triplet_hardest', 'info_nce')])}), Triplet-SH "
                 "against Triplet (all) "
                 f"({shown(claim[('triplet_hardest', 'triplet_all')])}), the unified "
                 "loss against Triplet-SH "
                 f"({shown(claim[('unified', 'triplet_hardest')])}); cross-example "
-                "softmax is not shown better calibrated "
-                "than sampled softmax "
+                "softmax is not shown better calibrated than sampled softmax "
                 f"({shown(claim[('cross_example_softmax', 'sampled_softmax')])}), and "
-                "Xuan & "
-                "Chen's (cir, sig-ms) against (con, con) cannot be told with three "
-                "seeds either "
+                "Xuan & Chen's (cir, sig-ms) against (con, con) cannot be told with "
+                "three seeds either "
                 f"({shown(claim[('goal:cir,sig-ms', 'goal:con,con')])}). Notebook 12 "
-                "pairs five seeds on the first "
-                "three questions."
+                "pairs five seeds on the first three questions."
             )
         )
     elif SETTING == "vsepp":
@@ -766,20 +750,16 @@ else:
                 common
                 + pair_weights
                 + "**The papers' orderings cannot be told here either.** Triplet-SH's "
-                "lead over Triplet (all), VSE++'s "
-                f"ordering ({shown(claim[('triplet_hardest', 'triplet_all')])}), and "
-                "cross-example softmax's calibration "
-                "over sampled softmax "
+                "lead over Triplet (all), VSE++'s ordering "
+                f"({shown(claim[('triplet_hardest', 'triplet_all')])}), and "
+                "cross-example softmax's calibration over sampled softmax "
                 f"({shown(claim[('cross_example_softmax', 'sampled_softmax')])}) each "
-                "exclude "
-                "0 alone and not after Holm's correction over the six orderings: leads "
-                "for more seeds (notebook 12 tells "
-                "the first with five). (cir, sig-ms) against (con, con), Xuan & Chen's "
-                "best against VSE++'s triplet, "
-                "cannot be told with three seeds "
+                "exclude 0 alone and not after Holm's correction over the six "
+                "orderings: leads for more seeds (notebook 12 tells the first with "
+                "five). (cir, sig-ms) against (con, con), Xuan & Chen's best against "
+                "VSE++'s triplet, cannot be told with three seeds "
                 f"({shown(claim[('goal:cir,sig-ms', 'goal:con,con')])}); nor NT-Xent "
-                "or "
-                "the unified loss against Triplet-SH."
+                "or the unified loss against Triplet-SH."
             )
         )
 

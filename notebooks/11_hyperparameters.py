@@ -43,8 +43,8 @@ try:  # opened without the workbook installed (Colab, a JupyterHub, a copied not
 except ModuleNotFoundError:
     raise ModuleNotFoundError(
         "vlr_lib is not installed: in a cell run `%pip install -e "
-        "/path/to/vlr-workbook` "
-        "(the folder holding pyproject.toml), then restart the kernel"
+        "/path/to/vlr-workbook` (the folder holding pyproject.toml), then restart the "
+        "kernel"
     ) from None
 
 import time
@@ -204,8 +204,7 @@ origin = (
 )
 print(
     f"{len(runs)} cells ({runs['config'].nunique()} configurations x {len(SEEDS)} "
-    f"seed(s)): {origin}; "
-    f"{counter.epochs} epochs trained in {first_seconds:.1f} s"
+    f"seed(s)): {origin}; {counter.epochs} epochs trained in {first_seconds:.1f} s"
 )
 print(report.summary_table(report.summarize(runs), ("rsum", "i2t_r1", "t2i_r1")))
 
@@ -319,8 +318,7 @@ def best(loss: str, x: str, fixed: dict | None = None) -> str:
     )
     return (
         f"{loss}: best {x} = {top[x]:g} (rsum {top['mean']:.1f}); over the slice rsum "
-        "spans "
-        f"{s['mean'].min():.1f}-{s['mean'].max():.1f}; mean seed std {spread}"
+        f"spans {s['mean'].min():.1f}-{s['mean'].max():.1f}; mean seed std {spread}"
     )
 
 
@@ -407,15 +405,12 @@ noise = (
 display(
     Markdown(
         f"At γ = 60 the best margin is m = {top_m['margin']:g} (rsum "
-        f"{top_m['mean']:.1f}), and {n_beat} of the "
-        f"{len(with_margin)} margins m > 0 beat m = 0, NT-Xent's point "
-        f"({nt_xent_point:.1f}). At m = 0.2 the best γ "
-        f"is {top_g['gamma']:g} ({top_g['mean']:.1f}), and over γ rsum spans "
-        f"{gammas['mean'].min():.1f}–"
-        f"{gammas['mean'].max():.1f}; Triplet-SH, the γ → ∞ limit, reaches "
-        f"{hardest:.1f}. Against those spans, "
-        f"{noise}: differences of a few rsum points between neighbouring values are "
-        "not findings."
+        f"{top_m['mean']:.1f}), and {n_beat} of the {len(with_margin)} margins m > 0 "
+        f"beat m = 0, NT-Xent's point ({nt_xent_point:.1f}). At m = 0.2 the best γ is "
+        f"{top_g['gamma']:g} ({top_g['mean']:.1f}), and over γ rsum spans "
+        f"{gammas['mean'].min():.1f}–{gammas['mean'].max():.1f}; Triplet-SH, the γ → ∞ "
+        f"limit, reaches {hardest:.1f}. Against those spans, {noise}: differences of a "
+        "few rsum points between neighbouring values are not findings."
     )
 )
 
@@ -485,9 +480,8 @@ def changed_orderings(order) -> list[str]:
         if read[0] != read[1]:
             out.append(
                 f"{comp}: {u['delta']:+.1f} [{u['ci_low']:+.1f}, {u['ci_high']:+.1f}] "
-                f"untuned ({read[0]}), "
-                f"{t['delta']:+.1f} [{t['ci_low']:+.1f}, {t['ci_high']:+.1f}] tuned "
-                f"({read[1]})"
+                f"untuned ({read[0]}), {t['delta']:+.1f} [{t['ci_low']:+.1f}, "
+                f"{t['ci_high']:+.1f}] tuned ({read[1]})"
             )
     return out
 
@@ -501,15 +495,13 @@ flips = changed_orderings(orderings)
 display(
     Markdown(
         f"Tuning moved {len(moved)} of the {len(tuned_table)} losses off their default "
-        f"({', '.join(moves) or 'none'}). "
-        f"The largest gain on test is {gain['label']}'s, {gain['delta']:+.1f} rsum "
-        f"[{gain['ci_low']:+.1f}, "
+        f"({', '.join(moves) or 'none'}). The largest gain on test is "
+        f"{gain['label']}'s, {gain['delta']:+.1f} rsum [{gain['ci_low']:+.1f}, "
         f"{gain['ci_high']:+.1f}]. Orderings whose reading changed with tuning: "
         + ("; ".join(flips) if flips else "none")
         + " (verdicts Holm-corrected over every ordering; intervals "
         "uncorrected). An ordering told apart on one side only may belong to the "
-        "defaults rather than to the losses, "
-        "or be too close for five seeds to tell."
+        "defaults rather than to the losses, or be too close for five seeds to tell."
     )
 )
 
