@@ -20,9 +20,9 @@ help:
 	@echo "make lab          set up (first time) and open the workbook in JupyterLab"
 	@echo "make test         set up (first time), the unit tests (one notebook in JupyterLab among them), nbval over every notebook"
 	@echo "make test-browser every notebook run in JupyterLab and Chromium, every explorer moved (4-7 min; CI runs it)"
-	@echo "make test-portable  notebooks 09-12 again under torch's portable kernels (another CPU's rounding)"
-	@echo "make record       regenerate the recorded runs notebooks 09-12 open in full mode (CPU: about an hour)"
-	@echo "make book         the static HTML book in build/book (09-12 from their records, the rest in fast mode)"
+	@echo "make test-portable  notebooks 03 and 09-12 again under torch's portable kernels (another CPU's rounding)"
+	@echo "make record       regenerate the recorded runs notebooks 03 and 09-12 open in full mode (CPU: about an hour)"
+	@echo "make book         the static HTML book in build/book (03, 09-12 from their records, the rest in fast mode)"
 	@echo "make book-student the student edition in build/book-student: make book's chapters without solutions"
 	@echo "                  (VLR_EDITION=student make lab: the notebooks without solutions, in build/student)"
 	@echo "make student-bundle  the student notebooks, the vlr_lib wheel and a README, to hand out (build/student-bundle)"
@@ -138,10 +138,10 @@ test: test-unit test-notebooks
 test-browser: setup
 	$(call run-tests,lab)
 
-# Notebooks 09-12 check their numbers against the records that ship with the workbook. Under torch's portable
+# Notebooks 03 and 09-12 check their numbers against the records that ship with the workbook. Under torch's portable
 # kernels (ATEN_CPU_CAPABILITY=default) this CPU rounds like another one, so a drift a student's CPU would show
 # fails here first (CI runs it after make test).
-RECORD_NOTEBOOKS := $(filter $(addprefix $(NOTEBOOK_DIR)/,09_% 10_% 11_% 12_%),$(NOTEBOOKS))
+RECORD_NOTEBOOKS := $(filter $(addprefix $(NOTEBOOK_DIR)/,03_% 09_% 10_% 11_% 12_%),$(NOTEBOOKS))
 test-portable: setup
 	ATEN_CPU_CAPABILITY=default $(MAKE) --no-print-directory test-notebooks NOTEBOOKS="$(RECORD_NOTEBOOKS)"
 
@@ -149,7 +149,7 @@ test-portable: setup
 record: setup
 	OMP_NUM_THREADS=1 $(PY) -m vlr_lib record
 
-# The book: every notebook executed (09-12 from their shipped records, the others in fast mode), then
+# The book: every notebook executed (03 and 09-12 from their shipped records, the others in fast mode), then
 # Sphinx; a failing cell stops it, naming the notebook and the cell, and the previous book stays as it
 # was. BOOK_ARGS e.g. "--jobs 1".
 BOOK_ARGS ?=

@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--epochs must be >= 2: the first epoch is a warm-up")
     device = torch.device("cpu") if args.cpu_smoke else default_device(None)
     if device.type == "cpu":
-        torch.set_num_threads(1)  # as the showdown on a CPU (experiments.showdown.cpu_threads)
+        torch.set_num_threads(1)  # as the showdown on a CPU (experiments.cells.cpu_threads)
     n_images = args.images or (1_280 if args.cpu_smoke else 29_000)
     sizes = args.runs or ([1, 4, 8] if args.cpu_smoke else [1, 22, 66])
     data = synthetic(n_images, 512, device)

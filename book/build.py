@@ -13,7 +13,7 @@ both editions show the same run. Each chapter page offers its notebook for downl
    the front page), docs/*.md, book/*.md and book/conf.py.
 2. Each notebook (the jupytext .py) is executed top to bottom with VLR_BOOK=1 (vlr_lib.book), in a
    fresh runs folder, --jobs at a time: the experiment chapters (vlr_lib.book.recorded_chapters(),
-   notebooks 09-12) in full mode, from the full-size records that ship with the workbook, every
+   notebooks 03 and 09-12) in full mode, from the full-size records that ship with the workbook, every
    other chapter in fast mode (vlr_lib.book.chapter_env). A cell tagged book-skip (a solution that
    would train new full-size runs) is shown, not run, with a note saying so. A cell that fails stops
    the build with one line per failed notebook naming the file, the cell, its line and the error;

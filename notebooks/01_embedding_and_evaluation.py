@@ -102,6 +102,8 @@ img, txt, caption_to_image = demo_retrieval_batch(
 S = similarity.similarity(img, txt)
 # [10, 50]: True where c describes i
 pos = similarity.positive_mask(torch.arange(n_images), caption_to_image)
+# the metrics read the same positives off caption_to_image (after their input checks)
+assert torch.equal(metrics.positive_pairs(S, caption_to_image), pos)
 print("S:", tuple(S.shape), "| captions per image:", pos.sum(dim=1).tolist())
 assert (pos.sum(dim=1) == per_image).all() and (pos.sum(dim=0) == 1).all()
 viz.evaluation.similarity_figure(

@@ -269,6 +269,38 @@ assert torch.any(g_hn[off] != 0)  # ... and some of them do in this batch
 torch.testing.assert_close(g_uni, g_hn, atol=1e-6, rtol=0)
 
 # %% [markdown]
+# The same limit on the sphere (notebook 02, Li et al. eqs. 8–12). With one negative, the unified
+# loss's gradient is the hinge's geometry times the weight $D/(1 + D)$,
+# $D = e^{\gamma(\cos\theta^- - \cos\theta^+ + m)}$ (eqs. 14–16), and so are its tangent norms
+# (eqs. 17–18, `analysis.unified_tangent_norm`). Where the hinge is active they reach Triplet-SH's
+# as $\gamma$ grows; where it is not, Triplet-SH's are 0 and the unified loss's are small but not 0
+# at a moderate $\gamma$: a ramp where the hinge is a cliff. (At $m = 3$ every hinge is active, so
+# `triplet_hn_tangent_norm` there gives the geometry alone.)
+
+# %%
+for deg_pos, deg_neg in ((3.0, 2.0), (30.0, 25.0), (60.0, 80.0)):
+    tp, tn = math.radians(deg_pos), math.radians(deg_neg)
+    violation = math.cos(tn) - math.cos(tp) + M  # the hinge's argument
+    geometry = analysis.triplet_hn_tangent_norm(tp, tn, math.pi, margin=3.0)
+    hinge_norms = analysis.triplet_hn_tangent_norm(tp, tn, math.pi, margin=M)
+    for gamma in (1.0, GAMMA, 1e4):
+        # D / (1 + D)
+        weight = float(
+            torch.sigmoid(torch.tensor(gamma * violation, dtype=torch.float64))
+        )
+        uni = analysis.unified_tangent_norm(tp, tn, math.pi, margin=M, gamma=gamma)
+        for u, raw in zip(uni, geometry):
+            assert math.isclose(float(u), weight * float(raw), rel_tol=1e-9)
+    for u, h in zip(uni, hinge_norms):  # gamma = 1e4: Triplet-SH's norms
+        assert math.isclose(float(u), float(h), abs_tol=1e-12)
+    print(
+        f"theta+ {deg_pos:2.0f}, theta- {deg_neg:2.0f}: hinge "
+        f"{'active' if violation > 0 else 'inactive'}, |g(v)| Triplet-SH "
+        f"{float(hinge_norms.anchor):.3f}, unified at gamma = {GAMMA:g} "
+        f"{float(analysis.unified_tangent_norm(tp, tn, math.pi, M, GAMMA).anchor):.3g}"
+    )
+
+# %% [markdown]
 # ## Limit 2: $m = 0$ gives NT-Xent (eq. 7)
 #
 # Set $m = 0$ and multiply by $\gamma$: every term is $\log(1 + \sum_j e^{\gamma(s_{ij}-s_{ii})})$,

@@ -338,6 +338,38 @@ print(
 assert metrics.pr_auc(S_off, one_each) < metrics.pr_auc(S, one_each)
 
 # %% [markdown]
+# The curve under that area is `metrics.pr_curve` (Veit & Wilber Fig. 4, left): one point per
+# matching pair's score, the precision and recall over all pairs when every pair scoring at
+# least that much is accepted. `metrics.precision_recall_at` reads one threshold off it (the
+# threshold explorer below moves it), and `metrics.neighbor_counts` counts, per query, the
+# candidates scoring at least $s$ (Fig. 4, right). By hand, on one flat list of pairs:
+
+
+# %%
+def pr_point_by_hand(t: float) -> tuple[float, float]:
+    """Precision and recall over all pairs when every pair scoring >= t is accepted."""
+    accepted = S_off.flatten() >= t
+    hits = int((accepted & torch.eye(N, dtype=torch.bool).flatten()).sum())
+    return hits / int(accepted.sum()), hits / N
+
+
+# each matching pair's score, highest first
+cuts = torch.unique(S_off.diagonal()).flip(0)
+precision, recall = metrics.pr_curve(S_off, one_each)
+torch.testing.assert_close(
+    torch.stack([precision, recall], dim=1),
+    torch.tensor([pr_point_by_hand(float(t)) for t in cuts], dtype=torch.float64),
+)
+assert metrics.precision_recall_at(S_off, one_each, float(cuts[2])) == pr_point_by_hand(
+    float(cuts[2])
+)
+levels = [-0.5, 0.0, 0.5]
+torch.testing.assert_close(  # caption queries: the columns of S
+    metrics.neighbor_counts(S_off, levels, "t2i"),
+    torch.stack([(S_off >= s).sum(dim=0) for s in levels], dim=1),
+)
+
+# %% [markdown]
 # Now let each loss *learn* the offsets back: gradient descent on $c$ alone, the scores otherwise
 # frozen. The gradient of sampled softmax w.r.t. $c$ is exactly zero, so $c$ never moves. The
 # gradient of cross-example softmax is not, and following it pulls the queries onto one scale —

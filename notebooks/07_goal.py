@@ -649,6 +649,8 @@ as_grid = {
     }
     for k, rows in TABLE5.items()
 }
+# the figure lays each grid out as the paper prints it: rows P, columns T
+assert goal.table1_values(as_grid["BUTD i2t"]).tolist() == TABLE5["BUTD i2t"]
 viz.goal.table1_grid(
     values=as_grid["BUTD i2t"],
     highlight=("cir", "sig-ms"),
@@ -664,6 +666,8 @@ for k, key in best.items():
         f"{as_grid[k][('cir', 'sig-ms')]}"
     )
 assert best["BUTD i2t"] == best["BUTD t2i"] == ("cir", "sig-ms")  # 63.2 and 44.9
+# the trainer's name of that combination (notebook 10 trains it)
+assert goal.parse_goal_name("goal:cir,sig-ms") == best["BUTD i2t"]
 # 71.5 and 54.2: T^cir is 0.1 / 0.6 behind
 assert best["WSL i2t"] == best["WSL t2i"] == ("nca", "sig-ms")
 # in every column of every block, P^sig-ms beats the baseline P^con

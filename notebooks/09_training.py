@@ -53,7 +53,8 @@ import torch
 from IPython.display import Markdown, display
 from tqdm.auto import tqdm
 
-from vlr_lib import analysis, metrics, registry, report, similarity, viz, widgets
+from vlr_lib import analysis, metrics, registry, similarity, viz, widgets
+from vlr_lib.report.sweeps import history_frame
 from vlr_lib.data_sizes import SIZES
 from vlr_lib.notebook import longer_exercise, setup, training_features
 from vlr_lib.train import build_heads, evaluate, fit, make_objective
@@ -221,7 +222,7 @@ fitted = fit(
     progress=False,
 )
 first = [{"epoch": 0, **evaluate(*start_heads(seed=0), *val_set)}, *fitted.history]
-table = report.history_frame({"Unified": first})
+table = history_frame({"Unified": first})
 columns = [
     "epoch",
     "loss",
@@ -319,7 +320,7 @@ if SHAPES:
         )
     )
 
-summary = report.history_frame(
+summary = history_frame(
     {
         f"{name} / seed {s}": h
         for s, runs in histories.items()
@@ -373,7 +374,7 @@ viz.training.similarity_figure(histories[0], subtitle="the usual start, seed 0")
 
 # %%
 for seed, runs in histories.items():
-    frames = {name: report.history_frame({name: h}) for name, h in runs.items()}
+    frames = {name: history_frame({name: h}) for name, h in runs.items()}
     for name, f in frames.items():
         assert list(f["epoch"]) == list(range(EPOCHS + 1)), (seed, name)
         assert f["rsum"].iloc[-1] > chance + 20, (seed, name, f["rsum"].iloc[-1])
@@ -420,7 +421,7 @@ for seed, runs in histories.items():
 # %%
 for seed, runs in histories.items():
     start = runs["Triplet-SH"][0]
-    f = report.history_frame({"t": runs["Triplet-SH"]}).query("epoch >= 1")
+    f = history_frame({"t": runs["Triplet-SH"]}).query("epoch >= 1")
     active = 1 - f["cocos_i2t_C_0"] / f["cocos_i2t_n_queries"]
     print(
         f"seed {seed}: epoch 0 positive {start['pos_sim']:.3f}, hardest negative "

@@ -53,18 +53,23 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from vlr_lib import goal, registry, report, stats, viz, widgets
+from vlr_lib import goal, registry, stats, viz, widgets
+from vlr_lib.report.labels import TABLE1_COLUMNS, hyperparameters
+from vlr_lib.report.layouts import goal_table, table1
+from vlr_lib.report.markdown import last_epoch_share, training_line
+from vlr_lib.report.readings import interval_text, reading, separations
+from vlr_lib.report.summary import cocos_own_rule, cocos_summary, summarize
 from vlr_lib.notebook import setup
 
 # the experiment, shared with `python -m vlr_lib showdown`
-from vlr_lib.experiments import protocol, showdown, tuned
+from vlr_lib.experiments import cells, protocol, showdown, tuned
 
 cfg = setup(seed=0)
 
 # %%
 # what learns: "features" (heads), "vsepp" (+ a GRU from scratch) or "e2e" (shapes only)
 SETTING = "features"
-spec = showdown.spec_for(cfg.data, cfg.fast, SETTING, device=str(cfg.device))
+spec = cells.spec_for(cfg.data, cfg.fast, SETTING, device=str(cfg.device))
 spec
 
 # %% [markdown]
@@ -87,7 +92,7 @@ contestants = pd.DataFrame(
         {
             "loss": c["loss"],
             "name": registry.label(c["loss"]),
-            "hyper-param (library default)": report.hyperparameters(c["loss"]),
+            "hyper-param (library default)": hyperparameters(c["loss"]),
         }
         for c in showdown.configs()
     ]
@@ -126,7 +131,7 @@ assert contestants["loss"].is_unique
 # - *Same schedule.* Epochs, batch size, learning rate and its one decay (×0.1 halfway, the VSE++
 #   recipe of Bleeker & de Rijke sec. 3) are shared.
 # - *Same evaluation.* After every epoch the trainer measures rsum on the **validation** split; a
-#   callback (`showdown.ShowdownMetrics`) also measures the **test** split and COCOS on one fixed probe batch.
+#   callback (`cells.ShowdownMetrics`) also measures the **test** split and COCOS on one fixed probe batch.
 #   Each run is reported at its epoch of best validation rsum — the checkpoint a practitioner would
 #   keep — so the test numbers never influence the choice.
 #
@@ -144,7 +149,7 @@ assert contestants["loss"].is_unique
 #
 # ```python
 # grid(showdown.configs(), seeds=spec.seeds, train=data.train, val=data.val, setting=spec.setting, out=spec.out,
-#      settings=spec.settings().replace(callbacks=[showdown.ShowdownMetrics(data.test, probe)]), **spec.model())
+#      settings=spec.settings().replace(callbacks=[cells.ShowdownMetrics(data.test, probe)]), **spec.model())
 # ```
 
 # %%
@@ -182,7 +187,7 @@ display(
                 f"- command: `{meta['command']}`",
                 f"- data and features: {meta['data']}",
                 f"- setting: {meta['setting']}",
-                f"- training: {report.training_line(stored)}",
+                f"- training: {training_line(stored)}",
                 f"- hardware: {meta['hardware']}; wall time {meta['wall_seconds']:.0f} "
                 f"s for {meta['n_runs']} runs; date {meta['date']}",
             ]
@@ -214,7 +219,7 @@ print(
     f"{len(runs)} runs; selected epochs range "
     f"{runs['sel_epoch'].min()}-{runs['sel_epoch'].max()} of {spec.epochs}"
 )
-share = report.last_epoch_share(runs)
+share = last_epoch_share(runs)
 print(
     f"{share:.0%} of the runs select their last epoch (a run still rising when it "
     "stops)"
@@ -276,7 +281,7 @@ exact = meta["device"] == "cpu"
 # trained here (or read from this machine's runs folder): it must repeat exactly
 if race.record is None:
     # Triplet-SH from scratch, with the callback
-    again = showdown.retrain(spec, "triplet_hardest", seed)
+    again = cells.retrain(spec, "triplet_hardest", seed)
     stored_row = runs[
         (runs["loss"] == "triplet_hardest") & (runs["seed"] == seed)
     ].iloc[0]
@@ -303,10 +308,10 @@ if race.record is None:
 # The shipped record of this setting, checked: its Triplet-SH cell of seed 0 re-trained
 # at full size (in fast mode its first 5 epochs: the lr decays later); no record of this
 # data and setting: nothing to check
-full = showdown.spec_for(cfg.data, False, SETTING, device=str(cfg.device))
+full = cells.spec_for(cfg.data, False, SETTING, device=str(cfg.device))
 print(protocol.check(full.out.name, epochs=cfg.pick(5, None)))
 
-metrics_cols = [f"sel_{m}" for m in report.TABLE1_COLUMNS]
+metrics_cols = [f"sel_{m}" for m in TABLE1_COLUMNS]
 con_con = runs[runs["loss"] == "goal:con,con"].set_index("seed")[metrics_cols]
 hardest = runs[runs["loss"] == "triplet_hardest"].set_index("seed")[metrics_cols]
 np.testing.assert_allclose(
@@ -326,8 +331,8 @@ print("GOAL (con, con) and Triplet-SH give the same test metrics, seed by seed")
 # matching from non-matching pairs, which recall (a per-query ranking) does not see.
 
 # %%
-summary = report.summarize(runs, prefix="sel_")
-table = report.table1(summary)
+summary = summarize(runs, prefix="sel_")
+table = table1(summary)
 # in four parts, so each fits the book's column and no "64.3 ± 0.3" wraps: the
 # hyperparameters (in full: pandas cuts at 50 characters), image to text, text to image,
 # and the scores over both directions
@@ -396,7 +401,7 @@ for trace, metric in zip(heat, ("i2t_r1", "t2i_r1")):
         assert (
             z[i, j] == summary.set_index("loss").at[f"goal:{t},{p}", f"{metric}_mean"]
         )
-print(report.goal_table(summary, "rsum").to_string())
+print(goal_table(summary, "rsum").to_string())
 
 # %% [markdown]
 # Colour the cells by their difference to $(T^{con}, P^{con})$ — the VSE++ triplet, the paper's
@@ -417,7 +422,7 @@ widgets.showdown.goal_explorer(runs)
 # rule. First the four losses the paper counts, each under its own rule (their Tables 2–4):
 
 # %%
-own = report.cocos_own_rule(runs)
+own = cocos_own_rule(runs)
 # two tables, so each fits the book's column: the counts (C), then NT-Xent's weights (W)
 by_rule = own.set_index(["loss", "rule"]).round(3)
 display(*(by_rule[[c for c in by_rule if c.startswith(s)]] for s in ("C_", "W_")))
@@ -434,7 +439,7 @@ widgets.showdown.cocos_explorer(runs)
 # tests that on this data:
 
 # %% tags=["remove-input"]
-c_q = report.cocos_summary(runs, "C_q")["Triplet i2t"].to_numpy()
+c_q = cocos_summary(runs, "C_q")["Triplet i2t"].to_numpy()
 rsum = summary["rsum_mean"].to_numpy()
 rho = pd.Series(c_q).rank().corr(pd.Series(rsum).rank())  # Spearman's rho
 
@@ -474,7 +479,7 @@ display(
 # %% tags=["remove-input"]
 # probe batch minus the positive
 n_neg = min(spec.probe, spec.n_train or spec.probe) - 1
-cq = report.cocos_summary(runs, "C_q")
+cq = cocos_summary(runs, "C_q")
 sims = (
     runs.groupby("loss", sort=False)[["sel_pos_sim", "sel_hardneg_sim"]]
     .mean()
@@ -516,25 +521,20 @@ assert saturated == [
 # %%
 # Definitions the counts must obey, whatever the model (Bleeker & de Rijke eqs. 9a, 9b,
 # 11).
-sh = (
-    report.cocos_summary(runs, "C_q")[["Triplet-SH i2t", "Triplet-SH t2i"]]
-    .stack()
-    .dropna()
-)
+sh = cocos_summary(runs, "C_q")[["Triplet-SH i2t", "Triplet-SH t2i"]].stack().dropna()
 assert (sh == 1.0).all(), (
     "Triplet-SH counts at most the hardest negative: C^q = 1 for every active query"
 )
 assert (
-    report.cocos_summary(runs, "C_q")[["Triplet i2t", "Triplet t2i"]].stack().dropna()
-    >= 1
+    cocos_summary(runs, "C_q")[["Triplet i2t", "Triplet t2i"]].stack().dropna() >= 1
 ).all()
 assert (
-    report.cocos_summary(runs, "W_pos")[["NT-Xent i2t", "NT-Xent t2i"]]
+    cocos_summary(runs, "W_pos")[["NT-Xent i2t", "NT-Xent t2i"]]
     .stack()
     .between(0, 1)
     .all()
 )
-assert (report.cocos_summary(runs, "C_0").stack() <= spec.probe).all()
+assert (cocos_summary(runs, "C_0").stack() <= spec.probe).all()
 
 # %% [markdown]
 # ## 6. What the race says — and how sure we can be
@@ -548,14 +548,14 @@ assert (report.cocos_summary(runs, "C_0").stack() <= spec.probe).all()
 #
 # - the ranking: every pair of configurations, one family ("ahead" / "behind" / "not told apart" — the
 #   seeds cannot order the two, which is no finding that they are equal);
-# - the papers' orderings (`report.PAPER_CLAIMS`), one family;
-# - Xuan & Chen's pair weights (`report.GOAL_PAIR_CLAIMS`: under each triplet weight, every other pair
+# - the papers' orderings (`report.readings.PAPER_CLAIMS`), one family;
+# - Xuan & Chen's pair weights (`report.readings.GOAL_PAIR_CLAIMS`: under each triplet weight, every other pair
 #   weight ahead of $P^{con}$), one family of twelve ("holds" / "reverses" / "cannot tell").
 #
-# The reading below is generated from the runs by `report.reading`.
+# The reading below is generated from the runs by `report.readings.reading`.
 
 # %% tags=["remove-input"]
-facts = report.reading(runs, "rsum")
+facts = reading(runs, "rsum")
 display(Markdown(facts["text"]))
 
 # %% [markdown]
@@ -676,7 +676,7 @@ con_sig = next(
 
 def shown(c: dict) -> str:
     metric = "PR-AUC " if c["metric"] == "pr_auc" else ""
-    interval = report.interval_text(c["delta"], c["low"], c["high"], c["metric"])
+    interval = interval_text(c["delta"], c["low"], c["high"], c["metric"])
     return f"{metric}{interval}, corrected p = {c['p_holm']:.3f}"
 
 
@@ -782,7 +782,7 @@ else:
 # ## Exercises
 #
 # 1. **Corrected or not.** Count the pairs of losses whose paired 95% interval excludes 0 on rsum, and
-#    those that survive Holm's correction over all the pairs (`report.separations(runs)`: columns
+#    those that survive Holm's correction over all the pairs (`report.readings.separations(runs)`: columns
 #    `uncorrected` and `verdict`). Then count what the old rule of this notebook — a difference larger
 #    than the two losses' summed seed stds — would have called real. Which rule claims the most, and why
 #    is it the wrong one to trust?
@@ -800,7 +800,7 @@ else:
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 1.
-seps = report.separations(runs, "rsum")
+seps = separations(runs, "rsum")
 std = runs.groupby("loss")["sel_rsum"].std(ddof=1)
 summed = int((seps["delta"].abs() > seps["a"].map(std) + seps["b"].map(std)).sum())
 uncorrected = int((seps["uncorrected"] != "not told apart").sum())
@@ -834,7 +834,7 @@ if race.record is not None:  # the answer's numbers, read from the record
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 2.
-last = report.summarize(runs, prefix="test_")
+last = summarize(runs, prefix="test_")
 both = summary[["loss", "rsum_mean"]].merge(
     last[["loss", "rsum_mean"]], on="loss", suffixes=("_sel", "_last")
 )
@@ -890,7 +890,7 @@ if race.record is not None:  # full size: the tuned comparison's record holds th
     np.testing.assert_allclose(default.to_numpy(), unified.to_numpy(), atol=1e-9)
     extra = ours[ours["gamma"] == 20.0].reset_index()
 else:  # fast mode: the same data, seeds and schedule, trained now
-    extra = showdown.train_cells(spec, [contestant], spec.out)[0].runs
+    extra = cells.train_cells(spec, [contestant], spec.out)[0].runs
 extra = extra.assign(loss=name)
 both = pd.concat([runs, extra], ignore_index=True)
 means = both.groupby("loss")["sel_rsum"].mean().sort_values(ascending=False)

@@ -52,7 +52,9 @@ import time
 import pandas as pd
 from IPython.display import Markdown, display
 
-from vlr_lib import metrics, paths, registry, report, stats, viz, widgets
+from vlr_lib import metrics, paths, registry, stats, viz, widgets
+from vlr_lib.report.summary import summarize, summary_table
+from vlr_lib.report.sweeps import sweep_slice
 from vlr_lib.data_sizes import SIZES
 from vlr_lib.notebook import longer_exercise, setup, training_features
 from vlr_lib.experiments import grid, protocol, record, tuned
@@ -206,7 +208,7 @@ print(
     f"{len(runs)} cells ({runs['config'].nunique()} configurations x {len(SEEDS)} "
     f"seed(s)): {origin}; {counter.epochs} epochs trained in {first_seconds:.1f} s"
 )
-print(report.summary_table(report.summarize(runs), ("rsum", "i2t_r1", "t2i_r1")))
+print(summary_table(summarize(runs), ("rsum", "i2t_r1", "t2i_r1")))
 
 # %% [markdown]
 # The same call again finds every cell in the cache: it trains nothing, rewrites no file and returns the
@@ -309,7 +311,7 @@ viz.training.sweep_heatmap(runs, "unified", "gamma", "margin")
 
 # %%
 def best(loss: str, x: str, fixed: dict | None = None) -> str:
-    s = report.sweep_slice(runs, loss, x, fixed)
+    s = sweep_slice(runs, loss, x, fixed)
     top = s.loc[s["mean"].idxmax()]
     spread = (
         f"{runs.groupby('config')['rsum'].std().mean():.1f}"
@@ -370,7 +372,7 @@ assert (c["loss"].value, c["x"].value, c["at"].description) == (
 )
 c["at"].value = 0.0
 bold = explorer.figure.data[-1]
-expected = report.sweep_slice(runs, "unified", "gamma", {"margin": 0.0})
+expected = sweep_slice(runs, "unified", "gamma", {"margin": 0.0})
 assert (
     list(bold.x) == expected["gamma"].tolist()
     and list(bold.y) == expected["mean"].tolist()
@@ -385,8 +387,8 @@ c["loss"].value = "unified"
 # Generated from the table above (the record in full mode), so the text cannot drift from the runs:
 
 # %% tags=["remove-input"]
-margins = report.sweep_slice(runs, "unified", "margin", {"gamma": 60.0})
-gammas = report.sweep_slice(runs, "unified", "gamma", {"margin": 0.2})
+margins = sweep_slice(runs, "unified", "margin", {"gamma": 60.0})
+gammas = sweep_slice(runs, "unified", "gamma", {"margin": 0.2})
 top_m, top_g = (
     margins.loc[margins["mean"].idxmax()],
     gammas.loc[gammas["mean"].idxmax()],
@@ -544,7 +546,7 @@ display(
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell", "longer-exercise"]
 # Solution 1.
 RUN = False  # True: train gamma = 200 and 1000 at m = 0.2, every seed
-gammas = report.sweep_slice(runs, "unified", "gamma", {"margin": 0.2})
+gammas = sweep_slice(runs, "unified", "gamma", {"margin": 0.2})
 hardest = float(cell("triplet_hardest")["rsum"].mean())
 seed_std = runs.groupby("config")["rsum"].std().mean() if len(SEEDS) > 1 else None
 span = gammas["mean"].max() - gammas["mean"].min()
@@ -570,7 +572,7 @@ if longer_exercise(cfg, RUN, f"{n_new} new cells of {EPOCHS} epochs"):
     # only the new cells train (none when an earlier run left them in the cache)
     assert counter.epochs in (0, n_new * EPOCHS)
     both = pd.concat([runs, more], ignore_index=True)
-    top = report.sweep_slice(both, "unified", "gamma", {"margin": 0.2}).iloc[-1]
+    top = sweep_slice(both, "unified", "gamma", {"margin": 0.2}).iloc[-1]
     print(
         f"gamma = {top['gamma']:g}: rsum {top['mean']:.1f} (Triplet-SH {hardest:.1f})"
     )
@@ -618,7 +620,7 @@ SLICES = {  # the slices read above: loss, x, the fixed value of the other param
 }
 largest = {}
 for name, (loss, x, fixed) in SLICES.items():
-    s = report.sweep_slice(two, loss, x, fixed).set_index(x)["mean"]
+    s = sweep_slice(two, loss, x, fixed).set_index(x)["mean"]
     rows = two[two["loss"] == loss]
     for k, v in (fixed or {}).items():
         rows = rows[(rows[k] - v).abs() < 1e-12]
@@ -675,7 +677,7 @@ if rec is not None:  # the answer's numbers, read from the record
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell", "longer-exercise"]
 # Solution 3.
 RUN = False  # True: train the k x scale grid of the cross-example softmax
-ks = report.sweep_slice(runs, "cross_example_softmax", "topk")
+ks = sweep_slice(runs, "cross_example_softmax", "topk")
 print(ks.round(2).to_string(index=False))
 if rec is not None:  # the answer's numbers, read from the record
     assert (round(ks["mean"].min(), 1), round(ks["mean"].max(), 1)) == (536.9, 538.6)

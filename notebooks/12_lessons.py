@@ -73,16 +73,21 @@ from vlr_lib import (
     feature_quality,
     metrics,
     registry,
-    report,
     shapes_encoder,
     stats,
     viz,
     widgets,
 )
+from vlr_lib.report.lessons import (
+    lesson_matrix,
+    lesson_reading,
+    lesson_table,
+    role_matrix,
+)
 from vlr_lib.data import make_shapes
 from vlr_lib.notebook import longer_exercise, setup
 from vlr_lib.train import shapes_features
-from vlr_lib.experiments import lessons, protocol, showdown
+from vlr_lib.experiments import cells, lessons, protocol
 
 cfg = setup(seed=0)
 
@@ -177,7 +182,7 @@ assert quality.loc["pretrained", "caption-overlap Spearman"] >= 0.35
 # its measured tolerance (`protocol.EXPERIMENTS`, rsum points; the check after the table; in fast mode the tests make it).
 #
 # `lessons.conditions` lists every condition. Each runs through a showdown spec
-# (`vlr_lib.experiments.showdown.spec_for`) — the same data sizes, schedule, seeds and selection on validation
+# (`vlr_lib.experiments.cells.spec_for`) — the same data sizes, schedule, seeds and selection on validation
 # as notebook 10 — and differs from the base condition (pretrained features, difficulty 0.5, heads on
 # features) in one thing. Conditions with the same spec share their cells: the base is trained once.
 
@@ -288,7 +293,7 @@ if not cfg.fast:
     e2e = runs[end_to_end].set_index("role")["sel_rsum"]
     assert (e2e.drop("triplet_hardest") > chance + 100).all(), e2e
     assert (abs(e2e["triplet_hardest"] - chance) < 5).all(), e2e["triplet_hardest"]
-table = report.lesson_table(runs)
+table = lesson_table(runs)
 print(
     f"{len(runs)} rows, {meta['n_cells']} distinct runs; chance rsum on the test split "
     f"{chance:.1f}"
@@ -314,7 +319,7 @@ print(
 # from the paired t test **Holm-corrected over the 33** (`vlr_lib.stats.verdicts`). A filled marker: the
 # papers' ordering holds; a cross: it reverses; an open marker: five seeds cannot tell. A cell of the
 # tables says "uncorrected: ..." where the interval alone would read otherwise — a lead to re-run, not a
-# finding. The numbers come from `report.lesson_table`; the figures only draw them.
+# finding. The numbers come from `report.lessons.lesson_table`; the figures only draw them.
 #
 # ## (a) Feature quality
 
@@ -322,7 +327,7 @@ print(
 viz.lessons.deltas_figure(table, "features", lessons.EXPERIMENTS["features"])
 
 # %%
-display(report.lesson_matrix(table, "features"), report.role_matrix(runs, "features"))
+display(lesson_matrix(table, "features"), role_matrix(runs, "features"))
 
 # %% [markdown]
 # ## (b) False negatives
@@ -337,9 +342,7 @@ display(report.lesson_matrix(table, "features"), report.role_matrix(runs, "featu
 viz.lessons.deltas_figure(table, "difficulty", lessons.EXPERIMENTS["difficulty"])
 
 # %%
-display(
-    report.lesson_matrix(table, "difficulty"), report.role_matrix(runs, "difficulty")
-)
+display(lesson_matrix(table, "difficulty"), role_matrix(runs, "difficulty"))
 
 # %%
 overlaps = (
@@ -362,7 +365,7 @@ assert (np.diff(overlaps) > 0).all(), overlaps  # more sharing as difficulty gro
 viz.lessons.deltas_figure(table, "warmup", lessons.EXPERIMENTS["warmup"])
 
 # %%
-display(report.lesson_matrix(table, "warmup"), report.role_matrix(runs, "warmup"))
+display(lesson_matrix(table, "warmup"), role_matrix(runs, "warmup"))
 
 # %% [markdown]
 # ## (d) The setting
@@ -371,13 +374,13 @@ display(report.lesson_matrix(table, "warmup"), report.role_matrix(runs, "warmup"
 # setting* keeps the frozen image features and learns a GRU text encoder from scratch over the training
 # captions' words (`vlr_lib.train.fit_vsepp`; Bleeker & de Rijke's Table 1 setting, "no backbone
 # fine-tuning"). *End to end* learns a CNN and a GRU from scratch. Each runs at its showdown schedule
-# (`showdown.spec_for(..., setting)`), so compare the orderings *within* a setting, not the rsums across.
+# (`cells.spec_for(..., setting)`), so compare the orderings *within* a setting, not the rsums across.
 
 # %%
 viz.lessons.deltas_figure(table, "setting", lessons.EXPERIMENTS["setting"])
 
 # %%
-display(report.lesson_matrix(table, "setting"), report.role_matrix(runs, "setting"))
+display(lesson_matrix(table, "setting"), role_matrix(runs, "setting"))
 
 # %% [markdown]
 # ## (e) The optimizer
@@ -404,7 +407,7 @@ display(report.lesson_matrix(table, "setting"), report.role_matrix(runs, "settin
 viz.lessons.deltas_figure(table, "optimizer", lessons.EXPERIMENTS["optimizer"])
 
 # %%
-display(report.lesson_matrix(table, "optimizer"), report.role_matrix(runs, "optimizer"))
+display(lesson_matrix(table, "optimizer"), role_matrix(runs, "optimizer"))
 
 # %% [markdown]
 # The orderings above compare losses *within* a condition. What the optimizer does to the warmed-up
@@ -449,14 +452,14 @@ if not cfg.fast:
 # %% [markdown]
 # ## What the experiments say
 #
-# The reading below is generated from the table by `report.lesson_reading`: for each experiment and
+# The reading below is generated from the table by `report.lessons.lesson_reading`: for each experiment and
 # each paper's ordering, the conditions where it holds, where it reverses and where five seeds cannot
 # tell after Holm's correction over the chapter's 33 comparisons, with the difference ± the half-width of
 # its uncorrected paired 95% interval — when the per-seed differences all have one sign, that too, and
 # where the uncorrected interval alone would read otherwise, that as well.
 
 # %% tags=["remove-input"]
-reading = report.lesson_reading(table, lessons.EXPERIMENTS)
+reading = lesson_reading(table, lessons.EXPERIMENTS)
 display(Markdown(reading["text"]))
 
 # %% [markdown]
@@ -706,7 +709,7 @@ else:
 # ## Exercises
 #
 # 1. **Fewer seeds.** Read the chapter with three seeds, as many papers report:
-#    `report.lesson_table(runs[runs["seed"].isin([0, 1, 2])])` (the same runs, nothing to train). Which
+#    `report.lessons.lesson_table(runs[runs["seed"].isin([0, 1, 2])])` (the same runs, nothing to train). Which
 #    verdicts survive, and why does a paired interval over three seeds need a larger difference?
 # 2. **A longer warm-up.** Add `warmup_epochs=(1, 2, 3)`. Where does the warmed-up Triplet-SH land against
 #    Triplet (all) — and is a long warm-up still Triplet-SH?
@@ -714,7 +717,7 @@ else:
 #    (`showdown={"head": "mlp"}` in `LessonsSpec`) and compare the orderings of (a).
 # 4. **Rescue Triplet-SH end to end.** At full size Triplet-SH stays at chance end to end. Train it with
 #    one epoch of Triplet first (`"warmup:triplet_all:1:triplet_hardest"`) in the end-to-end condition
-#    (`showdown.train_cells(condition.spec, [{"loss": ...}], spec.out)`): does it learn now, and how far
+#    (`cells.train_cells(condition.spec, [{"loss": ...}], spec.out)`): does it learn now, and how far
 #    from Triplet (all)?
 
 # %% [markdown] jupyter={"source_hidden": true} tags=["solution"]
@@ -732,7 +735,7 @@ else:
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 1.
-three_table = report.lesson_table(runs[runs["seed"].isin([0, 1, 2])])
+three_table = lesson_table(runs[runs["seed"].isin([0, 1, 2])])
 key_cols = ["a", "b", "mean_a", "mean_b", "delta"]  # a shared condition counts once
 fam5, fam3 = (t.drop_duplicates(key_cols) for t in (table, three_table))
 told5, told3 = (int((f["verdict"] != "cannot tell").sum()) for f in (fam5, fam3))
@@ -815,7 +818,7 @@ n_runs, epochs = len(plain.spec.seeds), plain.spec.epochs
 if longer_exercise(cfg, RUN, f"{n_runs} runs of {epochs} epochs"):
     three_epochs = "warmup:triplet_all:3:triplet_hardest"
     # only the new loss trains, on the condition's data, schedule and seeds
-    longer, *_ = showdown.train_cells(
+    longer, *_ = cells.train_cells(
         plain.spec, [{"loss": three_epochs}], spec.out, progress=not cfg.fast
     )
     new = longer.runs.set_index("seed")["sel_rsum"].sort_index()
@@ -901,7 +904,7 @@ n_runs = 2 * 4 * len(mlp.seeds)
 if longer_exercise(cfg, RUN, f"{n_runs} runs with MLP heads"):
     mlp_runs = lessons.run(mlp, progress=not cfg.fast).runs
     assert set(mlp_runs["condition"]) >= {"random encoder", "pretrained encoder"}
-    display(report.lesson_matrix(report.lesson_table(mlp_runs), "features"))
+    display(lesson_matrix(lesson_table(mlp_runs), "features"))
 
 # %% [markdown] jupyter={"source_hidden": true} tags=["solution"]
 # **Solution 4, the answer.** Here is what the record says before any training. Trained end to end
@@ -934,7 +937,7 @@ warm_spec = cfg.pick(dataclasses.replace(condition.spec, seeds=(0,)), condition.
 steps = f"{len(warm_spec.seeds)} runs of {warm_spec.epochs} epochs"
 if longer_exercise(cfg, RUN, f"{steps} end to end"):
     warm_loss = "warmup:triplet_all:1:triplet_hardest"
-    warmed, *_ = showdown.train_cells(
+    warmed, *_ = cells.train_cells(
         warm_spec, [{"loss": warm_loss}], spec.out, progress=not cfg.fast
     )
     assert set(warmed.runs["loss"]) == {warm_loss}

@@ -185,10 +185,13 @@ def _docstrings(module: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("module", CORE)
 def test_core_functions_cite_the_notebook_that_derives_them(module):
-    """Like d2l's "Defined in": a core formula says where it is derived, and the notebook exists."""
+    """Like d2l's "Defined in": every public function of the core says where it is derived, and the notebook
+    exists (a helper no notebook needs is private, its name starting with "_")."""
     docs = _docstrings(module)
     cited = {name: DERIVED.search(doc) for name, doc in docs.items()}
-    assert any(cited.values()), f"no function of vlr_lib.{module} cites its notebook"
+    uncited = sorted(name for name, m in cited.items() if not m and not name.startswith("_"))
+    assert not uncited, f"public functions of vlr_lib.{module} cite no notebook ('Derived in notebooks/NN_topic.py.'): " \
+        f"{uncited}"
     missing = [m.group(1) for m in cited.values() if m and not (PACKAGE.parent / m.group(1)).exists()]
     assert not missing, f"vlr_lib.{module} cites notebooks that do not exist: {missing}"
     main = {"losses": ("triplet_all", "triplet_hardest", "info_nce", "unified", "sampled_softmax",
@@ -231,6 +234,16 @@ def test_training_defaults_are_written_only_in_the_settings():
     written = {(m, f) for m in trainer if m != "vlr_lib.train.settings" for f in _literal_fields(m)}
     assert not written - NOT_DEFAULTS, f"training defaults written outside vlr_lib.train.settings: {written}"
     assert {"epochs", "batch_size", "lr"} <= _literal_fields("vlr_lib.train.settings")
+
+
+#: The figures draw and the core computes, so vlr_lib/viz stays small: issue 32's budget, in lines.
+VIZ_BUDGET = 2_035  # 2,000 (issue 32) + notebook 12's paired-difference browser, viz.paired (issue 34)
+
+
+def test_the_figures_stay_within_their_line_budget():
+    lines = sum(len(p.read_text().splitlines()) for p in (PACKAGE / "viz").glob("*.py"))
+    assert lines <= VIZ_BUDGET, f"vlr_lib/viz has {lines} lines, over its budget of {VIZ_BUDGET}: a number it " \
+        "computes belongs in the core or the report, and repeated layout in viz._style"
 
 
 def test_the_slider_readout_lives_with_the_figures():

@@ -9,7 +9,7 @@ Analyses from the source papers, all functions of the S contract
   eq. 11) with :func:`effective_number`, :func:`unified_weights` and the one-negative
   curves :func:`unified_one_negative_loss` / :func:`unified_one_negative_weight`
   (Li et al. eqs. 13-16), :func:`partition_weights` (Veit & Wilber eqs. 2-6), :func:`siglip_weights`
-  (Zhai et al. eq. 1: each pair's weight depends on its own similarity alone);
+  (Zhai et al.'s sigmoid loss, Algorithm 1: each pair's weight depends on its own similarity alone);
 - :func:`unified_limit` -- how fast the unified loss tends to Triplet-SH as gamma grows (Li et al. eq. 6);
 
 - :func:`cocos` -- *counting contributing samples* (Bleeker & de Rijke, sec. 4,
@@ -269,7 +269,8 @@ def siglip_weights(
     logit_bias: float | Tensor = losses.SIGLIP_LOGIT_BIAS_INIT,
     pos_mask: Tensor | None = None,
 ) -> Tensor:
-    r"""Weight of every pair in the SigLIP gradient, :math:`w_{ij} = \sigma(t s_{ij} + b) - [z_{ij} = 1]` (Zhai eq. 1).
+    r"""Weight of every pair in the SigLIP gradient, :math:`w_{ij} = \sigma(t s_{ij} + b) - [z_{ij} = 1]`
+    (Zhai et al., Algorithm 1).
 
     Differentiating :func:`vlr_lib.losses.siglip`'s term :math:`-\log\sigma(z_{ij}\,l_{ij})`, with
     :math:`l_{ij} = t s_{ij} + b`, :math:`t = e^{t'}`: :math:`\frac{d}{dl}[-\log\sigma(zl)] = -z\,\sigma(-zl)`,
@@ -749,6 +750,8 @@ def unified_tangent_norm(theta_pos, theta_neg, phi, margin: float = 0.2, gamma: 
     :math:`D/(1+D)` tends to the hinge's indicator: eq. 6. With a single negative the
     sum of eq. 17 has one term, so it is exact (with several negatives eq. 17 adds the
     norms of the terms, an upper bound on the norm of their sum).
+
+    Derived in notebooks/04_unified_loss.py.
     """
     m = check_nonnegative("margin", margin)
     g = check_positive("gamma", gamma)

@@ -3,7 +3,7 @@ executes the notebooks.
 
 `make book` (book/build.py) runs every notebook with ``VLR_BOOK=1``, in the mode :func:`chapter_env` gives it:
 
-- the experiment chapters (:func:`recorded_chapters`, notebooks 09-12) in full mode, so they open the
+- the experiment chapters (:func:`recorded_chapters`, notebooks 03 and 09-12) in full mode, so they open the
   full-size records that ship with the workbook (``vlr_lib.experiments.record``) and show the records'
   tables, figures and reading; each re-trains one recorded run to check it, as in JupyterLab. Their
   solutions that would train new full-size runs are tagged :data:`SKIP_TAG`: the book shows their code,

@@ -1,12 +1,14 @@
 """The graded exercises of notebooks 02-08 (``vlr_lib.grading`` checks them): what each asks for, its cases, its
-known mistakes.
+known mistakes. Notebook 03 has three (NT-Xent, then CLIP's learned temperature and SigLIP's sigmoid loss); the
+others one each.
 
 An :class:`Exercise` names the library function an answer must match (bound here, at import: replacing
 ``losses.triplet_hardest`` in a kernel does not change what an answer is compared with), what an answer may not
 call, its tolerances, and how its cases are drawn: random batches plus the edge cases its text demands -- rows
-whose negatives are all below 0, float32 at the scale where a naive ``exp`` overflows, ties on a grid of 0.25,
-the smallest sizes. Each known mistake is a function written the wrong way (a flipped sign, the positives masked
-with 0, a naive exp...), which the checker matches against a wrong answer to name it.
+whose negatives are all below 0, float32 at the scale where a naive ``exp`` overflows (CLIP's and SigLIP's at the
+clamp t = 100), ties on a grid of 0.25, the smallest sizes. Each known mistake is a function written the wrong way
+(a flipped sign, the positives masked with 0, a naive exp...), which the checker matches against a wrong answer to
+name it.
 """
 from __future__ import annotations
 
@@ -179,6 +181,48 @@ def _weight_cases(gen: torch.Generator, total: int) -> list[Case]:
     return _mix(gen, total, lambda g: _triplets(g, (_size(g, 1, 20),), _pick(g, (1.0, 5.0, 10.0, 30.0))), edges)
 
 
+#: Learned log-scales t' the cases draw: 0 (t = 1), log 10 (SigLIP's start), log(1/0.07) (CLIP's start), log 100
+#: (the clamp).
+_LOG_SCALES = (0.0, math.log(10.0), math.log(1 / 0.07), math.log(100.0))
+
+
+def _clip_cases(gen: torch.Generator, total: int) -> list[Case]:
+    top = math.log(100.0)
+    return _mix(gen, total, lambda g: {"S": _cosines(g, _size(g)), "logit_scale": _pick(g, _LOG_SCALES)}, [
+        ("float32, t' = log 100 (the clamp): a naive exp overflows", lambda g: {"S": _confident(g, _size(g)),
+                                                                                 "logit_scale": top}),
+        ("float32", lambda g: {"S": _f32(g), "logit_scale": math.log(1 / 0.07)}),
+        ("N = 2", lambda g: {"S": _cosines(g, 2), "logit_scale": math.log(10.0)}),
+        ("ties (S on a grid of 0.25)", lambda g: {"S": _grid(g, _size(g, 3)), "logit_scale": math.log(10.0)}),
+    ])
+
+
+def _one_hard_negative(S: Tensor) -> Tensor:
+    """S with one negative at 0.95 (at t = 100 its -z (t s + b) is 95: e^{95} is inf in float32, in every draw)."""
+    S = S.clone()
+    S[0, 1] = 0.95
+    return S
+
+
+def _siglip_random(gen: torch.Generator) -> dict[str, object]:
+    return {"S": _cosines(gen, _size(gen)), "logit_scale": _pick(gen, _LOG_SCALES),
+            "logit_bias": _pick(gen, (-10.0, -5.0, -1.0, 0.0, 2.0))}
+
+
+def _siglip_cases(gen: torch.Generator, total: int) -> list[Case]:
+    top = math.log(100.0)
+    return _mix(gen, total, _siglip_random, [
+        # negatives up to 0.95 at t = 100: -z (t s + b) reaches 95, and e^{95} overflows float32 (it stops at e^88)
+        ("float32, t' = log 100 (the clamp), b = 0: a naive exp overflows", lambda g: {
+            "S": _one_hard_negative(_confident(g, _size(g, 3))), "logit_scale": top, "logit_bias": 0.0}),
+        ("float32, SigLIP's start (t = 10, b = -10)", lambda g: {"S": _f32(g), "logit_scale": math.log(10.0),
+                                                                 "logit_bias": -10.0}),
+        ("N = 2", lambda g: {"S": _cosines(g, 2), "logit_scale": math.log(10.0), "logit_bias": -5.0}),
+        ("ties (S on a grid of 0.25)", lambda g: {"S": _grid(g, _size(g, 3)), "logit_scale": math.log(10.0),
+                                                  "logit_bias": -2.0}),
+    ])
+
+
 def _unified_random(gen: torch.Generator) -> dict[str, object]:
     return {"S": _cosines(gen, _size(gen)), "margin": _pick(gen, (0.0, 0.1, 0.2, 0.5)),
             "gamma": _pick(gen, (1.0, 10.0, 60.0))}
@@ -191,6 +235,7 @@ _triplet_hardest, _triplet_all, _info_nce = losses.triplet_hardest, losses.tripl
 _sampled_softmax, _cross_example_softmax = losses.sampled_softmax, losses.cross_example_softmax
 _unified_weights, _unified_one_negative_weight = analysis.unified_weights, analysis.unified_one_negative_weight
 _cocos, _average_precision_of, _triplet_weight = analysis.cocos, metrics.average_precision, goal.triplet_weight
+_clip_learned, _siglip = losses.clip_learned, losses.siglip
 
 
 def _off(S: Tensor) -> Tensor:
@@ -234,6 +279,37 @@ def _cir_naive(s_pos: Tensor, s_neg: Tensor, tau: float) -> Tensor:
     """A known mistake: the sigmoid written e^{-a} / (1 + e^{-a}): inf / inf in float32 once -a passes 88."""
     e = torch.exp(-tau * (s_pos * (2 - s_pos) - s_neg**2))
     return e / (1 + e)
+
+
+def _nt_xent_at(S: Tensor, scale: Tensor | float) -> Tensor:
+    """NT-Xent at the scale `scale` (logits scale * S), both directions summed / N, with no range check: the
+    learned-temperature mistakes below feed it what a wrong answer would."""
+    logits = S * scale
+    d = logits.diagonal()
+    return ((torch.logsumexp(logits, 1) - d).sum() + (torch.logsumexp(logits, 0) - d).sum()) / len(S)
+
+
+def _clip_naive(S: Tensor, logit_scale: float) -> Tensor:
+    """A known mistake: the softmax written with exp, which overflows in float32 once e^{t'} s passes 88."""
+    e = torch.exp(math.exp(logit_scale) * S)
+    return -(torch.log(e.diagonal() / e.sum(1)).sum() + torch.log(e.diagonal() / e.sum(0)).sum()) / len(S)
+
+
+def _signs(S: Tensor) -> Tensor:
+    """z_ij: +1 at the positives (the diagonal), -1 elsewhere."""
+    return 2.0 * torch.eye(len(S), dtype=S.dtype) - 1.0
+
+
+def _sigmoid_loss(S: Tensor, t: float, b: float, z: Tensor | None = None, over: int | None = None) -> Tensor:
+    """-sum_ij log sigmoid(z_ij (t s_ij + b)) / over (default N), with no range check: the SigLIP mistakes below."""
+    z = _signs(S) if z is None else z
+    return -torch.nn.functional.logsigmoid(z * (t * S + b)).sum() / (over or len(S))
+
+
+def _siglip_naive(S: Tensor, logit_scale: float, logit_bias: float) -> Tensor:
+    """A known mistake: -log sigmoid(x) written log(1 + e^{-x}), which overflows in float32 once -x passes 88."""
+    x = _signs(S) * (math.exp(logit_scale) * S + logit_bias)
+    return torch.log(1 + torch.exp(-x)).sum() / len(S)
 
 
 def _ap_over_every_rank(scores: Tensor, is_pos: Tensor) -> Tensor:
@@ -301,6 +377,44 @@ EXERCISES: dict[str, Exercise] = {
                 "a mean over the 2N terms, not their sum / N": lambda S, temperature: _info_nce(S, temperature) / 2,
             },
             forbidden=(losses.info_nce,),
+        ),
+        Exercise(
+            "03_clip_learned", "NT-Xent with CLIP's learned temperature", 5,
+            "clip_loss(S, logit_scale) -> scalar, (rows + columns) / N at the scale e^{logit_scale}",
+            lambda S, logit_scale: _clip_learned(S, logit_scale),
+            _clip_cases,
+            {
+                "the softmax written with exp, which overflows in float32 at t' = log 100 (use torch.logsumexp)":
+                    _clip_naive,
+                "open_clip's ClipLoss: the mean of the two directions (half the library's (rows + columns) / N)":
+                    lambda S, logit_scale: _clip_learned(S, logit_scale) / 2,
+                "t' used as the scale itself (S t'), not e^{t'}": lambda S, logit_scale: _nt_xent_at(S, logit_scale),
+                "e^{t'} used as a temperature (S / e^{t'}), not as the scale": lambda S, logit_scale: _nt_xent_at(
+                    S, math.exp(-logit_scale)),
+                "only the image queries (rows)": lambda S, logit_scale: _sampled_softmax(S, math.exp(logit_scale)),
+            },
+            forbidden=(losses.clip_learned, losses.info_nce),
+        ),
+        Exercise(
+            "03_siglip", "SigLIP's sigmoid loss", 5,
+            "sigmoid_loss(S, logit_scale, logit_bias) -> scalar, summed over every pair / N",
+            lambda S, logit_scale, logit_bias: _siglip(S, logit_scale, logit_bias),
+            _siglip_cases,
+            {
+                "-log sigmoid(x) written log(1 + e^{-x}), which overflows in float32 at t = 100 (use "
+                "F.logsigmoid)": _siglip_naive,
+                "the labels' sign flipped (z = -1 at the positives, +1 elsewhere)": lambda S, logit_scale, logit_bias:
+                    _sigmoid_loss(S, math.exp(logit_scale), logit_bias, -_signs(S)),
+                "the bias left out": lambda S, logit_scale, logit_bias: _sigmoid_loss(S, math.exp(logit_scale), 0.0),
+                "divided by N^2 (a mean over the pairs), not by N as Algorithm 1 and open_clip do":
+                    lambda S, logit_scale, logit_bias: _sigmoid_loss(S, math.exp(logit_scale), logit_bias,
+                                                                     over=len(S) ** 2),
+                "t' used as the scale itself, not e^{t'}": lambda S, logit_scale, logit_bias: _sigmoid_loss(
+                    S, logit_scale, logit_bias),
+                "the positives only (every negative's term left out)": lambda S, logit_scale, logit_bias:
+                    -torch.nn.functional.logsigmoid(math.exp(logit_scale) * S.diagonal() + logit_bias).sum() / len(S),
+            },
+            forbidden=(losses.siglip,),
         ),
         Exercise(
             "04_unified_weights", "the weight of each negative in the unified loss", 5,

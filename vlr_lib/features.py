@@ -141,7 +141,16 @@ class Encoder:
         raise NotImplementedError
 
     def encode_texts(self, texts: Sequence[str]) -> Tensor:
-        raise NotImplementedError
+        return self.encode_tokens(self.tokenize(texts))
+
+    def tokenize(self, texts: Sequence[str]) -> Any:
+        """The text side's CPU work on a batch of captions (extraction runs it in the loader's workers)."""
+        return list(texts)
+
+    def encode_tokens(self, tokens: Any) -> Tensor:
+        """Features of a batch that :meth:`tokenize` prepared. A subclass defines this and ``tokenize``, or
+        ``encode_texts`` alone (then tokenising is the identity)."""
+        return self.encode_texts(tokens)
 
     @property
     def text_encoder(self) -> str:
@@ -174,9 +183,12 @@ class ClipEncoder(Encoder):
     def encode_images(self, pixels: Tensor) -> Tensor:
         return self.model.encode_image(pixels.to(self.device, non_blocking=True))
 
+    def tokenize(self, texts: Sequence[str]) -> Tensor:
+        return self.tokenizer(list(texts))  # BPE in Python: ~10,000 captions/s on one core
+
     @torch.no_grad()
-    def encode_texts(self, texts: Sequence[str]) -> Tensor:
-        return self.model.encode_text(self.tokenizer(list(texts)).to(self.device))
+    def encode_tokens(self, tokens: Tensor) -> Tensor:
+        return self.model.encode_text(tokens.to(self.device, non_blocking=True))
 
 
 class ResNetBowEncoder(Encoder):
@@ -202,9 +214,11 @@ class ResNetBowEncoder(Encoder):
     def encode_images(self, pixels: Tensor) -> Tensor:
         return self.model(pixels.to(self.device, non_blocking=True))
 
-    @torch.no_grad()
-    def encode_texts(self, texts: Sequence[str]) -> Tensor:
-        return hashed_bow(texts, BOW_DIM).to(self.device)
+    def tokenize(self, texts: Sequence[str]) -> Tensor:
+        return hashed_bow(texts, BOW_DIM)
+
+    def encode_tokens(self, tokens: Tensor) -> Tensor:
+        return tokens.to(self.device, non_blocking=True)
 
 
 def build_encoder(
@@ -255,6 +269,19 @@ class _Images(torch.utils.data.Dataset):
 
     def __getitem__(self, i: int) -> Tensor:
         return self.transform(self.ds[i]["image"].convert("RGB"))
+
+
+class _Tokens(torch.utils.data.Dataset):
+    """Batches of captions, tokenised by the encoder: item i is batch i (the loader's workers tokenise in parallel)."""
+
+    def __init__(self, texts: Sequence[str], batch_size: int, tokenize: Callable[[Sequence[str]], Any]):
+        self.texts, self.batch_size, self.tokenize = texts, batch_size, tokenize
+
+    def __len__(self) -> int:
+        return -(-len(self.texts) // self.batch_size)
+
+    def __getitem__(self, i: int) -> Any:
+        return self.tokenize(self.texts[i * self.batch_size : (i + 1) * self.batch_size])
 
 
 def captions_of(ds: datasets.Dataset) -> tuple[list[str], Tensor]:
@@ -311,15 +338,17 @@ def extract_features(
     from tqdm.auto import tqdm
 
     loading = loader_settings(encoder.device, batch_size, num_workers)
-    batch_size = loading["batch_size"]
-    loader = torch.utils.data.DataLoader(_Images(ds, encoder.transform), **loading)
-    img = [encoder.encode_images(x).to("cpu", dtype) for x in tqdm(loader, desc="images", disable=not progress)]
+    images = torch.utils.data.DataLoader(_Images(ds, encoder.transform), **loading)
+    # Features stay on the device until the end: a copy to the host per batch would make the host wait for
+    # each batch's encoding before it could hand the next one over (docs/benchmarks.md, extraction profile).
+    img = [encoder.encode_images(x).to(dtype) for x in tqdm(images, desc="images", disable=not progress)]
     texts, caption_to_image = captions_of(ds)
-    starts = range(0, len(texts), batch_size)
-    txt = [encoder.encode_texts(texts[s : s + batch_size]).to("cpu", dtype)
-           for s in tqdm(starts, desc="captions", disable=not progress)]
+    # Tokenising is Python (open_clip's BPE, ~10,000 captions/s a core): the workers do it, batch by batch.
+    tokens = torch.utils.data.DataLoader(_Tokens(texts, loading["batch_size"], encoder.tokenize),
+                                         **{**loading, "batch_size": None})
+    txt = [encoder.encode_tokens(t).to(dtype) for t in tqdm(tokens, desc="captions", disable=not progress)]
     empty = torch.zeros(0, encoder.dim, dtype=dtype)
-    return torch.cat(img) if img else empty, torch.cat(txt) if txt else empty, caption_to_image
+    return (torch.cat(img).cpu() if img else empty, torch.cat(txt).cpu() if txt else empty, caption_to_image)
 
 
 # ---------------------------------------------------------------- the cache

@@ -63,7 +63,7 @@ from ._checks import (
     values_checked,
 )
 from .loss_entry import Hyper
-from .similarity import hardest_negatives, hardest_negatives_diagonal
+from .similarity import hardest_negatives, _hardest_negatives_diagonal
 
 __all__ = [
     "GOAL_TRIPLETS",
@@ -122,7 +122,10 @@ TABLE1: dict[tuple[str, str], str] = {
 
 def table1_values(values: Mapping[tuple[str, str], float]) -> np.ndarray:
     """One finite number per (triplet, pair) combination of Table 1 (e.g. a recall of Tables 3-5) as a 5 x 3
-    array: rows GOAL_PAIRS, columns GOAL_TRIPLETS; a ValueError names missing or unknown keys."""
+    array: rows GOAL_PAIRS, columns GOAL_TRIPLETS; a ValueError names missing or unknown keys.
+
+    Derived in notebooks/07_goal.py.
+    """
     missing = [key for key in TABLE1 if key not in values]
     extra = [key for key in values if key not in TABLE1]
     if missing or extra:
@@ -134,7 +137,10 @@ def table1_values(values: Mapping[tuple[str, str], float]) -> np.ndarray:
 
 
 def parse_goal_name(name: str) -> tuple[str, str]:
-    """Split a trainer loss name "goal:<triplet>,<pair>" (e.g. "goal:cir,sig-ms") into its two weights."""
+    """Split a trainer loss name "goal:<triplet>,<pair>" (e.g. "goal:cir,sig-ms") into its two weights.
+
+    Derived in notebooks/07_goal.py.
+    """
     if not isinstance(name, str):
         raise TypeError(f"name must be a string like 'goal:cir,sig-ms', got {type(name).__name__}")
     prefix, colon, rest = name.partition(":")
@@ -595,7 +601,7 @@ def _diagonal_ms_neg(W: Tensor, s_pos: Tensor, s_neg: Tensor, cfg: GoalConfig, d
 
 def _goal_diagonal(S: Tensor, cfg: GoalConfig) -> tuple[list[_Entries], Tensor]:
     """:func:`_goal_entries` for positives on the diagonal: both directions from one copy of S."""
-    rows, cols, W = hardest_negatives_diagonal(S)
+    rows, cols, W = _hardest_negatives_diagonal(S)
     d = S.diagonal()
     idx = torch.arange(d.numel(), device=S.device)
     entries, value = [], S.new_zeros(())

@@ -1,7 +1,7 @@
 """Graded "implement it" exercises: a student's function against the library's on hidden cases.
 
-Each of notebooks 02-08 ends with one :class:`Exercise` (``vlr_lib.exercises``): a stub the student fills in (a loss, a weight
-or a metric; its cell is tagged ``answer``) and a check cell, ``grading.check("02_triplet_sh", triplet_sh)``,
+Each of notebooks 02-08 ends with an :class:`Exercise` (``vlr_lib.exercises``; notebook 03 with three): a stub the student
+fills in (a loss, a weight or a metric; its cell is tagged ``answer``) and a check cell, ``grading.check("02_triplet_sh", triplet_sh)``,
 that calls it on cases, compares every answer with the library's own function (the formula's one home,
 which cites its paper and equation) and prints a score out of the exercise's points.
 
@@ -15,7 +15,7 @@ Two sets of cases:
 
 Both hold random batches and the cases each exercise's text demands: rows whose negatives are all below 0
 (Triplet-SH's positives masked with 0 instead of -inf), float32 at the scale where a naive ``exp``
-overflows (NT-Xent at tau = 0.01, the unified weights at gamma = 60, cross-example softmax at lambda = 100,
+overflows (NT-Xent at tau = 0.01, CLIP's learned scale and SigLIP's at the clamp t = 100, the unified weights at gamma = 60, cross-example softmax at lambda = 100,
 T^cir at tau = 30), ties (values on a grid of 0.25, tied scores), the smallest sizes (N = 2, one
 candidate, one triplet). An answer passes a case when it is finite, has the reference's shape and is within
 the exercise's tolerances, the float32 ones when the case or the answer is float32 (the reference is

@@ -39,7 +39,7 @@ from ._checks import (
     values_checked,
 )
 from .loss_entry import REDUCTION, Hyper, LossEntry
-from .similarity import hardest_negatives, hardest_negatives_diagonal
+from .similarity import hardest_negatives, _hardest_negatives_diagonal
 
 __all__ = [
     "triplet_all",
@@ -348,7 +348,7 @@ class _DiagTripletHardest(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, S, m):  # type: ignore[override]
-        rows, cols, _ = hardest_negatives_diagonal(S)
+        rows, cols, _ = _hardest_negatives_diagonal(S)
         d = S.diagonal()
         h_r, h_c = m + rows.values - d, m + cols.values - d
         ctx.save_for_backward(rows.indices, cols.indices, h_r > 0, h_c > 0)
@@ -781,12 +781,12 @@ def smooth_ap(S: Tensor, tau: float = 0.01, pos_mask: Tensor | None = None, redu
 
 #: The range open_clip's training loop clamps t' = log(1/tau) to after every step (open_clip_train/train.py), so that
 #: the scale e^{t'} stays in [1, 100]: CLIP's "clipped to prevent scaling the logits by more than 100" (Radford et
-#: al. sec. 2.5). clip_learned and siglip refuse a t' outside it; clamp_logit_scale_ keeps a parameter inside.
+#: al.). clip_learned and siglip refuse a t' outside it; clamp_logit_scale_ keeps a parameter inside.
 LOGIT_SCALE_MIN = 0.0
 LOGIT_SCALE_MAX = math.log(100.0)
-#: CLIP's initial t' = log(1/0.07) (Radford et al. sec. 2.5, after Wu et al. 2018; open_clip's default).
+#: CLIP's initial t' = log(1/0.07) (Radford et al., after Wu et al. 2018; open_clip's default).
 CLIP_LOGIT_SCALE_INIT = math.log(1 / 0.07)
-#: SigLIP's initial t' = log 10 and b = -10 (Zhai et al. sec. 3.3 and Algorithm 1; open_clip's --siglip).
+#: SigLIP's initial t' = log 10 and b = -10 (Zhai et al.; open_clip's --siglip).
 SIGLIP_LOGIT_SCALE_INIT = math.log(10.0)
 SIGLIP_LOGIT_BIAS_INIT = -10.0
 
@@ -795,7 +795,7 @@ def clamp_logit_scale_(logit_scale: Tensor) -> Tensor:
     """Clamp a learned t' = log(1/tau) into [LOGIT_SCALE_MIN, LOGIT_SCALE_MAX] = [0, log 100], in place, no autograd.
 
     What open_clip's training loop does after every optimiser step (``logit_scale.clamp_(0, math.log(100))``),
-    so that the scale e^{t'} never exceeds 100 (Radford et al. sec. 2.5). Returns the same tensor. A
+    so that the scale e^{t'} never exceeds 100 (Radford et al.). Returns the same tensor. A
     value it leaves is always accepted by :func:`clip_learned` and :func:`siglip` (checked in its own dtype).
 
     Derived in notebooks/03_contrastive.py.
@@ -817,7 +817,8 @@ def clip_learned(
     reduction: str = "mean",
     pos_mask: Tensor | None = None,
 ) -> Tensor:
-    r"""NT-Xent with a learned temperature, as CLIP trains it (Radford et al. sec. 2.5, Fig. 3; open_clip's ClipLoss).
+    r"""NT-Xent with a learned temperature, as CLIP trains it (Radford et al., Fig. 3 and the training details;
+    open_clip's ClipLoss).
 
     The model holds :math:`t' = \log(1/\tau)` (`logit_scale`) and the loss is :func:`info_nce` at the
     scale :math:`e^{t'}`: for each positive pair (i, j),
@@ -869,7 +870,7 @@ def siglip(
     pos_mask: Tensor | None = None,
 ) -> Tensor:
     r"""SigLIP's pairwise sigmoid loss (Zhai et al., "Sigmoid Loss for Language Image Pre-Training", ICCV 2023,
-    eq. 1 and Algorithm 1; open_clip's SigLipLoss).
+    Algorithm 1; open_clip's SigLipLoss).
 
     Every entry of S is its own binary classification, match or not:
     :math:`L = -\frac{1}{N}\sum_{i}\sum_{j} \log \sigma\big(z_{ij}\,(t\,s_{ij} + b)\big)`, :math:`t = e^{t'}`,
@@ -888,8 +889,8 @@ def siglip(
     Readings:
 
     - The bias enters as in Algorithm 1 and open_clip, logits = t s + b (with b = -10 every pair starts
-      near "no match", the reason the paper gives for that initialisation); eq. 1's exponent is read with
-      that sign.
+      near "no match", the reason the paper gives for that initialisation); the paper's displayed loss is read
+      with that sign.
     - Normalisation: the sum over all pairs divided by N, the number of images (Algorithm 1's n, open_clip's
       ``image_features.shape[0]``), not by N^2 or by the positives. "none" gives one value per image (its
       row's sum over every caption), "mean" their mean, "sum" their sum; so

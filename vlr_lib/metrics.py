@@ -124,7 +124,10 @@ def _validate(S_eval: object, caption_to_image: object, chunk_size: object) -> t
 
 
 def positive_pairs(S_eval: Tensor, caption_to_image: Tensor) -> Tensor:
-    """Bool [n_images, n_captions]: True where caption c describes image i (after every metric's input checks)."""
+    """Bool [n_images, n_captions]: True where caption c describes image i (after every metric's input checks).
+
+    Derived in notebooks/01_embedding_and_evaluation.py.
+    """
     S, c2i, _ = _validate(S_eval, caption_to_image, DEFAULT_CHUNK)
     return positive_mask(torch.arange(S.shape[0], device=S.device), c2i)
 
@@ -354,6 +357,8 @@ def pr_curve(S_eval: Tensor, caption_to_image: Tensor, chunk_size: int = DEFAULT
     distinct score of a matching pair, recall increasing: the point reached by
     accepting every pair scoring >= that threshold (tied pairs enter together).
     The curve starts at the first such point, not at an artificial (0, 1).
+
+    Derived in notebooks/05_cross_example_softmax.py.
     """
     S, c2i, chunk_size = _validate(S_eval, caption_to_image, chunk_size)
     return _pr_points(S, c2i, chunk_size)
@@ -387,6 +392,8 @@ def precision_recall_at(
     matches / all matches. Tied pairs are accepted together, so at the score of a
     matching pair this is a point of :func:`pr_curve` (Veit & Wilber Fig. 4: one
     global threshold for every query).
+
+    Derived in notebooks/05_cross_example_softmax.py.
     """
     S, c2i, chunk_size = _validate(S_eval, caption_to_image, chunk_size)
     t = check_finite("threshold", threshold)
@@ -408,6 +415,8 @@ def neighbor_counts(
     Veit & Wilber Fig. 4 (right): if the counts of all queries agree at every
     threshold, the scores of different queries live on one scale (calibration).
     Queries are the captions (columns of S) for "t2i", the images (rows) for "i2t".
+
+    Derived in notebooks/05_cross_example_softmax.py.
     """
     S = _as_scores(S_eval, check_int("chunk_size", chunk_size))
     check_choice("direction", direction, DIRECTIONS)

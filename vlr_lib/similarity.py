@@ -77,8 +77,9 @@ def hardest_negatives(S: Tensor, neg: Tensor) -> Hardest:
     return Hardest(values, indices)
 
 
-def hardest_negatives_diagonal(S: Tensor) -> tuple[Hardest, Hardest, Tensor]:
-    """:func:`hardest_negatives` of the row queries and of the column queries at once, for positives on the diagonal.
+def _hardest_negatives_diagonal(S: Tensor) -> tuple[Hardest, Hardest, Tensor]:
+    """:func:`hardest_negatives` of the row queries and of the column queries at once, for positives on the diagonal:
+    the fast path of the losses and GOAL (private: the one finder callers use is :func:`hardest_negatives`).
 
     Returns (rows, columns, W): rows.values[i] / rows.indices[i] is the hardest negative of row i
     (column index), columns.values[j] / columns.indices[j] that of column j (row index), and W is

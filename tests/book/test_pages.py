@@ -17,13 +17,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from vlr_lib import book, report
+from vlr_lib import book
+from vlr_lib.report.layouts import table1
+from vlr_lib.report.lessons import lesson_matrix, lesson_table
+from vlr_lib.report.summary import summarize, summary_table
 from vlr_lib.experiments import lessons, record
 
 ROOT = Path(__file__).resolve().parents[2]
 BOOK = Path(os.environ.get("VLR_BOOK_DIR") or ROOT / "build" / "book")
 #: The record each experiment chapter opens (on the shapes data, the book's).
-RECORDS = {"09_training": "09_training-shapes-full", "10_showdown": "showdown-shapes-features-full",
+RECORDS = {"03_contrastive": "batch-size-shapes-features-full", "09_training": "09_training-shapes-full", "10_showdown": "showdown-shapes-features-full",
            "11_hyperparameters": "11_hyperparameters-shapes-full", "12_lessons": "lessons-shapes-full"}
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 
@@ -97,21 +100,21 @@ def test_chapter_09_shows_the_recorded_runs(pages):
 
 def test_chapter_10_shows_the_recorded_table(pages):
     runs = record.cell_table(record.cells_of(shipped(RECORDS["10_showdown"]).tables))
-    table = report.table1(report.summarize(runs, prefix="sel_"))
+    table = table1(summarize(runs, prefix="sel_"))
     missing = [cell for cell in table["rsum"] if cell not in pages["10_showdown"]]
     assert len(table) == 22 and missing == []
 
 
 def test_chapter_11_shows_the_recorded_sweeps(pages):
     runs = record.cell_table(record.cells_of(shipped(RECORDS["11_hyperparameters"]).tables))
-    printed = report.summary_table(report.summarize(runs), ("rsum", "i2t_r1", "t2i_r1"))
+    printed = summary_table(summarize(runs), ("rsum", "i2t_r1", "t2i_r1"))
     assert printed in pages["11_hyperparameters"]
 
 
 def test_chapter_12_shows_the_recorded_reading(pages):
     runs = pd.DataFrame(shipped(RECORDS["12_lessons"]).tables["runs"])
-    table = report.lesson_table(runs)
+    table = lesson_table(runs)
     for experiment in lessons.EXPERIMENTS:
-        cells = report.lesson_matrix(table, experiment).to_numpy().ravel()
+        cells = lesson_matrix(table, experiment).to_numpy().ravel()
         missing = [cell for cell in cells if cell not in pages["12_lessons"]]
         assert missing == [], (experiment, missing)

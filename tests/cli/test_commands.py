@@ -194,14 +194,14 @@ def test_grid_builds_and_checks_each_objective_once(here, capsys, monkeypatch):
 def test_under_torchrun_rank_0_alone_prints_and_writes(command, here, capsys, monkeypatch):
     """Issue 35: under torchrun the tuned table printed once per rank (lessons likewise)."""
     from vlr_lib.cli import lessons, tuned
-    from vlr_lib.experiments import lessons as L, showdown as S, tuned as T
-    from vlr_lib import report
+    from vlr_lib.experiments import cells, lessons as L, tuned as T
+    from vlr_lib.report import lessons as R
     from vlr_lib.train import distributed
 
-    done = S.Showdown(pd.DataFrame(), {}, here, reused=False)
+    done = cells.Showdown(pd.DataFrame(), {}, here, reused=False)
     experiment, main = {"tuned": (T, tuned.main), "lessons": (L, lessons.main)}[command]
     monkeypatch.setattr(experiment, "run", lambda *a, **k: done)
-    monkeypatch.setattr(*((T, "markdown") if command == "tuned" else (report, "lessons_markdown")),
+    monkeypatch.setattr(*((T, "markdown") if command == "tuned" else (R, "lessons_markdown")),
                         lambda *a, **k: "the table")
     argv = ["--fast", "--out", "o", "--markdown", "t.md"]
     monkeypatch.setattr(distributed, "rank_and_world", lambda: (1, 2))

@@ -184,7 +184,7 @@ def clip_learned(S, logit_scale, pos):
 
 
 def siglip(S, logit_scale, logit_bias, pos):
-    """Zhai et al. eq. 1 / Algorithm 1: t = exp(t'), z_ij = +1 on positives and -1 elsewhere,
+    """Zhai et al. Algorithm 1: t = exp(t'), z_ij = +1 on positives and -1 elsewhere,
     -(1 / n) sum_ij log sigmoid(z_ij (t s_ij + b)), n the number of images; a pair at a time."""
     t = torch.exp(logit_scale)
     total = S.new_zeros(())

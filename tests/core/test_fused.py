@@ -15,7 +15,7 @@ import torch
 
 from vlr_lib import goal as G
 from vlr_lib import losses as L
-from vlr_lib.similarity import hardest_negatives, hardest_negatives_diagonal
+from vlr_lib.similarity import hardest_negatives, _hardest_negatives_diagonal
 
 FUSED = {
     "triplet_all": lambda S, pm: L.triplet_all(S, 0.2, "sum", pos_mask=pm),
@@ -169,7 +169,7 @@ def test_hardest_negatives_diagonal_matches_hardest_negatives():
     g = torch.Generator().manual_seed(3)
     S = torch.randint(0, 5, (50, 50), generator=g).double()  # many ties: the first index wins, as torch.max
     neg = ~torch.eye(50, dtype=torch.bool)
-    rows, cols, W = hardest_negatives_diagonal(S)
+    rows, cols, W = _hardest_negatives_diagonal(S)
     r, c = hardest_negatives(S, neg), hardest_negatives(S.T, neg.T)
     assert torch.equal(rows.values, r.values) and torch.equal(cols.values, c.values)
     assert torch.equal(rows.indices, r.indices) and torch.equal(cols.indices, c.indices)

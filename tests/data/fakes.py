@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from vlr_lib.features import hashed_bow
+from vlr_lib.features import Encoder, hashed_bow
 
 
-class FakeClip:
+class FakeClip(Encoder):
     """The CLIP backbone's identity (backbone, weights tag, image size) with tiny features and no model."""
 
     backbone, init_seed, image_size, dim = "clip-vit-b32", None, 224, 12

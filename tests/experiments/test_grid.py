@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import vlr_lib.train
-from vlr_lib import report
+from vlr_lib.report.summary import summarize
 from vlr_lib._io import UnreadableFileError
 from vlr_lib.goal import GOAL_PAIRS, GOAL_TRIPLETS, parse_goal_name
 from vlr_lib.experiments import expand_configs, goal_grid, grid
@@ -151,7 +151,7 @@ def test_cells_of_other_data_or_schedules_are_never_averaged_together(data, tmp_
     assert len(runs) == 6 and runs["data_id"].nunique() == 2 and runs["settings"].nunique() == 2
     summary = pd.read_csv(tmp_path / "summary.csv")
     assert len(summary) == 3 and (summary["n_seeds"] == 2).all()  # three setups of one config, two seeds each
-    assert "setup" in gs.GridResult(runs, report.summarize(runs)).table()
+    assert "setup" in gs.GridResult(runs, summarize(runs)).table()
 
 
 @pytest.mark.parametrize("losses, params, seeds, match", [
@@ -233,10 +233,10 @@ def test_a_collapsed_epoch_is_never_the_selected_one(data):
     lr=1e-12 keeps the collapsed heads exactly constant through epoch 2's steps (float32), so
     epoch 2 is evaluated on a constant S; epoch 1 is the untrained heads, a plain ranking.
     """
-    from vlr_lib.experiments import showdown as sd
+    from vlr_lib.experiments import cells
 
-    probe = sd.probe_batch(data, 8)
-    pick = sd.ShowdownMetrics(data, probe)
+    probe = cells.probe_batch(data, 8)
+    pick = cells.ShowdownMetrics(data, probe)
     result = grid(["info_nce"], train=data, val=data, progress=False, callbacks=[pick, Collapse()],
                   **{**SETTINGS, "epochs": 2, "lr": 1e-12})
     row = result.runs.iloc[0]

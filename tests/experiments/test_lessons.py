@@ -4,10 +4,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from vlr_lib import report
+from vlr_lib.report.lessons import lesson_table
 from vlr_lib.data.shapes import scene_overlap, split_scenes
 from vlr_lib.data import make_shapes
-from vlr_lib.experiments import lessons
+from vlr_lib.experiments import cells, lessons
 
 TINY = {"n_train": 24, "n_val": 12, "n_test": 12, "epochs": 2, "batch_size": 12, "dim": 8, "probe": 12,
         "word_dim": 8, "hidden": 8}
@@ -37,7 +37,7 @@ def test_conditions_change_one_thing_each():
     assert [(c.spec.optimizer_at_switch, c.spec.grad_clip) for c in optimizer] == [
         ("fresh", None), ("carry", None), ("carry", 2.0), ("fresh", 2.0)]
     assert spec.seeds == lessons.LESSON_SEEDS == (0, 1, 2, 3, 4)
-    showdown_spec = __import__("vlr_lib.experiments.showdown", fromlist=["x"]).spec_for("shapes", True, seeds=spec.seeds)
+    showdown_spec = cells.spec_for("shapes", True, seeds=spec.seeds)
     assert base.key() == showdown_spec.key()  # the showdown's spec, with the lessons' five seeds
     assert all(c.losses()["triplet_all"] == "triplet_all" for c in conds)
 
@@ -92,7 +92,7 @@ def test_run_trains_each_cell_once_and_stores_the_table(tmp_path):
                  lambda t: t.assign(role=t["role"].replace({"info_nce": "unified", "unified": "info_nce"}))):
         edit(stored).to_csv(tmp_path / lessons.TABLE_FILE, index=False)
         same_table(lessons.run(spec, out=tmp_path).runs)
-    table = report.lesson_table(again.runs)
+    table = lesson_table(again.runs)
     assert set(table["experiment"]) == set(lessons.EXPERIMENTS) and len(table) == n_conditions * 3
     rebuilt = lessons.run(spec, out=tmp_path, force=True)  # from the cached cells: nothing trained
     assert rebuilt.meta["epochs_trained_now"] == 0

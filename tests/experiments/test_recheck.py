@@ -89,9 +89,9 @@ def test_one_entry_per_experiment_feeds_the_command_line_and_the_book():
     from vlr_lib import book
     from vlr_lib.cli import record as cli_record
 
-    assert protocol.STEPS == ("10-features", "10-vsepp", "09", "11", "11-tuned", "12")
+    assert protocol.STEPS == ("10-features", "10-vsepp", "09", "11", "11-tuned", "12", "03-batch")
     assert book.recorded_chapters() == protocol.chapters() == (
-        "09_training", "10_showdown", "11_hyperparameters", "12_lessons")
+        "03_contrastive", "09_training", "10_showdown", "11_hyperparameters", "12_lessons")
     assert cli_record.parser().parse_args(["--only", "12,09"]).only == ("12", "09")
     assert all(protocol.by_step(e.step) is e for e in protocol.EXPERIMENTS.values())
 

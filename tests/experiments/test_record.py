@@ -14,8 +14,9 @@ import pandas as pd
 import pytest
 import torch
 
-from vlr_lib import losses, report
-from vlr_lib.experiments import grid, lessons, record, showdown, tuned
+from vlr_lib import losses
+from vlr_lib.report.labels import hyperparameters
+from vlr_lib.experiments import batch_size, cells, grid, lessons, record, showdown, tuned
 
 from tests.train.toy import toy_features
 
@@ -209,13 +210,15 @@ def _notebook_key(stem: str, tmp_path: Path) -> tuple[str, dict]:
 def _current(name: str, tmp_path: Path) -> dict:
     """What the code would record now under `name` (the settings a notebook in full mode looks the record up by)."""
     for setting in ("features", "vsepp"):
-        spec = showdown.spec_for("shapes", False, setting)
+        spec = cells.spec_for("shapes", False, setting)
         if name == spec.out.name:
             return showdown.record_key(spec)
     if name == lessons.LessonsSpec().out.name:
         return lessons.record_key(lessons.LessonsSpec())
     if name == tuned.out_dir(tuned.spec_for()).name:
         return tuned.record_key(tuned.spec_for())
+    if name == batch_size.out_dir(batch_size.spec_for()).name:
+        return batch_size.record_key(batch_size.spec_for())
     # the notebook whose number starts the name first (each notebook's settings cell runs in its own Python)
     for stem in sorted(("09", "11"), key=lambda s: not name.startswith(f"{s}_")):
         nb_name, key = _notebook_key(stem, tmp_path)
@@ -238,13 +241,13 @@ def test_a_changed_loss_default_makes_the_records_stale(monkeypatch):
     """Keys hold every resolved hyperparameter (registry.resolved): a new default of Triplet-SH's margin is a key the
     shipped showdown record was not made under, so it is not opened (the old numbers never show under the new
     label), and the record checker says "stale"."""
-    spec = showdown.spec_for("shapes", False, "features")
+    spec = cells.spec_for("shapes", False, "features")
     path = record.RECORDED / spec.out.name
     assert record.read(spec.out.name, showdown.record_key(spec)) is not None
     monkeypatch.setattr(losses.triplet_hardest, "__defaults__", (0.3, "sum", None))
     assert record.read(spec.out.name, showdown.record_key(spec)) is None
     assert [p for p in record.problems(path, showdown.record_key(spec)) if p.startswith("stale")]
-    assert "margin=0.3" in report.hyperparameters("triplet_hardest")  # the label moved with it
+    assert "margin=0.3" in hyperparameters("triplet_hardest")  # the label moved with it
 
 
 # --------------------------------------------------------------------------- issue 23: the manifest as a whole

@@ -1,8 +1,8 @@
 """vlr_lib.experiments.showdown (the experiment of notebook 10) and its command line (python -m vlr_lib showdown).
 
-The runner is run on a tiny shapes set and on a fake Flickr30K feature cache to
+The showdown is run on a tiny shapes set and on a fake Flickr30K feature cache to
 check the columns the figures read (sel_*, test_*, COCOS) and the stored-table
-reuse; the Flickr30K cache that data_scripts/extract_features.py writes is
+reuse (the cell runner itself: tests/experiments/test_cells.py); the Flickr30K cache that data_scripts/extract_features.py writes is
 found by vlr-grid and by the showdown (one id convention,
 vlr_lib.features.flickr_cache_id); data_scripts/run_showdown.py is the same command.
 """
@@ -13,16 +13,18 @@ import json
 import subprocess
 import sys
 import types
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
 
-from vlr_lib import analysis, metrics, report
-from vlr_lib.experiments import showdown as sd
+from vlr_lib.report.markdown import markdown_block
+from vlr_lib.experiments import cells, showdown as sd
 
 from ..data.fakes import FakeClip
+from .test_cells import tiny_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,40 +37,11 @@ def load_script(name: str):
     return module
 
 
-# --------------------------------------------------------------------------- the runner (from test_viz_showdown.py)
+# --------------------------------------------------------------------------- the showdown
 
 
-def tiny_spec(**kw):
-    base = dict(n_train=24, n_val=12, n_test=12, epochs=2, batch_size=12, dim=8, seeds=(0,), probe=12)
-    return sd.spec_for("shapes", True, **{**base, **kw})
-
-
-def test_callback_records_test_metrics_cocos_and_the_selected_epoch():
-    from vlr_lib.train import fit
-
-    spec = tiny_spec(epochs=3)
-    data = sd.load_data(spec)
-    probe = sd.probe_batch(data.train, spec.probe)
-    cb = sd.ShowdownMetrics(data.test, probe)
-    with sd.cpu_threads(1):
-        result = fit(*data.train, loss="info_nce", val=data.val, settings=spec.settings(), callbacks=[cb],
-                     **spec.model())
-    h = result.history
-    assert cb.trained == 3 and all("test" in r and "probe_cocos" in r for r in h)
-    S = result.similarity(data.test[0], data.test[1])  # the final heads
-    last = h[-1]["test"]
-    assert last["rsum"] == pytest.approx(metrics.retrieval_metrics(S, data.test[2])["rsum"])
-    assert last["map5"] == pytest.approx(metrics.map_at_k(S, data.test[2], 5))
-    assert last["pr_auc"] == pytest.approx(metrics.pr_auc(S, data.test[2]))
-    table = analysis.cocos_table(result.similarity(*probe)).set_index(["loss", "direction"])
-    assert h[-1]["probe_cocos"]["nt_xent_t2i"]["W_pos"] == pytest.approx(table.loc[("nt_xent", "t2i"), "W_pos"])
-    best = max(range(3), key=lambda e: (h[e]["rsum"], -e))  # earliest best validation rsum
-    assert h[-1]["sel"]["epoch"] == best + 1
-    assert h[-1]["sel"]["rsum"] == h[best]["test"]["rsum"]
-    assert h[-1]["sel"]["cocos"] == h[best]["probe_cocos"]
-    # the probe is the same batch for every run: distinct images, one caption each
-    again = sd.probe_batch(data.train, spec.probe)
-    assert torch.equal(again[0], probe[0]) and torch.unique(probe[0], dim=0).shape[0] == spec.probe
+def test_the_goal_cir_contestants_run_at_the_showdowns_tau():
+    assert all(c.get("tau") == sd.CIR_TAU for c in sd.configs() if c["loss"].startswith("goal:cir,"))
 
 
 def test_run_stores_reuses_and_writes_markdown(tmp_path, monkeypatch):
@@ -80,7 +53,7 @@ def test_run_stores_reuses_and_writes_markdown(tmp_path, monkeypatch):
     meta = json.loads((tmp_path / sd.META_FILE).read_text())
     assert meta["spec"] == spec.key() and "CPU" in meta["hardware"] and meta["chance_rsum_test"] > 0
 
-    monkeypatch.setattr(sd, "grid", lambda *a, **k: pytest.fail("a matching stored table must not retrain"))
+    monkeypatch.setattr(cells, "grid", lambda *a, **k: pytest.fail("a matching stored table must not retrain"))
     second = sd.run(spec, out=tmp_path)
     assert second.reused and second.meta == first.meta
     pd.testing.assert_frame_equal(second.runs, first.runs)  # rebuilt from the cells: the very table trained
@@ -99,61 +72,14 @@ def test_run_stores_reuses_and_writes_markdown(tmp_path, monkeypatch):
     assert sd.stored(spec, tmp_path) is None
     assert sd.stored(tiny_spec(epochs=3), tmp_path) is None  # other settings: not reused
 
-    block = report.markdown_block(second.runs, second.meta)
+    block = markdown_block(second.runs, second.meta)
     assert "| loss | hyper-param | i2t R@1 |" in block and "`pytest`" in block and "|  | T^con | T^nca | T^cir |" in block
 
 
 def test_flickr_mode_fails_clearly_without_features(tmp_path):
     with pytest.raises(FileNotFoundError, match="prepare_flickr30k.py") as err:
-        sd.run(sd.spec_for("flickr30k", True, cache_root=str(tmp_path)), out=tmp_path / "out")
+        sd.run(cells.spec_for("flickr30k", True, cache_root=str(tmp_path)), out=tmp_path / "out")
     assert "extract_features.py --data flickr30k" in str(err.value) and "clip-vit-b32" in str(err.value)
-
-
-def test_flickr_mode_reads_a_cache_in_the_extract_features_layout(tmp_path):
-    from vlr_lib.features import FeatureSet, default_cache_dir, save_features
-
-    g = torch.Generator().manual_seed(0)
-    sizes = {"train": 30, "validation": 10, "test": 10}
-    for split, n in sizes.items():
-        c2i = torch.arange(n).repeat_interleave(5)
-        img = torch.randn(n, 16, generator=g)
-        txt = img[c2i] + 0.3 * torch.randn(5 * n, 16, generator=g)
-        manifest = {"backbone": "clip-vit-b32", "pretrained": "openai", "dataset_id": "flickr30k:flickr30k",
-                    "revision": "", "split": split}
-        save_features(default_cache_dir(tmp_path, "flickr30k:flickr30k", "", split, "clip-vit-b32"),
-                      FeatureSet(img, txt, c2i, manifest))
-    dirs = sd.flickr_feature_dirs(tmp_path)
-    assert set(dirs) == {"train", "validation", "test"}
-    spec = sd.spec_for("flickr30k", True, cache_root=str(tmp_path), n_train=20, batch_size=10, dim=8, epochs=1,
-                       probe=10)
-    data = sd.load_data(spec)
-    assert data.train[0].shape == (20, 16) and data.train[1].shape == (100, 16) and int(data.train[2].max()) == 19
-    assert data.test[0].shape[0] == 10 and "Flickr30K Karpathy split" in data.description
-    assert data.data_id.startswith(sd.METRICS_VERSION + "|flickr30k|flickr30k:")
-
-
-def test_several_flickr_feature_sets_are_an_error_not_a_silent_mix(tmp_path):
-    """Two commits of the same dataset are two feature sets: the lookup never picks splits from both; the error names
-    the flag that chooses, and the spec's revision chooses (weights default to the backbone's: "none" is asked for)."""
-    from vlr_lib.features import FeatureSet, default_cache_dir, save_features
-
-    for revision, pretrained in (("a" * 40, "openai"), ("b" * 40, "openai"), ("a" * 40, "none")):
-        for split in ("train", "validation", "test"):
-            c2i = torch.arange(3).repeat_interleave(5)
-            manifest = {"backbone": "clip-vit-b32", "pretrained": pretrained, "dataset_id": "flickr30k:f",
-                        "revision": revision, "split": split, "dtype": "float32"}
-            save_features(default_cache_dir(tmp_path, "flickr30k:f", revision, split, "clip-vit-b32", pretrained),
-                          FeatureSet(torch.randn(3, 4), torch.randn(15, 4), c2i, manifest))
-    with pytest.raises(ValueError, match="several Flickr30K feature sets.*--revision") as err:
-        sd.flickr_feature_dirs(tmp_path)
-    assert "--weights" not in str(err.value).split("Choose")[1]
-    chosen = sd.flickr_feature_dirs(tmp_path, revision="bbbbbbb")
-    assert all("b" * 40 in p.name and "openai" in p.name for p in chosen.values())
-    random = sd.flickr_feature_dirs(tmp_path, weights="none")
-    assert all("a" * 40 in p.name and "none" in p.name for p in random.values())
-    spec = sd.spec_for("flickr30k", True, cache_root=str(tmp_path), revision="aaaaaaa", n_train=3, batch_size=2,
-                       dim=2, epochs=1, probe=2)
-    assert "revision aaaaaaaaaaaa" in sd.load_data(spec).description
 
 
 # --------------------------------------------------------------------------- one Flickr30K cache id
@@ -213,7 +139,7 @@ def test_cli_and_showdown_find_the_cache_extract_features_writes(where, tmp_path
     assert loads[0] == loads[1], "the script and the CLI load the same data"
 
     # the showdown finds the same three folders
-    assert sd.flickr_feature_dirs(root) == written
+    assert cells.flickr_feature_dirs(root) == written
 
     # the VSE++ setting: the same image features, and the captions of the data they were extracted from as token ids
     args = grid_cli.parser().parse_args(["--data", "flickr30k", "--setting", "vsepp", "--cache-root", str(root),
@@ -221,9 +147,9 @@ def test_cli_and_showdown_find_the_cache_extract_features_writes(where, tmp_path
     vsepp = common.load_data(args, "vsepp", "cpu")
     assert torch.equal(vsepp["train"][0], got["train"][0]) and not vsepp["train"][1].is_floating_point()
     assert vsepp["val"][1].shape[0] == got["validation"][1].shape[0]
-    spec = sd.spec_for("flickr30k", True, "vsepp", cache_root=str(root), min_count=1,
+    spec = cells.spec_for("flickr30k", True, "vsepp", cache_root=str(root), min_count=1,
                        data_path=str(local) if where == "local" else None)
-    data = sd.load_data(spec)
+    data = cells.load_data(spec)
     assert not data.train[1].is_floating_point() and data.test[1].shape[0] == 15  # 3 test images x 5 captions
     same = [(x.dataset_id, x.revision, x.path) for x in (loads[0], loads[-1])]
     assert same[0] == same[1], "the showdown reads the captions of the data the features were extracted from"
@@ -255,47 +181,19 @@ def test_canonical_command_writes_the_environment_out_as_flags(monkeypatch):
 # --------------------------------------------------------------------------- the settings
 
 
-def test_each_setting_has_its_spec_folder_and_model(monkeypatch, tmp_path):
-    monkeypatch.setenv("VLR_RUNS", str(tmp_path))
-    feats, vsepp, e2e = (sd.spec_for("shapes", False, s) for s in ("features", "vsepp", "e2e"))
-    assert feats.out == tmp_path / "showdown-shapes-features-full" and vsepp.out.name == "showdown-shapes-vsepp-full"
-    assert feats.model() == {"dim": 256, "head": "linear"} and (feats.lr, vsepp.lr) == (1e-3, 2e-3)
-    # budgets chosen on validation (docs/results.md, run 7); the VSE++ setting clips as VSE++ trains
-    assert (feats.epochs, feats.lr_decay_epoch, vsepp.epochs, vsepp.lr_decay_epoch) == (20, 10, 20, 10)
-    assert (feats.grad_clip, vsepp.grad_clip, e2e.grad_clip) == (None, 2.0, None) and e2e.epochs == 40
-    assert all(c.get("tau") == sd.CIR_TAU for c in sd.configs() if c["loss"].startswith("goal:cir,"))
-    assert vsepp.model() == {"text_encoder": "gru", "dim": 256, "head": "linear", "word_dim": 32, "hidden": 64}
-    assert e2e.model() == {"text_encoder": "gru", "dim": 64, "width": 32} and e2e.settings().sampling == "images"
-    assert feats.key() != vsepp.key() and feats.key()["setting"] == "features"
-    assert sd.spec_for("shapes", True, "vsepp").epochs == sd.spec_for("shapes", True).epochs  # one fast schedule
-    flickr = sd.spec_for("flickr30k", False, "vsepp")
-    assert (flickr.dim, flickr.word_dim, flickr.hidden, flickr.min_count) == (1024, 300, 1024, 4)  # VSE++'s sizes
-    with pytest.raises(ValueError, match="setting 'e2e' trains a CNN on the shapes images"):
-        sd.spec_for("flickr30k", False, "e2e")
-    with pytest.raises(ValueError, match="setting must be one of"):
-        sd.spec_for("shapes", False, "clip")
-
-
 @pytest.mark.parametrize("setting", ["vsepp", "e2e"])
 def test_run_in_the_settings_that_train_a_text_encoder(setting, tmp_path):
     spec = tiny_spec(setting=setting, epochs=1)
     if setting == "vsepp":
-        spec = sd.replace(spec, word_dim=8, hidden=8)
+        spec = replace(spec, word_dim=8, hidden=8)
     done = sd.run(spec, out=tmp_path)
     assert len(done.runs) == 22 and set(done.runs["setting"]) == {setting}
     assert done.meta["spec"]["setting"] == setting and done.meta["setting"].startswith(
         {"vsepp": "VSE++", "e2e": "end to end"}[setting])
     assert (done.runs["sel_rsum"] > 0).all() and "token ids" in done.meta["data"]
     assert sd.run(spec, out=tmp_path).reused
-    block = report.markdown_block(done.runs, done.meta)
+    block = markdown_block(done.runs, done.meta)
     assert f"setting {setting}" in block and {"vsepp": "VSE++ setting", "e2e": "end to end"}[setting] in block
-
-
-def test_random_image_encoder_is_its_own_table(tmp_path):
-    spec = tiny_spec(epochs=1)
-    pretrained, random = sd.load_data(spec), sd.load_data(sd.replace(spec, image_encoder="random"))
-    assert pretrained.data_id != random.data_id and "random frozen" in random.description
-    assert torch.equal(pretrained.train[1], random.train[1]) and not torch.equal(pretrained.train[0], random.train[0])
 
 
 @pytest.fixture
@@ -319,9 +217,9 @@ def flickr_cache(tmp_path, monkeypatch):
 
 def test_flickr_vsepp_reads_the_captions_the_features_were_extracted_from(flickr_cache):
     root, local, data = flickr_cache
-    spec = sd.spec_for("flickr30k", True, "vsepp", cache_root=str(root), data_path=str(local), n_train=6,
+    spec = cells.spec_for("flickr30k", True, "vsepp", cache_root=str(root), data_path=str(local), n_train=6,
                        batch_size=6, dim=8, word_dim=8, hidden=8, epochs=1, probe=4, min_count=1, seeds=(0,))
-    loaded = sd.load_data(spec)
+    loaded = cells.load_data(spec)
     texts = [c for five in data["dd"]["train"]["caption"][:6] for c in five]
     from vlr_lib.train import caption_ids
 
@@ -331,10 +229,10 @@ def test_flickr_vsepp_reads_the_captions_the_features_were_extracted_from(flickr
     done = sd.run(spec, out=root.parent / "out")
     assert len(done.runs) == 22 and set(done.runs["setting"]) == {"vsepp"}
     with pytest.raises(FileNotFoundError, match="pass --data-path"):
-        sd.load_data(sd.replace(spec, data_path=None))
+        cells.load_data(replace(spec, data_path=None))
     data["dd"] = make_other_captions(data["dd"])
     with pytest.raises(ValueError, match="are not those its cached features were extracted from"):
-        sd.load_data(spec)
+        cells.load_data(spec)
 
 
 def make_other_captions(dd):
@@ -361,7 +259,7 @@ def test_the_cli_trains_flickr_in_the_vsepp_setting(flickr_cache, capsys):
 def test_a_folder_of_other_files_is_refused_before_anything_is_loaded(tmp_path, monkeypatch):
     """Issue 23: showdown.run(out=notes) wrote into any folder."""
     (tmp_path / "notes.md").write_text("mine")
-    monkeypatch.setattr(sd, "load_data", lambda spec: pytest.fail("loaded data for a folder it must refuse"))
+    monkeypatch.setattr(cells, "load_data", lambda spec: pytest.fail("loaded data for a folder it must refuse"))
     with pytest.raises(ValueError, match=r"^out .*notes\.md.*not a run folder"):
         sd.run(tiny_spec(), out=tmp_path)
     assert [p.name for p in tmp_path.iterdir()] == ["notes.md"]

@@ -13,7 +13,7 @@ import pytest
 
 from vlr_lib import stats
 from vlr_lib.cli import tuned as cli
-from vlr_lib.experiments import showdown as S
+from vlr_lib.experiments import cells
 from vlr_lib.experiments import tuned as T
 from tests.cli.helpers import call
 
@@ -174,7 +174,7 @@ def test_the_text_says_which_losses_were_given_and_whether_the_budget_is_equal()
 
 def test_cli_no_configuration_left_is_one_line_naming_values(tmp_path, capsys, monkeypatch):
     runs = runs_table({k: (1.0 if k[0] == "info_nce" else v) for k, v in VAL.items()}, TEST)
-    race = S.Showdown(runs, {"chance_rsum_val": 16.0, "spec": {"fast": True}}, tmp_path, reused=False)
+    race = cells.Showdown(runs, {"chance_rsum_val": 16.0, "spec": {"fast": True}}, tmp_path, reused=False)
     monkeypatch.setattr(T, "run", lambda *a, **k: race)
     monkeypatch.setattr(T, "grid_for", lambda fast: dict(GRID))
     code, out, err = call(cli.main, ["--fast", "--out", str(tmp_path / "t")], capsys)

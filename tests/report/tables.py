@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from vlr_lib import registry, report
+from vlr_lib import registry
+from vlr_lib.report.labels import TABLE1_COLUMNS
 from vlr_lib.experiments.showdown import CONTESTANTS
 from vlr_lib.goal import GOAL_PAIRS, GOAL_TRIPLETS
 
@@ -48,7 +49,7 @@ def hand_summary(means: dict[str, float], stds: dict[str, float], metric: str = 
     rows = []
     for loss in means:
         row = {"config": loss, "loss": loss, "name": registry.label(loss) if loss in registry.names() or registry.is_goal(loss) else loss, "hyper": "", "n_seeds": 3}
-        for m in report.TABLE1_COLUMNS:
+        for m in TABLE1_COLUMNS:
             row[f"{m}_mean"], row[f"{m}_std"] = means[loss], stds[loss]
         rows.append(row)
     return pd.DataFrame(rows)

@@ -1,4 +1,4 @@
-"""report.lesson_table / lesson_reading on a synthetic lessons table whose differences are known by construction."""
+"""report.lessons.lesson_table / lesson_reading on a synthetic lessons table whose differences are known by construction."""
 from __future__ import annotations
 
 import math
@@ -7,12 +7,14 @@ import pandas as pd
 import pytest
 
 from tests.report.tables import LESSON_MEANS, LESSON_SEEDS, LESSON_SPREAD, lesson_runs
-from vlr_lib import report, stats
+from vlr_lib import stats
+from vlr_lib.report.lessons import lesson_part, lesson_reading, lesson_table, seed_differences
+from vlr_lib.report.markdown import last_epoch_share
 
 
 @pytest.fixture(scope="module")
 def table() -> pd.DataFrame:
-    return report.lesson_table(lesson_runs())
+    return lesson_table(lesson_runs())
 
 
 def hand(exp: str, cond: str, a: str, b: str) -> tuple[float, float]:
@@ -46,7 +48,7 @@ def test_paired_differences_intervals_and_verdicts(table):
 
 def test_one_seed_cannot_tell():
     runs = lesson_runs()
-    one = report.lesson_table(runs[runs["seed"] == 1])
+    one = lesson_table(runs[runs["seed"] == 1])
     assert set(one["verdict"]) == {"cannot tell"} and (one["n_seeds"] == 1).all()
 
 
@@ -57,7 +59,7 @@ def test_per_seed_range_is_paired(table):
 
 
 def test_the_reading_states_each_verdict_with_its_numbers(table):
-    out = report.lesson_reading(table, {"features": "(a) feature quality"})
+    out = lesson_reading(table, {"features": "(a) feature quality"})
     text = out["text"]
     assert text.startswith("**(a) feature quality**") and "**warmup**" in text
     assert out["verdicts"][("features", "Triplet-SH − Triplet")] == {
@@ -72,39 +74,39 @@ def test_the_reading_states_each_verdict_with_its_numbers(table):
 
 def test_warm_up_names_and_errors():
     runs = lesson_runs()
-    assert "Triplet-SH" in report.lesson_table(runs[runs["experiment"] == "warmup"])["comparison"].iloc[0]
+    assert "Triplet-SH" in lesson_table(runs[runs["experiment"] == "warmup"])["comparison"].iloc[0]
     with pytest.raises(ValueError, match="lessons table"):
-        report.lesson_table(runs.drop(columns="role"))
+        lesson_table(runs.drop(columns="role"))
     with pytest.raises(ValueError, match="metric must be one of"):
-        report.lesson_table(runs, metric="loss")
+        lesson_table(runs, metric="loss")
     with pytest.raises(ValueError, match="no condition with both roles"):
-        report.lesson_table(runs[runs["role"] == "triplet_all"])
+        lesson_table(runs[runs["role"] == "triplet_all"])
 
 
 def test_lesson_part_selects_one_experiment_in_order(table):
-    part = report.lesson_part(table.iloc[::-1], "features")
+    part = lesson_part(table.iloc[::-1], "features")
     assert set(part["experiment"]) == {"features"} and len(part) == 3 * 2
     assert part["order"].is_monotonic_increasing
     with pytest.raises(ValueError, match="experiment must be one of"):
-        report.lesson_part(table, "nope")
+        lesson_part(table, "nope")
     with pytest.raises(TypeError, match="lesson table"):
-        report.lesson_part(table.drop(columns="delta"), "features")
+        lesson_part(table.drop(columns="delta"), "features")
 
 
 def test_last_epoch_share_counts_each_run_once():
     runs = pd.DataFrame({"key": ["a", "a", "b", "c"], "best_epoch": [5, 5, 3, 10], "epoch": [10, 10, 10, 10]})
-    assert report.last_epoch_share(runs) == pytest.approx(1 / 3)  # a (listed twice) and b stop below, c still rises
+    assert last_epoch_share(runs) == pytest.approx(1 / 3)  # a (listed twice) and b stop below, c still rises
     with pytest.raises(ValueError, match="best_epoch"):
-        report.last_epoch_share(runs.drop(columns="best_epoch"))
+        last_epoch_share(runs.drop(columns="best_epoch"))
 
 
 def test_a_verdict_of_one_condition_can_change_with_the_family():
     """Alone, a condition's difference is judged with its own p; in the table, Holm multiplies it by the family's
     size (ranked), so a table with more conditions can only turn "holds"/"reverses" into "cannot tell"."""
     runs = lesson_runs()
-    whole = report.lesson_table(runs)
+    whole = lesson_table(runs)
     for exp in dict.fromkeys(whole["experiment"]):
-        alone = report.lesson_table(runs[runs["experiment"] == exp]).set_index(["condition", "a", "b"])
+        alone = lesson_table(runs[runs["experiment"] == exp]).set_index(["condition", "a", "b"])
         inside = whole[whole["experiment"] == exp].set_index(["condition", "a", "b"])
         assert (inside["p_holm"] >= alone.loc[inside.index, "p_holm"] - 1e-12).all()
         assert (inside["p"] == alone.loc[inside.index, "p"]).all()
@@ -113,12 +115,12 @@ def test_a_verdict_of_one_condition_can_change_with_the_family():
 def test_seed_differences_are_what_the_table_averages(table):
     runs = lesson_runs()
     for row in table.itertuples():
-        d = report.seed_differences(runs, row.experiment, row.condition, row.a, row.b)
+        d = seed_differences(runs, row.experiment, row.condition, row.a, row.b)
         assert list(d.index) == list(LESSON_SEEDS) and d.mean() == pytest.approx(row.delta)
         assert (d.min(), d.max()) == (pytest.approx(row.seed_min), pytest.approx(row.seed_max))
     with pytest.raises(ValueError, match="condition must be one of"):
-        report.seed_differences(runs, "features", "nope", "unified", "triplet_hardest")
+        seed_differences(runs, "features", "nope", "unified", "triplet_hardest")
     with pytest.raises(ValueError, match="a and b must be roles"):
-        report.seed_differences(runs, "features", "random encoder", "smooth_ap", "triplet_hardest")
+        seed_differences(runs, "features", "random encoder", "smooth_ap", "triplet_hardest")
     with pytest.raises(ValueError, match="lessons table"):
-        report.seed_differences(runs.drop(columns="role"), "features", "random encoder", "unified", "triplet_all")
+        seed_differences(runs.drop(columns="role"), "features", "random encoder", "unified", "triplet_all")

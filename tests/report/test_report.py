@@ -14,7 +14,13 @@ import pytest
 
 from tests.report.tables import (EPOCHS, GAMMAS, GOAL, LOSS_NAMES, MARGINS, SEEDS, TEMPS, hand_summary, make_history,
                                  rsum_of, synthetic_runs, sweep_table)
-from vlr_lib import losses, registry, report, stats
+from vlr_lib import losses, registry, stats
+from vlr_lib.report.labels import TABLE1_COLUMNS, hyperparameters, mean_std, table1_name
+from vlr_lib.report.layouts import goal_matrix, goal_table, table1
+from vlr_lib.report.markdown import markdown_block, to_markdown
+from vlr_lib.report.readings import PAPER_CLAIMS, ranking, reading, separations
+from vlr_lib.report.summary import cocos_own_rule, summarize, summary_table
+from vlr_lib.report.sweeps import history_frame, history_values, sweep_grid, sweep_losses, sweep_slice, sweep_values
 from vlr_lib.goal import GOAL_PAIRS, GOAL_TRIPLETS, TABLE1
 
 
@@ -25,7 +31,7 @@ def runs() -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def summary(runs) -> pd.DataFrame:
-    return report.summarize(runs, prefix="sel_")
+    return summarize(runs, prefix="sel_")
 
 
 @pytest.fixture(scope="module")
@@ -42,24 +48,24 @@ def sweep() -> pd.DataFrame:
 
 
 def test_names_are_the_library_labels_and_table1_names_its_goal_cells():
-    s = report.summarize(synthetic_runs(), prefix="sel_")
+    s = summarize(synthetic_runs(), prefix="sel_")
     assert list(s["name"]) == [registry.label(x) for x in LOSS_NAMES]
-    assert report.table1_name("cir", "lin") == "Circle"
-    assert report.table1_name("con", "con") == "Triplet-SH"  # Xuan & Chen's "Triplet" is the hardest-negative one
-    assert report.table1_name("cir", "sig-ms") == "New"
-    named = [g for g in GOAL if report.table1_name(*g[5:].split(",")) != "New"]
+    assert table1_name("cir", "lin") == "Circle"
+    assert table1_name("con", "con") == "Triplet-SH"  # Xuan & Chen's "Triplet" is the hardest-negative one
+    assert table1_name("cir", "sig-ms") == "New"
+    named = [g for g in GOAL if table1_name(*g[5:].split(",")) != "New"]
     assert len(named) == sum(v != "New" for v in TABLE1.values()) == 5
 
 
 def test_hyperparameters_are_the_library_defaults():
     sig = inspect.signature(losses.unified).parameters
-    assert report.hyperparameters("unified") == f"margin={sig['margin'].default}, gamma={sig['gamma'].default}"
-    assert report.hyperparameters("info_nce") == "temperature=0.1"
-    assert report.hyperparameters("cross_example_softmax") == "scale=20.0"  # topk=None is not a setting
-    assert report.hyperparameters("goal:nca,con") == "tau=10.0"  # T^nca has no margin; P^con no parameter
-    assert report.hyperparameters("goal:con,lin") == "margin=0.2"
-    assert report.hyperparameters("goal:cir,sig-ms") == "tau=10.0, alpha=2.0, beta=10.0, lam=0.5, eps=0.1"
-    assert report.hyperparameters("unified", {"gamma": 30.0, "temperature": 9.0}) == "margin=0.2, gamma=30.0"
+    assert hyperparameters("unified") == f"margin={sig['margin'].default}, gamma={sig['gamma'].default}"
+    assert hyperparameters("info_nce") == "temperature=0.1"
+    assert hyperparameters("cross_example_softmax") == "scale=20.0"  # topk=None is not a setting
+    assert hyperparameters("goal:nca,con") == "tau=10.0"  # T^nca has no margin; P^con no parameter
+    assert hyperparameters("goal:con,lin") == "margin=0.2"
+    assert hyperparameters("goal:cir,sig-ms") == "tau=10.0, alpha=2.0, beta=10.0, lam=0.5, eps=0.1"
+    assert hyperparameters("unified", {"gamma": 30.0, "temperature": 9.0}) == "margin=0.2, gamma=30.0"
 
 
 # --------------------------------------------------------------------------- tables
@@ -67,11 +73,11 @@ def test_hyperparameters_are_the_library_defaults():
 
 @pytest.mark.parametrize("prefix", ["sel_", "test_"])
 def test_summarize_matches_a_plain_loop(runs, prefix):
-    s = report.summarize(runs, prefix=prefix)
+    s = summarize(runs, prefix=prefix)
     assert list(s["config"]) == LOSS_NAMES  # input order kept
     assert (s["n_seeds"] == 3).all()
     for loss in ("info_nce", "goal:nca,sig"):
-        for m in report.TABLE1_COLUMNS:
+        for m in TABLE1_COLUMNS:
             values = [r[f"{prefix}{m}"] for _, r in runs.iterrows() if r["loss"] == loss]
             mean = sum(values) / len(values)
             std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
@@ -82,16 +88,16 @@ def test_summarize_matches_a_plain_loop(runs, prefix):
 
 
 def test_summarize_one_seed_has_zero_std_and_bad_inputs_fail():
-    s = report.summarize(synthetic_runs(seeds=(0,)), prefix="sel_")
+    s = summarize(synthetic_runs(seeds=(0,)), prefix="sel_")
     assert (s["rsum_std"] == 0).all()
     with pytest.raises(ValueError, match="^runs"):
-        report.summarize(synthetic_runs().drop(columns=["sel_map5"]), prefix="sel_", metrics=report.TABLE1_COLUMNS)
+        summarize(synthetic_runs().drop(columns=["sel_map5"]), prefix="sel_", metrics=TABLE1_COLUMNS)
     with pytest.raises(ValueError, match="^runs"):
-        report.summarize(synthetic_runs().iloc[:0], prefix="sel_")
+        summarize(synthetic_runs().iloc[:0], prefix="sel_")
 
 
 def test_table1_layout_and_formatting(summary):
-    t = report.table1(summary)
+    t = table1(summary)
     assert list(t.columns) == ["loss", "hyper-param", "i2t R@1", "i2t R@5", "i2t R@10", "i2t mAP@5",
                                "t2i R@1", "t2i R@5", "t2i R@10", "rsum", "PR-AUC"]
     assert len(t) == 22
@@ -103,17 +109,17 @@ def test_table1_layout_and_formatting(summary):
 def test_goal_matrix_puts_each_cell_at_its_pair_and_triplet():
     means = {g: 10 * GOAL_PAIRS.index(g.split(",")[1]) + GOAL_TRIPLETS.index(g[5:].split(",")[0]) for g in GOAL}
     s = hand_summary({"info_nce": -1.0, **means}, {k: 0.5 for k in ["info_nce", *GOAL]})
-    mean, std = report.goal_matrix(s, "rsum")
+    mean, std = goal_matrix(s, "rsum")
     assert mean.shape == (5, 3)
     np.testing.assert_array_equal(mean, 10 * np.arange(5)[:, None] + np.arange(3)[None, :])
     assert (std == 0.5).all()
-    table = report.goal_table(s, "rsum")
+    table = goal_table(s, "rsum")
     assert list(table.index) == [f"P^{p}" for p in GOAL_PAIRS] and list(table.columns) == ["T^con", "T^nca", "T^cir"]
     assert table.loc["P^sig", "T^cir"] == "22.0 ± 0.5"
-    partial = report.goal_matrix(s[s["loss"] != "goal:cir,sig"], "rsum")[0]
+    partial = goal_matrix(s[s["loss"] != "goal:cir,sig"], "rsum")[0]
     assert np.isnan(partial[2, 2]) and np.isfinite(partial).sum() == 14
     with pytest.raises(ValueError, match="^metric"):
-        report.goal_matrix(s, "r1")
+        goal_matrix(s, "r1")
 
 
 # --------------------------------------------------------------------------- uncertainty
@@ -125,13 +131,13 @@ def hand_runs(values: dict[str, list[float]], metric: str = "rsum") -> pd.DataFr
     for loss, per_seed in values.items():
         for seed, v in enumerate(per_seed):
             rows.append({"config": loss, "loss": loss, "seed": seed,
-                         **{f"sel_{m}": v for m in report.TABLE1_COLUMNS}, f"sel_{metric}": v})
+                         **{f"sel_{m}": v for m in TABLE1_COLUMNS}, f"sel_{metric}": v})
     return pd.DataFrame(rows)
 
 
 def test_ranking_by_hand_is_a_picture_of_the_bars():
     s = hand_summary({"a_loss": 10.0, "b_loss": 8.0, "c_loss": 2.0}, {"a_loss": 1.0, "b_loss": 1.0, "c_loss": 1.0})
-    rank = report.ranking(s)
+    rank = ranking(s)
     assert list(rank["loss"]) == ["a_loss", "b_loss", "c_loss"]
     assert list(rank["overlaps_best"]) == [True, True, False]  # |2| <= 1 + 1: touching bars overlap
 
@@ -140,7 +146,7 @@ def test_separations_are_paired_and_holm_corrected_by_hand():
     # b = a - 1 on every seed: a large seed effect, a constant gap -> told apart however noisy the seeds;
     # c differs from a by 3, -1, 2: the interval straddles 0.
     runs = hand_runs({"a_loss": [10.0, 30.0, 20.0], "b_loss": [9.0, 29.0, 19.0], "c_loss": [7.0, 31.0, 18.0]})
-    seps = report.separations(runs).set_index(["a", "b"])
+    seps = separations(runs).set_index(["a", "b"])
     assert seps.loc[("a_loss", "b_loss"), "verdict"] == "ahead" and seps.loc[("a_loss", "b_loss"), "p"] == 0.0
     d = np.array([3.0, -1.0, 2.0])
     t = d.mean() / (d.std(ddof=1) / math.sqrt(3))
@@ -168,7 +174,7 @@ def report_holm(p) -> list[float]:
 
 def test_separations_against_scipy(runs):
     scipy_stats = pytest.importorskip("scipy.stats")
-    seps = report.separations(runs, "rsum")
+    seps = separations(runs, "rsum")
     table = runs.pivot(index="seed", columns="loss", values="sel_rsum")
     for _, r in seps.sample(20, random_state=0).iterrows():
         assert r["p"] == pytest.approx(scipy_stats.ttest_rel(table[r["a"]], table[r["b"]]).pvalue, rel=1e-9)
@@ -181,7 +187,7 @@ def test_reading_claims_hold_reverse_or_cannot_tell():
     values = {"triplet_hardest": base, "triplet_all": base - [5.0, 5.1, 4.9], "info_nce": base + [4.0, 4.1, 3.9],
               "smooth_ap": base + [3.0, -6.0, 1.0], "unified": base + [0.5, -0.5, 0.2],
               "sampled_softmax": base - 20, "cross_example_softmax": base - 15}
-    facts = report.reading(hand_runs({k: list(v) for k, v in values.items()}))
+    facts = reading(hand_runs({k: list(v) for k, v in values.items()}))
     claims = {(c["a"], c["b"]): c for c in facts["claims"]}
     assert claims[("triplet_hardest", "triplet_all")]["verdict"] == "holds"
     assert claims[("triplet_hardest", "info_nce")]["verdict"] == "reverses"
@@ -199,17 +205,17 @@ def test_a_claim_that_holds_alone_can_fail_in_its_family():
     """Triplet-SH - Triplet = +2, +3, +1 has p = 0.074 alone (cannot tell); +2, +2.5, +1.5 has p = 0.013 alone
     (holds) but, with five other claims far from 0, Holm multiplies it by 6 -- unless it is the only claim."""
     base = np.array([100.0, 140.0, 120.0])
-    few = report.reading(hand_runs({"triplet_hardest": list(base), "triplet_all": list(base - [2.0, 2.5, 1.5])}))
+    few = reading(hand_runs({"triplet_hardest": list(base), "triplet_all": list(base - [2.0, 2.5, 1.5])}))
     assert few["claims"][0]["verdict"] == "holds"
     many = {"triplet_hardest": base, "triplet_all": base - [2.0, 2.5, 1.5], "info_nce": base + [3.0, -6.0, 1.0],
             "smooth_ap": base + [3.0, -6.0, 1.1], "unified": base + [0.5, -0.5, 0.2],
             "sampled_softmax": base - [1.0, -2.0, 0.5], "cross_example_softmax": base - [0.4, 0.5, -1.0]}
-    c = report.reading(hand_runs({k: list(v) for k, v in many.items()}))["claims"][0]
+    c = reading(hand_runs({k: list(v) for k, v in many.items()}))["claims"][0]
     assert (c["uncorrected"], c["verdict"]) == ("holds", "cannot tell") and "uncorrected it would read" in c["text"]
 
 
 def test_goal_pair_weights_are_one_family(runs):
-    facts = report.reading(runs)
+    facts = reading(runs)
     assert len(facts["goal_claims"]) == 12 and all(c["family_size"] == 12 for c in facts["goal_claims"])
     assert {c["expected"] for c in facts["goal_claims"]} == {-1}
     assert all(c["a"].endswith(",con") and not c["b"].endswith(",con") for c in facts["goal_claims"])
@@ -218,14 +224,14 @@ def test_goal_pair_weights_are_one_family(runs):
 def test_unpaired_runs_are_refused():
     runs = hand_runs({"a_loss": [1.0, 2.0, 3.0], "b_loss": [1.0, 2.0, 3.0]})
     with pytest.raises(ValueError, match="same seeds"):
-        report.separations(runs[~((runs["loss"] == "b_loss") & (runs["seed"] == 2))])
+        separations(runs[~((runs["loss"] == "b_loss") & (runs["seed"] == 2))])
     with pytest.raises(ValueError, match="two runs of one loss and seed"):
-        report.separations(pd.concat([runs, runs.iloc[:1]]))
+        separations(pd.concat([runs, runs.iloc[:1]]))
 
 
 def test_reading_on_the_full_grid(runs, summary):
-    facts = report.reading(runs)
-    assert len(facts["claims"]) == len(report.PAPER_CLAIMS)
+    facts = reading(runs)
+    assert len(facts["claims"]) == len(PAPER_CLAIMS)
     best = summary.loc[summary["rsum_mean"].idxmax(), "loss"]
     assert facts["best"] == best and registry.label(best) in facts["text"]
     goal = summary[summary["loss"].str.startswith("goal:")]
@@ -240,7 +246,7 @@ def test_reading_on_the_full_grid(runs, summary):
 
 
 def test_cocos_own_rule_rows(runs):
-    own = report.cocos_own_rule(runs)
+    own = cocos_own_rule(runs)
     assert list(own["rule"]) == ["Triplet", "Triplet-SH", "NT-Xent", "SmoothAP"]
     assert list(own["loss"]) == ["Triplet", "Triplet-SH", "NT-Xent", "SmoothAP"]
     nt = own.set_index("rule").loc["NT-Xent"]
@@ -250,8 +256,8 @@ def test_cocos_own_rule_rows(runs):
 
 def test_to_markdown_by_hand():
     df = pd.DataFrame({"a": ["1 ± 0", "x|y"], "b": [2, 3]}, index=["P^con", "P^lin"])
-    assert report.to_markdown(df) == "|  | a | b |\n|---|---|---|\n| P^con | 1 ± 0 | 2 |\n| P^lin | x\\|y | 3 |"
-    assert report.to_markdown(df.reset_index(drop=True)).splitlines()[0] == "| a | b |"
+    assert to_markdown(df) == "|  | a | b |\n|---|---|---|\n| P^con | 1 ± 0 | 2 |\n| P^lin | x\\|y | 3 |"
+    assert to_markdown(df.reset_index(drop=True)).splitlines()[0] == "| a | b |"
 
 
 
@@ -259,7 +265,7 @@ def test_to_markdown_by_hand():
 
 
 def test_history_frame_flattens_and_derives_the_gap(histories):
-    f = report.history_frame(histories)
+    f = history_frame(histories)
     assert list(dict.fromkeys(f["run"])) == ["A", "B", "C"]
     assert len(f) == EPOCHS + (EPOCHS + 1) + EPOCHS
     b = f[f["run"] == "B"]
@@ -273,24 +279,24 @@ def test_history_frame_flattens_and_derives_the_gap(histories):
 
 def test_history_frame_accepts_frames_and_sorts_epochs(histories):
     shuffled = pd.DataFrame(histories["A"][::-1]).drop(columns="cocos")
-    f = report.history_frame({"A": shuffled})
+    f = history_frame({"A": shuffled})
     assert f["epoch"].tolist() == list(range(1, EPOCHS + 1))
 
 
 @pytest.mark.parametrize("bad", [{}, {"A": []}, {"A": [{"loss": 1.0}]}, []])
 def test_history_frame_rejects_bad_input(bad):
     with pytest.raises(ValueError, match="histories"):
-        report.history_frame(bad)
+        history_frame(bad)
 
 
 def test_history_values_relative_loss_and_missing_metrics(histories):
-    f = report.history_frame(histories)
+    f = history_frame(histories)
     b = f[f["run"] == "B"]  # epoch 0 has no loss: relative to the first recorded one, epoch 1
-    np.testing.assert_allclose(report.history_values(b, "rsum"), [r["rsum"] for r in histories["B"]])
-    rel = report.history_values(b, "loss", relative=True)
+    np.testing.assert_allclose(history_values(b, "rsum"), [r["rsum"] for r in histories["B"]])
+    rel = history_values(b, "loss", relative=True)
     assert math.isnan(rel[0]) and rel[1] == 1.0
     np.testing.assert_allclose(rel[2:], [r["loss"] / histories["B"][1]["loss"] for r in histories["B"][2:]])
-    assert np.isnan(report.history_values(b, "not recorded")).all() and len(b) == EPOCHS + 1
+    assert np.isnan(history_values(b, "not recorded")).all() and len(b) == EPOCHS + 1
 
 
 
@@ -299,14 +305,14 @@ def test_history_values_relative_loss_and_missing_metrics(histories):
 
 
 def test_sweep_values_and_losses(sweep):
-    assert report.sweep_values(sweep, "unified") == {"margin": MARGINS, "gamma": GAMMAS}  # epochs does not vary
-    assert report.sweep_values(sweep, "info_nce") == {"temperature": TEMPS}
-    assert report.sweep_values(sweep, "triplet_hardest") == {}
-    assert report.sweep_losses(sweep) == ["unified", "info_nce"]
+    assert sweep_values(sweep, "unified") == {"margin": MARGINS, "gamma": GAMMAS}  # epochs does not vary
+    assert sweep_values(sweep, "info_nce") == {"temperature": TEMPS}
+    assert sweep_values(sweep, "triplet_hardest") == {}
+    assert sweep_losses(sweep) == ["unified", "info_nce"]
     with pytest.raises(ValueError, match="loss"):
-        report.sweep_values(sweep, "smooth_ap")
+        sweep_values(sweep, "smooth_ap")
     with pytest.raises(TypeError, match="runs"):
-        report.sweep_values(sweep.to_dict(), "unified")
+        sweep_values(sweep.to_dict(), "unified")
 
 
 def slow_slice(sweep: pd.DataFrame, x: str, other: str, at: float, metric: str) -> dict[float, tuple[float, float]]:
@@ -327,7 +333,7 @@ def slow_slice(sweep: pd.DataFrame, x: str, other: str, at: float, metric: str) 
 @pytest.mark.parametrize("metric", ["rsum", "i2t_r1"])
 def test_sweep_slice_matches_loops(sweep, x, other, values, metric):
     for at in values:
-        s = report.sweep_slice(sweep, "unified", x, {other: at}, metric)
+        s = sweep_slice(sweep, "unified", x, {other: at}, metric)
         ref = slow_slice(sweep, x, other, at, metric)
         assert s[x].tolist() == sorted(ref)
         np.testing.assert_allclose(s["mean"], [ref[v][0] for v in s[x]])
@@ -336,36 +342,36 @@ def test_sweep_slice_matches_loops(sweep, x, other, values, metric):
 
 
 def test_sweep_slice_defaults_and_errors(sweep):
-    s = report.sweep_slice(sweep, "unified", "gamma")  # margin held at its first value
+    s = sweep_slice(sweep, "unified", "gamma")  # margin held at its first value
     np.testing.assert_allclose(s["mean"], [np.mean([rsum_of(0.0, g, k) for k in SEEDS]) for g in GAMMAS])
     with pytest.raises(ValueError, match="x"):
-        report.sweep_slice(sweep, "unified", "temperature")
+        sweep_slice(sweep, "unified", "temperature")
     with pytest.raises(ValueError, match="fixed"):
-        report.sweep_slice(sweep, "unified", "gamma", {"tau": 0.1})
+        sweep_slice(sweep, "unified", "gamma", {"tau": 0.1})
     with pytest.raises(ValueError, match="metric"):
-        report.sweep_slice(sweep, "unified", "gamma", metric="nope")
+        sweep_slice(sweep, "unified", "gamma", metric="nope")
 
 
 @pytest.mark.parametrize("x,y", [("gamma", "margin"), ("margin", "gamma")])
 def test_sweep_grid_is_the_slices_side_by_side(sweep, x, y):
-    g = report.sweep_grid(sweep, "unified", x, y)
+    g = sweep_grid(sweep, "unified", x, y)
     assert (g.index.name, g.columns.name) == (y, x)
-    assert list(g.index) == report.sweep_values(sweep, "unified")[y]
+    assert list(g.index) == sweep_values(sweep, "unified")[y]
     for at in g.index:  # each row is a slice, means over seeds from loops
         ref = slow_slice(sweep, x, y, at, "rsum")
         np.testing.assert_allclose(g.loc[at].to_numpy(), [ref[v][0] for v in g.columns])
     holes = sweep[~((sweep["loss"] == "unified") & (sweep["margin"] == MARGINS[0]) & (sweep["gamma"] == GAMMAS[0]))]
-    assert math.isnan(report.sweep_grid(holes, "unified", "gamma", "margin").iloc[0, 0])
+    assert math.isnan(sweep_grid(holes, "unified", "gamma", "margin").iloc[0, 0])
     for args, match in [(("temperature", "margin"), "^x"), (("gamma", "tau"), "^y"), (("gamma", "gamma"), "different"),
                         (("gamma", "margin", "nope"), "metric")]:
         with pytest.raises(ValueError, match=match):
-            report.sweep_grid(sweep, "unified", *args)
+            sweep_grid(sweep, "unified", *args)
 
 
 def test_sweep_slice_tolerates_values_read_back_from_csv(sweep):
     noisy = sweep.copy()
     noisy["margin"] = noisy["margin"] * 3 / 3 + 1e-16  # what a round trip through text can do to 0.1
-    s = report.sweep_slice(noisy, "unified", "gamma", {"margin": 0.1})
+    s = sweep_slice(noisy, "unified", "gamma", {"margin": 0.1})
     assert len(s) == len(GAMMAS)
 
 
@@ -380,15 +386,15 @@ def _bad_library_calls():
 
     nan_s = torch.tensor([[1.0, float("nan")], [0.0, 1.0]])
     return [
-        ("markdown_block(empty, {})", lambda: report.markdown_block(EMPTY, {}), ValueError, "^runs is empty"),
-        ("summary_table(empty)", lambda: report.summary_table(EMPTY), ValueError, "^summary is empty"),
-        ("summary_table(list)", lambda: report.summary_table([]), TypeError, "^summary must be a pandas DataFrame"),
-        ("summary_table(no n_seeds)", lambda: report.summary_table(pd.DataFrame({"config": ["a"]})), ValueError,
+        ("markdown_block(empty, {})", lambda: markdown_block(EMPTY, {}), ValueError, "^runs is empty"),
+        ("summary_table(empty)", lambda: summary_table(EMPTY), ValueError, "^summary is empty"),
+        ("summary_table(list)", lambda: summary_table([]), TypeError, "^summary must be a pandas DataFrame"),
+        ("summary_table(no n_seeds)", lambda: summary_table(pd.DataFrame({"config": ["a"]})), ValueError,
          r"^summary lacks the columns \['loss', 'name', 'n_seeds'\]"),
         ("metric_errorbars(empty)", lambda: viz.showdown.metric_errorbars(EMPTY), ValueError, "^summary is empty"),
-        ("mean_std(inf, nan)", lambda: report.mean_std(math.inf, math.nan, "rsum"), ValueError, "^mean must be"),
-        ("mean_std(1, nan)", lambda: report.mean_std(1.0, math.nan, "rsum"), ValueError, "^std must be"),
-        ("mean_std(1, -1)", lambda: report.mean_std(1.0, -1.0, "rsum"), ValueError, "^std must be"),
+        ("mean_std(inf, nan)", lambda: mean_std(math.inf, math.nan, "rsum"), ValueError, "^mean must be"),
+        ("mean_std(1, nan)", lambda: mean_std(1.0, math.nan, "rsum"), ValueError, "^std must be"),
+        ("mean_std(1, -1)", lambda: mean_std(1.0, -1.0, "rsum"), ValueError, "^std must be"),
         ("similarity_heatmap(nan)", lambda: viz.matrix.similarity_heatmap(nan_s), ValueError, "^S contains NaN or inf"),
         ("gradient_heatmap(inf)", lambda: viz.matrix.gradient_heatmap(nan_s.nan_to_num(nan=math.inf)), ValueError,
          "^S contains NaN or inf"),
@@ -406,6 +412,6 @@ def test_bad_library_calls_raise_a_named_error(call, error, match):
 
 def test_markdown_block_names_what_meta_lacks(runs):
     with pytest.raises(ValueError, match="^meta lacks spec, date, command"):
-        report.markdown_block(runs, {})
+        markdown_block(runs, {})
     with pytest.raises(TypeError, match="^meta must be"):
-        report.markdown_block(runs, None)
+        markdown_block(runs, None)

@@ -195,13 +195,37 @@ def test_grid_batched_refuses_the_other_settings():
              batched=True, epochs=1, batch_size=16, progress=False)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (the batched path's own target)")
-def test_on_a_gpu_batched_runs_are_the_runs_alone():
-    """On CUDA (bf16 autocast where native, TF32 as torch defaults): the same runs within the record's tolerance.
-    Written without a GPU: never run when it landed; its 1e-2 on the losses is a guess at bf16's rounding."""
+#: How far a batched run's rsum lands from the run alone on CUDA under bf16 autocast, at any epoch: the two sum
+#: in another order in bf16, and training amplifies the rounding. Measured 5.0 on an NVIDIA H200 (2026-11-27,
+#: torch 2.11); sized as the records' tolerances are, largest gap x 1.5 + 1.
+BF16_RSUM_TOLERANCE = 8.5
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (the batched path's target)")
+
+
+@needs_cuda
+def test_on_a_gpu_in_float32_batched_runs_are_the_runs_alone(monkeypatch):
+    """On CUDA in float32 (no autocast, TF32 off): each run is the run alone, within the records' tolerance."""
+    import sys
+
+    evaluate = sys.modules["vlr_lib.train.evaluate"]  # the package's name `evaluate` is the function
+    monkeypatch.setattr(evaluate, "_native_bf16", lambda: False)
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
     shared = {**SHARED, "device": "cuda"}
     for run, result in zip(RUNS, fit_many(RUNS, grad_clip=0.5, **shared), strict=True):
         ref = alone(run, grad_clip=0.5, device="cuda")
         for ra, rb in zip(ref.history, result.history, strict=True):
             assert abs(ra["rsum"] - rb["rsum"]) <= RSUM_TOLERANCE
-            assert rb["loss"] == pytest.approx(ra["loss"], rel=1e-2)
+            assert rb["loss"] == pytest.approx(ra["loss"], rel=1e-4)
+
+
+@needs_cuda
+def test_on_a_gpu_under_bf16_batched_runs_start_as_the_runs_alone():
+    """Under bf16 autocast (the CUDA default): the same first epoch up to bf16's rounding, then within the
+    measured bf16 tolerance (:data:`BF16_RSUM_TOLERANCE`)."""
+    shared = {**SHARED, "device": "cuda"}
+    for run, result in zip(RUNS, fit_many(RUNS, grad_clip=0.5, **shared), strict=True):
+        ref = alone(run, grad_clip=0.5, device="cuda")
+        assert result.history[0]["loss"] == pytest.approx(ref.history[0]["loss"], rel=1e-2)
+        for ra, rb in zip(ref.history, result.history, strict=True):
+            assert abs(ra["rsum"] - rb["rsum"]) <= BF16_RSUM_TOLERANCE

@@ -100,6 +100,9 @@ def test_extraction_loader_follows_the_device(monkeypatch):
     ds = make_shapes(3, 1, 1, seed=0)["train"]
     on_cpu = V.extract_features(ds, _Identity("cpu"), progress=False)
     on_gpu = V.extract_features(ds, _Identity("cuda"), progress=False)  # a device attribute; the math stays here
+    # two loaders per extraction: the images, then the captions' tokens (one batch of captions per item)
     assert made[0] == {"batch_size": 64, "num_workers": 0, "pin_memory": False}
-    assert made[1] == {"batch_size": 256, "num_workers": min(8, os.cpu_count() or 1), "pin_memory": True}
+    assert made[1] == {**made[0], "batch_size": None}
+    assert made[2] == {"batch_size": 256, "num_workers": min(8, os.cpu_count() or 1), "pin_memory": True}
+    assert made[3] == {**made[2], "batch_size": None}
     assert all(torch.equal(a, b) for a, b in zip(on_cpu, on_gpu))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from vlr_lib import report
+from vlr_lib.report.labels import SETTING_COLUMNS
 from vlr_lib.train import TrainSettings, fit
 from vlr_lib.train.device import parse_device
 from vlr_lib.experiments.grid_search import FIT_KEYS, MODEL_KEYS
@@ -63,7 +63,7 @@ def test_mode_defaults_and_the_grid_keys_come_from_one_place():
     e2e = {k: v for k, v in RUN["e2e"].items() if k != "dim"}
     assert TrainSettings.end_to_end().experiment() == {**TrainSettings().experiment(), **e2e}
     assert set(FIT_KEYS) == (set(EXPERIMENT_FIELDS) - {"seed"}) | set(MODEL_KEYS)
-    assert FIT_KEYS == report.SETTING_COLUMNS and set(EXPERIMENT_FIELDS) <= set(fields())
+    assert FIT_KEYS == SETTING_COLUMNS and set(EXPERIMENT_FIELDS) <= set(fields())
 
 
 def test_one_home_for_the_defaults():

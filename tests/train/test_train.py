@@ -21,7 +21,7 @@ from vlr_lib.train import (
     make_objective,
 )
 from vlr_lib._io import atomic_write
-from vlr_lib.report import flatten_record
+from vlr_lib.report.labels import flatten_record
 from vlr_lib.train import checkpoint as ck
 from vlr_lib.train import engine
 from vlr_lib.train.evaluate import similarity_stats

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from vlr_lib import losses as L
-from vlr_lib import registry, report
+from vlr_lib import registry
+from vlr_lib.report.labels import hyperparameters
 from vlr_lib.train import fit, make_objective
 from vlr_lib.experiments import grid
 
@@ -120,7 +121,7 @@ def test_names_and_parameters_in_reports_and_grid_cells(feats, tmp_path):
     assert registry.label(WARMUP) == "Triplet → Triplet-SH after 1 epoch"
     assert registry.label("warmup:triplet_all:2:unified") == "Triplet → Unified after 2 epochs"
     assert registry.parameters("warmup:info_nce:1:unified") == ("temperature", "reduction", "margin", "gamma")
-    assert report.hyperparameters(WARMUP, {"margin": 0.3}) == "margin=0.3"
+    assert hyperparameters(WARMUP, {"margin": 0.3}) == "margin=0.3"
     kw = dict(train=feats, val=feats, out=tmp_path, **{k: v for k, v in RUN.items() if k != "progress"},
               progress=False)
     done = grid([WARMUP, "triplet_hardest"], {"margin": [0.1]}, seeds=[0, 1], **kw)

@@ -16,7 +16,8 @@ import torch
 
 from tests.report.tables import sweep_table, synthetic_runs
 from tests.widgets.cases import Case, batch_S, calibration_results, stored_histories
-from vlr_lib import goal, report, similarity, viz
+from vlr_lib import goal, similarity, viz
+from vlr_lib.report.summary import summarize
 from vlr_lib.data import make_shapes
 from vlr_lib.demo import demo_retrieval_batch
 
@@ -80,8 +81,8 @@ def static_cases() -> dict[str, Figure]:
             {k: v for k, v in stored_histories().items() if "collapsed" not in k}),
         "09 curves_figure collapsed": lambda: viz.training.curves_figure(
             {k: v for k, v in stored_histories().items() if "collapsed" in k}, metrics=("rsum", "sim_gap"), chance=30.0),
-        "10 goal_heatmaps": lambda: viz.showdown.goal_heatmaps(report.summarize(synthetic_runs(), prefix="sel_"), "r1"),
-        "10 metric_errorbars": lambda: viz.showdown.metric_errorbars(report.summarize(synthetic_runs(), prefix="sel_"), "rsum",
+        "10 goal_heatmaps": lambda: viz.showdown.goal_heatmaps(summarize(synthetic_runs(), prefix="sel_"), "r1"),
+        "10 metric_errorbars": lambda: viz.showdown.metric_errorbars(summarize(synthetic_runs(), prefix="sel_"), "rsum",
                                                                       chance=30.0),
         "11 sweep_figure margin": lambda: viz.training.sweep_figure(
             sweep_table(), "unified", "margin", {"gamma": 60.0}, references=["triplet_hardest"], chance=30.0),

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from tests.report.tables import lesson_runs
-from vlr_lib import report
+from vlr_lib.report.lessons import lesson_table
 from vlr_lib.viz import lessons as V
 
 
@@ -13,7 +13,7 @@ from vlr_lib.viz import lessons as V
 def table():
     runs = lesson_runs()
     runs.loc[runs["experiment"] == "warmup", "experiment"] = "difficulty"  # a difficulty panel shows the overlap
-    return report.lesson_table(runs)
+    return lesson_table(runs)
 
 
 @pytest.mark.parametrize("experiment", ["features", "difficulty"])

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from tests.report.tables import lesson_runs
-from vlr_lib import report
+from vlr_lib.report.lessons import lesson_table, seed_differences
 from vlr_lib.viz import paired as V
 
 RUNS = lesson_runs()
-TABLE = report.lesson_table(RUNS)
+TABLE = lesson_table(RUNS)
 
 
 @pytest.mark.parametrize("i", range(len(TABLE)))
@@ -18,7 +18,7 @@ def test_every_difference_is_drawn_from_its_seeds(i):
     row = TABLE.iloc[i]
     fig = V.paired_figure(RUNS, TABLE, row["experiment"], row["condition"], row["comparison"])
     seeds, mean = fig.data[0], fig.data[1]
-    expected = report.seed_differences(RUNS, row["experiment"], row["condition"], row["a"], row["b"])
+    expected = seed_differences(RUNS, row["experiment"], row["condition"], row["a"], row["b"])
     assert list(seeds.x) == [f"seed {s}" for s in expected.index]
     np.testing.assert_allclose(np.asarray(seeds.y, dtype=float), expected.to_numpy())
     assert np.mean(seeds.y) == pytest.approx(row["delta"])
@@ -36,10 +36,10 @@ def test_every_difference_is_drawn_from_its_seeds(i):
 
 def test_one_seed_draws_no_interval_it_does_not_have():
     one = RUNS[RUNS["seed"] == 1]
-    table = report.lesson_table(one)
+    table = lesson_table(one)
     row = table.iloc[0]
     fig = V.paired_figure(one, table, row["experiment"], row["condition"], row["comparison"])
-    assert len(fig.data) == 2 and fig.data[1].error_y.array is None  # the mean, no interval
+    assert [t.error_y.array for t in fig.data[1:]] == [None, None]  # the mean, no unbounded interval
     assert np.isfinite(fig.layout.yaxis.range).all()
     assert "cannot tell" in fig.layout.title.subtitle.text
 

@@ -10,14 +10,16 @@ import pandas as pd
 import pytest
 
 from tests.report.tables import RULES, arr, hand_summary, synthetic_runs
-from vlr_lib import report
+from vlr_lib.report.labels import COCOS_RULES, COCOS_STATS, GROUPS, mean_std
+from vlr_lib.report.layouts import goal_matrix
+from vlr_lib.report.summary import cocos_summary, summarize
 from vlr_lib.goal import GOAL_PAIRS, GOAL_TRIPLETS
 from vlr_lib.viz import showdown as V
 
 
 @pytest.fixture(scope="module")
 def summary() -> pd.DataFrame:
-    return report.summarize(synthetic_runs(), prefix="sel_")
+    return summarize(synthetic_runs(), prefix="sel_")
 
 
 # --------------------------------------------------------------------------- figures over control grids
@@ -31,7 +33,7 @@ def _points(fig) -> tuple[np.ndarray, np.ndarray, list]:
 
 
 @pytest.mark.parametrize("metric,group,chance", [
-    (m, g, c) for m in ("rsum", "i2t_r1", "map5", "pr_auc") for g in report.GROUPS for c in (None, 20.0)])
+    (m, g, c) for m in ("rsum", "i2t_r1", "map5", "pr_auc") for g in GROUPS for c in (None, 20.0)])
 def test_metric_errorbars_over_controls(summary, metric, group, chance):
     fig = V.metric_errorbars(summary, metric, group, chance)
     part = summary if group == "all" else summary[summary["loss"].str.startswith("goal:") == (group == "GOAL")]
@@ -92,7 +94,7 @@ def test_goal_heatmaps_over_controls(summary, metric, color):
     panels = ["i2t_r1", "t2i_r1"] if metric == "r1" else [metric]
     assert len(heat) == len(marks) == len(fig.data) == len(panels)
     for h, mark, m in zip(heat, marks, panels):
-        mean, std = report.goal_matrix(summary, m)
+        mean, std = goal_matrix(summary, m)
         z = arr(h.z)
         assert z.shape == (5, 3) and np.isfinite(z).all()
         np.testing.assert_allclose(z, mean - mean[0, 0] if color == "delta" else mean)
@@ -103,7 +105,7 @@ def test_goal_heatmaps_over_controls(summary, metric, color):
         i, j = np.unravel_index(np.argmax(mean), mean.shape)
         assert mark.name == f"best {m}" and (mark.x0, mark.x1, mark.y0, mark.y1) == (j - 0.5, j + 0.5, i - 0.5, i + 0.5)
         assert (mark.xref, mark.yref) == (h.xaxis, h.yaxis)  # the frame sits on its own panel
-        assert h.text[0][0].startswith(report.mean_std(mean[0, 0], std[0, 0], m)) and "Triplet-SH" in h.text[0][0]
+        assert h.text[0][0].startswith(mean_std(mean[0, 0], std[0, 0], m)) and "Triplet-SH" in h.text[0][0]
         assert "Circle" in h.text[GOAL_PAIRS.index("lin")][GOAL_TRIPLETS.index("cir")]
         assert list(h.y) == [f"P<sup>{p}</sup>" for p in GOAL_PAIRS]
         assert list(h.x) == [f"T<sup>{t}</sup>" for t in GOAL_TRIPLETS]
@@ -116,12 +118,12 @@ def test_goal_heatmaps_bad_controls(summary):
         V.goal_heatmaps(summary, "r5")
 
 
-@pytest.mark.parametrize("stat", report.COCOS_STATS)
+@pytest.mark.parametrize("stat", COCOS_STATS)
 def test_cocos_summary_and_heatmap(stat):
     runs = synthetic_runs()
-    table = report.cocos_summary(runs, stat)
+    table = cocos_summary(runs, stat)
     assert table.shape == (22, 8)
-    assert list(table.columns) == [f"{report.COCOS_RULES[r]} {d}" for r in RULES for d in ("i2t", "t2i")]
+    assert list(table.columns) == [f"{COCOS_RULES[r]} {d}" for r in RULES for d in ("i2t", "t2i")]
     assert table.index[1] == "Triplet-SH"
     expected = runs[runs["loss"] == "smooth_ap"][f"sel_cocos_triplet_t2i_{stat}"].mean()
     got = table.loc["SmoothAP", "Triplet t2i"]
@@ -133,7 +135,7 @@ def test_cocos_summary_and_heatmap(stat):
     assert finite.any(axis=0).sum() == (2 if stat.startswith("W") else 8)  # W only exists for NT-Xent
     assert fig.data[0].text[0][0] == ("" if np.isnan(table.iloc[0, 0]) else f"{table.iloc[0, 0]:.2f}")
     with pytest.raises(ValueError, match="^stat"):
-        report.cocos_summary(runs, "C_B")
+        cocos_summary(runs, "C_B")
 
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from tests.viz.helpers import title
 from tests.report.tables import GAMMAS, MARGINS, SEEDS, TEMPS, make_history, rsum_of, sweep_table
-from vlr_lib import report
+from vlr_lib.report.sweeps import sweep_slice
 from vlr_lib.viz import training as T
 from vlr_lib.viz.readout import fmt
 
@@ -121,7 +121,7 @@ def test_sweep_figure_grid(runs, x, other, values, metric):
     for at in values:
         fig = T.sweep_figure(runs, "unified", x, {other: at}, metric, references=["triplet_hardest"], chance=31.6)
         bold = fig.data[-1]
-        expected = report.sweep_slice(runs, "unified", x, {other: at}, metric)
+        expected = sweep_slice(runs, "unified", x, {other: at}, metric)
         np.testing.assert_allclose(np.asarray(bold.x, float), expected[x])
         np.testing.assert_allclose(np.asarray(bold.y, float), expected["mean"])
         np.testing.assert_allclose(np.asarray(bold.error_y.array, float), expected["std"])

@@ -9,7 +9,7 @@ import pytest
 from tests.viz.helpers import title
 from tests.report.tables import GAMMAS, MARGINS, make_history, sweep_table
 from tests.widgets.helpers import find, live
-from vlr_lib import report
+from vlr_lib.report.sweeps import sweep_slice
 from vlr_lib.viz import training as V
 from vlr_lib.viz.readout import fmt
 from vlr_lib.widgets.training import sweep_explorer, training_explorer
@@ -106,7 +106,7 @@ def test_sweep_explorer_starts_on_gamma_at_the_middle_margin(runs):
 def test_moving_at_shows_that_slice(runs, margin):
     box = sweep_explorer(runs)
     box.controls["at"].value = margin
-    s = report.sweep_slice(runs, "unified", "gamma", {"margin": margin})
+    s = sweep_slice(runs, "unified", "gamma", {"margin": margin})
     x, y = bold(box.figure)
     np.testing.assert_allclose(x, s["gamma"])
     np.testing.assert_allclose(y, s["mean"])
@@ -119,7 +119,7 @@ def test_switching_x_resets_the_slider(runs):
     c["x"].value = "margin"
     assert c["at"].description == "gamma" and list(c["at"].options) == [(fmt(g), g) for g in GAMMAS]
     c["at"].value = GAMMAS[0]
-    s = report.sweep_slice(runs, "unified", "margin", {"gamma": GAMMAS[0]})
+    s = sweep_slice(runs, "unified", "margin", {"gamma": GAMMAS[0]})
     np.testing.assert_allclose(bold(box.figure)[1], s["mean"])
     assert box.figure.layout.xaxis.title.text == "margin"
 
@@ -138,7 +138,7 @@ def test_the_book_shows_every_sweep_against_each_parameter(runs):
     note, (fig,) = book_figures(box, view=by_gamma)
     assert "moves <b>gamma</b>" in note and len(fig.frames) == len(GAMMAS)
     for gamma, frame in zip(GAMMAS, fig.frames):
-        s = report.sweep_slice(runs, "unified", "margin", {"gamma": gamma})
+        s = sweep_slice(runs, "unified", "margin", {"gamma": gamma})
         bold_trace = frame.data[frame.traces.index(len(fig.data) - 1)]
         np.testing.assert_allclose(np.asarray(bold_trace.y, float), s["mean"])
     assert box.controls["x"].value == "gamma"  # the live explorer is left as it was
@@ -159,7 +159,7 @@ def test_switching_loss_redraws_once_with_consistent_controls(runs, monkeypatch)
     monkeypatch.undo()
     assert calls == [("info_nce", "temperature")]  # the dependent controls were reset before one redraw
     assert c["x"].value == "temperature" and c["at"].disabled
-    s = report.sweep_slice(runs, "info_nce", "temperature")
+    s = sweep_slice(runs, "info_nce", "temperature")
     np.testing.assert_allclose(bold(box.figure)[1], s["mean"])
     c["loss"].value = "unified"
     assert c["x"].value == "gamma" and not c["at"].disabled and c["at"].description == "margin"
@@ -170,7 +170,7 @@ def test_metric_dropdown(runs):
     assert [v for _, v in box.controls["metric"].options] == ["rsum", "i2t_r1"]
     before = bold(box.figure)[1]
     box.controls["metric"].value = "i2t_r1"
-    s = report.sweep_slice(runs, "unified", "gamma", {"margin": box.controls["at"].value}, "i2t_r1")
+    s = sweep_slice(runs, "unified", "gamma", {"margin": box.controls["at"].value}, "i2t_r1")
     np.testing.assert_allclose(bold(box.figure)[1], s["mean"])
     assert not np.allclose(before, bold(box.figure)[1])
 

@@ -10,7 +10,7 @@ pretrained image features, (b) the data's difficulty (false negatives), (c) Trip
 the first epoch(s) before Triplet-SH, (d) heads on features vs the VSE++ setting vs end to end.
 Cells are cached under <runs>/lessons-shapes-<fast|full>/ ($VLR_RUNS, else
 ~/.cache/vlr-workbook/runs); a stored table with the same settings is reused, an interrupted
-run resumes cell by cell. Prints the docs/results.md block (vlr_lib.report.lessons_markdown); under
+run resumes cell by cell. Prints the docs/results.md block (vlr_lib.report.lessons.lessons_markdown); under
 torchrun rank 0 alone prints. --fast defaults to VLR_FAST.
 """
 from __future__ import annotations
@@ -55,7 +55,7 @@ def canonical_command(args: argparse.Namespace) -> str:
 
 
 def _lessons(args: argparse.Namespace) -> int:
-    from .. import report
+    from ..report.lessons import lessons_markdown
     from ..experiments import lessons
     from ..train import distributed as D
 
@@ -69,6 +69,6 @@ def _lessons(args: argparse.Namespace) -> int:
                            command=canonical_command(args))
         if D.rank_and_world()[0] != 0:  # every rank trains; rank 0 alone writes and prints
             return 0
-        common.print_table(report.lessons_markdown(done.runs, done.meta, lessons.EXPERIMENTS), done,
+        common.print_table(lessons_markdown(done.runs, done.meta, lessons.EXPERIMENTS), done,
                            "--force to rebuild it from the cached cells", args.markdown)
     return 0

@@ -3,10 +3,10 @@
     python -m vlr_lib record                      # every record, full size (CPU: about an hour on 2 cores)
     python -m vlr_lib record --only 10-features,11
 
-The records are the full-size shapes results that notebooks 09-12 open in full mode
+The records are the full-size shapes results that notebooks 03 and 09-12 open in full mode
 (vlr_lib.experiments.record; they ship in vlr_lib/recorded/). Each step makes one recorded experiment of
 ``vlr_lib.experiments.protocol`` (its ``STEPS``: 10-features and 10-vsepp the showdown, 09 and 11 their notebooks
-executed in full mode with VLR_RERUN=1, 11-tuned the tuned comparison, 12 the lessons) with VLR_RECORD pointing at
+executed in full mode with VLR_RERUN=1, 11-tuned the tuned comparison, 12 the lessons, 03-batch notebook 03's batch-size experiment) with VLR_RECORD pointing at
 --to (default: vlr_lib/recorded of this checkout), which makes the experiment write its record there, each into a
 new folder that then replaces the old one (an interrupted step leaves the previous record).
 

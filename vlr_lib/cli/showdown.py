@@ -19,8 +19,8 @@ data_scripts/extract_features.py (this command never downloads or encodes); its
 vsepp setting also reads the captions of the data they were extracted from.
 --data and --fast default to VLR_DATA and VLR_FAST.
 
-The experiment itself is vlr_lib.experiments.showdown (spec_for, run), which notebook 10
-imports; the Markdown is vlr_lib.report.markdown_block.
+The experiment itself is vlr_lib.experiments.showdown (run; its spec is vlr_lib.experiments.cells.spec_for), which
+notebook 10 imports; the Markdown is vlr_lib.report.markdown.markdown_block.
 """
 from __future__ import annotations
 
@@ -111,20 +111,21 @@ def _overrides(args: argparse.Namespace) -> dict:
 
 
 def _showdown(args: argparse.Namespace) -> int:
-    from .. import report
+    from ..report.markdown import markdown_block
     from ..train import distributed as D
     from ..experiments import showdown as sd
+    from ..experiments.cells import spec_for
 
     overrides = _overrides(args)
     common.check_record_env()
     with D.process_group(args.device, args.dist_timeout) as device:
-        spec = sd.spec_for(args.data, args.fast, args.setting, device=str(device),
-                           cache_root=None if args.cache_root is None else str(args.cache_root),
-                           data_path=None if args.data_path is None else str(args.data_path), **overrides)
+        spec = spec_for(args.data, args.fast, args.setting, device=str(device),
+                        cache_root=None if args.cache_root is None else str(args.cache_root),
+                        data_path=None if args.data_path is None else str(args.data_path), **overrides)
         showdown = sd.run(spec, command=canonical_command(args), out=args.out, force=args.force,
                           progress=args.progress)
         if D.rank_and_world()[0] != 0:
             return 0
-        common.print_table(report.markdown_block(showdown.runs, showdown.meta), showdown,
+        common.print_table(markdown_block(showdown.runs, showdown.meta), showdown,
                            "--force to retrain missing cells and rewrite it", args.markdown)
     return 0

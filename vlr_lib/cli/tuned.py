@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import shlex
 from collections.abc import Sequence
+from dataclasses import replace
 
 from .. import env
 from . import args as A
@@ -91,7 +92,7 @@ def _tuned(args: argparse.Namespace) -> int:
     spec = tuned.spec_for("shapes", args.fast, args.seeds)
     command = " ".join(shlex.quote(a) for a in ["python", "-m", "vlr_lib", "tuned", *(["--fast"] if args.fast else [])])
     with D.process_group(args.device, args.dist_timeout) as device:
-        spec = tuned.S.replace(spec, device=str(device))
+        spec = replace(spec, device=str(device))
         race = tuned.run(spec, grid, command=command, out=args.out, progress=args.progress)
         if D.rank_and_world()[0] != 0:  # every rank trains; rank 0 alone writes and prints
             return 0

@@ -8,7 +8,7 @@ a cell interrupted mid-way resumes from its last finished epoch (``<out>/cells/<
 
 The folder is the union of its cells: after every call, ``runs.csv``, ``runs.parquet`` (one
 row per cell: configuration, seed, data id, settings, final metrics) and ``summary.csv``
-(``vlr_lib.report.summarize``: mean and std over seeds, never mixing data or schedules) are
+(``vlr_lib.report.summary.summarize``: mean and std over seeds, never mixing data or schedules) are
 rebuilt from *every* cell under ``<out>/cells``, not only this call's. The returned
 :class:`GridResult` holds this call's cells.
 
@@ -32,7 +32,9 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from .. import registry, report
+from .. import registry
+from ..report.labels import SETTING_COLUMNS, config_label, flatten_record, settings_json
+from ..report.summary import summarize, summary_table
 from .._io import UnreadableFileError, atomic_write, atomic_write_json, claim_run_folder, locked, read_json
 from ..train import (Objective, TrainSettings, broadcast_object, build_objective, check_setting, fit_end_to_end,
                      fit_many, make_objective, rank_and_world, settings_for, trainer)
@@ -41,7 +43,7 @@ from ..train import (Objective, TrainSettings, broadcast_object, build_objective
 MODEL_KEYS = ("head", "dim", "text_encoder", "width", "word_dim", "hidden", "min_count")
 #: Config keys that are training settings (TrainSettings' experiment fields but the seed, and MODEL_KEYS),
 #: not loss parameters; they are the settings columns of a runs table.
-FIT_KEYS = report.SETTING_COLUMNS
+FIT_KEYS = SETTING_COLUMNS
 CELL_FIX = "delete it and run the grid again to retrain that cell"
 
 
@@ -55,7 +57,7 @@ class GridResult:
 
     def table(self, metrics: Sequence[str] = ("rsum", "i2t_r1", "t2i_r1")) -> str:
         """The summary as text, "mean ± std" per metric (what vlr-grid prints)."""
-        return report.summary_table(self.summary, metrics)
+        return summary_table(self.summary, metrics)
 
 
 def goal_grid(**loss_kwargs) -> list[dict]:
@@ -152,7 +154,7 @@ def _check_distinct(configs: Sequence[Mapping]) -> None:
     for config in configs:
         blob = json.dumps(config, sort_keys=True, default=repr)
         if blob in seen:
-            raise ValueError(f"losses select {report.config_label(config)!r} twice: list each configuration once")
+            raise ValueError(f"losses select {config_label(config)!r} twice: list each configuration once")
         seen.add(blob)
 
 
@@ -214,7 +216,7 @@ def row(config: Mapping, seed: int, key: str, history: list[dict], data_id: str 
 
     Cells written before the three settings record a "mode" ("features", "end_to_end"): their setting is read from it.
     """
-    final = report.flatten_record(history[-1])
+    final = flatten_record(history[-1])
     final["train_loss"] = final.pop("loss")
     final["last_lr"] = final.pop("lr", None)  # the decayed lr of the last epoch, not the setting
     rsums = [r.get("rsum") for r in history if r.get("rsum") is not None]
@@ -222,9 +224,9 @@ def row(config: Mapping, seed: int, key: str, history: list[dict], data_id: str 
     settings = dict(settings or {})
     effective = {k: config.get(k, settings.get(k)) for k in FIT_KEYS if k in config or k in settings}
     setting = settings.get("setting") or {"end_to_end": "e2e"}.get(settings.get("mode"), settings.get("mode"))
-    return {"config": report.config_label(config), **config, "seed": seed, "setting": setting, **effective,
+    return {"config": config_label(config), **config, "seed": seed, "setting": setting, **effective,
             "data_id": data_id,
-            "settings": report.settings_json(settings) if settings else None, **final, **best, "key": key}
+            "settings": settings_json(settings) if settings else None, **final, **best, "key": key}
 
 
 def read_cell(path: Path) -> dict:
@@ -406,7 +408,7 @@ def grid(
         runs = pd.DataFrame(rows)
         if out is not None and rank_and_world()[0] == 0:
             save_tables(Path(out))
-    return GridResult(runs, report.summarize(runs), None if out is None else str(out))
+    return GridResult(runs, summarize(runs), None if out is None else str(out))
 
 
 @contextlib.contextmanager
@@ -510,7 +512,7 @@ def save_tables(out: Path) -> None:
     if runs.empty:
         return
     atomic_write(out / "runs.csv", lambda f: f.write(runs.to_csv(index=False).encode()))
-    summary = report.summarize(runs)
+    summary = summarize(runs)
     atomic_write(out / "summary.csv", lambda f: f.write(summary.to_csv(index=False).encode()))
     frame = runs.copy()
     for col in frame.columns:  # mixed-type config columns (e.g. None and floats) need one dtype in Parquet

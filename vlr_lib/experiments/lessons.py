@@ -6,7 +6,7 @@ triplet over all negatives and ahead of NT-Xent; Li et al. (Tables 1, 7) find th
 loss ahead of Triplet-SH. All of them train on *pretrained* image features with real captions.
 Each experiment here changes one condition and re-measures the three orderings, with the four
 losses of those claims (:data:`ROLES`) trained through ``vlr_lib.experiments.grid`` exactly as the
-showdown trains them (``vlr_lib.experiments.showdown``: same seeds, schedule, selection on validation,
+showdown trains them (the cell runner, ``vlr_lib.experiments.cells``: same seeds, schedule, selection on validation,
 report on test, cells cached under ``paths.runs_dir()``):
 
 - ``features`` (a): image features from the random vs the pretrained shapes encoder;
@@ -17,7 +17,7 @@ report on test, cells cached under ``paths.runs_dir()``):
   (the loss schedule "warmup:triplet_all:<k>:triplet_hardest", ``vlr_lib.train.objective``), as
   VSE∞ trains; the warmed-up run takes Triplet-SH's place in the three orderings;
 - ``setting`` (d): heads on frozen features vs the VSE++ setting vs end to end
-  (``vlr_lib.train.inputs``), each at its showdown schedule (``showdown.spec_for``);
+  (``vlr_lib.train.inputs``), each at its showdown schedule (``cells.spec_for``);
 - ``optimizer`` (e): the warm-up run of (c) with Adam's state fresh at the switch (the default) or
   carried over from Triplet (all) (``TrainSettings.optimizer_at_switch``), each with and without
   clipping the gradient's norm at 2 (VSE++'s and VSE∞'s ``grad_clip``). An ordering that moves
@@ -25,11 +25,11 @@ report on test, cells cached under ``paths.runs_dir()``):
 
 Every difference between two losses is paired by seed (same initialisation and batches), with its
 95% paired t interval, and its verdict is read from the paired t test Holm-corrected over the
-chapter's comparisons (``vlr_lib.stats``, ``report.lesson_table``).
+chapter's comparisons (``vlr_lib.stats``, ``report.lessons.lesson_table``).
 
 :func:`run` returns one row per (experiment, condition, loss, seed) with the showdown's columns
 (``sel_rsum``: test rsum at the best validation epoch, ...) plus ``experiment``, ``condition``,
-``order``, ``role`` and ``overlap``; ``vlr_lib.report.lesson_table`` and ``lesson_reading`` turn it
+``order``, ``role`` and ``overlap``; ``vlr_lib.report.lessons.lesson_table`` and ``lesson_reading`` turn it
 into the differences, their intervals, the corrected verdicts and the reading.
 """
 from __future__ import annotations
@@ -51,7 +51,7 @@ from ..paths import runs_dir
 from ..train import check_setting, default_device, rank_and_world
 from . import record as R
 from .grid_search import check_seeds, writing
-from .showdown import Showdown, ShowdownSpec, from_cells, hardware, retrain, spec_for, train_cells
+from .cells import Showdown, ShowdownSpec, from_cells, hardware, retrain, spec_for, train_cells
 
 #: The four losses of the papers' orderings, by the role they play (the warm-up experiment swaps Triplet-SH's loss).
 ROLES = ("triplet_all", "triplet_hardest", "unified", "info_nce")

@@ -1,6 +1,6 @@
 """Every recorded experiment of the workbook, one entry each, and the one check a chapter calls.
 
-An experiment is what a chapter (notebooks 09-12) opens from a shipped record and checks: its record's name, the
+An experiment is what a chapter (notebooks 09-12, and 03 for its batch-size experiment) opens from a shipped record and checks: its record's name, the
 chapter, its ``make record`` step and the command that makes it, how far a run re-trained from scratch may land
 from the record (its measured tolerance), the run that checks it (``vlr_lib.experiments.recheck``) and how
 ``make record`` makes it. :data:`EXPERIMENTS` holds them; the command line's steps (``python -m vlr_lib record``),
@@ -62,8 +62,9 @@ class Experiment:
 def _showdown(setting: str) -> Callable[[], None]:
     def step() -> None:
         from . import showdown
+        from .cells import spec_for
 
-        spec = showdown.spec_for("shapes", False, setting)
+        spec = spec_for("shapes", False, setting)
         showdown.run(spec, command=f"python -m vlr_lib showdown --setting {setting}", progress=True)
     return step
 
@@ -78,6 +79,12 @@ def _lessons() -> None:
     from . import lessons
 
     lessons.run(lessons.LessonsSpec(), command="python -m vlr_lib lessons", progress=True)
+
+
+def _batch_size() -> None:
+    from . import batch_size
+
+    batch_size.run(command="python -m vlr_lib record --only 03-batch", progress=True)
 
 
 def _notebook(stem: str) -> Callable[[], None]:
@@ -112,6 +119,11 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                "NT-Xent cell at temperature 0.05, seed 0", recheck.tuned, _tuned),
     Experiment("lessons-shapes-full", "12_lessons", "12", "python -m vlr_lib lessons", 2.0,
                "Triplet-SH run on the pretrained encoder, seed 0 (its last and best rsum)", recheck.lessons, _lessons),
+    # not measured on a second machine yet: the rule's minimum (the features showdown's runs, the same budget, drift
+    # 0.0 to 0.8)
+    Experiment("batch-size-shapes-features-full", "03_contrastive", "03-batch",
+               "python -m vlr_lib record --only 03-batch", 2.0, "SigLIP cell at batch size 32, seed 0",
+               recheck.batch_size, _batch_size),
 )}
 #: ``make record``'s steps, in the order it runs them.
 STEPS: tuple[str, ...] = tuple(e.step for e in EXPERIMENTS.values())

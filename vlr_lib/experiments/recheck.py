@@ -11,6 +11,7 @@ notebooks, the tests and the measurement re-train exactly the same run.
 - ``11_hyperparameters-shapes-full``: notebook 11's Triplet-SH cell, its first seed;
 - ``tuned-shapes-features-full``: notebook 11's tuned comparison, NT-Xent at temperature 0.05, seed 0;
 - ``showdown-shapes-features-full`` / ``showdown-shapes-vsepp-full``: the showdown's Triplet-SH, seed 0;
+- ``batch-size-shapes-features-full``: notebook 03's batch-size experiment, SigLIP at batch size 32, seed 0;
 - ``lessons-shapes-full``: notebook 12's Triplet-SH on the pretrained encoder, seed 0 (the record keeps
   each run's last and best rsum, so those two are compared).
 
@@ -103,13 +104,21 @@ def tuned(epochs: int | None = None) -> Pair:
     return T.recorded_and_again(epochs)
 
 
+def batch_size(epochs: int | None = None) -> Pair:
+    """Notebook 03's batch-size experiment: its SigLIP cell at batch size 32, seed 0 (``batch_size.CHECKED``)."""
+    from . import batch_size as B
+
+    return B.recorded_and_again(epochs)
+
+
 def showdown(setting: str) -> Callable[..., Pair]:
     """The showdown of `setting` (notebook 10): Triplet-SH, seed 0. The pair's `loss` and `loss_kwargs`
     re-train the same cell with another loss or other parameters (what the check exists to catch)."""
     def pair(epochs: int | None = None, loss: str = "triplet_hardest", **loss_kwargs) -> Pair:
         from . import showdown as S
+        from .cells import spec_for
 
-        found = S.recorded_and_again(S.spec_for("shapes", False, setting), retrain_as=loss,
+        found = S.recorded_and_again(spec_for("shapes", False, setting), retrain_as=loss,
                                      loss_kwargs=loss_kwargs or None, epochs=epochs)
         if found is None:
             raise FileNotFoundError(f"no record of the {setting} showdown matches the code: {R.REGENERATE}")

@@ -1,4 +1,4 @@
-"""Recorded runs: the full-size results that ship with the workbook, so notebooks 09-12 open in seconds.
+"""Recorded runs: the full-size results that ship with the workbook, so notebooks 03 and 09-12 open in seconds.
 
 A record is one folder under ``vlr_lib/recorded/`` (package data, read-only once installed):
 ``manifest.json`` and one gzip'd CSV per table. The manifest holds the command that made it,

@@ -5,7 +5,7 @@ which favours whichever loss's default happens to suit the data. Here Triplet, T
 NT-Xent and Unified each get five values of their main hyperparameter (:data:`GRID`: the
 triplet margin, NT-Xent's temperature, the unified loss's scale gamma at its margin 0.2; each
 list holds the loss's default), trained at the showdown's features budget
-(``showdown.spec_for``) with the same five seeds. Every run is reported at its epoch of best
+(``cells.spec_for``) with the same five seeds. Every run is reported at its epoch of best
 validation rsum, as in the showdown.
 
 Selection is on **validation only** (:func:`selection`): per loss, the value with the highest
@@ -36,7 +36,7 @@ from ..paths import runs_dir
 from ..stats import Comparison, paired_interval, verdicts
 from ..train import make_objective, rank_and_world
 from . import record as R
-from . import showdown as S
+from . import cells
 from .grid_search import float32_twins, writing
 
 #: loss -> (its main hyperparameter, the values the validation budget covers; the default is among them).
@@ -62,9 +62,9 @@ class NoConfigurationLeft(ValueError):
     """Every value of a loss's sweep failed validation (no run above chance): nothing can be chosen."""
 
 
-def spec_for(data: str = "shapes", fast: bool = False, seeds: Sequence[int] | None = None) -> S.ShowdownSpec:
-    """The showdown's features budget (``showdown.spec_for``) with the comparison's seeds (5; fast mode 2)."""
-    return S.spec_for(data, fast, "features", seeds=tuple(seeds or (FAST_SEEDS if fast else SEEDS)))
+def spec_for(data: str = "shapes", fast: bool = False, seeds: Sequence[int] | None = None) -> cells.ShowdownSpec:
+    """The showdown's features budget (``cells.spec_for``) with the comparison's seeds (5; fast mode 2)."""
+    return cells.spec_for(data, fast, "features", seeds=tuple(seeds or (FAST_SEEDS if fast else SEEDS)))
 
 
 def tunable(loss: str) -> tuple[str, ...]:
@@ -134,18 +134,18 @@ def contestants(grid: Mapping = GRID) -> list[dict]:
     return [{"loss": loss, param: v} for loss, (param, values) in check_grid(grid).items() for v in values]
 
 
-def out_dir(spec: S.ShowdownSpec) -> Path:
+def out_dir(spec: cells.ShowdownSpec) -> Path:
     return runs_dir() / f"tuned-{spec.data}-{spec.setting}-{'fast' if spec.fast else 'full'}"
 
 
-def record_key(spec: S.ShowdownSpec, grid: Mapping = GRID) -> dict:
+def record_key(spec: cells.ShowdownSpec, grid: Mapping = GRID) -> dict:
     """The settings the record is found by: the budget (the spec) and the contestants."""
     return {"experiment": "tuned", "spec": spec.key(),
             "configs": [registry.resolved_config(c) for c in contestants(grid)]}
 
 
-def run(spec: S.ShowdownSpec, grid: Mapping | None = None, command: str = "", out: Path | None = None,
-        record: bool = False, progress: bool = False) -> S.Showdown:
+def run(spec: cells.ShowdownSpec, grid: Mapping | None = None, command: str = "", out: Path | None = None,
+        record: bool = False, progress: bool = False) -> cells.Showdown:
     """Every (loss, value) x seed of `grid` (default :func:`grid_for` the spec's size) at `spec`'s budget: with
     `record`, the shipped record when it matches, else trained now (finished cells are read from ``out/cells``).
     ``$VLR_RECORD`` set: also kept as a record."""
@@ -155,17 +155,17 @@ def run(spec: S.ShowdownSpec, grid: Mapping | None = None, command: str = "", ou
     out = Path(out or out_dir(spec))
     key = record_key(spec, grid)
     if record and (rec := R.read(out.name, key)) is not None:
-        return S.opened(rec)
+        return cells.opened(rec)
     claim_run_folder(out, mark=False)
-    result, data, callback, wall = S.train_cells(spec, contestants(grid), out, progress)
-    meta = {**S.race_meta(spec, result, data, callback, wall, command or "vlr_lib.experiments.tuned.run(spec_for(...))"),
+    result, data, callback, wall = cells.train_cells(spec, contestants(grid), out, progress)
+    meta = {**cells.race_meta(spec, result, data, callback, wall, command or "vlr_lib.experiments.tuned.run(spec_for(...))"),
             "chance_rsum_val": chance_rsum(data.val[2])}
     if rank_and_world()[0] == 0:
         with writing(out):
             atomic_write_json(out / META_FILE, meta)
         R.keep_grid(out.name, key, result.runs, out, command=meta["command"], wall_seconds=meta["wall_seconds"],
                     title=f"the tuned comparison ({spec.data}, {'fast' if spec.fast else 'full'} size)", meta=meta)
-    return S.Showdown(result.runs, meta, out, reused=False)
+    return cells.Showdown(result.runs, meta, out, reused=False)
 
 
 #: The cell the record's check re-trains (``vlr_lib.experiments.recheck``): a value none of the other records trains.
@@ -183,7 +183,7 @@ def recorded_and_again(epochs: int | None = None, seed: int = 0) -> tuple[list[f
     if epochs is not None:
         spec, history = replace(spec, epochs=epochs), history[:epochs]
     kwargs = {k: v for k, v in CHECKED.items() if k != "loss"}
-    again = S.retrain(spec, CHECKED["loss"], seed, loss_kwargs=kwargs)
+    again = cells.retrain(spec, CHECKED["loss"], seed, loss_kwargs=kwargs)
     return [r["rsum"] for r in history], [r["rsum"] for r in again.history]
 
 
@@ -265,7 +265,7 @@ def orderings(runs: pd.DataFrame, chosen: pd.DataFrame, metric: str = "sel_rsum"
                                      uncorrected=(v["uncorrected"] != "not told apart").to_numpy())
 
 
-def tables(race: S.Showdown, grid: Mapping | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def tables(race: cells.Showdown, grid: Mapping | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(selection, comparison, orderings) of a finished comparison (its stored chance level on validation); `grid`
     defaults to :func:`grid_for` the race's size."""
     grid = grid or grid_for(bool(race.meta.get("spec", {}).get("fast")))
@@ -280,19 +280,19 @@ def _interval(delta: float, low: float, high: float) -> str:
     return f"{delta:+.1f} [{low:+.1f}, {high:+.1f}]"
 
 
-def frames(race: S.Showdown, grid: Mapping | None = None) -> tuple[str, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def frames(race: cells.Showdown, grid: Mapping | None = None) -> tuple[str, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """What the comparison shows: a paragraph (Markdown) on what was trained and how the value is chosen, then the
     validation sweep, the test table and every ordering as tables of formatted text (a notebook displays them;
     :func:`markdown` writes them as Markdown)."""
-    from .. import report
+    from ..report.markdown import last_epoch_share, training_line
 
     grid = grid or grid_for(bool(race.meta["spec"].get("fast")))
     chosen, table, order = tables(race, grid)
     spec, n_seeds = race.meta["spec"], len(race.meta["spec"]["seeds"])
-    intro = (f"Trained: {report.training_line(spec)}. {budget_line(grid, bool(spec.get('fast')))} Each loss's "
+    intro = (f"Trained: {training_line(spec)}. {budget_line(grid, bool(spec.get('fast')))} Each loss's "
              f"value is chosen on **validation** (mean best-validation rsum over the {n_seeds} seeds; chance "
              f"{race.meta['chance_rsum_val']:.1f}); the test split reports the chosen value and the default. "
-             f"{len(race.runs)} runs; {report.last_epoch_share(race.runs):.0%} of them select their last epoch. "
+             f"{len(race.runs)} runs; {last_epoch_share(race.runs):.0%} of them select their last epoch. "
              "A value chosen at the edge of its range may have a better neighbour outside it: the budget is "
              f"{'equal' if equal_budget(grid) else 'not equal'}, not exhaustive.")
     sweep = []
@@ -347,7 +347,7 @@ def _markdown_table(frame: pd.DataFrame) -> list[str]:
     return lines + ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(index=False)]
 
 
-def markdown(race: S.Showdown, grid: Mapping | None = None) -> str:
+def markdown(race: cells.Showdown, grid: Mapping | None = None) -> str:
     """The comparison as Markdown (the command line's and docs/results.md's block): :func:`frames` as text."""
     intro, sweep, test, order = frames(race, grid)
     n_seeds = len(race.meta["spec"]["seeds"])

@@ -4,8 +4,9 @@ Everything here is a pure function of a runs table -- one row per (configuration
 ``vlr_lib.experiments.grid`` writes it (``GridResult.runs``, ``runs.csv``) and the showdown extends it
 (``sel_*`` / ``test_*`` columns, ``vlr_lib.experiments.showdown``) -- or of per-epoch histories
 (``FitResult.history``). The grid, the showdown, the command lines, notebooks 09-12 and the
-figures of ``vlr_lib.viz.showdown`` / ``vlr_lib.viz.training`` all read their numbers here,
-as ``report.<name>``; each concern has its own module:
+figures of ``vlr_lib.viz.showdown`` / ``vlr_lib.viz.training`` all read their numbers here. Each concern has
+its own module, and callers import each name from the module that holds it (``from vlr_lib.report.summary import
+summarize``); this package re-exports nothing:
 
 - :mod:`~vlr_lib.report.labels` -- metric labels and column sets, a configuration's label and
   hyperparameters, "mean ± std" (:func:`mean_std`);
@@ -23,31 +24,3 @@ as ``report.<name>``; each concern has its own module:
 The numbers a figure prints in its labels and titles (``fmt``, ``readout``) are the figures' own:
 ``vlr_lib.viz.readout``.
 """
-from __future__ import annotations
-
-from .labels import (COCOS_RULES, COCOS_STATS, FRACTIONS, GROUPS, METRIC_LABELS, SETTING_COLUMNS, SETUP_COLUMNS,
-                     SUMMARY_METRICS, TABLE1_COLUMNS, check_metric, config_label, flatten_record, hyperparameters,
-                     mean_std, metric_label, settings_json, table1_name)
-from .layouts import goal_matrix, goal_table, table1
-from .lessons import (LESSON_DELTAS, lesson_matrix, lesson_part, lesson_reading, lesson_table, lessons_markdown,
-                      role_matrix, seed_differences)
-from .markdown import META_KEYS, META_SPEC_KEYS, last_epoch_share, markdown_block, to_markdown, training_line
-from .readings import GOAL_PAIR_CLAIMS, PAPER_CLAIMS, claims, group, interval_text, per_seed, ranking, reading, separations
-from .summary import SUMMARY_COLUMNS, check_summary, cocos_own_rule, cocos_summary, summarize, summary_table
-from .sweeps import (history_frame, history_values, is_close, loss_rows, sweep_grid, sweep_losses, sweep_slice,
-                     sweep_values)
-
-__all__ = [
-    "COCOS_RULES", "COCOS_STATS", "FRACTIONS", "GROUPS", "METRIC_LABELS", "SETTING_COLUMNS", "SETUP_COLUMNS",
-    "SUMMARY_METRICS", "TABLE1_COLUMNS", "check_metric", "config_label", "flatten_record", "hyperparameters",
-    "mean_std", "metric_label", "settings_json", "table1_name",
-    "goal_matrix", "goal_table", "table1",
-    "LESSON_DELTAS", "lesson_matrix", "lesson_part", "lesson_reading", "lesson_table", "lessons_markdown",
-    "role_matrix", "seed_differences",
-    "META_KEYS", "META_SPEC_KEYS", "last_epoch_share", "markdown_block", "to_markdown", "training_line",
-    "GOAL_PAIR_CLAIMS", "PAPER_CLAIMS", "claims", "group", "interval_text", "per_seed", "ranking", "reading",
-    "separations",
-    "SUMMARY_COLUMNS", "check_summary", "cocos_own_rule", "cocos_summary", "summarize", "summary_table",
-    "history_frame", "history_values", "is_close", "loss_rows", "sweep_grid", "sweep_losses", "sweep_slice",
-    "sweep_values",
-]

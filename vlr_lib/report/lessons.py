@@ -132,7 +132,7 @@ def seed_differences(runs: pd.DataFrame, experiment: str, condition: str, a: str
 def lesson_part(table: pd.DataFrame, experiment: str) -> pd.DataFrame:
     """The rows of one experiment of a :func:`lesson_table`, in the order of its conditions."""
     if not isinstance(table, pd.DataFrame) or not {"experiment", "order", "comparison", "delta", "half"} <= set(table):
-        raise TypeError("table must be a lesson table (vlr_lib.report.lesson_table)")
+        raise TypeError("table must be a lesson table (vlr_lib.report.lessons.lesson_table)")
     part = table[table["experiment"] == experiment]
     if part.empty:
         raise ValueError(f"experiment must be one of {list(dict.fromkeys(table['experiment']))}, got {experiment!r}")
@@ -182,7 +182,7 @@ def lessons_markdown(runs: pd.DataFrame, meta: Mapping, labels: Mapping[str, str
         "",
         f"- command: `{meta['command']}`",
         f"- conditions: every experiment trains Triplet, Triplet-SH, Unified and NT-Xent (library defaults) "
-        f"through the showdown of its condition (`vlr_lib.experiments.showdown.spec_for('shapes', fast={spec['fast']}, "
+        f"through the showdown of its condition (`vlr_lib.experiments.cells.spec_for('shapes', fast={spec['fast']}, "
         f"setting)`: same data sizes, schedule, selection on validation), difficulty {spec['difficulty']} unless "
         f"swept ({', '.join(f'{d:g}' for d in spec['difficulties'])}), warm-up epochs "
         f"{', '.join(map(str, spec['warmup_epochs']))}, settings {', '.join(spec['settings'])}; seeds "
@@ -201,6 +201,6 @@ def lessons_markdown(runs: pd.DataFrame, meta: Mapping, labels: Mapping[str, str
                                                                                           index=True),
                   "", "test rsum of each loss, mean ± std over seeds:", "",
                   to_markdown(role_matrix(runs, exp), index=True), ""]
-    lines += ["Reading (generated from the table by `vlr_lib.report.lesson_reading`):", "",
+    lines += ["Reading (generated from the table by `vlr_lib.report.lessons.lesson_reading`):", "",
               lesson_reading(table, labels)["text"], ""]
     return "\n".join(lines)

@@ -98,6 +98,6 @@ def markdown_block(runs: pd.DataFrame, meta: Mapping) -> str:
     for metric in ("i2t_r1", "t2i_r1", "rsum"):
         lines += [f"GOAL grid, {METRIC_LABELS[metric]} (Xuan & Chen Tables 3-5 layout: pair weights down, "
                   "triplet weights across), mean ± std:", "", to_markdown(goal_table(summary, metric)), ""]
-    lines += ["Reading (generated from the runs by `vlr_lib.report.reading`: paired 95% t intervals over seeds, "
+    lines += ["Reading (generated from the runs by `vlr_lib.report.readings.reading`: paired 95% t intervals over seeds, "
               "verdicts Holm-corrected over each declared family, `vlr_lib.stats`):", "", reading(runs)["text"], ""]
     return "\n".join(lines)

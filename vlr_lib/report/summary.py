@@ -71,13 +71,13 @@ SUMMARY_COLUMNS = ("config", "loss", "name", "n_seeds")
 def check_summary(summary: object, metrics: Sequence[str] = ()) -> pd.DataFrame:
     """A :func:`summarize` result: a non-empty DataFrame with its columns (and those of `metrics`)."""
     if not isinstance(summary, pd.DataFrame):
-        raise TypeError(f"summary must be a pandas DataFrame (vlr_lib.report.summarize), got {type(summary).__name__}")
+        raise TypeError(f"summary must be a pandas DataFrame (vlr_lib.report.summary.summarize), got {type(summary).__name__}")
     if summary.empty:
-        raise ValueError("summary is empty: summarize a runs table with at least one run (vlr_lib.report.summarize)")
+        raise ValueError("summary is empty: summarize a runs table with at least one run (vlr_lib.report.summary.summarize)")
     missing = [c for c in (*SUMMARY_COLUMNS, *(f"{m}_{s}" for m in metrics for s in ("mean", "std")))
                if c not in summary.columns]
     if missing:
-        raise ValueError(f"summary lacks the columns {missing}; make it with vlr_lib.report.summarize")
+        raise ValueError(f"summary lacks the columns {missing}; make it with vlr_lib.report.summary.summarize")
     return summary
 
 

@@ -34,7 +34,7 @@ it holds their keys and a resumed run sees them in the restored history. A
 callback that raises (e.g. KeyboardInterrupt to stop early) stops training;
 that epoch's checkpoint is still written. Callbacks must not change the
 models or the existing keys (epoch, loss, rsum, ...). Example: the showdown's
-``vlr_lib.experiments.showdown.ShowdownMetrics`` adds ``test``, ``probe_cocos`` and
+``vlr_lib.experiments.cells.ShowdownMetrics`` adds ``test``, ``probe_cocos`` and
 ``sel`` (the test metrics of the best validation epoch so far).
 """
 from __future__ import annotations
@@ -49,7 +49,7 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import validated
-from ..report import flatten_record
+from ..report.labels import flatten_record
 from ..similarity import positive_mask
 from . import distributed as D
 from .checkpoint import checkpoint_path, load_checkpoint, save_checkpoint

@@ -44,7 +44,7 @@ MODEL = {"word_dim": None, "hidden": None, "min_count": 1}
 RUN = {"features": {"dim": 512},
        "e2e": {"epochs": 20, "batch_size": 32, "lr": 2e-3, "sampling": "images", "dim": 64}}
 #: The experiments' full-size recipes per (data set, setting), chosen on validation so that the runs converge
-#: (docs/results.md, run 7; ``vlr_lib.experiments.showdown.spec_for`` says why each number).
+#: (docs/results.md, run 7; ``vlr_lib.experiments.cells.spec_for`` says why each number).
 PRESETS = {
     ("shapes", "features"): {"epochs": 20, "lr": 1e-3, "lr_decay_epoch": 10, "dim": 256},
     ("shapes", "vsepp"): {"epochs": 20, "lr": 2e-3, "lr_decay_epoch": 10, "dim": 256, "word_dim": 32, "hidden": 64,

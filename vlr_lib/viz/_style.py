@@ -1,7 +1,7 @@
 """Shared look and layout of every figure: the colour convention, responsive layout, subplot grids, matrix axes.
 
-Colour convention (one for the whole workbook, safe for colour-blind readers): Okabe & Ito's
-palette, and a marker shape for each role so colour is never the only cue --
+Colour convention (one for the whole workbook, safe for colour-blind readers): Okabe & Ito's palette, and a marker
+shape for each role so colour is never the only cue --
 
 ==================  ==========  ====================  ==============================================
 role                constant    colour                marker
@@ -13,16 +13,16 @@ hardest negative    HARDEST     vermillion ``#D55E00`` diamond; on S a triangle 
                                                       query's column
 ==================  ==========  ====================  ==============================================
 
-Gradients dL/dS use the diverging ``DIVERGING`` scale in the same sense: blue (< 0) pulls a
-similarity up, as a positive is pulled; red (> 0) pushes it down, as a negative is pushed.
-Similarities use the sequential ``SEQUENTIAL`` (Viridis). Other series take ``CURVE`` (the curve a
-figure is about), ``NEUTRAL`` (references) and ``PALETTE`` (runs and models, the convention's colours last).
+Gradients dL/dS use the diverging ``DIVERGING`` scale in the same sense: blue (< 0) pulls a similarity up, as a
+positive is pulled; red (> 0) pushes it down, as a negative is pushed. Similarities use the sequential ``SEQUENTIAL``
+(Viridis). Other series take ``CURVE`` (the curve a figure is about), ``NEUTRAL`` (references) and ``PALETTE`` (runs
+and models, the convention's colours last).
 
-Layout: every figure fills the width of its output (no fixed width; `style` sets a height), so it
-reads from 900 to 1,600 px of notebook width. The title sits under a band kept free for plotly's
-mode bar, the top margin holds the title and the panels' titles, legends go under the plot (the
-bottom margin grows to hold them), colour bars beside their panels, and no text is under 11 px.
-tests/browser/test_figure_layout.py measures all of this in Chromium for every figure.
+Layout: every figure fills the width of its output (no fixed width; `style` sets a height), so it reads from 900 to
+1,600 px of notebook width. The title sits under a band kept free for plotly's mode bar, the top margin holds the
+title and the panels' titles, legends go under the plot (the bottom margin grows to hold them), colour bars beside
+their panels, and no text is under 11 px. tests/browser/test_figure_layout.py measures all of this in Chromium for
+every figure.
 """
 from __future__ import annotations
 
@@ -60,8 +60,8 @@ def lines(text: str | None) -> int:
 
 def style(fig: go.Figure, title: str, *, height: int, xaxis: str | None = None, yaxis: str | None = None,
           subtitle: str | None = None, legend: dict | bool = True, **extra) -> go.Figure:
-    """The workbook's look on `fig`: full output width, `height` px, the title (and a smaller `subtitle`)
-    under the mode bar's band, panel titles above their panels, the legend under the plot, fonts >= 11 px.
+    """The workbook's look on `fig`: full output width, `height` px, the title (and a smaller `subtitle`) under the
+    mode bar's band, panel titles above their panels, the legend under the plot, fonts >= 11 px.
 
     Call it once the panels exist (it measures their titles); axes may be styled afterwards.
     """
@@ -104,8 +104,8 @@ def symmetric_range(values) -> tuple[float, float]:
 
 
 def fitted_range(values, pad: float = 0.05) -> list[float]:
-    """An axis range zoomed to the finite `values`: [min, max] widened by `pad` of the span on each side (of
-    the value itself when all are equal), so differences between the values fill the axis."""
+    """An axis range zoomed to the finite `values`: [min, max] widened by `pad` of the span on each side (of the value
+    itself when all are equal), so differences between the values fill the axis."""
     v = to_numpy(values).ravel()
     v = v[np.isfinite(v)]
     if not v.size:
@@ -119,11 +119,11 @@ OFF_AXIS = {("x", False): "←", ("x", True): "→", ("y", False): "↓", ("y", 
 
 
 def level_line(fig: go.Figure, level: float, text: str, axis: str, span: Sequence[float]) -> None:
-    """A reference level (chance) on an axis zoomed to the data, whose range is `span`: a dotted line where
-    it lies within the span, else a note in a corner on its side ("← chance 31.6, off the axis"), so a level
-    far from the data never squashes the data into a few pixels. Call it after `style`. An x-note sits in
-    the corner a ranking leaves free (low values: top left, high: bottom right), a y-note on the right,
-    clear of the reference lines' labels (on the left)."""
+    """A reference level (chance) on an axis zoomed to the data, whose range is `span`: a dotted line where it lies
+    within the span, else a note in a corner on its side ("← chance 31.6, off the axis"), so a level far from the data
+    never squashes the data into a few pixels. Call it after `style`. An x-note sits in the corner a ranking leaves
+    free (low values: top left, high: bottom right), a y-note on the right, clear of the reference lines' labels (on
+    the left)."""
     lo, hi = span
     dotted = dict(line_dash="dot", line_color=NEUTRAL, annotation_text=text)
     if lo <= level <= hi:
@@ -145,9 +145,9 @@ def level_line(fig: go.Figure, level: float, text: str, axis: str, span: Sequenc
 def grid(rows: int, cols: int, titles, *, height: int, column_gap_px: float = 70.0, **kw) -> go.Figure:
     """A subplot grid with the workbook's spacing; titles in reading order.
 
-    Rows are kept apart by room for the x tick labels, an x-axis title and the next row's panel
-    titles (`height` is the figure's height, which turns pixels into plotly's fractions); columns by
-    `column_gap_px` at 900 px of width, room for the next panel's y tick labels and y-axis title.
+    Rows are kept apart by room for the x tick labels, an x-axis title and the next row's panel titles (`height` is
+    the figure's height, which turns pixels into plotly's fractions); columns by `column_gap_px` at 900 px of width,
+    room for the next panel's y tick labels and y-axis title.
     """
     titles = list(titles)
     if rows > 1 and "vertical_spacing" not in kw:
@@ -196,8 +196,8 @@ def position(k: int, cols: int) -> tuple[int, int]:
 
 def matrix_axes(fig: go.Figure, row: int | None = None, col: int | None = None, x_title: str | None = "caption j",
                 y_title: str | None = "image i", square: bool = True) -> None:
-    """Axes of S (and of anything laid out like it): row 0 at the top, square cells unless `square` is False
-    (a wide S, a column per caption, keeps the panel's width)."""
+    """Axes of S (and of anything laid out like it): row 0 at the top, square cells unless `square` is False (a wide
+    S, a column per caption, keeps the panel's width)."""
     cells = dict(constrain="domain") if square else {}
     fig.update_xaxes(title_text=x_title, row=row, col=col, **cells)
     if square:

@@ -1,10 +1,9 @@
 """Figures of notebook 08: COCOS, counting the candidates that contribute to a query's gradient.
 
-Bleeker & de Rijke (sec. 4, eqs. 9-13) count, per query, the candidates whose
-weight in the gradient w.r.t. the query is non-zero (triplets) or above a
-threshold epsilon (NT-Xent, SmoothAP). The counts come from ``analysis.cocos``,
-the marks of *which* candidates contribute from ``analysis.cocos_mask`` (checked
-in the tests against a Jacobian of the library losses).
+Bleeker & de Rijke (sec. 4, eqs. 9-13) count, per query, the candidates whose weight in the gradient w.r.t. the query
+is non-zero (triplets) or above a threshold epsilon (NT-Xent, SmoothAP). The counts come from ``analysis.cocos``, the
+marks of *which* candidates contribute from ``analysis.cocos_mask`` (checked in the tests against a Jacobian of the
+library losses).
 """
 from __future__ import annotations
 
@@ -15,7 +14,8 @@ import numpy as np
 import plotly.graph_objects as go
 from torch import Tensor
 
-from .. import analysis, registry, report
+from .. import analysis, registry
+from ..report.sweeps import history_frame, history_values
 from ..analysis import CocosSettings
 from .._checks import check_choice
 from ..similarity import DIRECTIONS
@@ -33,13 +33,11 @@ RULE_TITLES = {rule: f"{registry.label(_LOSS_OF_RULE[rule])} ({_EQUATION[rule]})
 def cocos_figure(S: Tensor, settings: CocosSettings = CocosSettings(), direction: str = "i2t") -> go.Figure:
     """Which candidates contribute to each query's gradient, for the four losses of Bleeker & de Rijke.
 
-    Four heatmaps of S (queries of `direction` as rows), one per loss of
-    ``analysis.COCOS_LOSSES``; orange dots mark the contributing candidates
-    (``analysis.cocos_mask``), blue squares the positives. Each subplot title gives
-    the counts of ``analysis.cocos`` in the layout of Tables 2-4: C^q (mean over the
-    queries that have a gradient; "–" when none has), C^B (the batch total) and C^0
-    (queries without gradient). `settings` holds ε (NT-Xent and SmoothAP), the
-    triplets' margin α and the two temperatures.
+    Four heatmaps of S (queries of `direction` as rows), one per loss of ``analysis.COCOS_LOSSES``; orange dots mark
+    the contributing candidates (``analysis.cocos_mask``), blue squares the positives. Each subplot title gives the
+    counts of ``analysis.cocos`` in the layout of Tables 2-4: C^q (mean over the queries that have a gradient; "–"
+    when none has), C^B (the batch total) and C^0 (queries without gradient). `settings` holds ε (NT-Xent and
+    SmoothAP), the triplets' margin α and the two temperatures.
     """
     titles, masks = [], []
     for name in analysis.COCOS_LOSSES:
@@ -82,20 +80,19 @@ def cocos_figure(S: Tensor, settings: CocosSettings = CocosSettings(), direction
 def cocos_history_figure(histories: Mapping[str, Sequence[Mapping]], direction: str = "i2t") -> go.Figure:
     """COCOS along training: C^q, C^0 and rsum per epoch, one line per loss.
 
-    `histories` maps a label to ``FitResult.history`` (one dict per epoch with
-    "epoch", "rsum" and "cocos" = {direction: {"C_q_mean_active", "C_0", ...}}, the
-    trainer's probe batch). C^q is the tables' convention: the mean over the
-    queries that still have a gradient. An epoch without COCOS (a loss without a
-    counting rule) is left as a gap.
+    `histories` maps a label to ``FitResult.history`` (one dict per epoch with "epoch", "rsum" and "cocos" =
+    {direction: {"C_q_mean_active", "C_0", ...}}, the trainer's probe batch). C^q is the tables' convention: the mean
+    over the queries that still have a gradient. An epoch without COCOS (a loss without a counting rule) is left as a
+    gap.
     """
     check_choice("direction", direction, DIRECTIONS)
-    frame = report.history_frame(histories)  # the nested COCOS dicts flattened to columns cocos_<direction>_<count>
+    frame = history_frame(histories)  # the nested COCOS dicts flattened to columns cocos_<direction>_<count>
     fig = grid(1, 3, ["C<sup>q</sup>: contributing<br>candidates per query", "C<sup>0</sup>: queries<br>without gradient",
                       "rsum (validation)"], height=420)
     for i, name in enumerate(dict.fromkeys(frame["run"])):
         sub = frame[frame["run"] == name]
         for col, key in enumerate((f"cocos_{direction}_C_q_mean_active", f"cocos_{direction}_C_0", "rsum"), start=1):
-            y = [None if np.isnan(v) else v for v in report.history_values(sub, key)]  # gaps, and strict JSON
+            y = [None if np.isnan(v) else v for v in history_values(sub, key)]  # gaps, and strict JSON
             fig.add_trace(go.Scatter(x=sub["epoch"].tolist(), y=y, mode="lines+markers", name=name, legendgroup=name,
                                      showlegend=col == 1, line=dict(color=PALETTE[i % len(PALETTE)])), row=1, col=col)
     style(fig, f"COCOS of the probe batch along training ({direction})", height=420)

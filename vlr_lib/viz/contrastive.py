@@ -1,8 +1,8 @@
 """Figures for NT-Xent / InfoNCE / VLC: temperature as soft hard-negative mining.
 
-The weight of a negative in the gradient of NT-Xent w.r.t. its query is its softmax
-probability (Bleeker & de Rijke eq. 11): ``analysis.softmax_weights``, read off the
-library's loss; the effective number of negatives is ``analysis.effective_number``.
+The weight of a negative in the gradient of NT-Xent w.r.t. its query is its softmax probability (Bleeker & de Rijke
+eq. 11): ``analysis.softmax_weights``, read off the library's loss; the effective number of negatives is
+``analysis.effective_number``.
 """
 from __future__ import annotations
 
@@ -43,10 +43,9 @@ def negative_weight_bars(
 ) -> go.Figure:
     """Bars: each negative's share of query `query`'s negative pull, heaviest first.
 
-    The share is :math:`p_{qn} / \\sum_{n'} p_{qn'}` (Bleeker eq. 11 renormalised over
-    the negatives); as tau -> 0 it concentrates on the hardest negative (Triplet-SH,
-    drawn as a marker), as tau grows it flattens towards uniform (dashed line). The
-    title reads out the effective number of negatives and the positive's weight.
+    The share is :math:`p_{qn} / \\sum_{n'} p_{qn'}` (Bleeker eq. 11 renormalised over the negatives); as tau -> 0 it
+    concentrates on the hardest negative (Triplet-SH, drawn as a marker), as tau grows it flattens towards uniform
+    (dashed line). The title reads out the effective number of negatives and the positive's weight.
     """
     W = analysis.softmax_weights(S, temperature, pos_mask, direction)
     idx, w, scores = _query_negatives(S, W, pos_mask, direction, query)
@@ -70,11 +69,9 @@ def negative_weight_bars(
                f"positive weight 1 − p₊ = {total:.3g}")
     if total == 0:  # e^{-gap/tau} below float64's range: this query gets no gradient at all
         reading += " (every weight underflows to 0)"
-    style(fig, f"NT-Xent weights of {direction} query {query}'s negatives, τ = {readout(temperature)}", height=440,
-          subtitle=reading, xaxis="negatives, hardest first (rank)", yaxis="share of the negative weight")
-    fig.update_yaxes(range=[0.0, 1.05])
-    fig.update_xaxes(range=[0.5, len(w) + 0.5])
-    return fig
+    return style(fig, f"NT-Xent weights of {direction} query {query}'s negatives, τ = {readout(temperature)}",
+                 height=440, subtitle=reading, xaxis="negatives, hardest first (rank)",
+                 yaxis="share of the negative weight", xaxis_range=[0.5, len(w) + 0.5], yaxis_range=[0.0, 1.05])
 
 
 def temperature_sweep(
@@ -86,10 +83,9 @@ def temperature_sweep(
 ) -> go.Figure:
     """Effective number of negatives and the hardest negative's share against tau (log axis).
 
-    For the query `query` and the mean over the queries of the batch that get any
-    gradient (at tiny tau the weights of an easy query underflow to exactly 0):
-    both curves show the soft mining of NT-Xent -- one negative as tau -> 0, all
-    of them equally as tau -> inf.
+    For the query `query` and the mean over the queries of the batch that get any gradient (at tiny tau the weights of
+    an easy query underflow to exactly 0): both curves show the soft mining of NT-Xent -- one negative as tau -> 0,
+    all of them equally as tau -> inf.
     """
     taus = np.asarray(sorted(check_positive("temperatures", float(t)) for t in temperatures))
     if taus.size < 2:
@@ -118,9 +114,8 @@ def temperature_sweep(
 def gradient_heatmap(S: Tensor, temperature: float, pos_mask: Tensor | None = None) -> go.Figure:
     """dL/dS of info_nce(S, tau, "sum") (``analysis.loss_gradient``), the hardest negative of each row outlined.
 
-    Blue pulls a similarity up (the positives), red pushes it down (negatives);
-    each off-diagonal entry collects its row's and its column's softmax weight / tau.
-    Triangles (▶) mark each row's hardest negative.
+    Blue pulls a similarity up (the positives), red pushes it down (negatives); each off-diagonal entry collects its
+    row's and its column's softmax weight / tau. Triangles (▶) mark each row's hardest negative.
     """
     grad = analysis.loss_gradient(S, lambda X: losses.info_nce(X, temperature, reduction="sum", pos_mask=pos_mask))
     title = f"dL/dS of {registry.label('info_nce')} (both directions, sum), τ = {readout(temperature)}"
@@ -157,8 +152,6 @@ def sigmoid_weights_figure(logit_scale: float, logit_bias: float, temperature: f
         fig.add_trace(go.Scatter(x=xs, y=soft, name=f"NT-Xent, other negatives at {others:g}",
                                  line=dict(color=HARDEST, dash=dash)))
     t = float(np.exp(logit_scale))
-    style(fig, f"weight of one negative: SigLIP t = {readout(t)}, b = {readout(logit_bias)}; NT-Xent τ = "
-               f"{readout(temperature)}", height=420)
-    fig.update_xaxes(title_text="similarity s of the negative", range=[-1.0, 1.0])
-    fig.update_yaxes(title_text="weight in the gradient", range=[0.0, 1.05])
-    return fig
+    return style(fig, f"weight of one negative: SigLIP t = {readout(t)}, b = {readout(logit_bias)}; NT-Xent τ = "
+                      f"{readout(temperature)}", height=420, xaxis="similarity s of the negative",
+                 yaxis="weight in the gradient", xaxis_range=[-1.0, 1.0], yaxis_range=[0.0, 1.05])

@@ -1,7 +1,7 @@
 """Figures of notebooks 00-01: the data, a batch's similarity matrix and its rankings.
 
-Builders are pure: numbers and tensors in, a `go.Figure` out. Ranks, recalls,
-positives and hardest negatives come from vlr_lib.metrics and vlr_lib.similarity.
+Builders are pure: numbers and tensors in, a `go.Figure` out. Ranks, recalls, positives and hardest negatives come
+from vlr_lib.metrics and vlr_lib.similarity.
 """
 from __future__ import annotations
 
@@ -31,10 +31,9 @@ def _png(image: np.ndarray) -> str:
 def image_gallery(images, captions: list[list[str]], titles: list[str] | None = None, wrap: int = 30) -> go.Figure:
     """A row of images, each with its captions written underneath (notebook 00's data browser).
 
-    `images`: k uint8 RGB arrays [H, W, 3] (a list, sizes may differ, or an array
-    [k, H, W, 3]; PIL images work too). `captions[i]`: the captions of image i (five in
-    Flickr30K and shapes), wrapped at `wrap` characters. Keep images small (thumbnails): they
-    are embedded as PNG.
+    `images`: k uint8 RGB arrays [H, W, 3] (a list, sizes may differ, or an array [k, H, W, 3]; PIL images work too).
+    `captions[i]`: the captions of image i (five in Flickr30K and shapes), wrapped at `wrap` characters. Keep images
+    small (thumbnails): they are embedded as PNG.
     """
     arrs = [np.asarray(im) for im in images]
     for n, a in enumerate(arrs):
@@ -85,27 +84,23 @@ def _batch(S, caption_to_image) -> tuple[torch.Tensor, torch.Tensor, torch.Tenso
 def similarity_figure(S, caption_to_image=None, title: str = "Similarity matrix S of a batch") -> go.Figure:
     """Heatmap of S with its positives and the hardest negative of every query, in both directions.
 
-    `caption_to_image[c]` is the image of caption c; None means one caption per image,
-    positives on the diagonal. Blue squares: the positives; vermillion triangles: the hardest
-    negative of each image query (▶, in its row) and of each caption query (▼, in its column).
+    `caption_to_image[c]` is the image of caption c; None means one caption per image, positives on the diagonal. Blue
+    squares: the positives; vermillion triangles: the hardest negative of each image query (▶, in its row) and of each
+    caption query (▼, in its column).
     """
     St, _, pos = _batch(S, caption_to_image)
     fig = go.Figure(heatmap_traces(St, batch_marks(St, pos)))
-    style(fig, title, height=420, xaxis="caption j", yaxis="image i")
-    fig.update_yaxes(autorange="reversed")
-    return fig
+    return style(fig, title, height=420, xaxis="caption j", yaxis="image i", yaxis_autorange="reversed")
 
 
 def retrieval_figure(S, caption_to_image, query: int = 0, direction: str = "i2t", k: int = 5) -> go.Figure:
     """Heatmap of S with positives and hardest negatives (top) and one query's ranking (bottom).
 
-    Rows of S are images, columns captions; `caption_to_image[c]` is caption c's image.
-    `direction` "i2t" takes image `query` (a row) and ranks all captions; "t2i" takes
-    caption `query` (a column) and ranks all images. The bars are the query's candidates
-    sorted by score, blue for positives, orange for negatives, a negative tied with a
-    positive placed before it; the shaded band is the top `k`, so the query counts for
-    R@k when a blue bar lies inside it. Ranks are those of `vlr_lib.metrics`
-    (1 + the negatives scoring at or above the best positive).
+    Rows of S are images, columns captions; `caption_to_image[c]` is caption c's image. `direction` "i2t" takes image
+    `query` (a row) and ranks all captions; "t2i" takes caption `query` (a column) and ranks all images. The bars are
+    the query's candidates sorted by score, blue for positives, orange for negatives, a negative tied with a positive
+    placed before it; the shaded band is the top `k`, so the query counts for R@k when a blue bar lies inside it.
+    Ranks are those of `vlr_lib.metrics` (1 + the negatives scoring at or above the best positive).
     """
     St, c2i, pos = _batch(S, caption_to_image)
     Zq, Pq = oriented(St.numpy(), pos.numpy(), direction)  # the queries of `direction` as rows

@@ -1,10 +1,9 @@
-"""Figures of GOAL (Xuan & Chen, sec. 3): triplet-weight diagrams, pair-weight curves, Table 1,
-the designed weight surface T*P and the designed gradient dL/dS of a batch.
+"""Figures of GOAL (Xuan & Chen, sec. 3): triplet-weight diagrams, pair-weight curves, Table 1, the designed weight
+surface T*P and the designed gradient dL/dS of a batch.
 
-Pure functions: numbers and tensors in, `go.Figure` out. Every weight is computed by
-vlr_lib.goal; the composed figures take a :class:`vlr_lib.goal.GoalConfig`. Diagrams
-put S_pos on the x-axis and S_neg on the y-axis, as the paper's Fig. 2 does, so
-`z[i, j]` is the value at (S_pos = x[j], S_neg = y[i]).
+Pure functions: numbers and tensors in, `go.Figure` out. Every weight is computed by vlr_lib.goal; the composed
+figures take a :class:`vlr_lib.goal.GoalConfig`. Diagrams put S_pos on the x-axis and S_neg on the y-axis, as the
+paper's Fig. 2 does, so `z[i, j]` is the value at (S_pos = x[j], S_neg = y[i]).
 """
 from __future__ import annotations
 
@@ -92,9 +91,9 @@ def pair_weight_curves(
 ) -> go.Figure:
     """Pair weights P_+ (against S_pos) and P_- (against S_neg) on [-1, 1], one panel per pair weight.
 
-    Xuan & Chen Fig. 3: alpha = 2, beta = 10, lambda = 0.5 and, for the MS forms, a fixed
-    relative term m_+ = m_- = `rel` = 0.1 (in training m comes from the batch,
-    :func:`vlr_lib.goal.relative_term`). Traces: for each pair in `pairs`, [P_+, P_-].
+    Xuan & Chen Fig. 3: alpha = 2, beta = 10, lambda = 0.5 and, for the MS forms, a fixed relative term m_+ = m_- =
+    `rel` = 0.1 (in training m comes from the batch, :func:`vlr_lib.goal.relative_term`). Traces: for each pair in
+    `pairs`, [P_+, P_-].
     """
     if not pairs:
         raise ValueError("pairs must name at least one pair weight")
@@ -134,11 +133,10 @@ def table1_grid(
 ) -> go.Figure:
     """Table 1 of Xuan & Chen as a 5 x 3 grid (rows: pair weights, columns: triplet weights).
 
-    Each cell is annotated with the existing loss the combination reproduces
-    (:data:`vlr_lib.goal.TABLE1`, "New" where none does). Without `values`, named losses
-    are shaded and "New" cells left pale; with `values` (one number per combination, e.g.
-    a recall from Tables 3-5) the cells are coloured by them and the number is printed.
-    `highlight` outlines one cell. Traces: [heatmap]; the outline is a layout shape.
+    Each cell is annotated with the existing loss the combination reproduces (:data:`vlr_lib.goal.TABLE1`, "New" where
+    none does). Without `values`, named losses are shaded and "New" cells left pale; with `values` (one number per
+    combination, e.g. a recall from Tables 3-5) the cells are coloured by them and the number is printed. `highlight`
+    outlines one cell. Traces: [heatmap]; the outline is a layout shape.
     """
     triplets, pairs = goal.GOAL_TRIPLETS, goal.GOAL_PAIRS
     names = [[goal.TABLE1[(t, p)] for t in triplets] for p in pairs]
@@ -153,8 +151,8 @@ def table1_grid(
         showscale=values is not None, colorbar=dict(title=dict(text=value_label)), xgap=2, ygap=2,
         hovertemplate="%{x} × %{y}: %{text}<extra></extra>",
     ))
-    style(fig, title, height=460, xaxis="triplet weight T", yaxis="pair weight P", legend=False)
-    fig.update_yaxes(autorange="reversed")
+    style(fig, title, height=460, xaxis="triplet weight T", yaxis="pair weight P", legend=False,
+          yaxis_autorange="reversed")
     if highlight is not None:
         if tuple(highlight) not in goal.TABLE1:
             raise ValueError(f"highlight must be a (triplet, pair) key of Table 1, got {highlight!r}")
@@ -171,13 +169,12 @@ def weight_surface(
 ) -> go.Figure:
     """The designed gradient of one triplet over (S_pos, S_neg): |dL/dS_pos| = T*P_+ and dL/dS_neg = T*P_-.
 
-    Xuan & Chen eqs. 3-13: GOAL pulls the positive with weight T(S_pos, S_neg) * P_+(S_pos)
-    and pushes the hardest negative with T(S_pos, S_neg) * P_-(S_neg), for the weights and
-    parameters of `config`. The MS pair weights depend on the batch through m; here
-    m_+ = m_- = `rel` (Fig. 3 uses 0.1; MS loss's own reading has m >= 1, eq. 12 as
-    printed any m > 0). `points` = (s_pos, s_neg) overlays a batch's triplets
-    (:func:`vlr_lib.goal.batch_triplets`). Traces: [pull heatmap, push heatmap, pull
-    points, push points]; both heatmaps share one colour axis from 0 to the larger maximum.
+    Xuan & Chen eqs. 3-13: GOAL pulls the positive with weight T(S_pos, S_neg) * P_+(S_pos) and pushes the hardest
+    negative with T(S_pos, S_neg) * P_-(S_neg), for the weights and parameters of `config`. The MS pair weights depend
+    on the batch through m; here m_+ = m_- = `rel` (Fig. 3 uses 0.1; MS loss's own reading has m >= 1, eq. 12 as
+    printed any m > 0). `points` = (s_pos, s_neg) overlays a batch's triplets (:func:`vlr_lib.goal.batch_triplets`).
+    Traces: [pull heatmap, push heatmap, pull points, push points]; both heatmaps share one colour axis from 0 to the
+    larger maximum.
     """
     if not isinstance(config, GoalConfig):
         raise TypeError(f"config must be a GoalConfig, got {type(config).__name__}")
@@ -212,11 +209,10 @@ def gradient_heatmap(
 ) -> go.Figure:
     """The designed dL/dS of a batch (:func:`vlr_lib.goal.goal_gradient` with `config`) on a diverging scale.
 
-    Positives and the hardest negatives of image queries (rows) and caption queries
-    (columns) are outlined: GOAL puts gradient on those cells only. Blue (< 0) pulls a
-    similarity up, red (> 0) pushes it down. The default title names the combination,
-    its Table 1 loss, how many entries get gradient and the largest |dL/dS|. Traces:
-    [heatmap, positives, hardest negatives of image queries, of caption queries].
+    Positives and the hardest negatives of image queries (rows) and caption queries (columns) are outlined: GOAL puts
+    gradient on those cells only. Blue (< 0) pulls a similarity up, red (> 0) pushes it down. The default title names
+    the combination, its Table 1 loss, how many entries get gradient and the largest |dL/dS|. Traces: [heatmap,
+    positives, hardest negatives of image queries, of caption queries].
     """
     G = goal.goal_gradient(S, pos_mask=pos_mask, config=config)
     subtitle = None

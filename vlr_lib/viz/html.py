@@ -1,8 +1,8 @@
 """Figures as HTML for the static book: a div and the script that draws it with the page's one ``Plotly``.
 
-The book (``vlr_lib.book``, ``make book``) serves plotly.js once, as a local file; every figure and every
-explorer's book version (``vlr_lib.widgets._core``) is written with :class:`BookRenderer`, which puts no
-plotly.js inside and fetches nothing from a CDN.
+The book (``vlr_lib.book``, ``make book``) serves plotly.js once, as a local file; every figure and every explorer's
+book version (``vlr_lib.widgets._core``) is written with :class:`BookRenderer`, which puts no plotly.js inside and
+fetches nothing from a CDN.
 """
 from __future__ import annotations
 

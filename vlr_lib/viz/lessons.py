@@ -1,9 +1,6 @@
-"""Figures of notebook 12: pure functions from ``report.lesson_table`` (each difference of rsum between two
-losses per condition, paired by seed, with its 95% interval and verdict) to a ``go.Figure``.
-
-- :func:`deltas_figure`: one experiment, the interval's half-width as error bar (crossing 0: cannot tell);
-- :func:`overview_figure`: every experiment side by side.
-"""
+"""Figures of notebook 12 (:func:`deltas_figure`: one experiment, :func:`overview_figure`: all of them): pure
+functions from ``report.lessons.lesson_table`` (each difference of rsum between two losses per condition, paired by
+seed, with its 95% interval and verdict) to a ``go.Figure``."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -11,7 +8,8 @@ from collections.abc import Mapping
 import pandas as pd
 import plotly.graph_objects as go
 
-from .. import report
+from ..report.labels import METRIC_LABELS
+from ..report.lessons import lesson_part
 from ._style import NEUTRAL, PALETTE, panels, position, style
 
 __all__ = ["deltas_figure", "overview_figure"]
@@ -46,14 +44,14 @@ def _traces(part: pd.DataFrame, show_legend: bool = True) -> list[go.Scatter]:
 def deltas_figure(table: pd.DataFrame, experiment: str, title: str | None = None) -> go.Figure:
     """One experiment of a lesson table: rsum differences per condition, mean ± half-width of the paired 95% interval.
 
-    Three lines: Triplet-SH − Triplet (the papers: > 0), Unified − Triplet-SH (> 0) and
-    NT-Xent − Triplet-SH (Bleeker & de Rijke: < 0). Markers: filled where the papers' ordering
-    holds (interval on the papers' side), a cross where it reverses, open where the seeds cannot tell.
+    Three lines: Triplet-SH − Triplet (the papers: > 0), Unified − Triplet-SH (> 0) and NT-Xent − Triplet-SH (Bleeker
+    & de Rijke: < 0). Markers: filled where the papers' ordering holds (interval on the papers' side), a cross where
+    it reverses, open where the seeds cannot tell.
     """
-    part = report.lesson_part(table, experiment)
+    part = lesson_part(table, experiment)
     fig = go.Figure(_traces(part))
     fig.add_hline(y=0.0, line_color=NEUTRAL, line_dash="dash")
-    label = report.METRIC_LABELS[part["metric"].iloc[0]]
+    label = METRIC_LABELS[part["metric"].iloc[0]]
     return style(fig, title or f"{experiment}: differences of test {label} between losses", height=460,
                  xaxis="condition", yaxis=f"Δ {label} (a − b)")
 
@@ -65,8 +63,8 @@ def overview_figure(table: pd.DataFrame, labels: Mapping[str, str] | None = None
     fig, cols, height = panels([labels.get(e, e) for e in experiments], 2, first_px=540, row_px=380)
     for i, exp in enumerate(experiments):
         row, col = position(i, cols)
-        fig.add_traces(_traces(report.lesson_part(table, exp), show_legend=i == 0), rows=row, cols=col)
+        fig.add_traces(_traces(lesson_part(table, exp), show_legend=i == 0), rows=row, cols=col)
         fig.add_hline(y=0.0, line_color=NEUTRAL, line_dash="dash", row=row, col=col)
-    label = report.METRIC_LABELS[table["metric"].iloc[0]]
+    label = METRIC_LABELS[table["metric"].iloc[0]]
     return style(fig, "When do the papers' orderings hold?", height=height,
                  subtitle=f"Δ test {label} between losses, paired by seed: mean ± 95% interval")

@@ -15,9 +15,9 @@ _OTHER_SYMBOLS = ["circle", "star", "x-thin", "hexagon"]
 
 
 def mark_look(name: str, k: int = 0) -> tuple[str, str]:
-    """(colour, symbol) of an outlined cell, by the colour convention of ``viz._style``: positives blue
-    squares, hardest negatives vermillion triangles pointing along their query (▶ row, ▼ column),
-    other negatives orange circles; any other mark a palette colour (the k-th)."""
+    """(colour, symbol) of an outlined cell, by the colour convention of ``viz._style``: positives blue squares,
+    hardest negatives vermillion triangles pointing along their query (▶ row, ▼ column), other negatives orange
+    circles; any other mark a palette colour (the k-th)."""
     if name.startswith("positive"):
         return POSITIVE, SYMBOL["positive"]
     if "hardest" in name:
@@ -86,9 +86,9 @@ def similarity_heatmap(
 ) -> go.Figure:
     """Heatmap of a matrix shaped like S, with optional outlined cells (and a `subtitle` under the title).
 
-    `marks` maps a legend name to a bool mask of S's shape (e.g. {"positive": eye,
-    "hardest negative of the image (row)": hn}); the name picks the look (``mark_look``).
-    `diverging=True` centres the colour scale on zero (for gradients dL/dS).
+    `marks` maps a legend name to a bool mask of S's shape (e.g. {"positive": eye, "hardest negative of the image
+    (row)": hn}); the name picks the look (``mark_look``). `diverging=True` centres the colour scale on zero (for
+    gradients dL/dS).
     """
     if not np.isfinite(to_numpy(S)).all():  # plotly would draw a NaN as a gap and clip an inf: a wrong picture
         raise ValueError("S contains NaN or inf; a heatmap would show them as blank or clipped cells")

@@ -1,5 +1,5 @@
-"""Numbers in figure labels and titles: a parameter value (:func:`fmt`) and a slider's value exactly as the
-slider shows it (:func:`readout`), so that a title never disagrees with the control beside it."""
+"""Numbers in figure labels and titles: a parameter value (:func:`fmt`) and a slider's value exactly as the slider
+shows it (:func:`readout`), so that a title never disagrees with the control beside it."""
 from __future__ import annotations
 
 import re
@@ -23,8 +23,8 @@ LOG_READOUT = ".3~g"
 def readout(value: float, spec: str = LOG_READOUT) -> str:
     """`value` exactly as a slider with readout format `spec` shows it (d3-format ".Nf" or ".N~g"), for titles.
 
-    ".N~g" is JavaScript's toPrecision(N) with trailing zeros trimmed: exponent notation only
-    below 1e-6 or from 10^N up (60 -> "60", 22.387 -> "22.4", 1e4 -> "1e+4").
+    ".N~g" is JavaScript's toPrecision(N) with trailing zeros trimmed: exponent notation only below 1e-6 or from 10^N
+    up (60 -> "60", 22.387 -> "22.4", 1e4 -> "1e+4").
     """
     check_finite("value", value)
     match = re.fullmatch(r"\.(\d+)(~?)([fg])", spec)

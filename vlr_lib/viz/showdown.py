@@ -1,13 +1,6 @@
-"""Figures of notebook 10, the loss showdown: pure functions from a summary table to a ``go.Figure``.
-
-The numbers come from ``vlr_lib.report`` (``summarize``, ``ranking``, ``goal_matrix``,
-``cocos_summary``); these builders only draw them:
-
-- :func:`metric_errorbars` -- every configuration's mean ± std on one metric, coloured by
-  its relation to the best (the noise rule of ``vlr_lib.report``);
-- :func:`goal_heatmaps` -- the 3 x 5 GOAL grid in Xuan & Chen's Tables 3-5 layout (pair
-  weights as rows, triplet weights as columns);
-- :func:`cocos_heatmap` -- COCOS at the selected epoch.
+"""Figures of notebook 10, the loss showdown (:func:`metric_errorbars`, :func:`goal_heatmaps`, :func:`cocos_heatmap`):
+pure functions from a summary table to a ``go.Figure``. The numbers come from ``vlr_lib.report``
+(``summary.summarize``, ``readings.ranking``, ``layouts.goal_matrix``, ``summary.cocos_summary``); these only draw.
 """
 from __future__ import annotations
 
@@ -15,7 +8,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .. import report
+from ..report.labels import METRIC_LABELS, check_metric, mean_std, table1_name
+from ..report.layouts import goal_matrix
+from ..report import readings
 from .._checks import check_choice
 from ..goal import GOAL_PAIRS, GOAL_TRIPLETS
 from ._style import (ACCENT, FONT_PX, NEUTRAL, PALETTE, SEQUENTIAL, fitted_range, frame_best, grid, level_line,
@@ -28,11 +23,12 @@ def metric_errorbars(summary: pd.DataFrame, metric: str = "rsum", group: str = "
                      chance: float | None = None, checkpoint: str | None = None) -> go.Figure:
     """Mean ± std over seeds per configuration, best at the top; colour = relation to the best.
 
-    Green diamond: the highest mean; sky-blue circles: bars that overlap its bar; grey crosses: bars clear of it.
-    That is a picture of the spread, not a test (which losses the seeds tell apart: ``report.separations``). The shaded band is the best's mean ± std; `chance` draws the chance
-    level (rsum only); `checkpoint` (e.g. "last epoch") says in the title which epoch of each run is shown.
+    Green diamond: the highest mean; sky-blue circles: bars that overlap its bar; grey crosses: bars clear of it. That
+    is a picture of the spread, not a test (which losses the seeds tell apart: ``report.readings.separations``). The
+    shaded band is the best's mean ± std; `chance` draws the chance level (rsum only); `checkpoint` (e.g. "last
+    epoch") says in the title which epoch of each run is shown.
     """
-    rank = report.ranking(report.group(summary, group), metric)
+    rank = readings.ranking(readings.group(summary, group), metric)
     kinds = np.where(rank["rank"] == 1, "best", np.where(rank["overlaps_best"], "tied", "separated"))
     looks = {"best": (ACCENT, "diamond", "best"), "tied": (PALETTE[2], "circle", "bar overlaps the best's"),
              "separated": (NEUTRAL, "x", "bar clear of the best's")}  # colour, marker, legend
@@ -51,10 +47,9 @@ def metric_errorbars(summary: pd.DataFrame, metric: str = "rsum", group: str = "
                   line_width=0)
     # zoomed to the bars, never stretched to chance: far below trained models it would squash them together
     span = fitted_range(np.concatenate([rank["mean"] - rank["std"], rank["mean"] + rank["std"]]))
-    label = report.METRIC_LABELS[metric]
+    label = METRIC_LABELS[metric]
     title = f"{label} per loss, mean ± std over seeds ({group}{f', {checkpoint}' if checkpoint else ''})"
-    style(fig, title, height=max(340, 26 * len(rank) + 170), xaxis=label, margin=dict(l=160))
-    fig.update_xaxes(range=span)
+    style(fig, title, height=max(340, 26 * len(rank) + 170), xaxis=label, margin=dict(l=160), xaxis_range=span)
     if chance is not None:
         level_line(fig, float(chance), f"chance {chance:.1f}", "x", span)
     fig.update_yaxes(categoryorder="array", categoryarray=list(rank["name"])[::-1])
@@ -64,29 +59,28 @@ def metric_errorbars(summary: pd.DataFrame, metric: str = "rsum", group: str = "
 def goal_heatmaps(summary: pd.DataFrame, metric: str = "r1", color: str = "mean") -> go.Figure:
     """The GOAL grid as annotated heatmaps, Xuan & Chen Tables 3-5 layout (rows P, columns T).
 
-    ``metric="r1"``: two panels, i2t R@1 and t2i R@1 (the papers' tables);
-    any key of ``report.TABLE1_COLUMNS``: one panel. Cells show "mean ± std" and the loss of
-    Table 1 where the combination is one. ``color="mean"`` colours by the mean;
-    ``"delta"`` by the difference to (T^con, P^con), the triplet baseline of the
-    paper (Table 2), on a diverging scale; panels share one colour scale. A green frame (a
-    layout shape named "best <metric>") marks each panel's best cell.
+    ``metric="r1"``: two panels, i2t R@1 and t2i R@1 (the papers' tables); any key of
+    ``report.labels.TABLE1_COLUMNS``: one panel. Cells show "mean ± std" and the loss of Table 1 where the combination
+    is one. ``color="mean"`` colours by the mean; ``"delta"`` by the difference to (T^con, P^con), the triplet
+    baseline of the paper (Table 2), on a diverging scale; panels share one colour scale. A green frame (a layout
+    shape named "best <metric>") marks each panel's best cell.
     """
     check_choice("color", color, ("mean", "delta"))
-    panels = ["i2t_r1", "t2i_r1"] if metric == "r1" else [report.check_metric(metric)]
+    panels = ["i2t_r1", "t2i_r1"] if metric == "r1" else [check_metric(metric)]
     # One panel under the other, each the full width: the cells hold "mean ± std" and a loss's name.
     height = 130 + 330 * len(panels)
-    fig = grid(len(panels), 1, [report.METRIC_LABELS[m] for m in panels], height=height)
+    fig = grid(len(panels), 1, [METRIC_LABELS[m] for m in panels], height=height)
     xs, ys = [f"T<sup>{t}</sup>" for t in GOAL_TRIPLETS], [f"P<sup>{p}</sup>" for p in GOAL_PAIRS]
-    names = [[report.table1_name(t, p) for t in GOAL_TRIPLETS] for p in GOAL_PAIRS]
+    names = [[table1_name(t, p) for t in GOAL_TRIPLETS] for p in GOAL_PAIRS]
     zs = []
     for k, m in enumerate(panels):
-        mean, std = report.goal_matrix(summary, m)
+        mean, std = goal_matrix(summary, m)
         z = mean - mean[0, 0] if color == "delta" else mean
         zs.append(z)
-        text = [[(report.mean_std(a, b, m) + ("" if n == "New" else f"<br>{n}")) if np.isfinite(a) else ""
+        text = [[(mean_std(a, b, m) + ("" if n == "New" else f"<br>{n}")) if np.isfinite(a) else ""
                  for a, b, n in zip(ra, rs, rn)] for ra, rs, rn in zip(mean, std, names)]
         fig.add_trace(go.Heatmap(z=z, x=xs, y=ys, text=text, texttemplate="%{text}", textfont=dict(size=FONT_PX),
-                                 name=report.METRIC_LABELS[m], coloraxis="coloraxis", xgap=1, ygap=1,
+                                 name=METRIC_LABELS[m], coloraxis="coloraxis", xgap=1, ygap=1,
                                  hovertemplate="%{y} · %{x}<br>%{text}<extra></extra>"), k + 1, 1)
         frame_best(fig, mean, name=f"best {m}", row=k + 1, col=1)
         fig.update_yaxes(autorange="reversed", row=k + 1, col=1)
@@ -103,7 +97,7 @@ def goal_heatmaps(summary: pd.DataFrame, metric: str = "r1", color: str = "mean"
 
 
 def cocos_heatmap(table: pd.DataFrame, stat: str = "C_q") -> go.Figure:
-    """A ``report.cocos_summary`` table as a heatmap; colour normalised per column, the cells show the values."""
+    """A ``report.summary.cocos_summary`` table as a heatmap; colour normalised per column, the cells show the values."""
     values = table.to_numpy(dtype=float)
     finite = np.isfinite(values)
     peak = np.where(finite, np.abs(values), 0.0).max(axis=0, keepdims=True)  # columns without values: 0
@@ -113,8 +107,6 @@ def cocos_heatmap(table: pd.DataFrame, stat: str = "C_q") -> go.Figure:
                                textfont=dict(size=FONT_PX), colorscale=SEQUENTIAL, zmin=0, zmax=1,
                                colorbar=dict(title=dict(text="/ column max")),
                                hovertemplate="%{y}<br>%{x}: %{text}<extra></extra>"))
-    style(fig, f"COCOS {stat} at the selected epoch", height=max(360, 26 * len(table) + 190),
-          subtitle="probe batch, mean over seeds; colour: the value over its column's largest",
-          xaxis="rule and direction", legend=False, margin=dict(l=160))
-    fig.update_yaxes(autorange="reversed")
-    return fig
+    return style(fig, f"COCOS {stat} at the selected epoch", height=max(360, 26 * len(table) + 190),
+                 subtitle="probe batch, mean over seeds; colour: the value over its column's largest",
+                 xaxis="rule and direction", legend=False, margin=dict(l=160), yaxis_autorange="reversed")

@@ -1,9 +1,8 @@
 """Figures for SmoothAP (Bleeker & de Rijke eqs. 5-8): AP of a ranking and its sigmoid relaxation.
 
-A query's candidates are a 1-D array of scores with a bool mask of positives. The
-exact AP is ``vlr_lib.metrics.average_precision``, the smoothed one
-``metrics.smooth_average_precision`` (1 - ``losses.smooth_ap`` on the single row), the sigmoid
-``losses.smooth_step``.
+A query's candidates are a 1-D array of scores with a bool mask of positives. The exact AP is
+``vlr_lib.metrics.average_precision``, the smoothed one ``metrics.smooth_average_precision`` (1 - ``losses.smooth_ap``
+on the single row), the sigmoid ``losses.smooth_step``.
 """
 from __future__ import annotations
 
@@ -52,11 +51,10 @@ def ranking_figure(scores, is_pos, title: str = "One query's ranking") -> go.Fig
 def smooth_ap_figure(scores, is_pos, tau: float, taus: Sequence[float] = DEFAULT_TAUS) -> go.Figure:
     """Left: G(x; tau) against the step and this query's score differences; right: SmoothAP vs tau.
 
-    Left: the sigmoid of eq. 7 at `tau`, the indicator it replaces, and a dot for
-    every (positive i, candidate j != i) pair at x = s_j - s_i (pairs with a positive
-    blue squares, with a negative orange circles): pairs within a few tau of 0 are counted fractionally
-    (and get gradient). Right: SmoothAP of this query over `taus` with the exact
-    AP and a marker at `tau`; small tau recovers the exact AP.
+    Left: the sigmoid of eq. 7 at `tau`, the indicator it replaces, and a dot for every (positive i, candidate j != i)
+    pair at x = s_j - s_i (pairs with a positive blue squares, with a negative orange circles): pairs within a few tau
+    of 0 are counted fractionally (and get gradient). Right: SmoothAP of this query over `taus` with the exact AP and
+    a marker at `tau`; small tau recovers the exact AP.
     """
     s, p, ap = _query(scores, is_pos)
     taus = np.asarray(sorted(check_positive("taus", float(v)) for v in taus))

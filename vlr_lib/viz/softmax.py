@@ -1,17 +1,14 @@
 """Figures of notebook 05: sampled softmax, negative mining and cross-example softmax.
 
-Veit & Wilber compare four losses that differ only in *which negatives enter the
-partition function* of a positive pair's softmax (their Fig. 2): sampled softmax
-(eq. 2, the query's own row), stochastic negative mining (eq. 3, the top k of the
-row), cross-example softmax (eq. 5, every negative of the batch) and
-cross-example negative mining (eq. 6, the top share of the batch's negatives).
-The partition of a query is ``analysis.partition_weights``, read off autograd of
-the library's ``losses.sampled_softmax`` / ``losses.cross_example_softmax``, their
-`topk` meaning a count (int) or a fraction of the negatives (float).
+Veit & Wilber compare four losses that differ only in *which negatives enter the partition function* of a positive
+pair's softmax (their Fig. 2): sampled softmax (eq. 2, the query's own row), stochastic negative mining (eq. 3, the
+top k of the row), cross-example softmax (eq. 5, every negative of the batch) and cross-example negative mining (eq.
+6, the top share of the batch's negatives). The partition of a query is ``analysis.partition_weights``, read off
+autograd of the library's ``losses.sampled_softmax`` / ``losses.cross_example_softmax``, their `topk` meaning a count
+(int) or a fraction of the negatives (float).
 
-The calibration figures (their Fig. 4 and Table 1) take trained similarity
-matrices and use ``vlr_lib.metrics`` for the PR curve, PR-AUC, precision and recall
-at a threshold and the neighbour counts.
+The calibration figures (their Fig. 4 and Table 1) take trained similarity matrices and use ``vlr_lib.metrics`` for
+the PR curve, PR-AUC, precision and recall at a threshold and the neighbour counts.
 """
 from __future__ import annotations
 
@@ -43,8 +40,8 @@ LOG_FLOOR = -6.0  # weights below 1e-6 share the palest colour (a dot still mark
 
 
 def _panel_traces(S: np.ndarray, W: np.ndarray, query: int, first: bool) -> list[go.BaseTraceType]:
-    """Grey S underneath, the partition's weights (log10, orange) on top, a dot on each negative in Z, the
-    positive outlined."""
+    """Grey S underneath, the partition's weights (log10, orange) on top, a dot on each negative in Z, the positive
+    outlined."""
     inside = W > 0
     inside[query, query] = False  # the positive gets its own marker
     logw = np.maximum(np.log10(np.clip(W, 1e-300, None)), LOG_FLOOR)
@@ -78,13 +75,11 @@ def partition_figure(
 ) -> go.Figure:
     """Veit & Wilber Fig. 2 (B) on a live S: which entries enter the partition function of one query.
 
-    Four heatmaps, one per loss of :data:`VARIANTS`. Orange cells (each with a dot) are the
-    negatives in the softmax of query `query`'s positive pair (the blue square), coloured by
-    their softmax weight p (log scale); grey cells are left out. The query's row is
-    outlined. Per-query mining (SNM) keeps the top `k` of the row; cross-example
-    mining keeps the top `fraction` of all off-diagonal entries, wherever they lie.
-    Each subplot title reads out the query's term ℓ_q = -log p+ and the size of its
-    partition's negative set.
+    Four heatmaps, one per loss of :data:`VARIANTS`. Orange cells (each with a dot) are the negatives in the softmax
+    of query `query`'s positive pair (the blue square), coloured by their softmax weight p (log scale); grey cells are
+    left out. The query's row is outlined. Per-query mining (SNM) keeps the top `k` of the row; cross-example mining
+    keeps the top `fraction` of all off-diagonal entries, wherever they lie. Each subplot title reads out the query's
+    term ℓ_q = -log p+ and the size of its partition's negative set.
     """
     # (library loss, topk) of each variant: SNM keeps `k` negatives of the row, cross-example mining a `fraction`
     # of the batch's negatives (the library's one meaning of topk: int count, float fraction).
@@ -130,10 +125,9 @@ def _results(results: Results) -> dict[str, tuple[Tensor, Tensor]]:
 def pr_figure(results: Results) -> go.Figure:
     """Global precision-recall curves over all image-caption pairs (Veit & Wilber Fig. 4 left).
 
-    `results` maps a model name to (S [n_images, n_captions], caption_to_image).
-    Curves from ``metrics.pr_curve``, drawn as the steps that ``metrics.pr_auc``
-    integrates (precision P_n held over (R_{n-1}, R_n]); the legend gives PR-AUC.
-    The dotted line is a random scorer's precision: the share of matching pairs.
+    `results` maps a model name to (S [n_images, n_captions], caption_to_image). Curves from ``metrics.pr_curve``,
+    drawn as the steps that ``metrics.pr_auc`` integrates (precision P_n held over (R_{n-1}, R_n]); the legend gives
+    PR-AUC. The dotted line is a random scorer's precision: the share of matching pairs.
     """
     res = _results(results)
     fig = go.Figure()
@@ -147,11 +141,8 @@ def pr_figure(results: Results) -> go.Figure:
         base = c2i.numel() / S.numel()
     fig.add_trace(go.Scatter(x=[0, 1], y=[base, base], mode="lines", name=f"random: {base:.3f}",
                              line=dict(color=NEUTRAL, dash="dot")))
-    style(fig, "Precision-recall over all pairs (one global threshold)", height=440, xaxis="recall",
-          yaxis="precision")
-    fig.update_xaxes(range=[0.0, 1.0])
-    fig.update_yaxes(range=[0.0, 1.02])
-    return fig
+    return style(fig, "Precision-recall over all pairs (one global threshold)", height=440, xaxis="recall",
+                 yaxis="precision", xaxis_range=[0.0, 1.0], yaxis_range=[0.0, 1.02])
 
 
 def _pick_queries(n_queries: int, total: int) -> np.ndarray:
@@ -164,14 +155,12 @@ def query_scores_figure(
 ) -> go.Figure:
     """Per-query score distributions (Veit & Wilber Fig. 4): negatives as boxes, the positive as a dot.
 
-    One panel per model, the same `n_queries` queries (evenly spaced indices) in
-    each, ordered by their positive's score. A well calibrated model puts every
-    query's positive above one common line and its negatives below it; a model
-    that only ranks within each query may shift whole queries up or down. With a
-    `threshold`, that global line is drawn and the subplot titles give precision
-    and recall over all pairs at it (``metrics.precision_recall_at``). The y range spans the
-    shown scores and the threshold, within [-1, 1]. `direction` "t2i":
-    caption queries over images (the paper's text queries); "i2t": image queries.
+    One panel per model, the same `n_queries` queries (evenly spaced indices) in each, ordered by their positive's
+    score. A well calibrated model puts every query's positive above one common line and its negatives below it; a
+    model that only ranks within each query may shift whole queries up or down. With a `threshold`, that global line
+    is drawn and the subplot titles give precision and recall over all pairs at it (``metrics.precision_recall_at``).
+    The y range spans the shown scores and the threshold, within [-1, 1]. `direction` "t2i": caption queries over
+    images (the paper's text queries); "i2t": image queries.
     """
     res = _results(results)
     fig = grid(1, len(res), list(res), height=480, shared_yaxes=True, column_gap_px=30)
@@ -210,11 +199,10 @@ def neighbor_count_figure(
 ) -> go.Figure:
     """Veit & Wilber Fig. 4 right: per query, the number of neighbours scoring at least s.
 
-    One thin line per query (at most `max_lines`, evenly spaced) and, in black, the
-    5th and 95th percentile over *all* queries at every s: 90% of the queries lie
-    between them. The narrower that band along s, the more every query's scores
-    live on one global scale -- the calibration that cross-example softmax aims for.
-    The y axis is logarithmic (counts of 0 are not drawn).
+    One thin line per query (at most `max_lines`, evenly spaced) and, in black, the 5th and 95th percentile over *all*
+    queries at every s: 90% of the queries lie between them. The narrower that band along s, the more every query's
+    scores live on one global scale -- the calibration that cross-example softmax aims for. The y axis is logarithmic
+    (counts of 0 are not drawn).
     """
     res = _results(results)
     lo, hi = percentiles

@@ -1,9 +1,9 @@
 """Figures of notebooks 09 and 11: training curves per epoch (Li et al. Figs. 3-4) and sweeps (Fig. 5).
 
-Builders are pure: histories (``FitResult.history`` lists or ``FitResult.frame()`` tables) or a
-grid's runs table (``GridResult.runs``) in, a ``go.Figure`` out. The tables behind them are
-``vlr_lib.report``'s (``history_frame``, ``history_values``, ``sweep_values``, ``sweep_slice``,
-``sweep_grid``); each builder's docstring says which figure of the paper it draws.
+Builders are pure: histories (``FitResult.history`` lists or ``FitResult.frame()`` tables) or a grid's runs table
+(``GridResult.runs``) in, a ``go.Figure`` out. The tables behind them are ``vlr_lib.report.sweeps``'s
+(``history_frame``, ``history_values``, ``sweep_values``, ``sweep_slice``, ``sweep_grid``); each builder's docstring
+says which figure of the paper it draws.
 """
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .. import report
 from .._checks import check_choice
-from ..report import metric_label
+from ..report.labels import metric_label
+from ..report.sweeps import history_frame, history_values, is_close, loss_rows, sweep_grid, sweep_slice, sweep_values
 from .readout import fmt
 from ._style import (HARDEST, NEUTRAL, PALETTE, POSITIVE, SEQUENTIAL, SYMBOL, fitted_range, frame_best, level_line,
                      panels, position, style)
@@ -45,15 +45,13 @@ def curves_figure(
 ) -> go.Figure:
     """Per-epoch curves (Li et al. Fig. 3): one panel per metric, one line per run (`subtitle` under the title).
 
-    `histories`: {run name: history} (see ``report.history_frame``); `runs` selects and
-    orders the runs drawn (default all; colours stay tied to the position in
-    `histories`). `relative_loss` divides each training loss by its first recorded
-    value, because the losses live on different scales (sums vs means, 1/gamma). A
-    `chance` rsum is drawn as a dashed line on the rsum panel, "grad_norm" on a log axis. Every run gets a
-    trace in every panel, so a run toggled off is an invisible trace and the
-    figure's structure depends only on `metrics`.
+    `histories`: {run name: history} (see ``report.sweeps.history_frame``); `runs` selects and orders the runs drawn
+    (default all; colours stay tied to the position in `histories`). `relative_loss` divides each training loss by its
+    first recorded value, because the losses live on different scales (sums vs means, 1/gamma). A `chance` rsum is
+    drawn as a dashed line on the rsum panel, "grad_norm" on a log axis. Every run gets a trace in every panel, so a
+    run toggled off is an invisible trace and the figure's structure depends only on `metrics`.
     """
-    frame = report.history_frame(histories)
+    frame = history_frame(histories)
     names = list(dict.fromkeys(frame["run"]))
     shown = set(_runs(runs, names))
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)
@@ -72,7 +70,7 @@ def curves_figure(
         relative = relative_loss and metric == "loss"
         for name in names:
             sub = frame[frame["run"] == name]
-            y = report.history_values(sub, metric, relative)
+            y = history_values(sub, metric, relative)
             fig.add_trace(go.Scatter(x=sub["epoch"].to_numpy(dtype=float), y=y, mode="lines+markers", name=name,
                                      legendgroup=name, showlegend=k == 0, line=dict(color=colors[name]),
                                      visible=name in shown), row=row, col=col)
@@ -88,11 +86,11 @@ def similarity_figure(histories: Mapping[str, object], runs: Sequence[str] | Non
                       subtitle: str | None = None) -> go.Figure:
     """Mean positive vs mean hardest-negative similarity per epoch, one panel per run (Li et al. Fig. 4).
 
-    Blue squares: ``pos_sim``, vermillion diamonds: ``hardneg_sim`` (``vlr_lib.train.evaluate``:
-    per validation image, its captions' mean similarity and its most similar wrong caption).
-    The shaded band between them is the gap; the y-axes are shared.
+    Blue squares: ``pos_sim``, vermillion diamonds: ``hardneg_sim`` (``vlr_lib.train.evaluate``: per validation image,
+    its captions' mean similarity and its most similar wrong caption). The shaded band between them is the gap; the
+    y-axes are shared.
     """
-    frame = report.history_frame(histories)
+    frame = history_frame(histories)
     names = _runs(runs, list(dict.fromkeys(frame["run"])))
     for col in ("pos_sim", "hardneg_sim"):
         if col not in frame:
@@ -107,7 +105,7 @@ def similarity_figure(histories: Mapping[str, object], runs: Sequence[str] | Non
         for key, color, symbol, label in (("hardneg_sim", HARDEST, SYMBOL["hardest"], "hardest negative"),
                                           ("pos_sim", POSITIVE, SYMBOL["positive"], "positive")):
             fig.add_trace(
-                go.Scatter(x=x, y=report.history_values(sub, key), mode="lines+markers", name=label,
+                go.Scatter(x=x, y=history_values(sub, key), mode="lines+markers", name=label,
                            legendgroup=key, showlegend=k == 0, line=dict(color=color), marker=dict(symbol=symbol),
                            fill="tonexty" if key == "pos_sim" else None, fillcolor="rgba(127,127,127,0.15)"),
                 row=row, col=col,
@@ -137,25 +135,23 @@ def sweep_figure(
 ) -> go.Figure:
     """`metric` (mean +- std over seeds) against parameter `x` of `loss` (Li et al. Fig. 5).
 
-    The slice chosen by `fixed` (the other swept parameters; see ``report.sweep_slice``)
-    is drawn bold with error bars; every other slice of a two-parameter sweep is a
-    faint line, so the reader sees where the chosen one sits. `references` are other
-    losses of the table drawn as dashed horizontal lines at their mean `metric`
-    (e.g. "triplet_hardest", the gamma -> infinity limit); `chance` adds the chance
-    rsum when `metric` is rsum. `log_x` (None: automatic when x spans >= 20x).
-    The y-axis fits the slices and the references (chance, far below, is noted at the
-    axis, never drawn there: it would flatten every slice).
+    The slice chosen by `fixed` (the other swept parameters; see ``report.sweeps.sweep_slice``) is drawn bold with
+    error bars; every other slice of a two-parameter sweep is a faint line, so the reader sees where the chosen one
+    sits. `references` are other losses of the table drawn as dashed horizontal lines at their mean `metric` (e.g.
+    "triplet_hardest", the gamma -> infinity limit); `chance` adds the chance rsum when `metric` is rsum. `log_x`
+    (None: automatic when x spans >= 20x). The y-axis fits the slices and the references (chance, far below, is noted
+    at the axis, never drawn there: it would flatten every slice).
     """
-    values = report.sweep_values(runs, loss)
+    values = sweep_values(runs, loss)
     fixed = {p: (fixed or {}).get(p, vals[0]) for p, vals in values.items() if p != x}
-    main = report.sweep_slice(runs, loss, x, fixed, metric)
+    main = sweep_slice(runs, loss, x, fixed, metric)
     fig = go.Figure()
     shown = [main["mean"] - main["std"].fillna(0), main["mean"] + main["std"].fillna(0)]  # what the y-axis fits
     if len(fixed) == 1:  # a two-parameter sweep: every other slice, faint
         (p, at), = fixed.items()
-        rest = [v for v in values[p] if not report.is_close(pd.Series([v]), at)[0]]
+        rest = [v for v in values[p] if not is_close(pd.Series([v]), at)[0]]
         for i, v in enumerate(rest):
-            s = report.sweep_slice(runs, loss, x, {p: v}, metric)
+            s = sweep_slice(runs, loss, x, {p: v}, metric)
             shown.append(s["mean"])
             fig.add_trace(go.Scatter(x=s[x], y=s["mean"], mode="lines", name=f"other {p} values",
                                      line=dict(color=NEUTRAL, width=1), opacity=0.35, showlegend=i == 0,
@@ -167,14 +163,13 @@ def sweep_figure(
         line=dict(color=PALETTE[0], width=3),
     ))
     for i, ref in enumerate(references):
-        y = float(pd.to_numeric(report.loss_rows(runs, ref)[metric], errors="coerce").mean())
+        y = float(pd.to_numeric(loss_rows(runs, ref)[metric], errors="coerce").mean())
         shown.append(pd.Series([y]))
         fig.add_hline(y=y, line_dash="dash", line_color=PALETTE[(i + 1) % len(PALETTE)],
                       annotation_text=ref, annotation_position="top left")
     title = f"{loss}: {metric_label(metric)} vs {x}" + (f" at {_slice_label(fixed)}" if fixed else "")
-    style(fig, title, height=420, xaxis=x, yaxis=metric_label(metric))
     span = fitted_range(pd.concat(shown, ignore_index=True).astype(float))
-    fig.update_yaxes(range=span)
+    style(fig, title, height=420, xaxis=x, yaxis=metric_label(metric), yaxis_range=span)
     if chance is not None and metric == "rsum":
         level_line(fig, float(chance), f"chance {float(chance):.1f}", "y", span)
     v = np.asarray([float(a) for a in values[x]], dtype=float)
@@ -186,17 +181,15 @@ def sweep_figure(
 def sweep_heatmap(runs: pd.DataFrame, loss: str, x: str, y: str, metric: str = "rsum") -> go.Figure:
     """Mean `metric` over seeds on the grid of two swept parameters of `loss` (e.g. margin x gamma).
 
-    Cells are placed by rank (equal spacing, labelled with the values); the best cell
-    is outlined. Missing combinations stay empty (NaN).
+    Cells are placed by rank (equal spacing, labelled with the values); the best cell is outlined. Missing
+    combinations stay empty (NaN).
     """
-    cells = report.sweep_grid(runs, loss, x, y, metric)
+    cells = sweep_grid(runs, loss, x, y, metric)
     z = cells.to_numpy()
     text = [[("" if np.isnan(v) else f"{v:.1f}") for v in row] for row in z]
     xl, yl = [fmt(v) for v in cells.columns], [fmt(v) for v in cells.index]
     fig = go.Figure(go.Heatmap(z=z, x=xl, y=yl, colorscale=SEQUENTIAL, text=text, texttemplate="%{text}",
                                textfont=dict(size=12), colorbar=dict(title=dict(text=metric)), hoverongaps=False))
     frame_best(fig, z)
-    style(fig, f"{loss}: mean {metric_label(metric)} over {x} × {y}", height=420, xaxis=x, yaxis=y, legend=False)
-    fig.update_xaxes(type="category")
-    fig.update_yaxes(type="category")
-    return fig
+    return style(fig, f"{loss}: mean {metric_label(metric)} over {x} × {y}", height=420, xaxis=x, yaxis=y,
+                 legend=False, xaxis_type="category", yaxis_type="category")

@@ -1,12 +1,6 @@
-"""Figures of notebook 02: where the triplet losses send gradient, and Li et al.'s hypersphere picture.
-
-- `gradient_figure`: dL/dS of `losses.triplet_all` and `losses.triplet_hardest` side by
-  side on one batch (Bleeker & de Rijke eqs. 3, 9; Xuan & Chen eq. 4), by
-  `analysis.loss_gradient`.
-- `tangent_figure`: the tangent-gradient norms of Triplet-SH for one anchor
-  (Li et al. eqs. 8-12, `analysis.triplet_hn_tangent_norm`) as a 2-D drawing of
-  `analysis.triplet_hn_descent` and as maps over the two angles.
-"""
+"""Figures of notebook 02: where the triplet losses send gradient (:func:`gradient_figure`, by
+``analysis.loss_gradient``), and Li et al.'s hypersphere picture (:func:`tangent_figure`, from
+``analysis.triplet_hn_tangent_norm`` and ``analysis.triplet_hn_descent``)."""
 from __future__ import annotations
 
 import math
@@ -32,10 +26,9 @@ ROLES = {"anchor": (CURVE, "circle", "anchor v"), "positive": (POSITIVE, SYMBOL[
 def gradient_figure(S, margin: float = 0.2) -> go.Figure:
     """dL/dS of Triplet over all negatives (left) and of Triplet-SH, VSE++'s max of hinges (right), on one batch.
 
-    Positives sit on the diagonal. Red entries are pushed down by a gradient step, blue
-    ones pulled up; the colour scale is clipped to [-2, 2] (hover shows the value).
-    Squares mark positives, triangles the hardest negative of each image query (▶, its row)
-    and of each caption query (▼, its column).
+    Positives sit on the diagonal. Red entries are pushed down by a gradient step, blue ones pulled up; the colour
+    scale is clipped to [-2, 2] (hover shows the value). Squares mark positives, triangles the hardest negative of
+    each image query (▶, its row) and of each caption query (▼, its column).
     """
     m = check_nonnegative("margin", margin)
     S, _ = check_similarity(torch.as_tensor(to_numpy(S)))
@@ -72,12 +65,11 @@ def tangent_figure(
 ) -> go.Figure:
     """Li et al.'s vanishing gradient of Triplet-SH (their Triplet-HN), for one anchor (eqs. 8-12).
 
-    Left: the unit circle with anchor v, positive t and hardest negative t^, and the
-    tangent parts of the descent direction at each (arrow length = norm). Middle and
-    right: the closed-form tangent norms at the anchor (eq. 11) and at the negative
-    (eq. 12) over all angle pairs, `analysis.triplet_hn_tangent_norm`; the cross marks
-    the current angles, the dashed line is the hinge's edge cos(theta_neg) - cos(theta_pos)
-    + m = 0 (above it, the loss and its gradient are 0).
+    Left: the unit circle with anchor v, positive t and hardest negative t^, and the tangent parts of the descent
+    direction at each (arrow length = norm). Middle and right: the closed-form tangent norms at the anchor (eq. 11)
+    and at the negative (eq. 12) over all angle pairs, `analysis.triplet_hn_tangent_norm`; the cross marks the current
+    angles, the dashed line is the hinge's edge cos(theta_neg) - cos(theta_pos) + m = 0 (above it, the loss and its
+    gradient are 0).
     """
     n_grid = check_int("n_grid", n_grid, 3, 80)
     for name, angle in (("theta_pos", theta_pos), ("theta_neg", theta_neg)):  # polar angles, as the maps' axes

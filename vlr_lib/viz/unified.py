@@ -1,11 +1,10 @@
 r"""Figures for the unified loss of Li et al.: margin m, scale gamma and the weight of each negative.
 
-Li et al. (eqs. 13-16, gamma written out) differentiate one query's term
-:math:`\frac{1}{\gamma}\log(1 + \sum_j D_j)`, :math:`D_j = e^{\gamma(s_{ij} - s_{ii} + m)}`:
-each negative is pulled down with weight :math:`D_j / (1 + \sum_k D_k)`. The curves
-(one negative: ``analysis.unified_one_negative_loss`` / ``_weight``), the live
-batch's weights (``analysis.unified_weights``) and gradient (``analysis.loss_gradient``)
-and the gamma -> infinity limit (``analysis.unified_limit``) all come from vlr_lib.analysis.
+Li et al. (eqs. 13-16, gamma written out) differentiate one query's term :math:`\frac{1}{\gamma}\log(1 + \sum_j D_j)`,
+:math:`D_j = e^{\gamma(s_{ij} - s_{ii} + m)}`: each negative is pulled down with weight :math:`D_j / (1 + \sum_k
+D_k)`. The curves (one negative: ``analysis.unified_one_negative_loss`` / ``_weight``), the live batch's weights
+(``analysis.unified_weights``) and gradient (``analysis.loss_gradient``) and the gamma -> infinity limit
+(``analysis.unified_limit``) all come from vlr_lib.analysis.
 """
 from __future__ import annotations
 
@@ -33,12 +32,10 @@ def explorer_figure(
 ) -> go.Figure:
     """Left: the weight of a negative against its gap x = s_ij - s_ii; right: dL/dS of a live batch.
 
-    Left curves: one negative at (m, gamma) (eq. 15), its NT-Xent twin (m = 0, eq. 7),
-    and the Triplet-SH limit gamma -> inf (a step at x = -m); dots: every negative of the
-    batch `S` with its image->text weight D/(1+sum D), which sits below the
-    one-negative curve because the other negatives share the weight. Right:
-    autograd of ``losses.unified(S, m, gamma, "sum")``. S must have its positives
-    on the diagonal.
+    Left curves: one negative at (m, gamma) (eq. 15), its NT-Xent twin (m = 0, eq. 7), and the Triplet-SH limit gamma
+    -> inf (a step at x = -m); dots: every negative of the batch `S` with its image->text weight D/(1+sum D), which
+    sits below the one-negative curve because the other negatives share the weight. Right: autograd of
+    ``losses.unified(S, m, gamma, "sum")``. S must have its positives on the diagonal.
     """
     w_batch = to_numpy(analysis.unified_weights(S, margin, gamma))  # checks S, margin and gamma
     m, g, (lo, hi) = float(margin), float(gamma), increasing("x_range", x_range)
@@ -79,9 +76,8 @@ def surfaces_figure(
 ) -> go.Figure:
     """Surfaces over (x = s_ij - s_ii, log10 gamma): the one-negative loss and its weight D/(1+D).
 
-    As gamma grows the loss surface folds into the hinge [x + m]_+ and the weight
-    into a step at x = -m (Triplet-SH, eq. 6); for small gamma the weight is a
-    gentle ramp that reaches every negative (NT-Xent-like mining).
+    As gamma grows the loss surface folds into the hinge [x + m]_+ and the weight into a step at x = -m (Triplet-SH,
+    eq. 6); for small gamma the weight is a gentle ramp that reaches every negative (NT-Xent-like mining).
     """
     lo, hi = increasing("x_range", x_range)
     g_lo, g_hi = increasing("log10_gamma_range", log10_gamma_range)
@@ -109,11 +105,11 @@ def surfaces_figure(
 def gamma_limit_figure(S: Tensor, margin: float = 0.2, gammas: Sequence[float] = (1, 10, 100, 1e3, 1e4)) -> go.Figure:
     """unified(S, m, gamma) - triplet_hardest(S, m) against gamma, with the bound 2 P log(N) / gamma.
 
-    Li et al. eq. 6 with a rate, ``analysis.unified_limit``: the gap lies in [0, 2 P log N / γ]
-    for P positive pairs, N candidates and two directions. A gap below float64's resolution of
-    the loss (a few ulps of it) is rounding, not a measurement: such gammas are not drawn. A dotted
-    line at the resolution and a vertical line at the first gamma whose gap falls under it mark
-    where float64 runs out; the y axis spans only what is drawn (no value is clipped to an arbitrary floor).
+    Li et al. eq. 6 with a rate, ``analysis.unified_limit``: the gap lies in [0, 2 P log N / γ] for P positive pairs,
+    N candidates and two directions. A gap below float64's resolution of the loss (a few ulps of it) is rounding, not
+    a measurement: such gammas are not drawn. A dotted line at the resolution and a vertical line at the first gamma
+    whose gap falls under it mark where float64 runs out; the y axis spans only what is drawn (no value is clipped to
+    an arbitrary floor).
     """
     if len(gammas) < 2:
         raise ValueError("gammas must hold at least two values")

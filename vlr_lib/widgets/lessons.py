@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import ipywidgets as W
 import pandas as pd
 
-from .. import report
+from ..report.lessons import lesson_part
 from ..viz import paired
 from ._core import BookView, Explorer, explorer, slider
 
@@ -21,7 +21,7 @@ def paired_explorer(runs: pd.DataFrame, table: pd.DataFrame, labels: Mapping[str
     ("condition": every condition, labelled with its experiment by `labels`) and by ordering ("comparison")."""
     labels = dict(labels or {})
     options = [(f"{labels.get(e, e)}: {c}", (e, c)) for e in dict.fromkeys(table["experiment"])
-               for c in report.lesson_part(table, e)["condition"].drop_duplicates()]
+               for c in lesson_part(table, e)["condition"].drop_duplicates()]
     comparisons = list(dict.fromkeys(table["comparison"]))
     comparison = comparisons[0] if comparison is None else comparison
     if comparison not in comparisons:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import ipywidgets as W
 import pandas as pd
 
-from .. import report
+from ..report.labels import COCOS_STATS, GROUPS, METRIC_LABELS, TABLE1_COLUMNS
+from ..report.summary import cocos_summary, summarize
 from ..viz import showdown
 from ._core import BookView, Explorer, explorer
 
 CHECKPOINTS = (("best validation epoch", "sel_"), ("last epoch", "test_"))
-GOAL_METRICS = (("R@1 both ways (Tables 3-5)", "r1"),) + tuple((report.METRIC_LABELS[m], m)
-                                                                for m in report.TABLE1_COLUMNS)
+GOAL_METRICS = (("R@1 both ways (Tables 3-5)", "r1"),) + tuple((METRIC_LABELS[m], m)
+                                                                for m in TABLE1_COLUMNS)
 
 
 def _summaries(runs: pd.DataFrame) -> dict[str, pd.DataFrame]:
@@ -23,7 +24,7 @@ def _summaries(runs: pd.DataFrame) -> dict[str, pd.DataFrame]:
     out = {}
     for _, prefix in CHECKPOINTS:
         if f"{prefix}rsum" in runs.columns:
-            out[prefix] = report.summarize(runs, prefix=prefix)
+            out[prefix] = summarize(runs, prefix=prefix)
     if not out:
         raise ValueError("runs has neither sel_* nor test_* metrics; was it made by data_scripts/run_showdown.py?")
     return out
@@ -54,12 +55,12 @@ def showdown_explorer(runs: pd.DataFrame, chance: float | None = None, metric: s
                                          checkpoint={p: label for label, p in CHECKPOINTS}[checkpoint])
 
     controls = {
-        "metric": W.Dropdown(options=[(report.METRIC_LABELS[m], m) for m in report.TABLE1_COLUMNS], value=metric,
+        "metric": W.Dropdown(options=[(METRIC_LABELS[m], m) for m in TABLE1_COLUMNS], value=metric,
                              description="metric"),
-        "group": W.ToggleButtons(options=list(report.GROUPS), value=group, description="losses"),
+        "group": W.ToggleButtons(options=list(GROUPS), value=group, description="losses"),
         "checkpoint": _checkpoint_control(summaries),
     }
-    views = _views(summaries, "group", [(f"{g} losses", g) for g in report.GROUPS])
+    views = _views(summaries, "group", [(f"{g} losses", g) for g in GROUPS])
     return explorer(controls, draw, rows=[["metric", "checkpoint"], ["group"]], name="showdown", book_views=views)
 
 
@@ -83,13 +84,13 @@ def goal_explorer(runs: pd.DataFrame, metric: str = "r1", color: str = "mean") -
 
 def cocos_explorer(runs: pd.DataFrame, stat: str = "C_q") -> Explorer:
     """COCOS of every rule at the selected epoch, one statistic at a time (Bleeker & de Rijke Tables 2-4)."""
-    tables = {s: report.cocos_summary(runs, s) for s in report.COCOS_STATS}
+    tables = {s: cocos_summary(runs, s) for s in COCOS_STATS}
 
     def draw(stat: str):
         return showdown.cocos_heatmap(tables[stat], stat)
 
     labels = {"C_q": "C^q: contributing candidates per query", "C_0": "C^0: queries without gradient",
               "W_neg": "W^{qv-}: NT-Xent weight on negatives", "W_pos": "W^{qv+}: NT-Xent weight off the positive"}
-    controls = {"stat": W.Dropdown(options=[(labels[s], s) for s in report.COCOS_STATS], value=stat,
+    controls = {"stat": W.Dropdown(options=[(labels[s], s) for s in COCOS_STATS], value=stat,
                                    description="statistic", style={"description_width": "initial"})}
     return explorer(controls, draw, name="showdown-cocos")

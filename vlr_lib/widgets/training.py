@@ -13,7 +13,8 @@ import ipywidgets as W
 import pandas as pd
 import plotly.graph_objects as go
 
-from .. import report
+from ..report.labels import metric_label
+from ..report.sweeps import sweep_losses, sweep_values
 from ..viz import training
 from ..viz.readout import fmt
 from ._core import BookView, Explorer, slider
@@ -39,7 +40,7 @@ def training_explorer(
         raise ValueError(f"shown has {bad}, not among metrics {metrics}")
     boxes = {f"run:{n}": W.Checkbox(value=True, description=n, indent=False, layout=W.Layout(width="auto"))
              for n in names}
-    pick = W.SelectMultiple(options=[(report.metric_label(m), m) for m in metrics], value=tuple(shown),
+    pick = W.SelectMultiple(options=[(metric_label(m), m) for m in metrics], value=tuple(shown),
                             description="metrics", rows=min(len(metrics), 6))
     controls: dict[str, W.Widget] = {"metrics": pick, **boxes}
 
@@ -50,7 +51,7 @@ def training_explorer(
     # the book: a drop-down over the metrics (the prose's "pick the metrics"); the runs are ticked in the
     # figure's legend, which plotly toggles without Python
     choices = [tuple(shown)] + [(m,) for m in metrics if (m,) != tuple(shown)]
-    views = [BookView(" and ".join(report.metric_label(m) for m in c), {"metrics": c}) for c in choices]
+    views = [BookView(" and ".join(metric_label(m) for m in c), {"metrics": c}) for c in choices]
     box = Explorer(controls, draw, [W.HBox([pick, W.VBox(list(boxes.values()))])], "training", main="metrics",
                    book_views=views)
     for c in controls.values():
@@ -69,14 +70,14 @@ def _sweep_views(runs: pd.DataFrame, losses: Sequence[str], loss: str, x: str, m
     its metric on the slider. The "at" slider's options depend on the sweep, so each view brings its own."""
     views = []
     for name in losses:
-        values = report.sweep_values(runs, name)
+        values = sweep_values(runs, name)
         for p in values:
             other = _other(values, p)
             if other is None:
                 views.append(BookView(f"{name} vs {p}, metric slider", {"loss": name, "x": p}, "metric"))
                 continue
             grid = tuple((fmt(v), v) for v in values[other])
-            views.append(BookView(f"{name}: {report.metric_label(metric)} vs {p}, {other} slider",
+            views.append(BookView(f"{name}: {metric_label(metric)} vs {p}, {other} slider",
                                   {"loss": name, "x": p, "at": grid[len(grid) // 2][1]}, "at", grid, other))
     first = next(i for i, v in enumerate(views) if (v.values["loss"], v.values["x"]) == (loss, x))
     views.insert(0, views.pop(first))
@@ -103,7 +104,7 @@ def sweep_explorer(
     ``viz.training.sweep_figure``. Changing the loss or x first resets the dependent controls,
     then redraws once.
     """
-    losses = report.sweep_losses(runs)
+    losses = sweep_losses(runs)
     if not losses:
         raise ValueError("runs has no loss with a swept parameter (two or more values)")
     metrics = [m for m in metrics if m in runs.columns]
@@ -117,12 +118,12 @@ def sweep_explorer(
         "loss": W.Dropdown(options=losses, value=loss, description="sweep"),
         "x": W.Dropdown(options=[""], description="x-axis"),
         "at": slider(W.SelectionSlider, "at", options=["—"]),
-        "metric": W.Dropdown(options=[(report.metric_label(m), m) for m in metrics], value=metric, description="metric"),
+        "metric": W.Dropdown(options=[(metric_label(m), m) for m in metrics], value=metric, description="metric"),
     }
     busy = [False]  # while the dependent controls are reset, their own events must not redraw
 
     def sync(reset_x: bool) -> None:
-        values = report.sweep_values(runs, controls["loss"].value)
+        values = sweep_values(runs, controls["loss"].value)
         if reset_x or controls["x"].value not in values:
             controls["x"].options = list(values)
             controls["x"].value = list(values)[-1]  # the last swept parameter (gamma in m x gamma)
@@ -137,7 +138,7 @@ def sweep_explorer(
             at.value = options[len(options) // 2][1]
 
     def draw(loss: str, x: str, at: float, metric: str) -> go.Figure:
-        other = _other(report.sweep_values(runs, loss), x)
+        other = _other(sweep_values(runs, loss), x)
         fixed = {other: at} if other is not None else {}
         return training.sweep_figure(runs, loss, x, fixed, metric, refs, chance)
 
