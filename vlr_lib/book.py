@@ -62,6 +62,10 @@ ENV = BOOK
 SKIP_TAG = "book-skip"
 SKIPPED_NOTE = ("Not run in the book: this solution trains new full-size runs, and the book shows only the recorded "
                 "ones. Run the notebook (make lab) to see its answer.\n")
+#: A solution that trains its new full-size runs only when the reader asks for them (``RUN = True`` in the cell,
+#: ``vlr_lib.notebook.longer_exercise``): a Run All, the book and the tests run the rest of it, its model answer
+#: read from the records.
+LONGER_TAG = "longer-exercise"
 #: The line ``Record.line()`` prints: the record's name, its date and the hardware it was made on.
 RECORD_LINE = re.compile(r"Opened from the record (?P<name>\S+) of (?P<date>\d{4}-\d{2}-\d{2}) \((?P<hardware>[^,;]+)")
 FAST_MODE = re.compile(r"fast mode", re.IGNORECASE)

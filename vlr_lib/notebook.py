@@ -105,6 +105,19 @@ def setup(seed: int = 0, renderer: str | None = PLOTLY_RENDERER) -> Settings:
     return settings
 
 
+def longer_exercise(cfg: Settings, run: bool, what: str) -> bool:
+    """Whether a longer exercise's solution trains its new runs now: in fast mode always (its small
+    version takes seconds, and the tests run it), in full mode only when the reader set `run` in the
+    cell (its runs take minutes, so a Run All stays within the chapter's time). Otherwise it prints
+    `what` would train and how to train it. The cell is tagged ``book.LONGER_TAG``."""
+    if not isinstance(run, bool):
+        raise TypeError(f"run must be True or False, got {run!r}")
+    if cfg.fast or run:
+        return True
+    print(f"A longer exercise, not trained on a Run All: {what}. Set RUN = True in this cell and run it to train.")
+    return False
+
+
 def training_features(
     cfg: Settings, n_train: tuple[int, int] = SIZES["chapters"]["n_train"],
     n_val: tuple[int, int] = SIZES["chapters"]["n_val"],

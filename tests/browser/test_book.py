@@ -180,8 +180,8 @@ def test_every_chapter_fits_its_column_and_renders_its_math(browser, book, stem)
         found = page.evaluate(LAYOUT)
         assert found["wide"] == [], f"{stem}: " + "; ".join(found["wide"][:5])
         assert found["download"] == 1, f"{stem}: no download button for its notebook"
-        if stem[:2] <= "08":  # notebooks 00-08 are formatted at 88 characters (tests/notebooks/test_format.py)
-            assert found["clipped"] == [], f"{stem}: code lines wider than the column: {found['clipped'][:3]}"
+        # every notebook is formatted at 88 characters (tests/notebooks/test_format.py)
+        assert found["clipped"] == [], f"{stem}: code lines wider than the column: {found['clipped'][:3]}"
         if found["raw"] and found["raw"] == KNOWN_RAW.get(stem):
             pytest.xfail(f"{stem}: raw {found['raw']} in its output, fixed with chapter {stem[:2]}'s findings")
         assert found["raw"] == [], f"{stem}: raw TeX in the rendered text: {found['raw']}"
@@ -243,7 +243,8 @@ def test_an_explorers_dropdown_shows_another_view_drawn_to_the_column(browser, b
 
 def test_the_landing_page_is_for_students_and_figures_follow_dark_mode(browser, book):
     """The front page: what the book is, how to read it, the chapter map (a link to every chapter), and the
-    developers' README behind "Contributing / running it yourself"; a chapter's figures invert in dark mode."""
+    developers' README behind "Contributing / running it yourself"; a chapter's figures invert in dark mode, and
+    neither they nor its explorers keep the theme's light frame there."""
     page = browser.new_page(viewport={"width": 1280, "height": 800})
     try:
         page.goto((book / "index.html").as_uri(), wait_until="load")
@@ -261,5 +262,9 @@ def test_the_landing_page_is_for_students_and_figures_follow_dark_mode(browser, 
         assert "invert" not in plot.evaluate("g => getComputedStyle(g).filter")
         page.evaluate("() => { document.documentElement.dataset.theme = 'dark'; }")
         assert "invert" in plot.evaluate("g => getComputedStyle(g).filter")
+        # no light card around a figure or an explorer in dark mode (the theme's for HTML outputs)
+        for selector in (".js-plotly-plot", ".vlr-book-explorer"):
+            card = page.locator(f"div.cell_output .text_html:has({selector})").first
+            assert card.evaluate("e => getComputedStyle(e).backgroundColor") in ("rgba(0, 0, 0, 0)", "transparent")
     finally:
         page.close()

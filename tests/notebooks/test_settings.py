@@ -38,6 +38,16 @@ def test_setup_rejects_bad_environment(monkeypatch, var, value):
         notebook.setup(renderer=None)
 
 
+def test_a_longer_exercise_trains_in_fast_mode_or_when_asked(capsys):
+    fast, full = (notebook.Settings(fast=f, data="shapes", device=torch.device("cpu"), seed=0) for f in (True, False))
+    assert notebook.longer_exercise(fast, False, "6 runs") and capsys.readouterr().out == ""
+    assert notebook.longer_exercise(full, True, "6 runs") and capsys.readouterr().out == ""
+    assert not notebook.longer_exercise(full, False, "6 runs of 20 epochs")
+    assert "6 runs of 20 epochs" in capsys.readouterr().out
+    with pytest.raises(TypeError, match="run"):
+        notebook.longer_exercise(full, "yes", "6 runs")
+
+
 def test_demo_embeddings_unit_norm_deterministic_and_noise_controls_difficulty():
     img, txt = demo.demo_embeddings(n=16, dim=8, noise=0.5, seed=1)
     torch.testing.assert_close(img.norm(dim=1), torch.ones(16, dtype=torch.float64))

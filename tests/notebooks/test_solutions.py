@@ -16,6 +16,8 @@ from pathlib import Path
 import jupytext
 import pytest
 
+from vlr_lib import book
+
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("[0-9][0-9]_*.py"))
 SOLUTION_TAGS = {"solution", "hide-cell"}
 COLLAPSED = {"source_hidden": True, "outputs_hidden": True}
@@ -72,6 +74,19 @@ def test_solutions_are_tagged_collapsed_code(notebook):
         assert not re.search(r"\bwidgets\.\w+\.\w+\(", code), "no explorer in a solution"
     for cell in notebook.cells:  # no solution is left where nbval cannot run it
         assert "<details>" not in cell.source, "a solution in Markdown: make it a tagged code cell"
+
+
+def test_longer_exercises_are_tagged_and_ask_before_training(notebook):
+    """A solution that trains new runs only when asked calls `longer_exercise` and is tagged so; its `RUN`
+    is off as shipped, so a Run All, nbval and the book leave its training out in full mode."""
+    for cell in notebook.cells:
+        if cell.cell_type != "code" or "solution" not in cell.metadata.get("tags", []):
+            continue
+        asks = "longer_exercise(" in cell.source
+        assert asks == (book.LONGER_TAG in cell.metadata["tags"]), cell.source.splitlines()[0]
+        if asks:
+            assert re.search(r"^RUN = False\b", cell.source, re.MULTILINE), cell.source.splitlines()[0]
+            assert book.SKIP_TAG not in cell.metadata["tags"], "its model answer runs in the book"
 
 
 def test_solutions_check_their_answers():

@@ -8,7 +8,7 @@ import pytest
 
 from tests.report.tables import LESSON_MEANS, LESSON_SEEDS, LESSON_SPREAD, lesson_runs
 from vlr_lib import stats
-from vlr_lib.report.lessons import lesson_part, lesson_reading, lesson_table
+from vlr_lib.report.lessons import lesson_part, lesson_reading, lesson_table, seed_differences
 from vlr_lib.report.markdown import last_epoch_share
 
 
@@ -110,3 +110,17 @@ def test_a_verdict_of_one_condition_can_change_with_the_family():
         inside = whole[whole["experiment"] == exp].set_index(["condition", "a", "b"])
         assert (inside["p_holm"] >= alone.loc[inside.index, "p_holm"] - 1e-12).all()
         assert (inside["p"] == alone.loc[inside.index, "p"]).all()
+
+
+def test_seed_differences_are_what_the_table_averages(table):
+    runs = lesson_runs()
+    for row in table.itertuples():
+        d = seed_differences(runs, row.experiment, row.condition, row.a, row.b)
+        assert list(d.index) == list(LESSON_SEEDS) and d.mean() == pytest.approx(row.delta)
+        assert (d.min(), d.max()) == (pytest.approx(row.seed_min), pytest.approx(row.seed_max))
+    with pytest.raises(ValueError, match="condition must be one of"):
+        seed_differences(runs, "features", "nope", "unified", "triplet_hardest")
+    with pytest.raises(ValueError, match="a and b must be roles"):
+        seed_differences(runs, "features", "random encoder", "smooth_ap", "triplet_hardest")
+    with pytest.raises(ValueError, match="lessons table"):
+        seed_differences(runs.drop(columns="role"), "features", "random encoder", "unified", "triplet_all")

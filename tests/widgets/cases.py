@@ -15,11 +15,12 @@ from functools import cache
 
 import torch
 
-from tests.report.tables import make_history, sweep_table, synthetic_runs
+from tests.report.tables import lesson_runs, make_history, sweep_table, synthetic_runs
 from vlr_lib import similarity, widgets
 from vlr_lib.analysis import CocosSettings
 from vlr_lib.goal import GoalConfig
 from vlr_lib.demo import demo_embeddings, demo_retrieval_batch
+from vlr_lib.report.lessons import lesson_table
 from vlr_lib.widgets._core import Explorer
 
 
@@ -99,4 +100,7 @@ def cases() -> tuple[Case, ...]:
         Case("showdown-cocos", "10", lambda: widgets.showdown.cocos_explorer(synthetic_runs()), "stat", "C_0"),
         Case("sweep", "11", lambda: widgets.training.sweep_explorer(
             sweep_table(), references=["triplet_hardest"], chance=30.0, loss="unified"), "metric", "i2t_r1"),
+        Case("paired", "12", lambda: widgets.lessons.paired_explorer(
+            lesson_runs(), lesson_table(lesson_runs()), {"features": "(a) feature quality"}),
+             "comparison", "NT-Xent − Triplet-SH"),
     )

@@ -37,7 +37,9 @@ PROSE_CONTROLS = {
     "showdown-goal": {"metric", "color"},  # 10: "colour the cells by their difference ... and switch metrics"
     "training": {"metrics"},  # 09: "pick the metrics" (the runs: the book's legend toggles them)
     "sweep": {"loss", "x", "at", "metric"},  # 11: "choose a sweep, the parameter on the x-axis, the value of the
-}                                            #      other parameter and the metric"
+                                             #      other parameter and the metric"
+    "paired": {"condition", "comparison"},  # 12: "pick an experiment's condition and one of the three orderings"
+}
 
 
 def _moved_in_book(box) -> set[str]:

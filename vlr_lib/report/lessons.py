@@ -111,6 +111,24 @@ def lesson_reading(table: pd.DataFrame, labels: Mapping[str, str] | None = None)
     return {"verdicts": verdicts, "text": "\n\n".join(paragraphs)}
 
 
+def seed_differences(runs: pd.DataFrame, experiment: str, condition: str, a: str, b: str, metric: str = "rsum",
+                     prefix: str = "sel_") -> pd.Series:
+    """The per-seed differences a - b of two roles in one condition of the lessons table (index: seed), whose
+    mean is :func:`lesson_table`'s ``delta``: what its paired interval is computed from."""
+    col = f"{prefix}{check_metric(metric)}"
+    if not isinstance(runs, pd.DataFrame) or not {"experiment", "condition", "role", "seed", col} <= set(runs):
+        raise ValueError(f"runs must be the lessons table (vlr_lib.experiments.lessons.run) with column {col}")
+    part = runs[(runs["experiment"] == experiment) & (runs["condition"] == condition)]
+    if part.empty:
+        raise ValueError(f"condition must be one of experiment {experiment!r}'s conditions, got {condition!r}")
+    by_role = part.pivot_table(index="seed", columns="role", values=col, aggfunc="first")
+    missing = [r for r in (a, b) if r not in by_role]
+    if missing:
+        raise ValueError(f"a and b must be roles of the runs {sorted(by_role)}, got {missing}")
+    pair = by_role[[a, b]].dropna()
+    return (pair[a] - pair[b]).rename(f"{a} - {b}")
+
+
 def lesson_part(table: pd.DataFrame, experiment: str) -> pd.DataFrame:
     """The rows of one experiment of a :func:`lesson_table`, in the order of its conditions."""
     if not isinstance(table, pd.DataFrame) or not {"experiment", "order", "comparison", "delta", "half"} <= set(table):
