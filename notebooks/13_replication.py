@@ -50,8 +50,10 @@
 try:  # opened without the workbook installed (Colab, a JupyterHub, a copied notebook)?
     import vlr_lib  # noqa: F401
 except ModuleNotFoundError:
-    raise ModuleNotFoundError("vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
-                              "(the folder holding pyproject.toml), then restart the kernel") from None
+    raise ModuleNotFoundError(
+        "vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
+        "(the folder holding pyproject.toml), then restart the kernel"
+    ) from None
 
 from IPython.display import Markdown, display
 
@@ -80,8 +82,10 @@ cfg = setup(seed=0)
 prereg = preregistration.load()
 display(Markdown(f"```toml\n{prereg.text}```"))
 print(f"sha256 {prereg.sha256}")
-print(f"final seeds {list(prereg.seeds)}, tuning seed {list(prereg.tuning_seeds)}; "
-      f"{len(prereg.losses)} losses x {len(prereg.settings)} settings; family of {len(prereg.family)} comparisons")
+print(
+    f"final seeds {list(prereg.seeds)}, tuning seed {list(prereg.tuning_seeds)}; "
+    f"{len(prereg.losses)} losses x {len(prereg.settings)} settings; family of {len(prereg.family)} comparisons"
+)
 
 # %% [markdown]
 # ## 2. The runs
@@ -103,21 +107,35 @@ print(f"final seeds {list(prereg.seeds)}, tuning seed {list(prereg.tuning_seeds)
 
 # %%
 use_record = cfg.use_record or not cfg.rerun  # fast mode opens the record too
-rep = replication.run(prereg, fast=cfg.fast, record=use_record, progress=not cfg.fast,
-                      command=f"notebook 13 (VLR_FAST={int(cfg.fast)})", device=str(cfg.device))
+rep = replication.run(
+    prereg,
+    fast=cfg.fast,
+    record=use_record,
+    progress=not cfg.fast,
+    command=f"notebook 13 (VLR_FAST={int(cfg.fast)})",
+    device=str(cfg.device),
+)
 made = rep.meta["preregistration"]
 if rep.record is not None:
     print(rep.record.line())
-print(f"pre-registration committed in {str(made['file_commit'])[:10]} on {made['file_commit_date']}; "
-      f"the checkout's commit when the record was written: {str(made['head'])[:10]}")
-print(f"runs from {rep.meta['run_dates'][0]} to {rep.meta['run_dates'][1]}; {rep.runs['key'].nunique()} distinct "
-      f"runs, {rep.meta['train_seconds'] / 60:.1f} min of training on {rep.meta['hardware']}")
+print(
+    f"pre-registration committed in {str(made['file_commit'])[:10]} on {made['file_commit_date']}; "
+    f"the checkout's commit when the record was written: {str(made['head'])[:10]}"
+)
+print(
+    f"runs from {rep.meta['run_dates'][0]} to {rep.meta['run_dates'][1]}; {rep.runs['key'].nunique()} distinct "
+    f"runs, {rep.meta['train_seconds'] / 60:.1f} min of training on {rep.meta['hardware']}"
+)
 assert made["sha256"] == prereg.sha256 and made["text"] == prereg.text
 
 # The shipped record, checked: its NT-Xent final run on features re-trained from scratch on the CPU (fast mode: its
 # first epochs; the learning rate still decays at the record's epoch).
 if rep.record is not None:
-    print(protocol.check(replication.NAME, epochs=protocol.CHECK_EPOCHS if cfg.fast else None))
+    print(
+        protocol.check(
+            replication.NAME, epochs=protocol.CHECK_EPOCHS if cfg.fast else None
+        )
+    )
 
 # %% [markdown]
 # Check the design before reading a number:
@@ -131,11 +149,15 @@ if rep.record is not None:
 runs = rep.runs
 final = runs[runs["phase"] == "final"]
 seeds = replication.final_seeds(prereg, rep.meta["fast"])
-assert set(final["seed"]) == set(seeds) and set(runs.loc[runs["phase"] != "final", "seed"]) == set(prereg.tuning_seeds)
+assert set(final["seed"]) == set(seeds) and set(
+    runs.loc[runs["phase"] != "final", "seed"]
+) == set(prereg.tuning_seeds)
 choices = replication.choices(rep)
 assert choices["within_budget"].all() and (choices["runs"] <= prereg.budget).all()
 by_loss = final.set_index(["setting", "loss", "seed"])["sel_rsum"]
-assert by_loss.xs("goal:con,con", level="loss").equals(by_loss.xs("triplet_hardest", level="loss"))
+assert by_loss.xs("goal:con,con", level="loss").equals(
+    by_loss.xs("triplet_hardest", level="loss")
+)
 replication.tuning_table(rep)
 
 # %% [markdown]
@@ -160,9 +182,15 @@ for setting in prereg.settings:
 conv = replication.convergence(rep)
 over = conv[~conv["ok"]]
 display(conv.assign(share=conv["share"].map("{:.0%}".format)))
-print("every loss converges within the limit" if over.empty else
-      f"{len(over)} group(s) over the limit: " + "; ".join(f"{r.label} ({r.group}, {r.setting}) {r.last}/{r.runs}"
-                                                         for r in over.itertuples()))
+print(
+    "every loss converges within the limit"
+    if over.empty
+    else f"{len(over)} group(s) over the limit: "
+    + "; ".join(
+        f"{r.label} ({r.group}, {r.setting}) {r.last}/{r.runs}"
+        for r in over.itertuples()
+    )
+)
 
 # %% [markdown]
 # ## 4. The final runs and the declared family
@@ -191,7 +219,9 @@ display(Markdown("\n".join(replication.reading(rep))))
 # on seeds 0–4 and read its own family; both columns show the uncorrected interval and the corrected verdict:
 
 # %%
-untuned = lessons.recorded(lessons.LessonsSpec())  # chapter 12's record (None: not shipped, or stale)
+untuned = lessons.recorded(
+    lessons.LessonsSpec()
+)  # chapter 12's record (None: not shipped, or stale)
 if untuned is not None:
     display(replication.beside_untuned(rep, lesson_table(untuned.runs)))
 
@@ -209,7 +239,9 @@ try:
 except ValueError as refused:
     print(str(refused)[:160], "...")
 delta, low, high = replication.exploratory(rep, "unified", "info_nce", "features")
-print(f"Unified − NT-Xent on features (exploratory): {delta:+.1f} [{low:+.1f}, {high:+.1f}] rsum, no verdict")
+print(
+    f"Unified − NT-Xent on features (exploratory): {delta:+.1f} [{low:+.1f}, {high:+.1f}] rsum, no verdict"
+)
 
 # %% [markdown]
 # ## 6. What holds, what reverses, what cannot be told
@@ -227,56 +259,94 @@ def finding(claim: str) -> str:
     parts = []
     for setting in prereg.settings:
         r = row.loc[f"{claim} ({setting})"]
-        assert r["verdict"] in stats.VERDICTS  # every declared claim has a sign: holds / reverses / cannot tell
-        parts.append(f"{setting}: **{r['verdict']}**, {r['delta']:+.1f} [{r['low']:+.1f}, {r['high']:+.1f}]")
+        assert (
+            r["verdict"] in stats.VERDICTS
+        )  # every declared claim has a sign: holds / reverses / cannot tell
+        parts.append(
+            f"{setting}: **{r['verdict']}**, {r['delta']:+.1f} [{r['low']:+.1f}, {r['high']:+.1f}]"
+        )
     return "; ".join(parts)
 
 
 if rep.record is None:
-    display(Markdown("*Trained just now at a small size: its verdicts are a smoke test; the findings are those "
-                     "of the record.*"))
+    display(
+        Markdown(
+            "*Trained just now at a small size: its verdicts are a smoke test; the findings are those "
+            "of the record.*"
+        )
+    )
 else:
     v = row["verdict"]
     # GOAL's pair weights: P^con ahead of sig and of (cir, sig-ms) in both settings, against Xuan & Chen
-    pair_claims = [f"{c} ({s})" for c in ("GOAL (con, sig) > GOAL (con, con)", "GOAL (cir, sig-ms) > GOAL (con, con)")
-                   for s in prereg.settings]
+    pair_claims = [
+        f"{c} ({s})"
+        for c in (
+            "GOAL (con, sig) > GOAL (con, con)",
+            "GOAL (cir, sig-ms) > GOAL (con, con)",
+        )
+        for s in prereg.settings
+    ]
     assert (v[pair_claims] == "reverses").all(), v[pair_claims]
     # Unified ahead of Triplet-SH on features, not told apart in the VSE++ setting
-    assert (v["Unified > Triplet-SH (features)"], v["Unified > Triplet-SH (vsepp)"]) == ("holds", "cannot tell")
+    assert (
+        v["Unified > Triplet-SH (features)"],
+        v["Unified > Triplet-SH (vsepp)"],
+    ) == ("holds", "cannot tell")
     # the hardest negative: ahead of Triplet in the VSE++ setting only; NT-Xent ahead of Triplet-SH on features only
-    assert (v["Triplet-SH > Triplet (vsepp)"], v["Triplet-SH > Triplet (features)"]) == ("holds", "cannot tell")
-    assert (v["NT-Xent < Triplet-SH (features)"], v["NT-Xent < Triplet-SH (vsepp)"]) == ("reverses", "cannot tell")
+    assert (
+        v["Triplet-SH > Triplet (vsepp)"],
+        v["Triplet-SH > Triplet (features)"],
+    ) == ("holds", "cannot tell")
+    assert (
+        v["NT-Xent < Triplet-SH (features)"],
+        v["NT-Xent < Triplet-SH (vsepp)"],
+    ) == ("reverses", "cannot tell")
     # every final run converged within the limit; five tuning groups did not (one of them (con, con), Triplet-SH's)
     assert conv.loc[conv["group"] == "final", "ok"].all()
-    assert sorted(zip(over["setting"], over["what"])) == [
-        ("features", "triplet_all"), ("vsepp", "goal:cir,sig-ms"), ("vsepp", "goal:con,con"), ("vsepp", "info_nce"),
-        ("vsepp", "triplet_hardest")] and (over["group"] == "tuning").all()
+    assert (
+        sorted(zip(over["setting"], over["what"]))
+        == [
+            ("features", "triplet_all"),
+            ("vsepp", "goal:cir,sig-ms"),
+            ("vsepp", "goal:con,con"),
+            ("vsepp", "info_nce"),
+            ("vsepp", "triplet_hardest"),
+        ]
+        and (over["group"] == "tuning").all()
+    )
     edge = choices[choices["edge"] != ""]
     assert sorted(zip(edge["setting"], edge["loss"], edge["edge"])) == [
-        ("features", "triplet_all", "lr"), ("vsepp", "goal:con,con", "margin"), ("vsepp", "info_nce", "temperature"),
-        ("vsepp", "triplet_hardest", "margin"), ("vsepp", "unified", "gamma")]
-    display(Markdown(
-        "**GOAL's pair weights reverse Xuan & Chen, tuned and on new seeds.** P<sup>con</sup> is ahead of the sig "
-        f"pair weight ((con, sig) − (con, con) {finding('GOAL (con, sig) > GOAL (con, con)')}) and (con, con) is "
-        f"ahead of (cir, sig-ms) ({finding('GOAL (cir, sig-ms) > GOAL (con, con)')}), every one after Holm's "
-        "correction. Chapter 10's untuned finding, P<sup>con</sup> ahead of every other pair weight, survives "
-        "the tuning of the pair weight's β and the learning rate.\n\n"
-        "**Unified vs Triplet-SH depends on the setting.** Li et al.'s ordering holds on frozen features and "
-        f"cannot be told in the VSE++ setting ({finding('Unified > Triplet-SH')}). Untuned, chapter 12 could tell "
-        "them apart in neither (the table above): on features the tuning made the difference.\n\n"
-        "**The hardest negative helps where a text encoder is learned.** Triplet-SH is ahead of Triplet in the "
-        f"VSE++ setting and not told apart on frozen features ({finding('Triplet-SH > Triplet')}). Chapter 12's "
-        "untuned lead on features (an uncorrected interval above 0) is gone once both are tuned. **NT-Xent is "
-        "ahead of Triplet-SH on frozen features**, against Bleeker & de Rijke's observation 3, and not told apart "
-        f"in the VSE++ setting ({finding('NT-Xent < Triplet-SH')}).\n\n"
-        "**Where the budget may have been short.** Every final run converged within the limit, but five tuning "
-        "groups did not, and five choices still sit on an edge after their one extension step (section 2). "
-        "Those losses might gain with more epochs or a wider range: the budget was equal, not exhaustive.\n\n"
-        "**The optimizer at a loss switch (chapter 12, experiment (e)) is not replicated here.** The machine's "
-        "budget did not allow it, and the pre-registration says so. So the finding stays exploratory, with its "
-        "budget condition. At 20 epochs a fresh Adam beat Adam carried over from the warm-up. At 40 epochs "
-        "(decay at 20) the review measured fresh − carried = −5.2 [−15.7, 5.3]: the cost was not seen there. "
-        "Carried over *and clipped* is VSE∞'s own recipe (its optimizer is AdamW)."))
+        ("features", "triplet_all", "lr"),
+        ("vsepp", "goal:con,con", "margin"),
+        ("vsepp", "info_nce", "temperature"),
+        ("vsepp", "triplet_hardest", "margin"),
+        ("vsepp", "unified", "gamma"),
+    ]
+    display(
+        Markdown(
+            "**GOAL's pair weights reverse Xuan & Chen, tuned and on new seeds.** P<sup>con</sup> is ahead of the sig "
+            f"pair weight ((con, sig) − (con, con) {finding('GOAL (con, sig) > GOAL (con, con)')}) and (con, con) is "
+            f"ahead of (cir, sig-ms) ({finding('GOAL (cir, sig-ms) > GOAL (con, con)')}), every one after Holm's "
+            "correction. Chapter 10's untuned finding, P<sup>con</sup> ahead of every other pair weight, survives "
+            "the tuning of the pair weight's β and the learning rate.\n\n"
+            "**Unified vs Triplet-SH depends on the setting.** Li et al.'s ordering holds on frozen features and "
+            f"cannot be told in the VSE++ setting ({finding('Unified > Triplet-SH')}). Untuned, chapter 12 could tell "
+            "them apart in neither (the table above): on features the tuning made the difference.\n\n"
+            "**The hardest negative helps where a text encoder is learned.** Triplet-SH is ahead of Triplet in the "
+            f"VSE++ setting and not told apart on frozen features ({finding('Triplet-SH > Triplet')}). Chapter 12's "
+            "untuned lead on features (an uncorrected interval above 0) is gone once both are tuned. **NT-Xent is "
+            "ahead of Triplet-SH on frozen features**, against Bleeker & de Rijke's observation 3, and not told apart "
+            f"in the VSE++ setting ({finding('NT-Xent < Triplet-SH')}).\n\n"
+            "**Where the budget may have been short.** Every final run converged within the limit, but five tuning "
+            "groups did not, and five choices still sit on an edge after their one extension step (section 2). "
+            "Those losses might gain with more epochs or a wider range: the budget was equal, not exhaustive.\n\n"
+            "**The optimizer at a loss switch (chapter 12, experiment (e)) is not replicated here.** The machine's "
+            "budget did not allow it, and the pre-registration says so. So the finding stays exploratory, with its "
+            "budget condition. At 20 epochs a fresh Adam beat Adam carried over from the warm-up. At 40 epochs "
+            "(decay at 20) the review measured fresh − carried = −5.2 [−15.7, 5.3]: the cost was not seen there. "
+            "Carried over *and clipped* is VSE∞'s own recipe (its optimizer is AdamW)."
+        )
+    )
 
 # %% [markdown]
 # ## Summary
@@ -307,7 +377,9 @@ else:
 told = (verdicts["verdict"] != "cannot tell").sum()
 told_alone = (verdicts["uncorrected"] != "cannot tell").sum()
 assert told <= told_alone and (verdicts["p_holm"] >= verdicts["p"]).all()
-print(f"{told_alone} of {len(verdicts)} exclude 0 uncorrected; {told} survive Holm's correction")
+print(
+    f"{told_alone} of {len(verdicts)} exclude 0 uncorrected; {told} survive Holm's correction"
+)
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 2.
@@ -321,4 +393,6 @@ except ValueError as err:
 assert refused
 delta, low, high = replication.exploratory(rep, "goal:cir,sig-ms", "unified", "vsepp")
 assert low <= delta <= high
-print(f"GOAL (cir, sig-ms) − Unified, VSE++ setting (exploratory): {delta:+.1f} [{low:+.1f}, {high:+.1f}]")
+print(
+    f"GOAL (cir, sig-ms) − Unified, VSE++ setting (exploratory): {delta:+.1f} [{low:+.1f}, {high:+.1f}]"
+)

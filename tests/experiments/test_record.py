@@ -5,6 +5,7 @@ import gzip
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -194,9 +195,14 @@ def test_every_recorded_table_matches_its_manifest_hash(path):
 
 
 def _notebook_key(stem: str, tmp_path: Path) -> tuple[str, dict]:
-    """NAME and KEY of a notebook's first code cell in full mode (its settings; nothing is trained there)."""
+    """NAME and KEY of a notebook's opening code cells in full mode (its imports, hidden in the book, then its
+    settings; nothing is trained there): every code cell up to the one that sets KEY."""
     source = next((ROOT / "notebooks").glob(f"{stem}_*.py")).read_text()
-    first = source.split("# %%\n")[1].split("\n# %%")[0]
+    cells = re.split(r"^# %%.*$", source, flags=re.M)
+    headers = re.findall(r"^# %%.*$", source, flags=re.M)
+    code = [body for header, body in zip(headers, cells[1:]) if "[markdown]" not in header]
+    upto = next(i for i, body in enumerate(code) if re.search(r"^KEY\s*=", body, flags=re.M))
+    first = "\n".join(code[: upto + 1])
     code = first + "\nimport json\nprint(json.dumps({'name': NAME, 'key': KEY}))"
     env = {**os.environ, "VLR_FAST": "0", "VLR_RERUN": "0", "VLR_DATA": "shapes", "VLR_DEVICE": "cpu",
            "VLR_RUNS": str(tmp_path)}

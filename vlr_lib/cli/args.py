@@ -32,6 +32,7 @@ import re
 import signal
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -55,6 +56,8 @@ class Parser(argparse.ArgumentParser):
         self.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
 
     def error(self, message: str):  # argparse's own errors: unknown flags, bad choices, our type= checks
+        if not first_rank():
+            wait_for_rank_0()
         self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message)}\n" if first_rank() else None)
 
 
@@ -64,6 +67,21 @@ def first_rank() -> bool:
     Read from the environment: a usage error is found before the process group starts, on every rank alike.
     """
     return os.environ.get("RANK", "0").strip() in ("", "0")
+
+
+#: Seconds a rank other than 0 waits before it exits on a usage error. torchrun stops every rank as soon as one
+#: exits; had rank 1 exited first, rank 0 would be stopped before it printed the job's one line (seen under load).
+OTHER_RANKS_WAIT_S = 3.0
+
+
+def wait_for_rank_0() -> None:
+    """On a rank other than 0: give rank 0 the time to print the usage error and exit first. torchrun then stops
+    this rank with SIGTERM: it still exits with the usage error's code, as every rank of the job does."""
+    previous = signal.signal(signal.SIGTERM, lambda *_: os._exit(EXIT_USAGE))  # nothing of ours to flush
+    try:
+        time.sleep(OTHER_RANKS_WAIT_S)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def one_line(message: str) -> str:
@@ -424,6 +442,8 @@ def run(parser: Parser, argv: Sequence[str] | None, body: Callable[[argparse.Nam
         text = one_line(err)
         if first_rank():  # every rank finds the same bad value: one line, not one per process
             print(f"{prog}: error: " + (f"argument {where}: " if where else "") + text, file=sys.stderr)
+        else:
+            wait_for_rank_0()
         return EXIT_USAGE
     except Exception as err:  # noqa: BLE001 - a failure of the run itself: one line, the traceback on --debug
         if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
