@@ -51,8 +51,9 @@ try:  # opened without the workbook installed (Colab, a JupyterHub, a copied not
     import vlr_lib  # noqa: F401
 except ModuleNotFoundError:
     raise ModuleNotFoundError(
-        "vlr_lib is not installed: in a cell run `%pip install -e /path/to/vlr-workbook` "
-        "(the folder holding pyproject.toml), then restart the kernel"
+        "vlr_lib is not installed: in a cell run `%pip install -e "
+        "/path/to/vlr-workbook` (the folder holding pyproject.toml), then restart the "
+        "kernel"
     ) from None
 
 from IPython.display import Markdown, display
@@ -84,7 +85,8 @@ display(Markdown(f"```toml\n{prereg.text}```"))
 print(f"sha256 {prereg.sha256}")
 print(
     f"final seeds {list(prereg.seeds)}, tuning seed {list(prereg.tuning_seeds)}; "
-    f"{len(prereg.losses)} losses x {len(prereg.settings)} settings; family of {len(prereg.family)} comparisons"
+    f"{len(prereg.losses)} losses x {len(prereg.settings)} settings; "
+    f"family of {len(prereg.family)} comparisons"
 )
 
 # %% [markdown]
@@ -119,17 +121,20 @@ made = rep.meta["preregistration"]
 if rep.record is not None:
     print(rep.record.line())
 print(
-    f"pre-registration committed in {str(made['file_commit'])[:10]} on {made['file_commit_date']}; "
+    f"pre-registration committed in {str(made['file_commit'])[:10]} on "
+    f"{made['file_commit_date']}; "
     f"the checkout's commit when the record was written: {str(made['head'])[:10]}"
 )
 print(
-    f"runs from {rep.meta['run_dates'][0]} to {rep.meta['run_dates'][1]}; {rep.runs['key'].nunique()} distinct "
-    f"runs, {rep.meta['train_seconds'] / 60:.1f} min of training on {rep.meta['hardware']}"
+    f"runs from {rep.meta['run_dates'][0]} to {rep.meta['run_dates'][1]}; "
+    f"{rep.runs['key'].nunique()} distinct runs, "
+    f"{rep.meta['train_seconds'] / 60:.1f} min of training on {rep.meta['hardware']}"
 )
 assert made["sha256"] == prereg.sha256 and made["text"] == prereg.text
 
-# The shipped record, checked: its NT-Xent final run on features re-trained from scratch on the CPU (fast mode: its
-# first epochs; the learning rate still decays at the record's epoch).
+# The shipped record, checked: its NT-Xent final run on features re-trained from
+# scratch on the CPU (fast mode: its first epochs; the learning rate still decays at
+# the record's epoch).
 if rep.record is not None:
     print(
         protocol.check(
@@ -240,7 +245,8 @@ except ValueError as refused:
     print(str(refused)[:160], "...")
 delta, low, high = replication.exploratory(rep, "unified", "info_nce", "features")
 print(
-    f"Unified − NT-Xent on features (exploratory): {delta:+.1f} [{low:+.1f}, {high:+.1f}] rsum, no verdict"
+    f"Unified − NT-Xent on features (exploratory): {delta:+.1f} "
+    f"[{low:+.1f}, {high:+.1f}] rsum, no verdict"
 )
 
 # %% [markdown]
@@ -255,7 +261,8 @@ row = verdicts.set_index("name")
 
 
 def finding(claim: str) -> str:
-    """The claim's verdicts in both settings, in the words of the corrected test, with the uncorrected intervals."""
+    """The claim's verdicts in both settings, in the words of the corrected test,
+    with the uncorrected intervals."""
     parts = []
     for setting in prereg.settings:
         r = row.loc[f"{claim} ({setting})"]
@@ -263,7 +270,8 @@ def finding(claim: str) -> str:
             r["verdict"] in stats.VERDICTS
         )  # every declared claim has a sign: holds / reverses / cannot tell
         parts.append(
-            f"{setting}: **{r['verdict']}**, {r['delta']:+.1f} [{r['low']:+.1f}, {r['high']:+.1f}]"
+            f"{setting}: **{r['verdict']}**, {r['delta']:+.1f} "
+            f"[{r['low']:+.1f}, {r['high']:+.1f}]"
         )
     return "; ".join(parts)
 
@@ -271,13 +279,14 @@ def finding(claim: str) -> str:
 if rep.record is None:
     display(
         Markdown(
-            "*Trained just now at a small size: its verdicts are a smoke test; the findings are those "
-            "of the record.*"
+            "*Trained just now at a small size: its verdicts are a smoke test; the "
+            "findings are those of the record.*"
         )
     )
 else:
     v = row["verdict"]
-    # GOAL's pair weights: P^con ahead of sig and of (cir, sig-ms) in both settings, against Xuan & Chen
+    # GOAL's pair weights: P^con ahead of sig and of (cir, sig-ms) in both settings,
+    # against Xuan & Chen
     pair_claims = [
         f"{c} ({s})"
         for c in (
@@ -292,7 +301,8 @@ else:
         v["Unified > Triplet-SH (features)"],
         v["Unified > Triplet-SH (vsepp)"],
     ) == ("holds", "cannot tell")
-    # the hardest negative: ahead of Triplet in the VSE++ setting only; NT-Xent ahead of Triplet-SH on features only
+    # the hardest negative: ahead of Triplet in the VSE++ setting only; NT-Xent ahead
+    # of Triplet-SH on features only
     assert (
         v["Triplet-SH > Triplet (vsepp)"],
         v["Triplet-SH > Triplet (features)"],
@@ -301,7 +311,8 @@ else:
         v["NT-Xent < Triplet-SH (features)"],
         v["NT-Xent < Triplet-SH (vsepp)"],
     ) == ("reverses", "cannot tell")
-    # every final run converged within the limit; five tuning groups did not (one of them (con, con), Triplet-SH's)
+    # every final run converged within the limit; five tuning groups did not (one of
+    # them (con, con), Triplet-SH's)
     assert conv.loc[conv["group"] == "final", "ok"].all()
     assert (
         sorted(zip(over["setting"], over["what"]))
@@ -324,27 +335,37 @@ else:
     ]
     display(
         Markdown(
-            "**GOAL's pair weights reverse Xuan & Chen, tuned and on new seeds.** P<sup>con</sup> is ahead of the sig "
-            f"pair weight ((con, sig) − (con, con) {finding('GOAL (con, sig) > GOAL (con, con)')}) and (con, con) is "
-            f"ahead of (cir, sig-ms) ({finding('GOAL (cir, sig-ms) > GOAL (con, con)')}), every one after Holm's "
-            "correction. Chapter 10's untuned finding, P<sup>con</sup> ahead of every other pair weight, survives "
-            "the tuning of the pair weight's β and the learning rate.\n\n"
-            "**Unified vs Triplet-SH depends on the setting.** Li et al.'s ordering holds on frozen features and "
-            f"cannot be told in the VSE++ setting ({finding('Unified > Triplet-SH')}). Untuned, chapter 12 could tell "
-            "them apart in neither (the table above): on features the tuning made the difference.\n\n"
-            "**The hardest negative helps where a text encoder is learned.** Triplet-SH is ahead of Triplet in the "
-            f"VSE++ setting and not told apart on frozen features ({finding('Triplet-SH > Triplet')}). Chapter 12's "
-            "untuned lead on features (an uncorrected interval above 0) is gone once both are tuned. **NT-Xent is "
-            "ahead of Triplet-SH on frozen features**, against Bleeker & de Rijke's observation 3, and not told apart "
-            f"in the VSE++ setting ({finding('NT-Xent < Triplet-SH')}).\n\n"
-            "**Where the budget may have been short.** Every final run converged within the limit, but five tuning "
-            "groups did not, and five choices still sit on an edge after their one extension step (section 2). "
-            "Those losses might gain with more epochs or a wider range: the budget was equal, not exhaustive.\n\n"
-            "**The optimizer at a loss switch (chapter 12, experiment (e)) is not replicated here.** The machine's "
-            "budget did not allow it, and the pre-registration says so. So the finding stays exploratory, with its "
-            "budget condition. At 20 epochs a fresh Adam beat Adam carried over from the warm-up. At 40 epochs "
-            "(decay at 20) the review measured fresh − carried = −5.2 [−15.7, 5.3]: the cost was not seen there. "
-            "Carried over *and clipped* is VSE∞'s own recipe (its optimizer is AdamW)."
+            "**GOAL's pair weights reverse Xuan & Chen, tuned and on new seeds.** "
+            "P<sup>con</sup> is ahead of the sig pair weight ((con, sig) − (con, con) "
+            f"{finding('GOAL (con, sig) > GOAL (con, con)')}) and (con, con) is ahead "
+            f"of (cir, sig-ms) ({finding('GOAL (cir, sig-ms) > GOAL (con, con)')}), "
+            "every one after Holm's correction. Chapter 10's untuned finding, "
+            "P<sup>con</sup> ahead of every other pair weight, survives the tuning of "
+            "the pair weight's β and the learning rate.\n\n"
+            "**Unified vs Triplet-SH depends on the setting.** Li et al.'s ordering "
+            "holds on frozen features and cannot be told in the VSE++ setting "
+            f"({finding('Unified > Triplet-SH')}). Untuned, chapter 12 could tell them "
+            "apart in neither (the table above): on features the tuning made the "
+            "difference.\n\n"
+            "**The hardest negative helps where a text encoder is learned.** "
+            "Triplet-SH is ahead of Triplet in the VSE++ setting and not told apart "
+            f"on frozen features ({finding('Triplet-SH > Triplet')}). Chapter 12's "
+            "untuned lead on features (an uncorrected interval above 0) is gone once "
+            "both are tuned. **NT-Xent is ahead of Triplet-SH on frozen features**, "
+            "against Bleeker & de Rijke's observation 3, and not told apart in the "
+            f"VSE++ setting ({finding('NT-Xent < Triplet-SH')}).\n\n"
+            "**Where the budget may have been short.** Every final run converged "
+            "within the limit, but five tuning groups did not, and five choices still "
+            "sit on an edge after their one extension step (section 2). Those losses "
+            "might gain with more epochs or a wider range: the budget was equal, not "
+            "exhaustive.\n\n"
+            "**The optimizer at a loss switch (chapter 12, experiment (e)) is not "
+            "replicated here.** The machine's budget did not allow it, and the "
+            "pre-registration says so. So the finding stays exploratory, with its "
+            "budget condition. At 20 epochs a fresh Adam beat Adam carried over from "
+            "the warm-up. At 40 epochs (decay at 20) the review measured fresh − "
+            "carried = −5.2 [−15.7, 5.3]: the cost was not seen there. Carried over "
+            "*and clipped* is VSE∞'s own recipe (its optimizer is AdamW)."
         )
     )
 
@@ -371,20 +392,22 @@ else:
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 1.
-# Holm multiplies each p value by a factor of at least 1 (the k-th smallest by m - k + 1) and never lowers it,
-# so every comparison told apart after the correction is told apart before it: the corrected count cannot be
-# larger.
+# Holm multiplies each p value by a factor of at least 1 (the k-th smallest by
+# m - k + 1) and never lowers it, so every comparison told apart after the correction
+# is told apart before it: the corrected count cannot be larger.
 told = (verdicts["verdict"] != "cannot tell").sum()
 told_alone = (verdicts["uncorrected"] != "cannot tell").sum()
 assert told <= told_alone and (verdicts["p_holm"] >= verdicts["p"]).all()
 print(
-    f"{told_alone} of {len(verdicts)} exclude 0 uncorrected; {told} survive Holm's correction"
+    f"{told_alone} of {len(verdicts)} exclude 0 uncorrected; "
+    f"{told} survive Holm's correction"
 )
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution", "hide-cell"]
 # Solution 2.
-# The pair was not declared, so the reading code refuses it a verdict. Its uncorrected interval may be shown
-# as exploration, and it can only suggest what a later pre-registration should declare.
+# The pair was not declared, so the reading code refuses it a verdict. Its uncorrected
+# interval may be shown as exploration, and it can only suggest what a later
+# pre-registration should declare.
 try:
     replication.compare(rep, "goal:cir,sig-ms", "unified", "vsepp")
     refused = False
@@ -394,5 +417,6 @@ assert refused
 delta, low, high = replication.exploratory(rep, "goal:cir,sig-ms", "unified", "vsepp")
 assert low <= delta <= high
 print(
-    f"GOAL (cir, sig-ms) − Unified, VSE++ setting (exploratory): {delta:+.1f} [{low:+.1f}, {high:+.1f}]"
+    f"GOAL (cir, sig-ms) − Unified, VSE++ setting (exploratory): {delta:+.1f} "
+    f"[{low:+.1f}, {high:+.1f}]"
 )
