@@ -1,4 +1,4 @@
-"""The code of every notebook, 00-12, fits the book's text column: formatted with ruff format at 88
+"""The code of every notebook, 00-13, fits the book's text column: formatted with ruff format at 88
 characters (`ruff format --line-length 88 notebooks/*.py`), and no code line, comment or string longer than
 that (the book's 688 px column shows 88 characters of code; a longer line was clipped there)."""
 from __future__ import annotations
