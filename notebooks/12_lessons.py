@@ -541,7 +541,7 @@ explorer = widgets.lessons.paired_explorer(runs, table, lessons.EXPERIMENTS)
 explorer
 
 # %% [markdown]
-# The explorer only calls `vlr_lib.viz.paired.paired_figure`: its seeds are the per-seed differences
+# The explorer only calls `vlr_lib.viz.lessons.paired_figure`: its seeds are the per-seed differences
 # whose mean is the table's difference.
 
 # %%

@@ -152,6 +152,44 @@ def effective_number(weights: object) -> float:
     return float(torch.exp(-(p * p.log()).sum()))
 
 
+class TemperatureSweep(NamedTuple):
+    """Soft mining of NT-Xent at each temperature of a sweep (:func:`temperature_sweep`), one value per temperature."""
+
+    temperatures: np.ndarray  #: sorted ascending
+    query_effective_number: list[float]  #: effective number of the query's negatives
+    mean_effective_number: list[float]  #: over the queries that get any gradient (NaN when none does)
+    hardest_share: list[float]  #: the query's heaviest negative's share of its weight (NaN when all are 0)
+
+
+def temperature_sweep(S: Tensor, temperatures: object, query: int = 0, pos_mask: Tensor | None = None,
+                      direction: str = "i2t") -> TemperatureSweep:
+    """:func:`softmax_weights` over a sweep of temperatures, read as soft hard-negative mining.
+
+    For the query `query` (a row of `direction`'s queries): the :func:`effective_number` of its negatives and the
+    share of the heaviest one; and the mean effective number over the queries that get any gradient (at a tiny
+    temperature an easy query's weights all underflow to exactly 0: it is left out of the mean).
+
+    Derived in notebooks/03_contrastive.py.
+    """
+    taus = np.asarray(sorted(check_positive("temperatures", float(t)) for t in temperatures))
+    if taus.size < 2:
+        raise ValueError("temperatures must hold at least two values")
+    S_q, mask_q = _oriented(S, pos_mask, direction)
+    neg = check_similarity(S_q, mask_q, both_directions=False)[1].neg
+    query = check_int("query", query, 0, S_q.shape[0] - 1)
+    idx = torch.nonzero(neg[query]).flatten()
+    n_eff_q, n_eff_mean, top_q = [], [], []
+    for t in taus:
+        W = softmax_weights(S, float(t), pos_mask, direction)
+        w = W[query, idx[torch.argsort(W[query, idx], descending=True, stable=True)]].detach().cpu().numpy()
+        w = w.astype(np.float64)  # the share in float64, whatever the dtype of S
+        n_eff_q.append(effective_number(w))
+        top_q.append(w[0] / w.sum() if w.sum() > 0 else np.nan)
+        live = [effective_number(row) for row in W if (row > 0).any()]
+        n_eff_mean.append(np.mean(live) if live else np.nan)
+    return TemperatureSweep(taus, n_eff_q, n_eff_mean, top_q)
+
+
 def _as_gaps(x: object) -> Tensor:
     gaps = torch.as_tensor(x, dtype=torch.float64)
     return check_tensor("x", gaps)

@@ -431,6 +431,44 @@ def neighbor_counts(
     return out
 
 
+def spaced_queries(n_queries: int, total: int) -> np.ndarray:
+    """At most `n_queries` of `total` query indices, evenly spaced from the first to the last: the queries a figure of
+    per-query scores shows (Veit & Wilber Fig. 4).
+
+    Derived in notebooks/05_cross_example_softmax.py.
+    """
+    n_queries = check_int("n_queries", n_queries)
+    return np.unique(np.linspace(0, total - 1, min(n_queries, total)).round().astype(int))
+
+
+def queries_by_positive(
+    S_eval: Tensor, caption_to_image: Tensor, n_queries: int, direction: str = "t2i"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`spaced_queries` of `direction` ordered by their positive's score (an image query, with several
+    positives, by its best): (query indices, their rows of S, their positive masks), as numpy arrays.
+
+    Derived in notebooks/05_cross_example_softmax.py.
+    """
+    check_choice("direction", direction, DIRECTIONS)
+    S, pos = S_eval.detach().cpu().numpy(), positive_pairs(S_eval, caption_to_image).cpu().numpy()
+    Sq, pos = (S, pos) if direction == "i2t" else (S.T, pos.T)
+    queries = spaced_queries(n_queries, Sq.shape[0])
+    order = queries[np.argsort(np.where(pos, Sq, -np.inf).max(axis=1)[queries], kind="stable")]
+    return order, Sq[order], pos[order]
+
+
+def count_percentiles(counts: object, percentiles: Sequence[float] = (5.0, 95.0)) -> list[np.ndarray]:
+    """Per threshold, each of the increasing `percentiles` (in [0, 100]) of :func:`neighbor_counts` over the
+    queries: between (5, 95), 90% of the queries' counts.
+
+    Derived in notebooks/05_cross_example_softmax.py.
+    """
+    if not (len(percentiles) >= 2 and 0.0 <= percentiles[0] and percentiles[-1] <= 100.0
+            and bool((np.diff(percentiles) > 0).all())):
+        raise ValueError(f"percentiles must be increasing values in [0, 100], got {percentiles}")
+    return [np.percentile(np.asarray(counts, dtype=float), p, axis=0) for p in percentiles]
+
+
 def chance_rsum(caption_to_image: Tensor | Sequence[int], ks: tuple[int, ...] = (1, 5, 10)) -> float:
     """Expected rsum of a random ranking (in percent), the floor every trained model must clear.
 

@@ -1066,3 +1066,33 @@ def test_cocos_on_a_constant_matrix(n):
     for margin in (0.0, 0.2):  # the same on the gradients themselves
         grad = A.loss_gradient(S, lambda X: L.triplet_all(X, margin))
         assert int((grad[~torch.eye(n, dtype=torch.bool)] != 0).sum()) == (0 if margin == 0 else n * (n - 1))
+
+
+@pytest.mark.parametrize("direction", ["i2t", "t2i"])
+def test_temperature_sweep_matches_a_softmax_loop(direction):
+    """Each query's weights by hand (eq. 11, float64 loop over candidates): its negatives' perplexity and the share
+    of the heaviest, and the mean perplexity over the queries."""
+    S = torch.randn(5, 5, generator=torch.Generator().manual_seed(3), dtype=torch.float64).tanh()
+    taus = [0.5, 0.05, 2.0]
+    sweep = A.temperature_sweep(S, taus, query=2, direction=direction)
+    S_q = S if direction == "i2t" else S.T
+    assert list(sweep.temperatures) == sorted(taus)
+    for k, t in enumerate(sorted(taus)):
+        perplexities, shares = [], []
+        for q in range(5):
+            e = [math.exp(float(S_q[q, n]) / t) for n in range(5)]
+            w = [e[n] / sum(e) for n in range(5) if n != q]
+            p = [v / sum(w) for v in w]
+            perplexities.append(math.exp(-sum(v * math.log(v) for v in p)))
+            shares.append(max(p))
+        assert sweep.query_effective_number[k] == pytest.approx(perplexities[2], rel=1e-9)
+        assert sweep.hardest_share[k] == pytest.approx(shares[2], rel=1e-9)
+        assert sweep.mean_effective_number[k] == pytest.approx(sum(perplexities) / 5, rel=1e-9)
+
+
+def test_temperature_sweep_names_its_bad_arguments():
+    S = torch.eye(4, dtype=torch.float64)
+    for kwargs, name in (({"temperatures": [0.1]}, "temperatures"), ({"temperatures": [0.1, -1.0]}, "temperatures"),
+                         ({"temperatures": [0.1, 1.0], "query": 4}, "query")):
+        with pytest.raises(ValueError, match=name):
+            A.temperature_sweep(S, **kwargs)

@@ -592,3 +592,39 @@ def test_chance_rsum_of_a_split_smaller_than_k_leaves_those_recalls_out():
     """A one-image validation split (vlr-train --n-val 1 died here with ZeroDivisionError after training)."""
     assert metrics.chance_rsum([0] * 5) == pytest.approx(200.0)  # R@1 both ways is certain; R@5 and R@10 do not exist
     assert metrics.chance_rsum([0, 0, 1, 1, 1]) == pytest.approx(50.0 + 50.0)  # K = 1 only: (0.4 + 0.6) / 2 and 1 / 2
+
+
+# ---------------------------------------------------------------- the queries a figure shows (notebook 05)
+
+def test_spaced_queries_are_evenly_spaced_and_hold_both_ends():
+    assert metrics.spaced_queries(3, 11).tolist() == [0, 5, 10]
+    assert metrics.spaced_queries(50, 4).tolist() == [0, 1, 2, 3]  # never more than there are
+    assert metrics.spaced_queries(1, 9).tolist() == [0]
+    with pytest.raises(ValueError, match="n_queries"):
+        metrics.spaced_queries(0, 9)
+
+
+@pytest.mark.parametrize("direction", ["t2i", "i2t"])
+def test_queries_by_positive_orders_them_by_their_best_positive(direction):
+    S = torch.randn(4, 8, generator=torch.Generator().manual_seed(1)).tanh()
+    c2i = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
+    order, Sq, pos = metrics.queries_by_positive(S, c2i, 3, direction)
+    queries = range(8) if direction == "t2i" else range(4)
+    best = {q: max(float(S[c2i[c], c]) for c in range(8) if (c == q if direction == "t2i" else c2i[c] == q))
+            for q in queries}
+    shown = metrics.spaced_queries(3, len(best)).tolist()
+    assert order.tolist() == sorted(shown, key=lambda q: best[q])
+    for row, q in enumerate(order):
+        full = (S.T if direction == "t2i" else S).numpy()[q]
+        assert np.array_equal(Sq[row], full)
+        assert pos[row].sum() == (1 if direction == "t2i" else 2) and Sq[row][pos[row]].max() == best[q]
+
+
+def test_count_percentiles_are_numpys_and_checked():
+    counts = np.arange(20.0).reshape(5, 4)
+    low, high = metrics.count_percentiles(counts, (0.0, 100.0))
+    assert low.tolist() == counts[0].tolist() and high.tolist() == counts[-1].tolist()
+    assert np.allclose(metrics.count_percentiles(counts)[0], [np.percentile(counts[:, j], 5) for j in range(4)])
+    for bad in ((95.0, 5.0), (5.0,), (-1.0, 50.0), (5.0, 101.0)):
+        with pytest.raises(ValueError, match="percentiles"):
+            metrics.count_percentiles(counts, bad)

@@ -20,7 +20,8 @@ from vlr_lib.report.layouts import goal_matrix, goal_table, table1
 from vlr_lib.report.markdown import markdown_block, to_markdown
 from vlr_lib.report.readings import PAPER_CLAIMS, ranking, reading, separations
 from vlr_lib.report.summary import cocos_own_rule, summarize, summary_table
-from vlr_lib.report.sweeps import history_frame, history_values, sweep_grid, sweep_losses, sweep_slice, sweep_values
+from vlr_lib.report.sweeps import (history_frame, history_values, loss_means, sweep_grid, sweep_losses, sweep_slice,
+                                   sweep_values)
 from vlr_lib.goal import GOAL_PAIRS, GOAL_TRIPLETS, TABLE1
 
 
@@ -415,3 +416,14 @@ def test_markdown_block_names_what_meta_lacks(runs):
         markdown_block(runs, {})
     with pytest.raises(TypeError, match="^meta must be"):
         markdown_block(runs, None)
+
+
+def test_loss_means_are_each_losss_mean_over_its_runs(sweep):
+    """triplet_hardest: rsum 150 + seed by design; unified: the mean of rsum_of over its whole grid."""
+    means = loss_means(sweep, ["triplet_hardest", "unified"])
+    assert means["triplet_hardest"] == pytest.approx(150.0 + np.mean(SEEDS))
+    cells = [rsum_of(m, g, s) for s in SEEDS for m in MARGINS for g in GAMMAS]
+    assert means["unified"] == pytest.approx(sum(cells) / len(cells))
+    assert loss_means(sweep, []) == {}
+    with pytest.raises(ValueError, match="loss 'nope'"):
+        loss_means(sweep, ["nope"])

@@ -1,5 +1,5 @@
-"""vlr_lib.viz.paired over every row of a synthetic lessons table (tests/report/tables.py): the browser draws
-each seed's difference, the mean with its paired interval and the interval at Holm's level, and the verdict."""
+"""vlr_lib.viz.lessons.paired_figure over every row of a synthetic lessons table (tests/report/tables.py): the browser
+draws each seed's difference, the mean with its paired interval and the interval at Holm's level, and the verdict."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +7,7 @@ import pytest
 
 from tests.report.tables import lesson_runs
 from vlr_lib.report.lessons import lesson_table, seed_differences
-from vlr_lib.viz import paired as V
+from vlr_lib.viz import lessons as V
 
 RUNS = lesson_runs()
 TABLE = lesson_table(RUNS)

@@ -1,7 +1,7 @@
 """Per-epoch histories and hyperparameter sweeps as tables (notebooks 09 and 11, ``viz.training``)."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -52,6 +52,12 @@ def loss_rows(runs: pd.DataFrame, loss: str) -> pd.DataFrame:
     if rows.empty:
         raise ValueError(f"loss {loss!r} has no runs; the table holds {sorted(runs['loss'].unique())}")
     return rows
+
+
+def loss_means(runs: pd.DataFrame, losses: Sequence[str], metric: str = "rsum") -> dict[str, float]:
+    """Each loss of `losses` -> the mean `metric` over all its runs (values that are not numbers left out): the
+    reference levels a sweep figure draws."""
+    return {loss: float(pd.to_numeric(loss_rows(runs, loss)[metric], errors="coerce").mean()) for loss in losses}
 
 
 def sweep_values(runs: pd.DataFrame, loss: str) -> dict[str, list]:

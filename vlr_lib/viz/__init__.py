@@ -5,8 +5,8 @@ One module per topic; use them as ``from vlr_lib import viz`` then ``viz.<topic>
 builder over grids of control values, because CI only ever executes a notebook's default slider positions. Shared look
 and layout helpers live in ``viz._style``.
 """
-from . import (cocos, contrastive, evaluation, goal, lessons, matrix, paired, showdown, smooth_ap, softmax, training,
-               triplet, unified)
+from . import (cocos, contrastive, evaluation, goal, lessons, matrix, showdown, smooth_ap, softmax, training, triplet,
+               unified)
 
-__all__ = ["cocos", "contrastive", "evaluation", "goal", "lessons", "matrix", "paired", "showdown", "smooth_ap",
+__all__ = ["cocos", "contrastive", "evaluation", "goal", "lessons", "matrix", "showdown", "smooth_ap",
            "softmax", "training", "triplet", "unified"]

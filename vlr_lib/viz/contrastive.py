@@ -87,18 +87,7 @@ def temperature_sweep(
     an easy query underflow to exactly 0): both curves show the soft mining of NT-Xent -- one negative as tau -> 0,
     all of them equally as tau -> inf.
     """
-    taus = np.asarray(sorted(check_positive("temperatures", float(t)) for t in temperatures))
-    if taus.size < 2:
-        raise ValueError("temperatures must hold at least two values")
-    n_eff_q, n_eff_mean, top_q = [], [], []
-    for t in taus:
-        W = analysis.softmax_weights(S, float(t), pos_mask, direction)
-        _, w, _ = _query_negatives(S, W, pos_mask, direction, query)
-        n_eff_q.append(analysis.effective_number(w))
-        top_q.append(w[0] / w.sum() if w.sum() > 0 else np.nan)
-        # queries whose weights all underflow to 0 get no gradient at all: leave them out of the mean
-        live = [analysis.effective_number(row) for row in W if (row > 0).any()]
-        n_eff_mean.append(np.mean(live) if live else np.nan)
+    taus, n_eff_q, n_eff_mean, top_q = analysis.temperature_sweep(S, temperatures, query, pos_mask, direction)
     fig = grid(1, 2, ("effective number of negatives", "share of the hardest negative"), height=420)
     fig.add_traces([go.Scatter(x=taus, y=n_eff_q, name=f"query {query}", line=dict(color=CURVE)),
                     go.Scatter(x=taus, y=n_eff_mean, name="mean over queries", line=dict(color=NEUTRAL, dash="dot"))],

@@ -23,7 +23,7 @@ from .. import analysis, metrics, registry
 from .._checks import check_int
 from .readout import readout
 from ._style import CURVE, NEGATIVE, NEUTRAL, PALETTE, POSITIVE, SYMBOL, grid, matrix_axes, position, style, to_numpy
-from .matrix import mark_traces, oriented
+from .matrix import mark_traces
 
 __all__ = ["VARIANTS", "TITLES", "partition_figure", "pr_figure", "query_scores_figure", "neighbor_count_figure"]
 
@@ -145,11 +145,6 @@ def pr_figure(results: Results) -> go.Figure:
                  yaxis="precision", xaxis_range=[0.0, 1.0], yaxis_range=[0.0, 1.02])
 
 
-def _pick_queries(n_queries: int, total: int) -> np.ndarray:
-    n_queries = check_int("n_queries", n_queries)
-    return np.unique(np.linspace(0, total - 1, min(n_queries, total)).round().astype(int))
-
-
 def query_scores_figure(
     results: Results, threshold: float | None = None, n_queries: int = 12, direction: str = "t2i"
 ) -> go.Figure:
@@ -166,11 +161,8 @@ def query_scores_figure(
     fig = grid(1, len(res), list(res), height=480, shared_yaxes=True, column_gap_px=30)
     lo, hi = (threshold, threshold) if threshold is not None else (np.inf, -np.inf)
     for col, (name, (S, c2i)) in enumerate(res.items(), start=1):
-        Sq, pos = oriented(S.numpy(), metrics.positive_pairs(S, c2i).numpy(), direction)
-        queries = _pick_queries(n_queries, Sq.shape[0])
-        # One positive per caption query; an image query has several (its captions): take the best.
-        order = queries[np.argsort(np.where(pos, Sq, -np.inf).max(axis=1)[queries], kind="stable")]
-        Sq, pos, labels = Sq[order], pos[order], [f"q{q}" for q in order]
+        order, Sq, pos = metrics.queries_by_positive(S, c2i, n_queries, direction)
+        labels = [f"q{q}" for q in order]
         fig.add_trace(go.Box(x=np.repeat(labels, (~pos).sum(axis=1)), y=Sq[~pos], name="negatives",
                              marker_color=NEGATIVE, boxpoints=False, showlegend=col == 1, legendgroup="negatives",
                              line=dict(width=1)), row=1, col=col)
@@ -205,21 +197,18 @@ def neighbor_count_figure(
     (counts of 0 are not drawn).
     """
     res = _results(results)
-    lo, hi = percentiles
-    if not 0.0 <= lo < hi <= 100.0:
-        raise ValueError(f"percentiles must be increasing values in [0, 100], got {percentiles}")
+    metrics.count_percentiles(np.zeros((1, 1)), percentiles)  # checks them before any counting
     thresholds = np.linspace(-1.0, 1.0, check_int("grid_size", grid_size, 2))
     fig = grid(1, len(res), list(res), height=460, shared_yaxes=True, column_gap_px=30)
     for col, (name, (S, _)) in enumerate(res.items(), start=1):
         counts = metrics.neighbor_counts(S, thresholds, direction).numpy().astype(float)
-        show = _pick_queries(max_lines, counts.shape[0])
+        show = metrics.spaced_queries(max_lines, counts.shape[0])
         for n, q in enumerate(show):
             fig.add_trace(go.Scatter(x=thresholds, y=np.where(counts[q] > 0, counts[q], None), mode="lines",
                                      line=dict(color=PALETTE[2], width=0.8), opacity=0.5, hoverinfo="skip",
                                      name="one query", legendgroup="one query", showlegend=col == 1 and n == 0),
                           row=1, col=col)
-        for p, dash in ((lo, "dash"), (hi, "solid")):
-            band = np.percentile(counts, p, axis=0)
+        for p, dash, band in zip(percentiles, ("dash", "solid"), metrics.count_percentiles(counts, percentiles)):
             fig.add_trace(go.Scatter(x=thresholds, y=np.where(band > 0, band, None), mode="lines",
                                      line=dict(color=CURVE, width=2.5, dash=dash), name=f"{p:g}th percentile",
                                      legendgroup=f"p{p:g}", showlegend=col == 1), row=1, col=col)

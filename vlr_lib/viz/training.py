@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 
 from .._checks import check_choice
 from ..report.labels import metric_label
-from ..report.sweeps import history_frame, history_values, is_close, loss_rows, sweep_grid, sweep_slice, sweep_values
+from ..report.sweeps import history_frame, history_values, is_close, loss_means, sweep_grid, sweep_slice, sweep_values
 from .readout import fmt
 from ._style import (HARDEST, NEUTRAL, PALETTE, POSITIVE, SEQUENTIAL, SYMBOL, fitted_range, frame_best, level_line,
                      panels, position, style)
@@ -162,8 +162,7 @@ def sweep_figure(
         error_y=dict(type="data", array=main["std"].to_numpy(), visible=True),
         line=dict(color=PALETTE[0], width=3),
     ))
-    for i, ref in enumerate(references):
-        y = float(pd.to_numeric(loss_rows(runs, ref)[metric], errors="coerce").mean())
+    for i, (ref, y) in enumerate(loss_means(runs, references, metric).items()):
         shown.append(pd.Series([y]))
         fig.add_hline(y=y, line_dash="dash", line_color=PALETTE[(i + 1) % len(PALETTE)],
                       annotation_text=ref, annotation_position="top left")

@@ -1,4 +1,4 @@
-"""The explorer of notebook 12: the paired-difference browser (``vlr_lib.viz.paired``).
+"""The explorer of notebook 12: the paired-difference browser (``vlr_lib.viz.lessons.paired_figure``).
 
 Choose an experiment's condition and one of the papers' three orderings; the figure shows the seeds the
 difference is made of. The book shows every condition on its slider, one drop-down view per ordering.
@@ -11,7 +11,7 @@ import ipywidgets as W
 import pandas as pd
 
 from ..report.lessons import lesson_part
-from ..viz import paired
+from ..viz import lessons
 from ._core import BookView, Explorer, explorer, slider
 
 
@@ -28,7 +28,7 @@ def paired_explorer(runs: pd.DataFrame, table: pd.DataFrame, labels: Mapping[str
         raise ValueError(f"comparison must be one of {comparisons}, got {comparison!r}")
 
     def draw(condition: tuple[str, str], comparison: str):
-        return paired.paired_figure(runs, table, *condition, comparison)
+        return lessons.paired_figure(runs, table, *condition, comparison)
 
     controls = {
         "condition": slider(W.SelectionSlider, "condition", options=options, value=options[0][1],
