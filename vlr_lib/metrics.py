@@ -457,12 +457,16 @@ def queries_by_positive(
     return order, Sq[order], pos[order]
 
 
-def count_percentiles(counts: object, percentiles: Sequence[float] = (5.0, 95.0)) -> list[np.ndarray]:
+def count_percentiles(counts: object, percentiles: Sequence[float] = (5.0, 95.0),
+                      how_many: int | None = None) -> list[np.ndarray]:
     """Per threshold, each of the increasing `percentiles` (in [0, 100]) of :func:`neighbor_counts` over the
-    queries: between (5, 95), 90% of the queries' counts.
+    queries: between (5, 95), 90% of the queries' counts. `how_many`: the number of percentiles the caller draws
+    (None: two or more).
 
     Derived in notebooks/05_cross_example_softmax.py.
     """
+    if how_many is not None and len(percentiles) != how_many:
+        raise ValueError(f"percentiles must be {how_many} values, got {percentiles}")
     if not (len(percentiles) >= 2 and 0.0 <= percentiles[0] and percentiles[-1] <= 100.0
             and bool((np.diff(percentiles) > 0).all())):
         raise ValueError(f"percentiles must be increasing values in [0, 100], got {percentiles}")

@@ -216,6 +216,7 @@ def test_neighbor_count_figure_changes_with_direction(results):
         (lambda S, R: V.query_scores_figure(R, n_queries=0), "n_queries"),
         (lambda S, R: V.query_scores_figure(R, direction="both"), "direction"),
         (lambda S, R: V.neighbor_count_figure(R, percentiles=(95.0, 5.0)), "percentiles"),
+        (lambda S, R: V.neighbor_count_figure(R, percentiles=(5.0, 50.0, 95.0)), "percentiles must be 2 values"),
         (lambda S, R: V.neighbor_count_figure(R, "x"), "direction"),
     ],
 )

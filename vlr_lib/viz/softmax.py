@@ -197,7 +197,7 @@ def neighbor_count_figure(
     (counts of 0 are not drawn).
     """
     res = _results(results)
-    metrics.count_percentiles(np.zeros((1, 1)), percentiles)  # checks them before any counting
+    metrics.count_percentiles(np.zeros((1, 1)), percentiles, how_many=2)  # a lower and an upper band; before counting
     thresholds = np.linspace(-1.0, 1.0, check_int("grid_size", grid_size, 2))
     fig = grid(1, len(res), list(res), height=460, shared_yaxes=True, column_gap_px=30)
     for col, (name, (S, _)) in enumerate(res.items(), start=1):
