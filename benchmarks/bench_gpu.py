@@ -70,7 +70,7 @@ def _sync(device: torch.device) -> None:
 def extraction(args, device: torch.device, work: Path) -> None:
     from vlr_lib.data import load_flickr30k
     from vlr_lib.data.fixture import write_flickr30k_fixture
-    from vlr_lib.features import build_encoder, extract_features, loader_settings
+    from vlr_lib.features import build_encoder, loader_settings
 
     sizes = {"train": args.images, "validation": 1, "test": 1}
     t0 = time.perf_counter()
@@ -86,20 +86,7 @@ def extraction(args, device: torch.device, work: Path) -> None:
     print(f"  open_clip ViT-B-32, random init; loader defaults on {device}: {loading}")
 
     pixels = torch.randn(min(loading["batch_size"], args.images), 3, 224, 224, device=device)
-    encoder.encode_images(pixels)  # warm-up
-    _sync(device)
-    t0 = time.perf_counter()
-    for _ in range(args.repeats):
-        encoder.encode_images(pixels)
-    _sync(device)
-    ceiling = args.repeats * pixels.shape[0] / (time.perf_counter() - t0)
-
-    extract_features(split.select(range(min(512, args.images))), encoder, progress=False)  # warm-up: kernels, workers
-    _sync(device)
-    t0 = time.perf_counter()
-    img, txt, _ = extract_features(split, encoder, progress=False)
-    _sync(device)
-    whole = img.shape[0] / (time.perf_counter() - t0)
+    ceiling, (img, txt), whole = _extraction_rates(split, encoder, pixels, args, device)
     print(f"  extract_features (decode and encode {img.shape[0]} images, encode their {txt.shape[0]} captions): "
           f"{whole:8.1f} images/s")
     print(f"  baseline: image encoder alone, pixels on the device:      {ceiling:8.1f} images/s")
@@ -108,20 +95,29 @@ def extraction(args, device: torch.device, work: Path) -> None:
     extraction_profile(split, encoder, loading, device)
     if device.type == "cuda":  # not the library's default (it extracts in float32): what bf16 would give
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            encoder.encode_images(pixels)  # warm-up: bf16 kernels
-            extract_features(split.select(range(min(512, args.images))), encoder, progress=False)
-            _sync(device)
-            t0 = time.perf_counter()
-            for _ in range(args.repeats):
-                encoder.encode_images(pixels)
-            _sync(device)
-            bf_ceiling = args.repeats * pixels.shape[0] / (time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            extract_features(split, encoder, progress=False)
-            _sync(device)
-            bf_whole = len(split) / (time.perf_counter() - t0)
+            bf_ceiling, _, bf_whole = _extraction_rates(split, encoder, pixels, args, device)
         print(f"  under bf16 autocast (not the default): extraction {bf_whole:8.1f} images/s, image encoder alone "
               f"{bf_ceiling:8.1f}; against the float32 encoder alone {bf_whole / ceiling:.2f}")
+
+
+def _extraction_rates(split, encoder, pixels, args, device: torch.device):
+    """(images/s of the image encoder alone on `pixels`, (img, txt) features, images/s of the whole extraction),
+    each after a warm-up (kernels, the loader's workers)."""
+    from vlr_lib.features import extract_features
+
+    encoder.encode_images(pixels)
+    _sync(device)
+    t0 = time.perf_counter()
+    for _ in range(args.repeats):
+        encoder.encode_images(pixels)
+    _sync(device)
+    ceiling = args.repeats * pixels.shape[0] / (time.perf_counter() - t0)
+    extract_features(split.select(range(min(512, len(split)))), encoder, progress=False)
+    _sync(device)
+    t0 = time.perf_counter()
+    img, txt, _ = extract_features(split, encoder, progress=False)
+    _sync(device)
+    return ceiling, (img, txt), img.shape[0] / (time.perf_counter() - t0)
 
 
 def extraction_profile(split, encoder, loading: dict, device: torch.device) -> None:
