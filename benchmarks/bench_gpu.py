@@ -122,9 +122,7 @@ def _extraction_rates(split, encoder, pixels, args, device: torch.device):
 
 def extraction_profile(split, encoder, loading: dict, device: torch.device) -> None:
     """Where extraction's time goes: each stage alone, as images (or captions) per second."""
-    from torch.utils.data import DataLoader
-
-    from vlr_lib.features import _Images, _Tokens, captions_of
+    from vlr_lib.features import captions_of, extraction_loaders
 
     def rate(fn, n: int) -> float:
         _sync(device)
@@ -135,8 +133,7 @@ def extraction_profile(split, encoder, loading: dict, device: torch.device) -> N
 
     n = len(split)
     texts, _ = captions_of(split)
-    images = DataLoader(_Images(split, encoder.transform), **loading)
-    tokens = DataLoader(_Tokens(texts, loading["batch_size"], encoder.tokenize), **{**loading, "batch_size": None})
+    images, tokens, _ = extraction_loaders(split, encoder, loading["batch_size"], loading["num_workers"])
     on_device = [t.to(device) for t in tokens]
     stages = {
         "images: decode + transform in the loader (no encoder)": (lambda: [x.to(device, non_blocking=True)

@@ -323,6 +323,20 @@ def loader_settings(device: str | torch.device, batch_size: int | None = None,
     return {"batch_size": batch_size, "num_workers": num_workers, "pin_memory": cuda}
 
 
+def extraction_loaders(ds: datasets.Dataset, encoder: Encoder, batch_size: int | None = None,
+                       num_workers: int | None = None) -> tuple[torch.utils.data.DataLoader,
+                                                                torch.utils.data.DataLoader, Tensor]:
+    """The two loaders of an extraction -- decoded, transformed images; tokenised captions, one batch per item --
+    and each caption's image index. Tokenising is Python (open_clip's BPE, ~10,000 captions/s a core): on CUDA the
+    loader's workers do it, batch by batch. `batch_size` / `num_workers`: :func:`loader_settings`."""
+    loading = loader_settings(encoder.device, batch_size, num_workers)
+    images = torch.utils.data.DataLoader(_Images(ds, encoder.transform), **loading)
+    texts, caption_to_image = captions_of(ds)
+    tokens = torch.utils.data.DataLoader(_Tokens(texts, loading["batch_size"], encoder.tokenize),
+                                         **{**loading, "batch_size": None})
+    return images, tokens, caption_to_image
+
+
 def extract_features(
     ds: datasets.Dataset,
     encoder: Encoder,
@@ -337,15 +351,10 @@ def extract_features(
     """
     from tqdm.auto import tqdm
 
-    loading = loader_settings(encoder.device, batch_size, num_workers)
-    images = torch.utils.data.DataLoader(_Images(ds, encoder.transform), **loading)
+    images, tokens, caption_to_image = extraction_loaders(ds, encoder, batch_size, num_workers)
     # Features stay on the device until the end: a copy to the host per batch would make the host wait for
     # each batch's encoding before it could hand the next one over (docs/benchmarks.md, extraction profile).
     img = [encoder.encode_images(x).to(dtype) for x in tqdm(images, desc="images", disable=not progress)]
-    texts, caption_to_image = captions_of(ds)
-    # Tokenising is Python (open_clip's BPE, ~10,000 captions/s a core): the workers do it, batch by batch.
-    tokens = torch.utils.data.DataLoader(_Tokens(texts, loading["batch_size"], encoder.tokenize),
-                                         **{**loading, "batch_size": None})
     txt = [encoder.encode_tokens(t).to(dtype) for t in tqdm(tokens, desc="captions", disable=not progress)]
     empty = torch.zeros(0, encoder.dim, dtype=dtype)
     return (torch.cat(img).cpu() if img else empty, torch.cat(txt).cpu() if txt else empty, caption_to_image)
