@@ -5,8 +5,9 @@ command line ``python -m vlr_lib showdown`` (also ``data_scripts/run_showdown.py
 ``cells.spec_for``, calls :func:`run` and prints ``vlr_lib.report.markdown.markdown_block``.
 
 Contestants (:func:`configs`): the losses of :data:`CONTESTANTS` at their
-paper defaults plus the 15 GOAL combinations (``vlr_lib.experiments.goal_grid``), 22
-configurations, each trained with seeds 0, 1, 2 through ``vlr_lib.experiments.grid``
+paper defaults (``clip_learned`` and ``siglip`` at their papers' initial t' and b, learned with the heads and
+reported per epoch in each run's history, ``"learned"``) plus the 15 GOAL combinations
+(``vlr_lib.experiments.goal_grid``), 24 configurations, each trained with seeds 0, 1, 2 through ``vlr_lib.experiments.grid``
 in one *setting* (``vlr_lib.train.inputs``): "features" (heads on frozen features,
 the default), "vsepp" (a head on the frozen image features + a GRU text encoder from
 scratch, the VSE++ setting) or "e2e" (shapes only: CNN + GRU from scratch), with
@@ -50,11 +51,11 @@ CIR_TAU = 2.0
 #: The closed-form contestants, listed here: a loss registered later joins the race only when it is added here
 #: (and the records are made again), never silently.
 CONTESTANTS = ("triplet_all", "triplet_hardest", "info_nce", "unified", "sampled_softmax", "cross_example_softmax",
-               "smooth_ap")
+               "smooth_ap", "clip_learned", "siglip")
 
 
 def configs() -> list[dict]:
-    """The 22 contestants: :data:`CONTESTANTS` at their defaults, then the 3 x 5 GOAL grid (T^cir at
+    """The 24 contestants: :data:`CONTESTANTS` at their defaults, then the 3 x 5 GOAL grid (T^cir at
     :data:`CIR_TAU`)."""
     goal = [dict(c, tau=CIR_TAU) if c["loss"].startswith("goal:cir,") else c for c in goal_grid()]
     return [{"loss": name} for name in CONTESTANTS] + goal

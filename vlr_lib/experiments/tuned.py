@@ -1,10 +1,12 @@
-"""The tuned comparison of notebook 11: the four headline losses, each given the same validation budget.
+"""The tuned comparison of notebook 11: the four headline losses and the two learned-temperature ones, each given the
+same validation budget.
 
 The showdown (notebook 10) trains every loss at its library defaults: an *untuned* comparison,
 which favours whichever loss's default happens to suit the data. Here Triplet, Triplet-SH,
 NT-Xent and Unified each get five values of their main hyperparameter (:data:`GRID`: the
 triplet margin, NT-Xent's temperature, the unified loss's scale gamma at its margin 0.2; each
-list holds the loss's default), trained at the showdown's features budget
+list holds the loss's default), and so do CLIP's learned temperature and SigLIP (their learned parameters'
+initial values: t' = log(1/tau), SigLIP's bias b; issue 36), trained at the showdown's features budget
 (``cells.spec_for``) with the same five seeds. Every run is reported at its epoch of best
 validation rsum, as in the showdown.
 
@@ -45,6 +47,14 @@ GRID: dict[str, tuple[str, tuple[float, ...]]] = {
     "triplet_hardest": ("margin", (0.05, 0.1, 0.2, 0.3, 0.5)),
     "info_nce": ("temperature", (0.02, 0.05, 0.1, 0.2, 0.5)),
     "unified": ("gamma", (10.0, 20.0, 40.0, 60.0, 80.0)),
+    # a learned parameter's value is its initial one: CLIP's t' = log(1/tau) starting at tau = 0.02 ... 0.2
+    # (default 0.07, Radford et al.), so the question "does a learned tau beat the tuned fixed tau" gives the
+    # learned one the same five tries
+    "clip_learned": ("logit_scale", tuple(math.log(1 / tau) for tau in (0.2, 0.1, 0.07, 0.05, 0.02))),
+    # SigLIP's knob is the bias's initial value, the one Zhai et al. discuss and ablate (Sec. 3.3 and the bias
+    # ablation: b = -10 with t' = log 10 best, against b = 0 and others): it sets the prior a pair starts at,
+    # sigma(t s + b) ~ 0 for b = -10, where the N - 1 negatives per positive dominate the first steps
+    "siglip": ("logit_bias", (-20.0, -15.0, -10.0, -5.0, 0.0)),
 }
 SEEDS = (0, 1, 2, 3, 4)
 FAST_SEEDS = (0, 1)
@@ -68,10 +78,11 @@ def spec_for(data: str = "shapes", fast: bool = False, seeds: Sequence[int] | No
 
 
 def tunable(loss: str) -> tuple[str, ...]:
-    """The hyperparameters of `loss` a sweep can tune: the registry's real-valued ones that are not learned
-    (``margin``, ``temperature``, ``gamma``...), never a choice (``reduction``) or ``topk`` (no numeric default to
-    compare a tuned value with). The registry owns what a loss takes; this is the one place that picks from it."""
-    return tuple(name for name, h in registry.entry(loss).hyper.items() if h.kind == "float" and not h.learned)
+    """The hyperparameters of `loss` a sweep can tune: the registry's real-valued ones (``margin``, ``temperature``,
+    ``gamma``...; of a learned one, ``logit_scale``, its initial value), never a choice (``reduction``) or ``topk``
+    (no numeric default to compare a tuned value with). The registry owns what a loss takes; this is the one place
+    that picks from it."""
+    return tuple(name for name, h in registry.entry(loss).hyper.items() if h.kind == "float")
 
 
 def _float32_problem(values: tuple[float, ...]) -> str | None:
@@ -167,6 +178,15 @@ def run(spec: cells.ShowdownSpec, grid: Mapping | None = None, command: str = ""
                     title=f"the tuned comparison ({spec.data}, {'fast' if spec.fast else 'full'} size)", meta=meta)
     return cells.Showdown(result.runs, meta, out, reused=False)
 
+
+#: Issue 36's question, declared before the runs: does a learned temperature, at its paper's initialisation and
+#: untuned (the reason to learn it), beat NT-Xent at its tuned fixed tau? And SigLIP's learned t and b? Each is
+#: (a, a's row, b, b's row) of the test metric, paired by seed; one family of its own, Holm-corrected together
+#: (:func:`learned_vs_tuned`). The tuned - tuned orderings of the same losses are :func:`orderings`' family.
+LEARNED_VS_TUNED: tuple[tuple[str, str, str, str], ...] = (
+    ("clip_learned", "untuned", "info_nce", "tuned"),
+    ("siglip", "untuned", "info_nce", "tuned"),
+)
 
 #: The cell the record's check re-trains (``vlr_lib.experiments.recheck``): a value none of the other records trains.
 CHECKED = {"loss": "info_nce", "temperature": 0.05}

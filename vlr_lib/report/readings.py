@@ -37,6 +37,13 @@ PAPER_CLAIMS: tuple[Claim, ...] = (
     ("goal:cir,sig-ms", "goal:con,con", "rsum", +1, "Xuan & Chen Tables 3-5"),
 )
 
+#: The losses students meet in practice (issue 36) against NT-Xent at its fixed default tau = 0.1, declared before
+#: their runs and read in each setting: one family of its own, Holm-corrected together.
+PRACTICE_CLAIMS: tuple[Claim, ...] = (
+    ("clip_learned", "info_nce", "rsum", +1, "Radford et al. (CLIP): tau learned, not fixed"),
+    ("siglip", "info_nce", "rsum", +1, "Zhai et al. (SigLIP): the sigmoid loss ahead of the softmax at small batches"),
+)
+
 #: Xuan & Chen's pair weights (Tables 3-5): under each triplet weight T, every other pair weight P beats
 #: P^con, so (T, con) - (T, P) < 0. One family of 12, Holm-corrected together ("reverses": P^con wins).
 GOAL_PAIR_CLAIMS: tuple[Claim, ...] = tuple(
@@ -174,7 +181,7 @@ def reading(runs: pd.DataFrame, metric: str = "rsum", prefix: str = "sel_") -> d
     Returns a dict with ``ranking`` (:func:`ranking` of the summary on `metric`), ``best``, ``tied``
     (the best and the configurations not told apart from it, Holm over all pairs), ``n_pairs``,
     ``n_separated`` (Holm) and ``n_separated_uncorrected``, ``claims`` (:func:`claims` of
-    :data:`PAPER_CLAIMS`), ``goal_claims`` (of :data:`GOAL_PAIR_CLAIMS`, empty without GOAL runs),
+    :data:`PAPER_CLAIMS`), ``practice_claims`` (of :data:`PRACTICE_CLAIMS`, empty without those runs), ``goal_claims`` (of :data:`GOAL_PAIR_CLAIMS`, empty without GOAL runs),
     ``goal_best`` (the best GOAL cell), ``map_best`` (the best mAP@5) and ``text`` (Markdown).
     """
     summary = summarize(runs, prefix=prefix)
@@ -186,6 +193,7 @@ def reading(runs: pd.DataFrame, metric: str = "rsum", prefix: str = "sel_") -> d
     apart = set(told["a"]) | set(told["b"])
     tied = [l for l in rank["loss"] if l == best["loss"] or l not in apart]
     paper, goal_claims = claims(runs, PAPER_CLAIMS, prefix), claims(runs, GOAL_PAIR_CLAIMS, prefix)
+    practice = claims(runs, PRACTICE_CLAIMS, prefix)
     goal_rank = rank[rank["loss"].map(registry.is_goal)]
     goal_best = goal_rank.iloc[0]["loss"] if len(goal_rank) else None
     map_best = ranking(summary, "map5").iloc[0]["loss"]
@@ -211,8 +219,10 @@ def reading(runs: pd.DataFrame, metric: str = "rsum", prefix: str = "sel_") -> d
                  "observe (obs. 6)." if same else f", not the highest {METRIC_LABELS[metric]} one (Bleeker & de "
                  "Rijke found them to coincide, obs. 6)."))
     lines += [c["text"] for c in paper]
+    lines += [c["text"] for c in practice]
     if goal_claims:
         lines.append(_goal_text(goal_claims))
     return {"ranking": rank, "best": best["loss"], "tied": tied, "n_pairs": len(seps), "n_separated": n_sep,
-            "n_separated_uncorrected": n_raw, "claims": paper, "goal_claims": goal_claims, "goal_best": goal_best,
+            "n_separated_uncorrected": n_raw, "claims": paper, "practice_claims": practice, "goal_claims": goal_claims,
+            "goal_best": goal_best,
             "map_best": map_best, "digits": _digits(metric), "text": "\n".join(f"- {line}" for line in lines)}
