@@ -61,7 +61,7 @@ def test_a_ready_copy_passes_with_a_plan_and_a_measured_estimate(karpathy, tmp_p
     assert "to encode train, validation, test" in out and "GB free" in out and "host: about" in out
     assert "encode train, validation, test (31,014 images, 155,070 captions) with vsepp-resnet50" in out
     assert "measured here:" in out and "images/s" in out and "ms per training step" in out
-    assert "66 runs x 15 epochs, epochs selected on validation, test reported: about" in out
+    assert "72 runs x 15 epochs, epochs selected on validation, test reported: about" in out
 
 
 @pytest.mark.parametrize("damage, message", [

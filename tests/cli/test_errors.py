@@ -401,7 +401,7 @@ def test_a_damaged_showdown_json_names_the_file_and_force(work, capsys):
     line = check(showdown.main, argv, "--force", work, capsys)
     assert "showdown.json" in line
     code, _, _ = call(showdown.main, [*argv, "--force"], capsys)
-    assert code == 0 and json.loads(meta.read_text())["n_runs"] == 22
+    assert code == 0 and json.loads(meta.read_text())["n_runs"] == 24
 
 
 def test_debug_shows_the_traceback(work):

@@ -9,6 +9,7 @@ vlr_lib.features.flickr_cache_id); data_scripts/run_showdown.py is the same comm
 from __future__ import annotations
 
 import importlib.util
+import math
 import json
 import subprocess
 import sys
@@ -40,6 +41,15 @@ def load_script(name: str):
 # --------------------------------------------------------------------------- the showdown
 
 
+def test_the_learned_temperature_losses_race_at_their_defaults():
+    assert len(sd.configs()) == 24 and {"loss": "clip_learned"} in sd.configs() and {"loss": "siglip"} in sd.configs()
+
+
+def test_learned_histories_refuse_a_race_without_learned_parameters():
+    with pytest.raises(ValueError, match="no learned parameter"):
+        sd.learned_histories({"features": pd.DataFrame(columns=["epoch", "name", "shown"])})
+
+
 def test_the_goal_cir_contestants_run_at_the_showdowns_tau():
     assert all(c.get("tau") == sd.CIR_TAU for c in sd.configs() if c["loss"].startswith("goal:cir,"))
 
@@ -47,8 +57,19 @@ def test_the_goal_cir_contestants_run_at_the_showdowns_tau():
 def test_run_stores_reuses_and_writes_markdown(tmp_path, monkeypatch):
     spec = tiny_spec()
     first = sd.run(spec, command="pytest", out=tmp_path)
-    assert not first.reused and len(first.runs) == 22 and first.meta["n_runs"] == 22
-    assert first.meta["epochs_trained_now"] == 22 * spec.epochs and first.meta["command"] == "pytest"
+    assert not first.reused and len(first.runs) == 24 and first.meta["n_runs"] == 24
+    assert first.meta["epochs_trained_now"] == 24 * spec.epochs and first.meta["command"] == "pytest"
+    # issue 36: the learned parameters of clip_learned and siglip, per epoch, in the units the chapter reads
+    paths = sd.learned_paths(first)
+    assert len(paths) == 3 * spec.epochs * len(spec.seeds)  # CLIP's t', SigLIP's t' and b; each epoch and seed
+    assert set(zip(paths["loss"], paths["parameter"])) == set(sd.LEARNED_UNITS)
+    clip = paths[paths["loss"] == "clip_learned"]
+    assert (clip["shown"] - (-clip["value"]).map(math.exp)).abs().max() < 1e-12 and (clip["name"] == "CLIP τ").all()
+    assert clip["value"].between(0, math.log(100)).all()  # clamped as open_clip clamps it
+    curves = sd.learned_histories({"tiny": paths})["tiny"]
+    assert [r["epoch"] for r in curves] == list(range(1, spec.epochs + 1))
+    bias = paths[paths["name"] == "SigLIP b"].groupby("epoch")["shown"].mean()
+    assert [r["SigLIP b"] for r in curves] == pytest.approx(list(bias))
     assert {"sel_rsum", "sel_map5", "sel_pr_auc", "test_rsum", "sel_cocos_smooth_ap_i2t_C_q"} <= set(first.runs.columns)
     meta = json.loads((tmp_path / sd.META_FILE).read_text())
     assert meta["spec"] == spec.key() and "CPU" in meta["hardware"] and meta["chance_rsum_test"] > 0
@@ -187,7 +208,7 @@ def test_run_in_the_settings_that_train_a_text_encoder(setting, tmp_path):
     if setting == "vsepp":
         spec = replace(spec, word_dim=8, hidden=8)
     done = sd.run(spec, out=tmp_path)
-    assert len(done.runs) == 22 and set(done.runs["setting"]) == {setting}
+    assert len(done.runs) == 24 and set(done.runs["setting"]) == {setting}
     assert done.meta["spec"]["setting"] == setting and done.meta["setting"].startswith(
         {"vsepp": "VSE++", "e2e": "end to end"}[setting])
     assert (done.runs["sel_rsum"] > 0).all() and "token ids" in done.meta["data"]
@@ -227,7 +248,7 @@ def test_flickr_vsepp_reads_the_captions_the_features_were_extracted_from(flickr
     assert torch.equal(loaded.train[1], ids["train"]) and loaded.train[0].shape == (6, 12)
     assert "token ids" in loaded.description and loaded.data_id.endswith("min_count=1|probe=4")
     done = sd.run(spec, out=root.parent / "out")
-    assert len(done.runs) == 22 and set(done.runs["setting"]) == {"vsepp"}
+    assert len(done.runs) == 24 and set(done.runs["setting"]) == {"vsepp"}
     with pytest.raises(FileNotFoundError, match="pass --data-path"):
         cells.load_data(replace(spec, data_path=None))
     data["dd"] = make_other_captions(data["dd"])

@@ -161,6 +161,37 @@ def test_tunable_parameters_are_the_numeric_ones():
         assert param in T.tunable(loss)
 
 
+def test_a_learned_parameter_is_tuned_by_its_initial_value():
+    assert T.tunable("clip_learned") == ("logit_scale",) and T.tunable("siglip") == ("logit_scale", "logit_bias")
+    taus = sorted(math.exp(-v) for v in T.GRID["clip_learned"][1])
+    assert taus == pytest.approx([0.02, 0.05, 0.07, 0.1, 0.2]) and T.default_of("siglip", "logit_bias") == -10.0
+    assert all(len(values) == 5 for _, values in T.GRID.values())  # the same validation budget for every loss
+
+
+def test_learned_vs_tuned_is_holm_over_its_declared_family():
+    grid = {"info_nce": ("temperature", (0.05, 0.1)), "clip_learned": ("logit_scale", (2.0, T.default_of(
+        "clip_learned", "logit_scale"))), "siglip": ("logit_bias", (-10.0, 0.0))}
+    test = {("info_nce", 0.05): [400.0, 410.0, 405.0], ("info_nce", 0.1): [390.0, 380.0, 385.0],
+            ("clip_learned", 2.0): [0.0, 0.0, 0.0], ("clip_learned", grid["clip_learned"][1][1]): [410.0, 421.0, 414.0],
+            ("siglip", -10.0): [395.0, 420.0, 400.0], ("siglip", 0.0): [500.0, 500.0, 500.0]}
+    val = {("info_nce", 0.05): 500.0, ("info_nce", 0.1): 400.0, ("clip_learned", 2.0): 500.0,
+           ("clip_learned", grid["clip_learned"][1][1]): 400.0, ("siglip", -10.0): 400.0, ("siglip", 0.0): 500.0}
+    runs = pd.DataFrame([{"loss": loss, grid[loss][0]: v, "seed": s, "best_rsum": val[(loss, v)],
+                          "sel_rsum": test[(loss, v)][s]} for (loss, v) in test for s in range(3)])
+    chosen = T.selection(runs, 16.0, grid)
+    out = T.learned_vs_tuned(runs, chosen).set_index("a")
+    assert list(out.index) == [a for a, *_ in T.LEARNED_VS_TUNED]
+    # untuned CLIP (its default) against NT-Xent at its chosen 0.05, seed by seed: +10, +11, +9
+    d = np.array([10.0, 11.0, 9.0])
+    t = d.mean() / (d.std(ddof=1) / math.sqrt(3))
+    assert out.loc["clip_learned", "delta"] == pytest.approx(10.0)
+    assert out.loc["clip_learned", "p"] == pytest.approx(1 - abs(t) / math.sqrt(2 + t * t))  # Student t, 2 df
+    assert list(out["p_holm"]) == pytest.approx(list(stats.holm(out["p"])))
+    assert out.loc["clip_learned", "verdict"] == "holds" and out.loc["siglip", "verdict"] == "cannot tell"
+    assert out.loc["siglip", "mean_a"] == pytest.approx(405.0)  # its default b = -10, never its chosen 0
+    assert T.learned_vs_tuned(runs[runs["loss"] != "info_nce"], chosen[chosen["loss"] != "info_nce"]).empty
+
+
 def test_the_text_says_which_losses_were_given_and_whether_the_budget_is_equal():
     """Issue 35: a fifth loss with 2 values was reported as "each loss took 3 values ... the budget is equal"."""
     own = T.grid_for(True)

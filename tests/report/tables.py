@@ -13,7 +13,7 @@ from vlr_lib.experiments.showdown import CONTESTANTS
 from vlr_lib.goal import GOAL_PAIRS, GOAL_TRIPLETS
 
 GOAL = [f"goal:{t},{p}" for t in GOAL_TRIPLETS for p in GOAL_PAIRS]
-LOSS_NAMES = list(CONTESTANTS) + GOAL  # the showdown's 22
+LOSS_NAMES = list(CONTESTANTS) + GOAL  # the showdown's 24
 RULES = ("triplet", "triplet_sh", "nt_xent", "smooth_ap")
 
 

@@ -18,7 +18,7 @@ from vlr_lib import losses, registry, stats
 from vlr_lib.report.labels import TABLE1_COLUMNS, hyperparameters, mean_std, table1_name
 from vlr_lib.report.layouts import goal_matrix, goal_table, table1
 from vlr_lib.report.markdown import markdown_block, to_markdown
-from vlr_lib.report.readings import PAPER_CLAIMS, ranking, reading, separations
+from vlr_lib.report.readings import PAPER_CLAIMS, PRACTICE_CLAIMS, ranking, reading, separations
 from vlr_lib.report.summary import cocos_own_rule, summarize, summary_table
 from vlr_lib.report.sweeps import (history_frame, history_values, loss_means, sweep_grid, sweep_losses, sweep_slice,
                                    sweep_values)
@@ -101,7 +101,7 @@ def test_table1_layout_and_formatting(summary):
     t = table1(summary)
     assert list(t.columns) == ["loss", "hyper-param", "i2t R@1", "i2t R@5", "i2t R@10", "i2t mAP@5",
                                "t2i R@1", "t2i R@5", "t2i R@10", "rsum", "PR-AUC"]
-    assert len(t) == 22
+    assert len(t) == 24
     r = summary.iloc[3]
     assert t.loc[3, "rsum"] == f"{r['rsum_mean']:.1f} ± {r['rsum_std']:.1f}"
     assert t.loc[3, "PR-AUC"] == f"{r['pr_auc_mean']:.3f} ± {r['pr_auc_std']:.3f}"  # fractions: 3 decimals
@@ -220,6 +220,22 @@ def test_goal_pair_weights_are_one_family(runs):
     assert len(facts["goal_claims"]) == 12 and all(c["family_size"] == 12 for c in facts["goal_claims"])
     assert {c["expected"] for c in facts["goal_claims"]} == {-1}
     assert all(c["a"].endswith(",con") and not c["b"].endswith(",con") for c in facts["goal_claims"])
+
+
+def test_the_practice_losses_are_one_family_of_their_own():
+    """Issue 36: CLIP's learned tau and SigLIP against NT-Xent at its fixed tau, declared before the runs."""
+    base = np.array([100.0, 140.0, 120.0])
+    values = {"info_nce": base, "clip_learned": base + [4.0, 4.1, 3.9], "siglip": base + [3.0, -6.0, 1.0],
+              "triplet_hardest": base - [5.0, 5.1, 4.9], "triplet_all": base - 20}
+    facts = reading(hand_runs({k: list(v) for k, v in values.items()}))
+    practice = {(c["a"], c["b"]): c for c in facts["practice_claims"]}
+    assert set(practice) == {(a, b) for a, b, *_ in PRACTICE_CLAIMS} and len(facts["claims"]) == 2
+    assert all(c["family_size"] == 2 and c["text"] in facts["text"] for c in practice.values())
+    assert practice[("clip_learned", "info_nce")]["verdict"] == "holds"
+    assert practice[("siglip", "info_nce")]["verdict"] == "cannot tell"
+    p = [c["p"] for c in facts["practice_claims"]]
+    assert [c["p_holm"] for c in facts["practice_claims"]] == pytest.approx(list(stats.holm(p)))
+    assert reading(hand_runs({k: list(values[k]) for k in ("info_nce", "triplet_all")}))["practice_claims"] == []
 
 
 def test_unpaired_runs_are_refused():

@@ -45,7 +45,7 @@ from . import common
 N_IMAGES, N_CAPTIONS = 31_014, 155_070
 DOWNLOAD_BYTES = 4.4e9  # the Parquet export on the Hub; datasets keeps an Arrow copy of about the same size
 EMBED_DIM = {"clip-vit-b32": (512, 512), "vsepp-resnet50": (2048, 2048)}
-SHOWDOWN_RUNS, SHOWDOWN_EPOCHS = 66, 15  # 22 configurations x 3 seeds, vlr_lib.experiments.cells.spec_for("flickr30k")
+SHOWDOWN_RUNS, SHOWDOWN_EPOCHS = 72, 15  # 24 configurations x 3 seeds, vlr_lib.experiments.cells.spec_for("flickr30k")
 GB = 1e9
 
 

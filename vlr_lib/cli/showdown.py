@@ -6,7 +6,7 @@
     python -m vlr_lib showdown --data flickr30k --device cuda   # cached CLIP ViT-B/32 features
     python -m vlr_lib showdown --markdown results.md
 
-22 configurations (the losses of vlr_lib.experiments.showdown.CONTESTANTS at their defaults and the
+24 configurations (the losses of vlr_lib.experiments.showdown.CONTESTANTS at their defaults and the
 15 GOAL combinations) x seeds 0, 1, 2 in one setting: heads on one set of frozen
 features (features, the default), a head on the frozen image features and a GRU
 text encoder from scratch (vsepp), or a CNN and a GRU from scratch (e2e, shapes

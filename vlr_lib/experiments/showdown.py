@@ -28,8 +28,12 @@ as records (``vlr_lib.experiments.record``, ``vlr_lib/recorded/showdown-shapes-<
 """
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+
+import pandas as pd
 
 from .. import registry
 from ..report.labels import config_label
@@ -141,6 +145,41 @@ def histories(race: Showdown, seed: int) -> dict[str, list[dict]]:
         raise ValueError(f"seed must be one of the race's seeds {sorted(set(race.runs['seed']))}, got {seed!r}")
     cells = R.cells_of(race.record.tables) if race.record else R.grid_cells(race.out, race.runs["key"])
     return {config_label(c["config"]): c["history"] for c in cells if c["seed"] == seed}
+
+
+#: The learned parameters in the units the chapters read: (loss, parameter as stored) -> (name, its value from the
+#: stored one). CLIP's model holds t' = log(1/tau), SigLIP's t' = log t and b (``vlr_lib.losses``).
+LEARNED_UNITS = {("clip_learned", "logit_scale"): ("CLIP τ", lambda v: math.exp(-v)),
+                 ("siglip", "logit_scale"): ("SigLIP t", math.exp),
+                 ("siglip", "logit_bias"): ("SigLIP b", float)}
+
+
+def learned_paths(race: Showdown) -> pd.DataFrame:
+    """Every learned parameter of `race` at the end of each epoch (each run's history, ``"learned"``): one row per
+    (loss, seed, epoch, parameter) with its stored ``value`` and, under ``name``, its ``shown`` value in the units
+    of :data:`LEARNED_UNITS` (CLIP's tau = e^{-t'}, SigLIP's t = e^{t'} and b)."""
+    cells = R.cells_of(race.record.tables) if race.record else R.grid_cells(race.out, race.runs["key"])
+    rows = []
+    for c in cells:
+        for epoch, record in enumerate(c["history"], 1):
+            for param, value in (record.get("learned") or {}).items():
+                name, unit = LEARNED_UNITS[(c["config"]["loss"], param)]
+                rows.append({"loss": c["config"]["loss"], "seed": c["seed"], "epoch": epoch, "parameter": param,
+                             "value": float(value), "name": name, "shown": unit(float(value))})
+    return pd.DataFrame(rows, columns=["loss", "seed", "epoch", "parameter", "value", "name", "shown"])
+
+
+def learned_histories(paths: Mapping[str, pd.DataFrame]) -> dict[str, list[dict]]:
+    """{run name: per-epoch history} of the learned parameters for ``viz.training.curves_figure``: one history per
+    entry of `paths` ({name, e.g. the setting: :func:`learned_paths`}), each parameter shown (:data:`LEARNED_UNITS`)
+    as its mean over the seeds, one metric per parameter."""
+    out = {}
+    for label, frame in paths.items():
+        if frame.empty:
+            raise ValueError(f"paths[{label!r}] holds no learned parameter: a race without clip_learned or siglip")
+        means = frame.groupby(["epoch", "name"])["shown"].mean().unstack("name")
+        out[label] = [{"epoch": int(e), **row.to_dict()} for e, row in means.iterrows()]
+    return out
 
 
 def _recorded_now(spec: ShowdownSpec, race: Showdown) -> Showdown:

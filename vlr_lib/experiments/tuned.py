@@ -285,6 +285,38 @@ def orderings(runs: pd.DataFrame, chosen: pd.DataFrame, metric: str = "sel_rsum"
                                      uncorrected=(v["uncorrected"] != "not told apart").to_numpy())
 
 
+def learned_vs_tuned(runs: pd.DataFrame, chosen: pd.DataFrame, metric: str = "sel_rsum") -> pd.DataFrame:
+    """:data:`LEARNED_VS_TUNED` read from the runs: per declared comparison, a at its row (``untuned``: its default,
+    ``tuned``: its chosen value) minus b at its row, the test `metric` paired by seed, its uncorrected 95% interval,
+    ``p``, ``p_holm`` (Holm over the declared family, ``vlr_lib.stats.verdicts``) and ``verdict`` ("holds": a ahead,
+    "reverses", "cannot tell"). Only the comparisons whose two losses were trained; none: an empty table."""
+    rows, comps = [], []
+    for a, a_row, b, b_row in LEARNED_VS_TUNED:
+        if not {a, b} <= set(chosen["loss"]):
+            continue
+        x, y = (_pick(runs, chosen, loss, row, metric) for loss, row in ((a, a_row), (b, b_row)))
+        name = f"{a} ({a_row}) - {b} ({b_row})"
+        comps.append(Comparison(name, x.to_numpy(), y.reindex(x.index).to_numpy(), expected=1))
+        rows.append({"a": a, "a_row": a_row, "b": b, "b_row": b_row, "name": name, "mean_a": x.mean(),
+                     "mean_b": y.mean(), "comparison": f"{registry.label(a)} ({a_row}) − {registry.label(b)} ({b_row})"})
+    columns = ["a", "a_row", "b", "b_row", "name", "mean_a", "mean_b", "comparison", "n", "delta", "low", "high", "p",
+               "p_holm", "verdict", "uncorrected"]
+    if not comps:
+        return pd.DataFrame(rows, columns=columns)
+    v = verdicts(comps, family=[c.name for c in comps]).set_index("name")
+    out = pd.DataFrame(rows)
+    for col in ("n", "delta", "low", "high", "p", "p_holm", "verdict", "uncorrected"):
+        out[col] = v.loc[out["name"], col].to_numpy()
+    return out[columns]
+
+
+def _pick(runs: pd.DataFrame, chosen: pd.DataFrame, loss: str, row: str, metric: str) -> pd.Series:
+    """`loss`'s test `metric` by seed at its default (`row` "untuned") or its chosen value ("tuned")."""
+    part = chosen[chosen["loss"] == loss]
+    value = float(part.loc[part["default" if row == "untuned" else "chosen"], "value"].iloc[0])
+    return _test_by_seed(runs, loss, part["parameter"].iloc[0], value, metric)
+
+
 def tables(race: cells.Showdown, grid: Mapping | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(selection, comparison, orderings) of a finished comparison (its stored chance level on validation); `grid`
     defaults to :func:`grid_for` the race's size."""
@@ -380,4 +412,12 @@ def markdown(race: cells.Showdown, grid: Mapping | None = None) -> str:
              "would exclude 0 by chance alone if no loss differed. So a pair is *told apart* only when the paired t "
              f"test survives Holm's correction over all {2 * len(order)} (`vlr_lib.stats`); an interval that "
              "excludes 0 alone is a lead, not a finding."]
+    learned = learned_vs_tuned(race.runs, tables(race, grid)[0])
+    if len(learned):
+        lines += ["", f"Does a learned temperature, untuned at its paper's initialisation, beat NT-Xent at its tuned "
+                  f"τ? (test rsum a − b, paired by seed, uncorrected 95% interval; the verdict from Holm's correction "
+                  f"over these {len(learned)}, declared before the runs: `tuned.LEARNED_VS_TUNED`)", "",
+                  *_markdown_table(pd.DataFrame([{"a − b": r.comparison, "a − b [95% CI]": _interval(r.delta, r.low,
+                                                  r.high), "Holm p": f"{r.p_holm:.3f}", "verdict": r.verdict}
+                                                 for r in learned.itertuples()]))]
     return "\n".join(lines)
