@@ -75,16 +75,20 @@ spec
 # %% [markdown]
 # ## 1. The contestants
 #
-# Seven closed-form losses, each at the defaults of its paper (the library's defaults), and the
+# Nine closed-form losses, each at the defaults of its paper (the library's defaults), and the
 # 3 × 5 grid of GOAL gradients: triplet weights $T \in \{con, nca, cir\}$ times pair weights
 # $P \in \{con, lin, sig, lin\text{-}ms, sig\text{-}ms\}$ (Xuan & Chen, eqs. 5–13). Five GOAL cells
 # are known losses (Table 1); the other ten are "New" combinations that only a designed gradient can
-# train (some of them are the gradient of no loss, sec. 3.4).
+# train (some of them are the gradient of no loss, sec. 3.4). Two of the nine are the losses a student
+# meets in practice (notebook 03): NT-Xent with CLIP's **learned temperature** (`clip_learned`, $\tau$
+# starting at 0.07, Radford et al.) and **SigLIP**'s sigmoid loss (`siglip`, its scale $t$ and bias $b$
+# learned from $t = 10$, $b = -10$, Zhai et al.). Their parameters train with the heads; every run reports
+# them per epoch (section 6).
 #
 # **This comparison is untuned**: no loss's hyperparameter was chosen on our validation split, so a
 # loss whose paper default suits this data has a head start. Notebook 11 gives the four headline
-# losses (Triplet, Triplet-SH, NT-Xent, Unified) an equal validation budget for their main
-# hyperparameter and shows which orderings of this table survive tuning.
+# losses (Triplet, Triplet-SH, NT-Xent, Unified) and the two learned-temperature ones an equal
+# validation budget for their main hyperparameter and shows which orderings of this table survive tuning.
 
 # %%
 contestants = pd.DataFrame(
@@ -105,7 +109,7 @@ with pd.option_context("display.max_colwidth", None):
 
 # %%
 goal_losses = set(registry.goal_names())
-assert len(contestants) == len(showdown.CONTESTANTS) + 15 == 22
+assert len(contestants) == len(showdown.CONTESTANTS) + 15 == 24
 assert sum(name != "New" for name in goal.TABLE1.values()) == 5, (
     "Table 1: five known losses among the 15 cells"
 )
@@ -136,7 +140,7 @@ assert contestants["loss"].is_unique
 #   keep — so the test numbers never influence the choice.
 #
 # In full mode on the shapes data the race opens from its **record**: the per-run, per-epoch
-# histories of all 66 runs, stored with the settings that produced them, the hardware and the date
+# histories of all 72 runs, stored with the settings that produced them, the hardware and the date
 # (`vlr_lib.experiments.record`). `showdown.run(spec, record=True)` uses a record only when the sha256 of
 # its settings equals that of `spec` and every table matches its stored hash; otherwise — another
 # `SETTING`, another schedule, `VLR_RERUN=1` or the one-line `showdown.run(spec)` — it trains, with a
@@ -549,6 +553,8 @@ assert (cocos_summary(runs, "C_0").stack() <= spec.probe).all()
 # - the ranking: every pair of configurations, one family ("ahead" / "behind" / "not told apart" — the
 #   seeds cannot order the two, which is no finding that they are equal);
 # - the papers' orderings (`report.readings.PAPER_CLAIMS`), one family;
+# - the learned-temperature losses against NT-Xent at its fixed $\tau = 0.1$ (`report.readings.PRACTICE_CLAIMS`:
+#   CLIP's learned $\tau$ and SigLIP, each expected ahead), one family of two, declared before their runs;
 # - Xuan & Chen's pair weights (`report.readings.GOAL_PAIR_CLAIMS`: under each triplet weight, every other pair
 #   weight ahead of $P^{con}$), one family of twelve ("holds" / "reverses" / "cannot tell").
 #
@@ -604,7 +610,7 @@ apart = {
 assert set(facts["tied"]) == {
     l for l in losses_ if l == facts["best"] or l not in apart
 }
-for family in (facts["claims"], facts["goal_claims"]):
+for family in (facts["claims"], facts["practice_claims"], facts["goal_claims"]):
     rejected = holm_rejects([p_value(c["a"], c["b"], c["metric"])[1] for c in family])
     for c, r in zip(family, rejected):
         delta = p_value(c["a"], c["b"], c["metric"])[0]
@@ -619,10 +625,62 @@ for family in (facts["claims"], facts["goal_claims"]):
             else "reverses"
         ), c
 print(
-    f"{len(facts['claims'])} claims and {len(facts['goal_claims'])} pair-weight "
+    f"{len(facts['claims'])} + {len(facts['practice_claims'])} claims and "
+    f"{len(facts['goal_claims'])} pair-weight "
     f"comparisons checked; {facts['n_separated']} of {facts['n_pairs']} pairs told "
     f"apart on rsum after Holm's correction, {facts['n_separated_uncorrected']} by "
     "uncorrected intervals"
+)
+
+# %% [markdown]
+# ### The learned temperatures, epoch by epoch
+#
+# CLIP's loss and SigLIP's train their temperature with the heads (open_clip's `logit_scale`, clamped
+# to $e^{t'} \le 100$ after every step), so a run ends with its own $\tau$, $t$ and $b$. Every run's
+# history holds them per epoch (`"learned"`); `showdown.learned_paths` reads them back in the units of
+# notebook 03 — CLIP's $\tau = e^{-t'}$, SigLIP's scale $t = e^{t'}$ and bias $b$. In full mode both
+# settings' records are read (each opens in seconds), so the two trajectories sit side by side; fast
+# mode draws its own small race.
+
+# %%
+# this race, and in full mode the other setting's record beside it (never trained here)
+learned_races = {SETTING: race}
+if race.record is not None:
+    for other in ("features", "vsepp"):
+        found = other != SETTING and showdown.recorded(
+            cells.spec_for(cfg.data, False, other, device=str(cfg.device))
+        )
+        if found:
+            learned_races[other] = found
+learned = {name: showdown.learned_paths(r) for name, r in learned_races.items()}
+viz.training.curves_figure(
+    showdown.learned_histories(learned),
+    metrics=("CLIP τ", "SigLIP t", "SigLIP b"),
+    relative_loss=False,
+    subtitle="mean over the seeds, at the end of each epoch; one line per setting",
+)
+
+# %%
+ends = pd.concat(
+    [
+        frame[frame["epoch"].isin([1, frame["epoch"].max()])].assign(setting=name)
+        for name, frame in learned.items()
+    ]
+)
+learned_ends = ends.pivot_table(
+    index=["setting", "name"], columns="epoch", values="shown", aggfunc="mean"
+).rename(columns=lambda e: f"epoch {e}")
+display(learned_ends.round(3))
+# where each parameter starts: the paper's value (the library default), in the same units
+init = {
+    name: unit(registry.entry(loss).defaults()[param])
+    for (loss, param), (name, unit) in showdown.LEARNED_UNITS.items()
+}
+print("initial values:", {k: round(v, 3) for k, v in init.items()})
+# every scale stays inside open_clip's clamp, e^{t'} in [1, 100], at every epoch
+assert all(
+    f.loc[f["parameter"] == "logit_scale", "value"].between(0, np.log(100)).all()
+    for f in learned.values()
 )
 
 # %% [markdown]

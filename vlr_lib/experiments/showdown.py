@@ -7,8 +7,8 @@ command line ``python -m vlr_lib showdown`` (also ``data_scripts/run_showdown.py
 Contestants (:func:`configs`): the losses of :data:`CONTESTANTS` at their
 paper defaults (``clip_learned`` and ``siglip`` at their papers' initial t' and b, learned with the heads and
 reported per epoch in each run's history, ``"learned"``) plus the 15 GOAL combinations
-(``vlr_lib.experiments.goal_grid``), 24 configurations, each trained with seeds 0, 1, 2 through ``vlr_lib.experiments.grid``
-in one *setting* (``vlr_lib.train.inputs``): "features" (heads on frozen features,
+(``vlr_lib.experiments.goal_grid``), 24 configurations, each trained with seeds 0, 1, 2 through
+``vlr_lib.experiments.grid`` in one *setting* (``vlr_lib.train.inputs``): "features" (heads on frozen features,
 the default), "vsepp" (a head on the frozen image features + a GRU text encoder from
 scratch, the VSE++ setting) or "e2e" (shapes only: CNN + GRU from scratch), with
 identical settings: same initialisation and batch order per seed, same epochs,

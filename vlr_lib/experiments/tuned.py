@@ -298,7 +298,8 @@ def learned_vs_tuned(runs: pd.DataFrame, chosen: pd.DataFrame, metric: str = "se
         name = f"{a} ({a_row}) - {b} ({b_row})"
         comps.append(Comparison(name, x.to_numpy(), y.reindex(x.index).to_numpy(), expected=1))
         rows.append({"a": a, "a_row": a_row, "b": b, "b_row": b_row, "name": name, "mean_a": x.mean(),
-                     "mean_b": y.mean(), "comparison": f"{registry.label(a)} ({a_row}) − {registry.label(b)} ({b_row})"})
+                     "mean_b": y.mean(),
+                     "comparison": f"{registry.label(a)} ({a_row}) − {registry.label(b)} ({b_row})"})
     columns = ["a", "a_row", "b", "b_row", "name", "mean_a", "mean_b", "comparison", "n", "delta", "low", "high", "p",
                "p_holm", "verdict", "uncorrected"]
     if not comps:
@@ -328,6 +329,11 @@ def tables(race: cells.Showdown, grid: Mapping | None = None) -> tuple[pd.DataFr
 # --------------------------------------------------------------------------- Markdown
 
 
+def _value(loss: str, param: str, v: float) -> str:
+    """A swept value as the table shows it: CLIP's t' with the temperature it starts at, tau = e^{-t'}."""
+    return f"{v:.3g} (τ {math.exp(-v):.2g})" if (loss, param) == ("clip_learned", "logit_scale") else f"{v:g}"
+
+
 def _interval(delta: float, low: float, high: float) -> str:
     return f"{delta:+.1f} [{low:+.1f}, {high:+.1f}]"
 
@@ -353,11 +359,13 @@ def frames(race: cells.Showdown, grid: Mapping | None = None) -> tuple[str, pd.D
         edge = " (edge of the range)" if best in (part["value"].min(), part["value"].max()) else ""
         sweep.append({"loss": registry.label(loss), "parameter": part["parameter"].iloc[0],
                       "validation rsum per value (mean over seeds)": ", ".join(
-                          f"{v:g}: {m:.1f}" + ("" if ok else " (not learned)")
-                          for v, m, ok in zip(part["value"], part["val_mean"], part["learned"])),
-                      "chosen": f"{best:g}{edge}", "default": f"{part.loc[part['default'], 'value'].iloc[0]:g}"})
-    test = pd.DataFrame([{"loss": r.label, "untuned (default)": f"{r.untuned:.1f} ({r.parameter} {r.default:g})",
-                          "tuned (chosen)": f"{r.tuned:.1f} ({r.parameter} {r.chosen:g})",
+                          f"{_value(loss, p, v)}: {m:.1f}" + ("" if ok else " (not learned)")
+                          for p, v, m, ok in zip(part["parameter"], part["value"], part["val_mean"], part["learned"])),
+                      "chosen": f"{_value(loss, part['parameter'].iloc[0], best)}{edge}",
+                      "default": _value(loss, part["parameter"].iloc[0], part.loc[part["default"], "value"].iloc[0])})
+    shown = lambda r, v: f"({r.parameter} {_value(r.loss, r.parameter, v)})"  # noqa: E731
+    test = pd.DataFrame([{"loss": r.label, "untuned (default)": f"{r.untuned:.1f} {shown(r, r.default)}",
+                          "tuned (chosen)": f"{r.tuned:.1f} {shown(r, r.chosen)}",
                           "tuned − untuned [95% CI]": _interval(r.delta, r.ci_low, r.ci_high)}
                          for r in table.itertuples()])
     rows = []
@@ -414,9 +422,9 @@ def markdown(race: cells.Showdown, grid: Mapping | None = None) -> str:
              "excludes 0 alone is a lead, not a finding."]
     learned = learned_vs_tuned(race.runs, tables(race, grid)[0])
     if len(learned):
-        lines += ["", f"Does a learned temperature, untuned at its paper's initialisation, beat NT-Xent at its tuned "
-                  f"τ? (test rsum a − b, paired by seed, uncorrected 95% interval; the verdict from Holm's correction "
-                  f"over these {len(learned)}, declared before the runs: `tuned.LEARNED_VS_TUNED`)", "",
+        lines += ["", "Does a learned temperature, untuned at its paper's initialisation, beat NT-Xent at its "
+                  "tuned τ? (test rsum a − b, paired by seed, uncorrected 95% interval; the verdict from Holm's "
+                  f"correction over these {len(learned)}, declared before the runs: `tuned.LEARNED_VS_TUNED`)", "",
                   *_markdown_table(pd.DataFrame([{"a − b": r.comparison, "a − b [95% CI]": _interval(r.delta, r.low,
                                                   r.high), "Holm p": f"{r.p_holm:.3f}", "verdict": r.verdict}
                                                  for r in learned.itertuples()]))]
