@@ -26,12 +26,13 @@
 # - say which differences three seeds can tell apart: paired by seed, corrected for how many are read.
 #
 # Papers: Bleeker & de Rijke (Table 1; COCOS eqs. 9–13, Tables 2–4), Xuan & Chen (Table 1, Tables 3–5),
-# Veit & Wilber (PR-AUC, Table 1), Li et al. (the unified loss, eq. 5). Library: `vlr_lib.experiments.grid`
+# Veit & Wilber (PR-AUC, Table 1), Li et al. (the unified loss, eq. 5), Radford et al. (CLIP's learned
+# temperature) and Zhai et al. (SigLIP). Library: `vlr_lib.experiments.grid`
 # (training, cached per cell), `vlr_lib.metrics`, `vlr_lib.analysis.cocos_table`,
 # `vlr_lib.report` (tables and the reading), `vlr_lib.viz.showdown` (figures).
 #
 # **How long it takes** (Run All, measured 2026-11-23 on this project's 2-core CPU while it was
-# shared with other jobs; the CPU time is what the notebook itself used): in full mode the 66 runs
+# shared with other jobs; the CPU time is what the notebook itself used): in full mode the 72 runs
 # of the race open from the record that ships with the workbook (`vlr_lib/recorded/`, made by
 # `make record`): 15 s of CPU time (53–54 s wall on the shared CPU), including one run re-trained
 # to check the record. Fast mode (`VLR_FAST=1`) trains its small race and checks the full-size
@@ -976,3 +977,4 @@ if race.record is not None:  # the answer's numbers, read from the record
 # - Bleeker, de Rijke. *Do Lessons from Metric Learning Generalize to Image-Caption Retrieval?* ECIR 2022. [arXiv:2202.07474](https://arxiv.org/abs/2202.07474)
 # - Li, Guo, Wang, Feng, Hwang, Du. *Unified Loss of Pair Similarity Optimization for Vision-Language Retrieval.* 2022. [arXiv:2209.13869](https://arxiv.org/abs/2209.13869)
 # - Xuan, Chen. *Dissecting Deep Metric Learning Losses for Image-Text Retrieval* (GOAL). 2022. [arXiv:2210.13188](https://arxiv.org/abs/2210.13188)
+# - Zhai, Mustafa, Kolesnikov, Beyer. *Sigmoid Loss for Language Image Pre-Training* (SigLIP). ICCV 2023. [arXiv:2303.15343](https://arxiv.org/abs/2303.15343)

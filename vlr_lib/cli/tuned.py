@@ -1,13 +1,14 @@
-"""``python -m vlr_lib tuned``: notebook 11's tuned comparison of the four headline losses.
+"""``python -m vlr_lib tuned``: notebook 11's tuned comparison of the four headline losses and the two that learn
+their temperature.
 
-    python -m vlr_lib tuned                       # shapes, full size: 4 losses x 5 values x 5 seeds (CPU, ~1 h)
+    python -m vlr_lib tuned                       # shapes, full size: 6 losses x 5 values x 5 seeds (CPU, ~1.5 h)
     python -m vlr_lib tuned --fast                # the CI size of VLR_FAST=1 (seconds)
     python -m vlr_lib tuned --values triplet_hardest:margin=0.1,0.2,0.4 --values info_nce:temperature=0.05,0.1
     python -m vlr_lib tuned --markdown tuned.md
 
-Triplet, Triplet-SH, NT-Xent and Unified each get the same number of values of their main
-hyperparameter (the margin, the temperature, the scale gamma), trained at the showdown's features
-budget; the value is chosen on validation and the test split reports it beside the default
+Triplet, Triplet-SH, NT-Xent, Unified, NT-Xent with a learned temperature and SigLIP each get the same number of
+values of their main hyperparameter (the margin, the temperature, the scale gamma; of a learned one, its initial
+value: CLIP's t' = log(1/tau), SigLIP's bias b), trained at the showdown's features budget; the value is chosen on validation and the test split reports it beside the default
 (the untuned row). --values replaces a loss's list, or adds a loss (LOSS:PARAMETER=v1,v2,..., once per
 loss; PARAMETER one of the loss's numeric hyperparameters; the values are checked as grid --param checks
 them, distinct in float32 too, within the loss registry's range, and must hold the loss's default); the text then says which losses' values
