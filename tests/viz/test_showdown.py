@@ -58,7 +58,7 @@ def test_metric_errorbars_over_controls(summary, metric, group, chance):
 @pytest.mark.parametrize("chance, drawn, note", [(30.0, False, "← chance 30.0, off the axis"), (509.0, True, None),
                                                   (600.0, False, "→ chance 600.0, off the axis")])
 def test_metric_errorbars_zoom_to_the_contestants_not_to_chance(chance, drawn, note):
-    """Notebook 10: 22 trained losses a few rsum points apart, chance far below. The axis spans the bars and 5%
+    """Notebook 10: 24 trained losses a few rsum points apart, chance far below. The axis spans the bars and 5%
     of their span each side; chance is a dotted line where it falls among them, else a note on its side."""
     means = {f"loss_{k}": 505.0 + k for k in range(10)}
     fig = V.metric_errorbars(hand_summary(means, dict.fromkeys(means, 0.5)), chance=chance)
@@ -122,7 +122,7 @@ def test_goal_heatmaps_bad_controls(summary):
 def test_cocos_summary_and_heatmap(stat):
     runs = synthetic_runs()
     table = cocos_summary(runs, stat)
-    assert table.shape == (22, 8)
+    assert table.shape == (24, 8)  # the showdown's 24 configurations
     assert list(table.columns) == [f"{COCOS_RULES[r]} {d}" for r in RULES for d in ("i2t", "t2i")]
     assert table.index[1] == "Triplet-SH"
     expected = runs[runs["loss"] == "smooth_ap"][f"sel_cocos_triplet_t2i_{stat}"].mean()
@@ -131,7 +131,7 @@ def test_cocos_summary_and_heatmap(stat):
     fig = V.cocos_heatmap(table, stat)
     z = arr(fig.data[0].z)
     finite = np.isfinite(z)
-    assert z.shape == (22, 8) and (z[finite] >= 0).all() and (z[finite] <= 1 + 1e-12).all()
+    assert z.shape == (24, 8) and (z[finite] >= 0).all() and (z[finite] <= 1 + 1e-12).all()
     assert finite.any(axis=0).sum() == (2 if stat.startswith("W") else 8)  # W only exists for NT-Xent
     assert fig.data[0].text[0][0] == ("" if np.isnan(table.iloc[0, 0]) else f"{table.iloc[0, 0]:.2f}")
     with pytest.raises(ValueError, match="^stat"):

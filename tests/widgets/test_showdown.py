@@ -52,7 +52,7 @@ def test_showdown_explorer_group_and_checkpoint(runs):
     box.controls["group"].value = "GOAL"
     assert len(xs(box.figure)) == 15
     box.controls["group"].value = "closed-form"
-    assert len(xs(box.figure)) == 7
+    assert len(xs(box.figure)) == 9  # the closed-form contestants
     box.controls["checkpoint"].value = "test_"
     last = summarize(runs, prefix="test_")
     np.testing.assert_allclose(xs(box.figure), np.sort(last[~last["loss"].str.startswith("goal:")]["rsum_mean"]))
