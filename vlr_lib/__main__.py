@@ -4,7 +4,7 @@
     python -m vlr_lib train --loss unified --epochs 5
     python -m vlr_lib grid --losses info_nce,unified --seeds 0,1,2
     python -m vlr_lib showdown --fast
-    python -m vlr_lib tuned --fast                # the four headline losses, each tuned on validation
+    python -m vlr_lib tuned --fast                # six losses (the learned-temperature two too), each tuned on validation
     python -m vlr_lib lessons --fast
     python -m vlr_lib record --only 10-features
     python -m vlr_lib encoder --retrain           # re-train the shipped shapes encoder (on purpose only)
