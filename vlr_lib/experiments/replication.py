@@ -346,7 +346,7 @@ def run(prereg: P.Preregistration | None = None, fast: bool = False, record: boo
     if not fast and R.destination() is not None and not origin["file_committed"]:
         raise P.PreregistrationError(f"{prereg.path}: commit the pre-registration before its runs (the record "
                                      "names the commit it was made from)")
-    P.check_unseen(prereg, exclude=NAME)
+    P.check_unseen(prereg)
     t0, frames, chance = time.perf_counter(), {}, {}
     for part in parts(prereg):
         frames[part], chance[part], _ = train_part(prereg, part, fast, progress, device)
