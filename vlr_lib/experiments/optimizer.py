@@ -267,12 +267,10 @@ def recorded_and_again(epochs: int | None = None, seed: int | None = None) -> tu
     row = exp.runs[(exp.runs["condition"] == condition) & (exp.runs["seed"] == seed)].iloc[0]
     history = exp.epochs[exp.epochs["key"] == row["key"]].sort_values("epoch")["rsum"].astype(float).tolist()
     cfg = config(prereg, condition, False)
-    spec = replace(spec_of(prereg, False, device="cpu"), lr_decay_epoch=cfg["lr_decay_epoch"])
-    settings = {k: cfg[k] for k in ("optimizer", "weight_decay", "optimizer_at_switch", "grad_clip")}
-    spec = replace(spec, epochs=cfg["epochs"] if epochs is None else epochs,
-                   grad_clip=settings.pop("grad_clip"), optimizer_at_switch=settings.pop("optimizer_at_switch"))
+    spec = replace(spec_of(prereg, False, device="cpu"), lr_decay_epoch=cfg.pop("lr_decay_epoch"))
+    spec = replace(spec, epochs=cfg.pop("epochs") if epochs is None else epochs)
     history = history if epochs is None else history[:epochs]
-    again = S.retrain(spec, prereg.loss, seed, settings=settings)
+    again = S.retrain(spec, cfg.pop("loss"), seed, settings=cfg)
     return history, [r["rsum"] for r in again.history]
 
 

@@ -365,7 +365,7 @@ def load_optimizer(path: str | Path = OPTIMIZER) -> OptimizerPreregistration:
 
 
 def _checked_optimizer(path: Path, raw: bytes, doc: dict) -> OptimizerPreregistration:
-    from ..train.settings import preset
+    from ..train import preset
 
     data, setting = _need(doc, "data", str), _need(doc, "setting", str)
     check_setting(setting, "setting")

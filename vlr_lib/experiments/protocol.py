@@ -93,6 +93,12 @@ def _replication() -> None:
     replication.run(record=False, command="python -m vlr_lib record --only 13", progress=True)
 
 
+def _optimizer() -> None:
+    from . import optimizer
+
+    optimizer.run(record=False, command="python -m vlr_lib record --only 13-optimizer", progress=True)
+
+
 def _notebook(stem: str) -> Callable[[], None]:
     """A chapter whose settings cell is its record's key: executed in full mode (make record sets VLR_RERUN=1)."""
     def step() -> None:
@@ -133,6 +139,10 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
     Experiment("replication-shapes-full", "13_replication", "13", "python -m vlr_lib record --only 13", 2.0,
                "NT-Xent final run on heads on features at its chosen point, seed 8", recheck.replication,
                _replication),
+    # the rule's minimum: heads on features at the showdown's budget, whose records drift 0.0 to 0.8
+    Experiment("replication-optimizer-shapes-full", "13_replication", "13-optimizer",
+               "python -m vlr_lib record --only 13-optimizer", 2.0,
+               "VSE∞'s recipe (AdamW carried over, clipped) at 20 epochs, seed 8", recheck.optimizer, _optimizer),
 )}
 #: ``make record``'s steps, in the order it runs them.
 STEPS: tuple[str, ...] = tuple(e.step for e in EXPERIMENTS.values())

@@ -143,3 +143,11 @@ def replication(epochs: int | None = None) -> Pair:
     from . import replication as X
 
     return X.recorded_and_again(epochs)
+
+
+def optimizer(epochs: int | None = None) -> Pair:
+    """Notebook 13: the optimizer experiment's run of VSE∞'s recipe (AdamW carried over, clipped) at 20 epochs, the
+    first seed (``optimizer.recorded_and_again``)."""
+    from . import optimizer as O
+
+    return O.recorded_and_again(epochs)
