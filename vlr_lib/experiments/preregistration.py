@@ -7,6 +7,10 @@ a claim gives their difference) and so the family of Holm's correction (every co
 limit and the optimizer experiment. :func:`load` reads it once into a frozen :class:`Preregistration`, with the
 file's sha256: a record stores that hash, and ``replication`` refuses a record whose hash is another (stale).
 
+The optimizer experiment has its own, later file (``optimizer.toml``: one loss schedule in one setting, each
+declared handling of the optimizer at the switch x each budget, on declared seeds, and its own family), read by
+:func:`load_optimizer` into an :class:`OptimizerPreregistration`, and kept by ``vlr_lib.experiments.optimizer``.
+
 Every check runs here, before anything trains, and an error names the file and the field.
 """
 from __future__ import annotations
@@ -356,7 +360,8 @@ class OptimizerPreregistration:
 
     def condition(self, name: str) -> tuple[Handling, Budget]:
         handling, budget = name.split("@")
-        return (next(h for h in self.handlings if h.name == handling), next(b for b in self.budgets if b.name == budget))
+        return (next(h for h in self.handlings if h.name == handling),
+                next(b for b in self.budgets if b.name == budget))
 
 
 def load_optimizer(path: str | Path = OPTIMIZER) -> OptimizerPreregistration:
