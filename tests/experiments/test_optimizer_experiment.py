@@ -166,6 +166,18 @@ def test_the_protocol_makes_and_checks_the_record():
     assert "13-optimizer" in SHIPPED.text and "13-optimizer" in O.REMAKE
 
 
+def test_the_shipped_record_follows_its_file_and_its_checked_run_reproduces():
+    exp = O.run()  # the shipped record (the tests run without $VLR_RECORD)
+    assert exp.record is not None and exp.meta["preregistration"]["sha256"] == SHIPPED.sha256
+    assert exp.meta["preregistration"]["file_committed"] and not exp.meta["fast"]
+    assert sorted(exp.runs["condition"].unique()) == sorted(SHIPPED.conditions)
+    assert (exp.runs.groupby("condition")["seed"].apply(sorted) == [list(SHIPPED.seeds)] * 6).all()
+    assert (exp.runs["epochs"] == exp.runs["budget"].map({"e20": 20, "e40": 40})).all()
+    recorded, again = O.recorded_and_again(epochs=2)  # the first 2 of its 20 epochs, re-trained
+    assert len(recorded) == len(again) == 2
+    assert max(abs(a - b) for a, b in zip(recorded, again)) <= protocol.tolerance(O.NAME)
+
+
 def test_a_record_of_another_version_of_the_file_is_refused_as_stale_naming_it(tmp_path, monkeypatch):
     exp = made()
     meta = {"preregistration": {"sha256": SHIPPED.sha256, "text": SHIPPED.text}}

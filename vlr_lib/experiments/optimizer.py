@@ -268,7 +268,8 @@ def recorded_and_again(epochs: int | None = None, seed: int | None = None) -> tu
     history = exp.epochs[exp.epochs["key"] == row["key"]].sort_values("epoch")["rsum"].astype(float).tolist()
     cfg = config(prereg, condition, False)
     spec = replace(spec_of(prereg, False, device="cpu"), lr_decay_epoch=cfg.pop("lr_decay_epoch"))
-    spec = replace(spec, epochs=cfg.pop("epochs") if epochs is None else epochs)
+    full = cfg.pop("epochs")
+    spec = replace(spec, epochs=full if epochs is None else epochs)
     history = history if epochs is None else history[:epochs]
     again = S.retrain(spec, cfg.pop("loss"), seed, settings=cfg)
     return history, [r["rsum"] for r in again.history]
