@@ -173,6 +173,8 @@ def test_the_shipped_record_follows_its_file_and_its_checked_run_reproduces():
     assert sorted(exp.runs["condition"].unique()) == sorted(SHIPPED.conditions)
     assert (exp.runs.groupby("condition")["seed"].apply(sorted) == [list(SHIPPED.seeds)] * 6).all()
     assert (exp.runs["epochs"] == exp.runs["budget"].map({"e20": 20, "e40": 40})).all()
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "results.md").read_text()
+    assert O.markdown(exp) in docs  # run 9b's numbers are the record's, as the code writes them
     recorded, again = O.recorded_and_again(epochs=2)  # the first 2 of its 20 epochs, re-trained
     assert len(recorded) == len(again) == 2
     assert max(abs(a - b) for a, b in zip(recorded, again)) <= protocol.tolerance(O.NAME)
