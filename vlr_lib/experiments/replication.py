@@ -17,6 +17,8 @@ full-size schedule, ``cells.spec_for``):
    exploratory (:func:`compare`);
 4. **optimizer** (when the pre-registration declares it; chapter 13's does not, for want of machine time) --
    chapter 12's experiment (e) on the final seeds: a warm-up, then the switch with Adam fresh or carried over.
+   Chapter 13's optimizer experiment has its own, later file instead (``optimizer.toml``, read and kept by
+   ``vlr_lib.experiments.optimizer``).
 
 Convergence is checked per loss and setting (:func:`convergence`). Cells are cached per run under
 ``<runs>/replication-<data>-<part>-<fast|full>`` (a part is a setting or "optimizer"), so an interrupted run
