@@ -108,19 +108,26 @@ def _start(unit: Unit, logs: Path) -> subprocess.Popen:
 
 
 def _stop(procs) -> None:
-    """Ctrl-C for every unit's whole process group (a unit may run a notebook kernel), then wait for them."""
+    """Stop every unit's whole process group (a unit may run a notebook kernel), then wait for them.
+
+    SIGTERM, not SIGINT: a process started from a background shell ignores SIGINT, and Python then never turns it
+    into KeyboardInterrupt; ``python -m vlr_lib record`` handles SIGTERM itself (its cells and records are kept)."""
     procs = list(procs)
     for proc in procs:
-        try:
-            os.killpg(proc.pid, signal.SIGINT)
-        except ProcessLookupError:
-            pass
+        _signal(proc, signal.SIGTERM)
     for proc in procs:
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            _signal(proc, signal.SIGKILL)
             proc.wait()
+
+
+def _signal(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:  # already gone
+        pass
 
 
 def command(step: str, part: str | None, to: Path) -> tuple[str, ...]:
