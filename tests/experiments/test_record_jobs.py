@@ -120,3 +120,17 @@ def test_the_expected_time_is_read_from_the_records():
     total = protocol.minutes("10-features") + protocol.minutes("13")
     assert f"took {total:.0f} min of training on one core" in line
     assert f"at least {max(total / 2, protocol.minutes('13') / 2):.0f} min" in line
+
+
+def test_a_stopped_notebook_step_takes_its_kernel_with_it():
+    """nbclient starts the kernel in a session of its own: a step stopped early kills it (else it trains on)."""
+    import subprocess
+    import types
+
+    kernel = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    client = types.SimpleNamespace(km=types.SimpleNamespace(
+        provisioner=types.SimpleNamespace(pid=kernel.pid, has_process=True)))
+    protocol._stop_kernel(client)
+    assert kernel.wait(timeout=10) != 0
+    protocol._stop_kernel(client)  # already gone: nothing to do
+    protocol._stop_kernel(types.SimpleNamespace(km=None))  # never started

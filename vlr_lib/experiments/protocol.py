@@ -118,10 +118,29 @@ def _notebook(stem: str) -> Callable[[], None]:
         from ..paths import repo_root
 
         source = next((repo_root() / "notebooks").glob(f"{stem}_*.py"))
-        nb = jupytext.read(source)
-        NotebookClient(nb, timeout=None, kernel_name="python3",
-                       resources={"metadata": {"path": str(source.parent)}}).execute()
+        client = NotebookClient(jupytext.read(source), timeout=None, kernel_name="python3",
+                                resources={"metadata": {"path": str(source.parent)}})
+        try:
+            client.execute()
+        finally:
+            _stop_kernel(client)
     return step
+
+
+def _stop_kernel(client: Any) -> None:
+    """The kernel of a step stopped early (Ctrl-C, SIGTERM, an error) goes with it. nbclient starts it in a session
+    of its own, out of reach of the signals that stop the step, and a stop inside its event loop can skip its
+    cleanup: the kernel would train on, an orphan."""
+    import signal
+
+    provisioner = getattr(getattr(client, "km", None), "provisioner", None)
+    pid = getattr(provisioner, "pid", None)
+    if pid is None or not getattr(provisioner, "has_process", False):
+        return  # never started, or shut down by nbclient
+    try:
+        os.killpg(pid, signal.SIGKILL)  # the kernel leads its own session: its group is its pid
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 # --------------------------------------------------------------------------- the experiments
