@@ -87,6 +87,12 @@ def _batch_size() -> None:
     batch_size.run(command="python -m vlr_lib record --only 03-batch", progress=True)
 
 
+def _difficulty() -> None:
+    from . import difficulty
+
+    difficulty.run(command="python -m vlr_lib record --only 03-difficulty", progress=True)
+
+
 def _replication() -> None:
     from . import replication
 
@@ -130,6 +136,10 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
     Experiment("batch-size-shapes-features-full", "03_contrastive", "03-batch",
                "python -m vlr_lib record --only 03-batch", 2.0, "SigLIP cell at batch size 32, seed 0",
                recheck.batch_size, _batch_size),
+    # measured: the checked cell re-trained on this machine lands TOLERANCE_TBD
+    Experiment("difficulty-shapes-features-full", "03_contrastive", "03-difficulty",
+               "python -m vlr_lib record --only 03-difficulty", 2.0, "SigLIP cell at difficulty 1, seed 0",
+               recheck.difficulty, _difficulty),
     Experiment("replication-shapes-full", "13_replication", "13", "python -m vlr_lib record --only 13", 2.0,
                "NT-Xent final run on heads on features at its chosen point, seed 8", recheck.replication,
                _replication),
