@@ -162,6 +162,25 @@ def summary(race: S.Showdown, metric: str = METRIC) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("difficulty")
 
 
+def deltas(race: S.Showdown, found: pd.DataFrame, metric: str = METRIC) -> pd.DataFrame:
+    """SigLIP - NT-Xent per difficulty as a table of ``report.lessons.lesson_table``'s shape, for
+    ``viz.lessons.deltas_figure(table, "difficulty")``: the difference, the half-width of its uncorrected paired 95%
+    interval, the Holm verdict of `found` (:func:`findings`), the smallest and largest per-seed difference, and the
+    test scenes' overlap. No claimed sign (``expected`` None): the hypothesis is about the slope, the interaction."""
+    rows = []
+    for i, d in enumerate(DIFFICULTIES):
+        name = f"SigLIP - NT-Xent at difficulty {d:g}"
+        row = found.set_index("name").loc[name]
+        per_seed = (paired.by_seed(race.runs, "siglip", d, "difficulty", metric, "difficulty")
+                    - paired.by_seed(race.runs, "info_nce", d, "difficulty", metric, "difficulty"))
+        rows.append({"experiment": "difficulty", "condition": f"difficulty {d:g}", "order": i,
+                     "overlap": race.meta["overlap"][f"{d:g}"], "comparison": "SigLIP − NT-Xent",
+                     "expected": None, "source": "no claimed sign", "delta": row["delta"],
+                     "half": (row["high"] - row["low"]) / 2, "verdict": row["verdict"],
+                     "seed_min": per_seed.min(), "seed_max": per_seed.max(), "metric": metric.removeprefix("sel_")})
+    return pd.DataFrame(rows)
+
+
 __all__ = ["CHECKED", "DIFFICULTIES", "EASIEST", "FAMILY", "FAST_SEEDS", "HARDEST", "LOSSES", "METRIC", "NAME",
-           "SEEDS", "contestants", "findings", "out_dir", "record_key", "recorded_and_again", "run", "shown",
+           "SEEDS", "contestants", "deltas", "findings", "out_dir", "record_key", "recorded_and_again", "run", "shown",
            "spec_for", "summary", "table"]
