@@ -7,9 +7,9 @@ The records are the full-size shapes results that notebooks 03 and 09-13 open in
 (vlr_lib.experiments.record; they ship in vlr_lib/recorded/). Each step makes one recorded experiment of
 ``vlr_lib.experiments.protocol`` (its ``STEPS``: 10-features and 10-vsepp the showdown, 09 and 11 their notebooks
 executed in full mode with VLR_RERUN=1, 11-tuned the tuned comparison, 12 the lessons, 13 the pre-registered
-replication, 03-batch notebook 03's batch-size experiment) with VLR_RECORD pointing at
---to (default: vlr_lib/recorded of this checkout), which makes the experiment write its record there, each into a
-new folder that then replaces the old one (an interrupted step leaves the previous record).
+replication, 03-batch and 03-difficulty notebook 03's batch-size and difficulty experiments) with VLR_RECORD
+pointing at --to (default: vlr_lib/recorded of this checkout), which makes the experiment write its record there,
+each into a new folder that then replaces the old one (an interrupted step leaves the previous record).
 
 Training goes through the runs folder ($VLR_RUNS, else ~/.cache/vlr-workbook/runs): finished
 cells of the grids are reused, so an interrupted ``make record`` continues where it stopped.

@@ -91,6 +91,12 @@ def _batch_size() -> None:
     batch_size.run(command="python -m vlr_lib record --only 03-batch", progress=True)
 
 
+def _difficulty() -> None:
+    from . import difficulty
+
+    difficulty.run(command="python -m vlr_lib record --only 03-difficulty", progress=True)
+
+
 def _replication() -> None:
     from . import replication
 
@@ -165,6 +171,11 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
     Experiment("batch-size-shapes-features-full", "03_contrastive", "03-batch",
                "python -m vlr_lib record --only 03-batch", 2.0, "SigLIP cell at batch size 32, seed 0",
                recheck.batch_size, _batch_size),
+    # measured 2026-11-27: the checked cell re-trained on the machine that made the record (AMD EPYC, 1 thread)
+    # lands 0.0 from it at every epoch; the rule's minimum (not yet measured on a second machine)
+    Experiment("difficulty-shapes-features-full", "03_contrastive", "03-difficulty",
+               "python -m vlr_lib record --only 03-difficulty", 2.0, "SigLIP cell at difficulty 1, seed 0",
+               recheck.difficulty, _difficulty),
     Experiment("replication-shapes-full", "13_replication", "13", "python -m vlr_lib record --only 13", 2.0,
                "NT-Xent final run on heads on features at its chosen point, seed 8", recheck.replication,
                _replication, parts=_replication_parts, train_part=_replication_part),
