@@ -301,6 +301,10 @@ assert math.isclose(float(t_prime.grad), d_t_prime, rel_tol=1e-6)
 assert d_t_prime < 0, "on this batch the positives lead: descent raises the scale"
 print(f"dL/dt' = {float(t_prime.grad):.4f} = <S, dL/dS> = {d_t_prime:.4f}")
 print("negative: gradient descent raises t', so tau falls")
+# the clamp after a step, as open_clip's loop does: losses.clamp_logit_scale_, in place
+too_far = torch.tensor([-1.0, T_PRIME, 9.0], dtype=torch.float64)
+losses.clamp_logit_scale_(too_far)
+assert too_far.tolist() == [0.0, T_PRIME, losses.LOGIT_SCALE_MAX]  # tau in [0.01, 1]
 
 # %% [markdown]
 # **What the learned temperature does over training.** The trainer treats a learned
