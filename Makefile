@@ -21,7 +21,7 @@ help:
 	@echo "make test         set up (first time), the unit tests (one notebook in JupyterLab among them), nbval over every notebook"
 	@echo "make test-browser every notebook run in JupyterLab and Chromium, every explorer moved (4-7 min; CI runs it)"
 	@echo "make test-portable  notebooks 03 and 09-13 again under torch's portable kernels (another CPU's rounding)"
-	@echo "make record       regenerate the recorded runs notebooks 03 and 09-13 open in full mode (CPU: about two hours)"
+	@echo "make record       regenerate the recorded runs notebooks 03 and 09-13 open in full mode (one process per core; 2 cores: about 2.5 hours)"
 	@echo "make book         the static HTML book in build/book (03, 09-13 from their records, the rest in fast mode)"
 	@echo "make book-student the student edition in build/book-student: make book's chapters without solutions"
 	@echo "                  (VLR_EDITION=student make lab: the notebooks without solutions, in build/student)"
@@ -146,8 +146,10 @@ test-portable: setup
 	ATEN_CPU_CAPABILITY=default $(MAKE) --no-print-directory test-notebooks NOTEBOOKS="$(RECORD_NOTEBOOKS)"
 
 # The full-size runs that ship in vlr_lib/recorded/ (vlr_lib.experiments.record); cells are reused from $$VLR_RUNS.
+# One process per core, each on one thread as the records were made (RECORD_JOBS=1: one step after another).
+RECORD_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 record: setup
-	OMP_NUM_THREADS=1 $(PY) -m vlr_lib record
+	OMP_NUM_THREADS=1 $(PY) -m vlr_lib record --jobs $(RECORD_JOBS)
 
 # The book: every notebook executed (03 and 09-13 from their shipped records, the others in fast mode), then
 # Sphinx; a failing cell stops it, naming the notebook and the cell, and the previous book stays as it

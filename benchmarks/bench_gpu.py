@@ -134,15 +134,19 @@ def extraction_profile(split, encoder, loading: dict, device: torch.device) -> N
     n = len(split)
     texts, _ = captions_of(split)
     images, tokens, _ = extraction_loaders(split, encoder, loading["batch_size"], loading["num_workers"])
-    on_device = [t.to(device) for t in tokens]
+    ready = list(tokens)  # tokenised once, on the CPU as the loader hands them over
+    on_device = [t.to(device) for t in ready]
     stages = {
         "images: decode + transform in the loader (no encoder)": (lambda: [x.to(device, non_blocking=True)
                                                                             for x in images], n, "images"),
         "captions: tokenise in the loader's workers": (lambda: list(tokens), len(texts), "captions"),
         "captions: tokenise in the main process": (lambda: encoder.tokenize(texts), len(texts), "captions"),
-        "captions: text encoder alone, tokens on the device": (lambda: [encoder.encode_tokens(t) for t in on_device],
-                                                               len(texts), "captions"),
+        "captions: text encoder alone, cut to each batch's longest": (
+            lambda: [encoder.encode_tokens(t) for t in ready], len(texts), "captions"),
     }
+    if hasattr(encoder.model, "encode_text"):  # open_clip: the full 77-token context, as before the cut
+        stages["captions: text encoder, full context (no cut)"] = (
+            lambda: [encoder.model.encode_text(t) for t in on_device], len(texts), "captions")
     print("  profile, each stage alone:")
     for name, (fn, count, unit) in stages.items():
         r = rate(fn, count)

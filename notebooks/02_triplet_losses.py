@@ -214,6 +214,17 @@ off_support = (G_hn != 0) & ~np.eye(n, dtype=bool)
 assert not (off_support & ~hardest).any() and (G_hn != 0).sum() <= 3 * n  # 2.
 assert set(np.unique(G_hn[off_support])) <= {1.0, 2.0}
 assert not ((G_hn != 0) & (G_all == 0)).any()  # 3.
+# the library's one hardest-negative finder picks the same entries
+# (similarity.hardest_negatives, and its mask per direction)
+S_t = torch.from_numpy(S_np)
+neg = ~torch.eye(n, dtype=torch.bool)
+assert np.array_equal(
+    similarity.hardest_negatives(S_t, neg).indices, masked.argmax(axis=1)
+)
+lib_hardest = similarity.hardest_negative_mask(S_t) | similarity.hardest_negative_mask(
+    S_t, None, "t2i"
+)
+assert np.array_equal(lib_hardest.numpy(), hardest)
 
 # %% [markdown]
 # ## From $S$ to the embeddings
@@ -379,6 +390,14 @@ for tp in angles:
 print(
     "numpy projection = library closed form on", len(angles) ** 2 * 3, "angle triples"
 )
+# the explorer below draws analysis.triplet_hn_descent: its steps are minus the
+# tangent parts of eqs. 9-10, so their lengths are the norms above
+for tp in angles:
+    for tn in angles:
+        sphere = analysis.triplet_hn_descent(float(tp), float(tn), math.pi / 3, margin)
+        anchor, negative = derived_norms(tp, tn, math.pi / 3, margin)
+        assert math.isclose(float(sphere.anchor_step.norm()), anchor, abs_tol=1e-9)
+        assert math.isclose(float(sphere.negative_step.norm()), negative, abs_tol=1e-9)
 
 # %% [markdown]
 # The same split, on a whole batch: `analysis.tangent_gradient_norms` differentiates a loss with respect

@@ -237,9 +237,13 @@ def within_bound(gap: float, gamma: float) -> bool:
 
 
 hn = losses.triplet_hardest(S, M)
-for gamma in (10.0, 100.0, 1e3, 1e4):
-    gap = float(losses.unified(S, M, gamma) - hn)
-    assert within_bound(gap, gamma), (gamma, gap)
+gammas = (10.0, 100.0, 1e3, 1e4)
+gaps = [float(losses.unified(S, M, gamma) - hn) for gamma in gammas]
+assert all(within_bound(gap, gamma) for gap, gamma in zip(gaps, gammas)), gaps
+# the figure draws analysis.unified_limit: the same gaps and bounds
+limit = analysis.unified_limit(S, M, gammas)
+assert np.allclose(limit.gap, gaps, rtol=0, atol=1e-12)
+assert np.allclose(limit.bound, [2 * P * math.log(N) / g for g in gammas])
 print(
     f"Triplet-SH {float(hn):.5f}  vs  unified at γ = 1e4: "
     f"{float(losses.unified(S, M, 1e4)):.5f}"

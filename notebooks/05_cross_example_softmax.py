@@ -531,6 +531,32 @@ widgets.softmax.threshold_explorer(
 # %%
 viz.softmax.neighbor_count_figure(results, direction="t2i")
 
+# %% [markdown]
+# What the two figures read from the library, by hand. The explorer shows a few caption queries
+# (`metrics.spaced_queries`: evenly spaced indices), ordered by their positive's score
+# (`metrics.queries_by_positive`); the black lines above are the 5th and 95th percentiles over all
+# queries of the neighbour counts (`metrics.count_percentiles`).
+
+# %%
+S_val, c2i = results["cross_example_softmax"]
+picked = metrics.spaced_queries(12, S_val.shape[1])
+assert picked[0] == 0 and picked[-1] == S_val.shape[1] - 1 and len(picked) == 12
+order, rows_q, pos_q = metrics.queries_by_positive(S_val, c2i, 12, "t2i")
+assert sorted(order.tolist()) == picked.tolist()  # the same queries, reordered
+positive_scores = S_val.T.numpy()[order, c2i.numpy()[order]]
+assert (np.diff(positive_scores) >= 0).all() and np.array_equal(
+    rows_q[pos_q], positive_scores
+)
+levels = np.linspace(-1.0, 1.0, 81)
+counts = metrics.neighbor_counts(S_val, levels, "t2i").numpy().astype(float)
+low, high = metrics.count_percentiles(counts, (5.0, 95.0))
+assert np.array_equal(high, np.percentile(counts, 95.0, axis=0)) and (low <= high).all()
+widest = int(np.argmax(np.log10(high + 1) - np.log10(low + 1)))
+print(
+    f"the band is widest at s = {levels[widest]:+.2f}: "
+    f"5th percentile {low[widest]:.0f}, 95th {high[widest]:.0f} neighbours"
+)
+
 
 # %%
 def between_query_share(S: torch.Tensor, caption_to_image: torch.Tensor) -> float:

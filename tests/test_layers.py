@@ -186,7 +186,7 @@ def _docstrings(module: str) -> dict[str, str]:
 @pytest.mark.parametrize("module", CORE)
 def test_core_functions_cite_the_notebook_that_derives_them(module):
     """Like d2l's "Defined in": every public function of the core says where it is derived, and the notebook
-    exists (a helper no notebook needs is private, its name starting with "_")."""
+    exists and names it (a helper no notebook needs is private, its name starting with "_")."""
     docs = _docstrings(module)
     cited = {name: DERIVED.search(doc) for name, doc in docs.items()}
     uncited = sorted(name for name, m in cited.items() if not m and not name.startswith("_"))
@@ -194,6 +194,9 @@ def test_core_functions_cite_the_notebook_that_derives_them(module):
         f"{uncited}"
     missing = [m.group(1) for m in cited.values() if m and not (PACKAGE.parent / m.group(1)).exists()]
     assert not missing, f"vlr_lib.{module} cites notebooks that do not exist: {missing}"
+    unnamed = sorted(f"{name} ({m.group(1)})" for name, m in cited.items()
+                     if m and not re.search(rf"\b{re.escape(name)}\b", (PACKAGE.parent / m.group(1)).read_text()))
+    assert not unnamed, f"vlr_lib.{module}'s functions cite notebooks that never name them: {unnamed}"
     main = {"losses": ("triplet_all", "triplet_hardest", "info_nce", "unified", "sampled_softmax",
                        "cross_example_softmax", "smooth_ap"),
             "metrics": ("retrieval_metrics", "map_at_k", "pr_auc"), "similarity": ("similarity",),

@@ -132,6 +132,11 @@ TRAIN_CASES = [
     (["--grad-clip", "nan"], "--grad-clip"),
     (["--grad-clip", "two"], "--grad-clip"),
     (["--optimizer-at-switch", "reset"], "--optimizer-at-switch"),
+    # issue 33: AdamW for VSE∞'s recipe; a weight decay below 0 or not a number means nothing
+    (["--optimizer", "sgd"], "--optimizer"),
+    (["--weight-decay", "-1"], "--weight-decay"),
+    (["--weight-decay", "nan"], "--weight-decay"),
+    (["--weight-decay", "inf"], "--weight-decay"),
     # issue 35: was a tqdm OverflowError after the data had loaded (14 s), exit 1
     (["--epochs", str(10**21)], "--epochs"),
     (["--epochs", "100001"], "--epochs"),
@@ -185,6 +190,8 @@ GRID_CASES = [
     (["--dist-timeout", "1e308"], "--dist-timeout"),
     (["--grad-clip", "0"], "--grad-clip"),
     (["--grad-clip", "-1"], "--grad-clip"),
+    (["--optimizer", "sgd"], "--optimizer"),
+    (["--weight-decay", "-1e-4"], "--weight-decay"),
     (["--epochs", str(10**21)], "--epochs"),  # issue 35
     (["--out", LONG], "--out"),
     (["--out", f"runs/{WIDE}/g"], "--out"),

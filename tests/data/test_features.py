@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -107,6 +108,31 @@ def test_clip_encoder_random_weights(data):
         torch.testing.assert_close(img, enc.model.encode_image(enc.transform(one[0]["image"])[None]))
     torch.testing.assert_close(c2i, torch.zeros(5, dtype=torch.long))
 
+
+
+def test_clip_text_features_are_those_of_the_full_context():
+    """encode_tokens cuts each batch's token rows after its longest caption (the text transformer is causal and reads
+    the end token): the same features as open_clip's full 77-token context, up to float32 rounding, and the model
+    is left as it was, even when encoding fails."""
+    enc = V.build_encoder("clip-vit-b32", pretrained=None, image_size=IMG, seed=0)
+    long = " ".join(["a very long caption"] * 40)  # truncated by the tokenizer: no padding to cut
+    for captions, cut in ((["a dog", "two men play soccer in a park near the lake"], 12), ([long, "a cat"], 77)):
+        tokens = enc.tokenize(captions)
+        assert V._useful_length(enc.model, tokens) == cut
+        with torch.no_grad():
+            torch.testing.assert_close(enc.encode_tokens(tokens), enc.model.encode_text(tokens), rtol=0, atol=2e-5)
+    with pytest.raises(RuntimeError):
+        with V._text_context(enc.model, 5):
+            raise RuntimeError("encoding failed")
+    assert enc.model.positional_embedding.shape[0] == 77 and enc.model.attn_mask.shape == (77, 77)
+
+
+@pytest.mark.parametrize("pool, mask, full", [("last", True, True), ("argmax", False, True), ("eos", True, False)])
+def test_the_text_context_is_cut_only_where_no_feature_can_change(pool, mask, full):
+    model = types.SimpleNamespace(text_pool_type=pool, attn_mask=torch.zeros(77, 77) if mask else None)
+    tokens = torch.zeros(2, 77, dtype=torch.long)
+    tokens[:, :4] = 7
+    assert V._useful_length(model, tokens) == (77 if full else 4)
 
 
 def test_extraction_in_workers_equals_the_main_process(data):

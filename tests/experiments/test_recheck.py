@@ -89,7 +89,8 @@ def test_one_entry_per_experiment_feeds_the_command_line_and_the_book():
     from vlr_lib import book
     from vlr_lib.cli import record as cli_record
 
-    assert protocol.STEPS == ("10-features", "10-vsepp", "09", "11", "11-tuned", "12", "03-batch", "13")
+    assert protocol.STEPS == ("10-features", "10-vsepp", "09", "11", "11-tuned", "12", "03-batch", "03-difficulty",
+                              "13", "13-optimizer")
     assert book.recorded_chapters() == protocol.chapters() == (
         "03_contrastive", "09_training", "10_showdown", "11_hyperparameters", "12_lessons", "13_replication")
     assert cli_record.parser().parse_args(["--only", "12,09"]).only == ("12", "09")

@@ -17,7 +17,8 @@ import torch
 
 from vlr_lib import losses
 from vlr_lib.report.labels import hyperparameters
-from vlr_lib.experiments import batch_size, cells, grid, lessons, preregistration, record, replication, showdown, tuned
+from vlr_lib.experiments import (batch_size, cells, difficulty, grid, lessons, optimizer, preregistration, record,
+                                 replication, showdown, tuned)
 
 from tests.train.toy import toy_features
 
@@ -225,8 +226,12 @@ def _current(name: str, tmp_path: Path) -> dict:
         return tuned.record_key(tuned.spec_for())
     if name == batch_size.out_dir(batch_size.spec_for()).name:
         return batch_size.record_key(batch_size.spec_for())
+    if name == difficulty.out_dir().name:
+        return difficulty.record_key()
     if name == replication.NAME:
         return replication.record_key(preregistration.load())
+    if name == optimizer.NAME:
+        return optimizer.record_key(preregistration.load_optimizer())
     # the notebook whose number starts the name first (each notebook's settings cell runs in its own Python)
     for stem in sorted(("09", "11"), key=lambda s: not name.startswith(f"{s}_")):
         nb_name, key = _notebook_key(stem, tmp_path)

@@ -126,19 +126,19 @@ def notebook_seeds() -> dict[int, list[str]]:
 
 def test_the_declared_seeds_appear_in_no_other_record_nor_in_any_notebooks_settings():
     declared = {*SHIPPED.seeds, *SHIPPED.tuning_seeds}
-    records = P.development_seeds(exclude=X.NAME)
+    records = P.development_seeds()  # every record but the pre-registered ones (P.PREREGISTERED)
     assert records and 0 in records  # the scan finds the development seeds
     assert not declared & set(records), {s: records[s] for s in declared & set(records)}
     notebooks = notebook_seeds()
     assert 0 in notebooks  # every notebook seeds with setup(seed=0): the scan finds it
     assert not declared & set(notebooks), {s: notebooks[s] for s in declared & set(notebooks)}
-    P.check_unseen(SHIPPED, exclude=X.NAME)
+    P.check_unseen(SHIPPED)
 
 
 def test_reusing_a_development_seed_fails_naming_the_file(tmp_path):
     path = edited(tmp_path, "seeds = [8, 9, 10, 11, 12, 13, 14, 15]", "seeds = [0, 9, 10, 11, 12, 13, 14, 15]")
     with pytest.raises(P.PreregistrationError, match=r"seeds \[0\] were used in development") as err:
-        P.check_unseen(P.load(path), exclude=X.NAME)
+        P.check_unseen(P.load(path))
     assert str(path) in str(err.value)
     with pytest.raises(P.PreregistrationError, match="used in development"):
         X.run(P.load(path), fast=True, record=False)  # refused before anything trains

@@ -186,6 +186,13 @@ def positive_float(text: str) -> float:
     return value
 
 
+def non_negative_float(text: str) -> float:
+    value = finite_float(text)
+    if value < 0:
+        _fail(f"must be a number >= 0, got {text}")
+    return value
+
+
 def clip_norm(text: str) -> float | str:
     """A gradient-clipping norm > 0, or "off" (no clipping)."""
     return "off" if text.strip().lower() == "off" else positive_float(text)

@@ -131,6 +131,10 @@ def add_schedule_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--optimizer-at-switch", choices=("fresh", "carry"), default="fresh",
                    help="a warm-up schedule's switch: a fresh Adam for the second loss (default), or carry the "
                         "first loss's Adam state over")
+    g.add_argument("--optimizer", choices=("adam", "adamw"), default="adam",
+                   help="Adam (default) or AdamW (decoupled weight decay, as VSE-infinity trains)")
+    g.add_argument("--weight-decay", type=A.non_negative_float, default=0.0,
+                   help="Adam: an L2 term in the gradient; AdamW: decoupled decay (VSE-infinity: 1e-4); default 0")
     g.add_argument("--dim", type=joint_dim, default=None, help="joint space size (default 64 / 512)")
     g.add_argument("--head", choices=("linear", "mlp"), default=None,
                    help="features and vsepp: the head on the frozen features (default linear)")
@@ -203,6 +207,7 @@ def schedule(args: argparse.Namespace, setting: str) -> tuple[dict, dict]:
     settings = {"epochs": value("epochs"), "batch_size": value("batch_size"), "lr": value("lr"),
                 "lr_decay_epoch": value("lr_decay_epoch"), "sampling": value("sampling"), "device": args.device,
                 "progress": not args.no_progress, "optimizer_at_switch": args.optimizer_at_switch,
+                "optimizer": args.optimizer, "weight_decay": args.weight_decay,
                 "grad_clip": grad_clip(args.grad_clip, defaults.get("grad_clip"))}
     model = {"dim": value("dim")}
     if setting != "features":

@@ -13,7 +13,9 @@ them back:
   ``python -m vlr_lib showdown``);
 - :mod:`tuned` -- the tuned comparison of notebook 11 (``python -m vlr_lib tuned``);
 - :mod:`batch_size` -- notebook 03's batch-size experiment (NT-Xent, SigLIP, CLIP's learned temperature at
-  batch sizes 32, 128, 512; ``python -m vlr_lib record --only 03-batch``);
+  batch sizes 32, 128, 512; ``python -m vlr_lib record --only 03-batch``), :mod:`difficulty` -- its difficulty
+  experiment (NT-Xent and SigLIP at notebook 12's difficulties 0, 0.5, 1; ``--only 03-difficulty``) and
+  :mod:`paired` -- how both read their declared families;
 - :mod:`lessons` -- the controlled experiments of notebook 12 (``python -m vlr_lib lessons``);
 - :mod:`record` -- the full-size runs that ship in ``vlr_lib/recorded/``: read, checked by hash,
   written (``python -m vlr_lib record``), and :mod:`recheck` -- each record's checked run re-trained;

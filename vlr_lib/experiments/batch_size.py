@@ -40,11 +40,10 @@ import pandas as pd
 from .. import registry
 from .._io import atomic_write_json, claim_run_folder
 from ..paths import runs_dir
-from ..report.readings import interval_text
-from ..stats import Comparison, verdicts
 from ..train import rank_and_world
 from . import record as R
 from . import cells as S
+from . import paired
 from .grid_search import writing
 
 LOSSES = ("info_nce", "siglip", "clip_learned")
@@ -144,27 +143,13 @@ def recorded_and_again(epochs: int | None = None, seed: int = 0) -> tuple[list[f
 
 def by_seed(runs: pd.DataFrame, loss: str, batch: int, metric: str = METRIC) -> pd.Series:
     """`metric` of the (loss, batch size) cell per seed, sorted by seed; a KeyError when the table lacks it."""
-    part = runs[(runs["loss"] == loss) & (runs["batch_size"].astype(int) == batch)]
-    if part.empty:
-        raise KeyError(f"no runs of {loss} at batch size {batch}")
-    return part.set_index("seed")[metric].astype(float).sort_index()
-
-
-def _side(runs: pd.DataFrame, side, metric: str) -> pd.Series:
-    if isinstance(side[0], str):
-        return by_seed(runs, *side, metric)
-    (a, b) = side
-    return by_seed(runs, *a, metric) - by_seed(runs, *b, metric)
+    return paired.by_seed(runs, loss, batch, "batch_size", metric, "batch size")
 
 
 def findings(runs: pd.DataFrame, metric: str = METRIC) -> pd.DataFrame:
-    """:data:`FAMILY`, read: one row per comparison with ``stats.verdicts``' columns (delta, the uncorrected
-    interval, p, p_holm, verdict, ...). Only the full-size batch sizes have a family."""
-    comps = []
-    for name, a, b, expected in FAMILY:
-        x, y = _side(runs, a, metric), _side(runs, b, metric)
-        comps.append(Comparison(name, x.to_numpy(), y.reindex(x.index).to_numpy(), expected))
-    return verdicts(comps, family=[name for name, *_ in FAMILY])
+    """:data:`FAMILY`, read (``paired.findings``): one row per comparison with ``stats.verdicts``' columns (delta,
+    the uncorrected interval, p, p_holm, verdict, ...). Only the full-size batch sizes have a family."""
+    return paired.findings(runs, FAMILY, "batch_size", metric, "batch size")
 
 
 def summary(runs: pd.DataFrame, sizes: tuple[int, ...], metric: str = METRIC) -> pd.DataFrame:
@@ -179,15 +164,7 @@ def summary(runs: pd.DataFrame, sizes: tuple[int, ...], metric: str = METRIC) ->
     return pd.DataFrame(rows).set_index("loss")
 
 
-def shown(found: pd.DataFrame) -> pd.DataFrame:
-    """:func:`findings` as the chapter prints them: the difference of the test rsum and its uncorrected 95%
-    interval, p, Holm's p over the family and the verdict read from it."""
-    return pd.DataFrame({
-        "comparison": found["name"],
-        "a - b [95% interval]": [interval_text(d, lo, hi, "rsum") for d, lo, hi in
-                                 zip(found["delta"], found["low"], found["high"])],
-        "p": found["p"].round(3), "p (Holm)": found["p_holm"].round(3), "verdict": found["verdict"],
-    }).set_index("comparison")
+shown = paired.shown  # the chapter's table of the findings
 
 
 def learned_paths(race: S.Showdown) -> pd.DataFrame:

@@ -371,9 +371,10 @@ def train_cells(spec: ShowdownSpec, contestants: list[dict], out: Path,
 
 
 def retrain(spec: ShowdownSpec, loss: str = "triplet_hardest", seed: int = 0, data: ShowdownData | None = None,
-            loss_kwargs: dict | None = None):
+            loss_kwargs: dict | None = None, settings: dict | None = None):
     """One cell of `spec` trained from scratch, with the showdown's callback (a ``FitResult``); `loss_kwargs`
-    change the loss's parameters (the showdown's cells use each loss's defaults)."""
+    change the loss's parameters (the showdown's cells use each loss's defaults), `settings` TrainSettings fields
+    a spec does not hold (the optimizer experiment's optimizer and weight decay)."""
     from .grid_search import trainer
 
     data = data or load_data(spec)
@@ -381,7 +382,8 @@ def retrain(spec: ShowdownSpec, loss: str = "triplet_hardest", seed: int = 0, da
     callback = _callback(spec, data)
     with _threads(device):
         return trainer(spec.setting)(*data.train, loss=loss, loss_kwargs=loss_kwargs, val=data.val, **spec.model(),
-                                     settings=spec.settings().replace(seed=seed, callbacks=[callback], device=device))
+                                     settings=spec.settings().replace(seed=seed, callbacks=[callback], device=device,
+                                                                     **(settings or {})))
 
 
 # --------------------------------------------------------------------------- a finished race

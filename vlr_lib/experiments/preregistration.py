@@ -7,6 +7,10 @@ a claim gives their difference) and so the family of Holm's correction (every co
 limit and the optimizer experiment. :func:`load` reads it once into a frozen :class:`Preregistration`, with the
 file's sha256: a record stores that hash, and ``replication`` refuses a record whose hash is another (stale).
 
+The optimizer experiment has its own, later file (``optimizer.toml``: one loss schedule in one setting, each
+declared handling of the optimizer at the switch x each budget, on declared seeds, and its own family), read by
+:func:`load_optimizer` into an :class:`OptimizerPreregistration`, and kept by ``vlr_lib.experiments.optimizer``.
+
 Every check runs here, before anything trains, and an error names the file and the field.
 """
 from __future__ import annotations
@@ -22,8 +26,12 @@ import tomllib
 from .. import registry
 from ..train import TrainSettings, check_setting
 
-#: The shipped pre-registration of chapter 13.
+#: The shipped pre-registrations of chapter 13: the replication, and the later one of the optimizer experiment.
 REPLICATION = Path(__file__).resolve().parents[1] / "preregistration" / "replication.toml"
+OPTIMIZER = REPLICATION.with_name("optimizer.toml")
+#: The records made from these pre-registrations: they train the declared seeds, so the check that a declared seed
+#: is unseen (:func:`check_unseen`) leaves them out.
+PREREGISTERED = ("replication-shapes-full", "replication-optimizer-shapes-full")
 
 
 class PreregistrationError(ValueError):
@@ -110,14 +118,18 @@ def sha256_of(path: Path) -> str:
 
 def load(path: str | Path = REPLICATION) -> Preregistration:
     """The pre-registration at `path`, checked (a :class:`PreregistrationError` names the file and the field)."""
-    path = Path(path)
+    return _read(Path(path), _checked)
+
+
+def _read(path: Path, check):
+    """`check(path, raw, doc)` of the TOML file at `path`; every error a :class:`PreregistrationError` naming it."""
     try:
         raw = path.read_bytes()
         doc = tomllib.loads(raw.decode())
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
         raise PreregistrationError(f"{path}: cannot be read as TOML ({err})") from None
     try:
-        return _checked(path, raw, doc)
+        return check(path, raw, doc)
     except (KeyError, TypeError, ValueError) as err:
         if isinstance(err, PreregistrationError):
             raise
@@ -286,6 +298,145 @@ def _condition(name: str, c: dict) -> Condition:
     return Condition(name, _need(c, "label", str, where), handling, None if clip is None else float(clip), length)
 
 
+# --------------------------------------------------------------------------- the optimizer experiment's file
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One training budget of the optimizer experiment: its epochs and the epoch the learning rate decays from."""
+
+    name: str
+    epochs: int
+    lr_decay_epoch: int
+
+
+@dataclass(frozen=True)
+class Handling:
+    """One handling of the optimizer at the switch: the TrainSettings fields it sets."""
+
+    name: str
+    label: str
+    optimizer: str
+    weight_decay: float
+    optimizer_at_switch: str
+    grad_clip: float | None
+
+    def settings(self) -> dict:
+        """The TrainSettings fields of this handling (a grid cell's config keys)."""
+        return {"optimizer": self.optimizer, "weight_decay": self.weight_decay,
+                "optimizer_at_switch": self.optimizer_at_switch, "grad_clip": self.grad_clip}
+
+
+@dataclass(frozen=True)
+class OptimizerPreregistration:
+    """A checked pre-registration of the optimizer experiment (``vlr_lib/preregistration/optimizer.toml``): one
+    loss schedule in one setting at one learning rate, every handling x budget a condition "<handling>@<budget>"
+    trained on every seed; a comparison's side is a condition or the per-seed difference "c1 - c2" of two."""
+
+    path: Path
+    sha256: str
+    text: str
+    title: str
+    data: str
+    setting: str
+    loss: str
+    lr: float
+    seeds: tuple[int, ...]
+    metric: str
+    alpha: float
+    max_last_epoch_share: float
+    budgets: tuple[Budget, ...]
+    handlings: tuple[Handling, ...]
+    comparisons: tuple[Declared, ...]
+
+    @property
+    def family(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.comparisons)
+
+    @property
+    def conditions(self) -> tuple[str, ...]:
+        """Every condition's name, "<handling>@<budget>", handlings first."""
+        return tuple(f"{h.name}@{b.name}" for h in self.handlings for b in self.budgets)
+
+    def condition(self, name: str) -> tuple[Handling, Budget]:
+        handling, budget = name.split("@")
+        return (next(h for h in self.handlings if h.name == handling),
+                next(b for b in self.budgets if b.name == budget))
+
+
+def load_optimizer(path: str | Path = OPTIMIZER) -> OptimizerPreregistration:
+    """The optimizer experiment's pre-registration at `path`, checked (errors name the file and the field)."""
+    return _read(Path(path), _checked_optimizer)
+
+
+def _checked_optimizer(path: Path, raw: bytes, doc: dict) -> OptimizerPreregistration:
+    from ..train import preset
+
+    data, setting = _need(doc, "data", str), _need(doc, "setting", str)
+    check_setting(setting, "setting")
+    loss = _need(doc, "loss", str)
+    if not registry.is_schedule(loss):
+        raise ValueError(f"loss must be a loss schedule (warmup:<first>:<n>:<then>), got {loss!r}")
+    lr = float(_need(doc, "lr", (int, float)))
+    wanted = preset(data, setting)["lr"]
+    if lr != wanted:
+        raise ValueError(f"lr must be the showdown's learning rate of the {setting} setting ({wanted:g}, "
+                         f"vlr_lib.train.settings.PRESETS): the experiment tunes nothing, got {lr:g}")
+    seeds = _seeds(doc.get("seeds"), "seeds")
+    if len(seeds) < 2:
+        raise ValueError(f"seeds must hold at least 2 seeds (a paired interval needs pairs), got {list(seeds)}")
+    budgets = tuple(_budget(n, b) for n, b in _need(doc, "budgets", dict).items())
+    handlings = tuple(_handling(n, h) for n, h in _need(doc, "handlings", dict).items())
+    if not budgets or not handlings:
+        raise ValueError("budgets and handlings must each declare at least one")
+    for name in (*(b.name for b in budgets), *(h.name for h in handlings)):
+        if not name.isidentifier():
+            raise ValueError(f"budget and handling names must be identifiers (no '@' or '-'), got {name!r}")
+    known = {f"{h.name}@{b.name}" for h in handlings for b in budgets}
+    known |= {f"{x} - {y}" for x in known for y in known if x != y}
+    comparisons = tuple(_declared(c, i, setting, known, "comparisons")
+                        for i, c in enumerate(_need(doc, "comparisons", list)))
+    family = [c.name for c in comparisons]
+    if not family or len(set(family)) != len(family):
+        raise ValueError(f"comparisons must be a non-empty list of distinct names, got {family}")
+    share, alpha = _need(doc, "max_last_epoch_share", float), _need(doc, "alpha", float)
+    if not 0 < share <= 1 or not 0 < alpha < 1:
+        raise ValueError(f"max_last_epoch_share must lie in (0, 1] and alpha in (0, 1), got {share} and {alpha}")
+    metric = _need(doc, "metric", str)
+    if metric != "sel_rsum":
+        raise ValueError(f"metric must be 'sel_rsum' (test rsum at the best validation epoch), got {metric!r}")
+    return OptimizerPreregistration(
+        path=path, sha256=hashlib.sha256(raw).hexdigest(), text=raw.decode(), title=_need(doc, "title", str),
+        data=data, setting=setting, loss=loss, lr=lr, seeds=seeds, metric=metric, alpha=alpha,
+        max_last_epoch_share=share, budgets=budgets, handlings=handlings, comparisons=comparisons)
+
+
+def _budget(name: str, b: dict) -> Budget:
+    where = f"budgets.{name}."
+    epochs, decay = _need(b, "epochs", int, where), _need(b, "lr_decay_epoch", int, where)
+    if not 1 <= decay < epochs:
+        raise ValueError(f"{where}lr_decay_epoch must lie in [1, epochs), got {decay} of {epochs}")
+    return Budget(name, epochs, decay)
+
+
+def _handling(name: str, h: dict) -> Handling:
+    where = f"handlings.{name}."
+    known = {"label", "optimizer", "weight_decay", "optimizer_at_switch", "grad_clip"}
+    if set(h) - known:
+        raise ValueError(f"{where}{sorted(set(h) - known)[0]} is not a field of a handling (one of {sorted(known)})")
+    out = Handling(name, _need(h, "label", str, where), _need(h, "optimizer", str, where),
+                   float(h.get("weight_decay", 0.0)), _need(h, "optimizer_at_switch", str, where),
+                   None if h.get("grad_clip") is None else h["grad_clip"])
+    for field in ("weight_decay", "grad_clip"):
+        if isinstance(h.get(field), bool) or not isinstance(h.get(field, 0.0), (int, float)):
+            raise TypeError(f"{where}{field} must be a number, got {h[field]!r}")
+    try:
+        TrainSettings(**out.settings())  # the trainer's own checks of every value
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{where}{err}") from None
+    return out
+
+
 # --------------------------------------------------------------------------- where it came from
 
 
@@ -308,15 +459,16 @@ def provenance(prereg: Preregistration) -> dict:
             "file_committed": bool(commit) and status == ""}
 
 
-def development_seeds(exclude: str = "") -> dict[int, list[str]]:
+def development_seeds(exclude: str | tuple[str, ...] = PREREGISTERED) -> dict[int, list[str]]:
     """{seed: the shipped records that trained it}: every seed of every record in ``vlr_lib/recorded`` but
-    `exclude` (their runs tables' "seed" column, and any "seeds" list of their settings)."""
+    `exclude` (a name or names; their runs tables' "seed" column, and any "seeds" list of their settings)."""
     from . import record as R
 
+    exclude = (exclude,) if isinstance(exclude, str) else tuple(exclude)
     found: dict[int, set[str]] = {}
     for manifest in sorted(R.RECORDED.glob(f"*/{R.MANIFEST}")):
         name = manifest.parent.name
-        if name == exclude:
+        if name in exclude:
             continue
         rec = R.read(name, None, root=R.RECORDED)
         if rec is None:
@@ -345,11 +497,12 @@ def _seed_lists(obj) -> list[int]:
     return []
 
 
-def check_unseen(prereg: Preregistration, exclude: str) -> None:
-    """A :class:`PreregistrationError` naming the file when a declared seed (final or tuning) was trained by a
-    shipped record other than `exclude`: a development seed reused in a replication."""
+def check_unseen(prereg, exclude: str | tuple[str, ...] = PREREGISTERED) -> None:
+    """A :class:`PreregistrationError` naming the file when a declared seed (final or tuning) of `prereg` (a
+    :class:`Preregistration` or :class:`OptimizerPreregistration`) was trained by a shipped record other than
+    `exclude`: a development seed reused in a replication."""
     used = development_seeds(exclude)
-    reused = {s: used[s] for s in (*prereg.seeds, *prereg.tuning_seeds) if s in used}
+    reused = {s: used[s] for s in (*prereg.seeds, *getattr(prereg, "tuning_seeds", ())) if s in used}
     if reused:
         raise PreregistrationError(f"{prereg.path}: seeds {sorted(reused)} were used in development (by the records "
                                    f"{sorted({n for names in reused.values() for n in names})}): a replication "

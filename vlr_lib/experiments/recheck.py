@@ -12,6 +12,7 @@ notebooks, the tests and the measurement re-train exactly the same run.
 - ``tuned-shapes-features-full``: notebook 11's tuned comparison, NT-Xent at temperature 0.05, seed 0;
 - ``showdown-shapes-features-full`` / ``showdown-shapes-vsepp-full``: the showdown's Triplet-SH, seed 0;
 - ``batch-size-shapes-features-full``: notebook 03's batch-size experiment, SigLIP at batch size 32, seed 0;
+- ``difficulty-shapes-features-full``: notebook 03's difficulty experiment, SigLIP at difficulty 1, seed 0;
 - ``lessons-shapes-full``: notebook 12's Triplet-SH on the pretrained encoder, seed 0 (the record keeps
   each run's last and best rsum, so those two are compared);
 - ``replication-shapes-full``: notebook 13's NT-Xent final run on heads on features at its chosen point, seed 8.
@@ -112,6 +113,13 @@ def batch_size(epochs: int | None = None) -> Pair:
     return B.recorded_and_again(epochs)
 
 
+def difficulty(epochs: int | None = None) -> Pair:
+    """Notebook 03's difficulty experiment: its SigLIP cell at difficulty 1, seed 0 (``difficulty.CHECKED``)."""
+    from . import difficulty as D
+
+    return D.recorded_and_again(epochs)
+
+
 def showdown(setting: str) -> Callable[..., Pair]:
     """The showdown of `setting` (notebook 10): Triplet-SH, seed 0. The pair's `loss` and `loss_kwargs`
     re-train the same cell with another loss or other parameters (what the check exists to catch)."""
@@ -143,3 +151,11 @@ def replication(epochs: int | None = None) -> Pair:
     from . import replication as X
 
     return X.recorded_and_again(epochs)
+
+
+def optimizer(epochs: int | None = None) -> Pair:
+    """Notebook 13: the optimizer experiment's run of VSE∞'s recipe (AdamW carried over, clipped) at 20 epochs, the
+    first seed (``optimizer.recorded_and_again``)."""
+    from . import optimizer as O
+
+    return O.recorded_and_again(epochs)

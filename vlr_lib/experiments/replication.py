@@ -17,6 +17,8 @@ full-size schedule, ``cells.spec_for``):
    exploratory (:func:`compare`);
 4. **optimizer** (when the pre-registration declares it; chapter 13's does not, for want of machine time) --
    chapter 12's experiment (e) on the final seeds: a warm-up, then the switch with Adam fresh or carried over.
+   Chapter 13's optimizer experiment has its own, later file instead (``optimizer.toml``, read and kept by
+   ``vlr_lib.experiments.optimizer``).
 
 Convergence is checked per loss and setting (:func:`convergence`). Cells are cached per run under
 ``<runs>/replication-<data>-<part>-<fast|full>`` (a part is a setting or "optimizer"), so an interrupted run
@@ -346,7 +348,7 @@ def run(prereg: P.Preregistration | None = None, fast: bool = False, record: boo
     if not fast and R.destination() is not None and not origin["file_committed"]:
         raise P.PreregistrationError(f"{prereg.path}: commit the pre-registration before its runs (the record "
                                      "names the commit it was made from)")
-    P.check_unseen(prereg, exclude=NAME)
+    P.check_unseen(prereg)
     t0, frames, chance = time.perf_counter(), {}, {}
     for part in parts(prereg):
         frames[part], chance[part], _ = train_part(prereg, part, fast, progress, device)

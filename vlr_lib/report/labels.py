@@ -40,7 +40,7 @@ COCOS_STATS = ("C_q", "C_0", "W_neg", "W_pos")
 SETUP_COLUMNS = ("data_id", "settings")
 #: Columns of a grid's runs table that hold training settings (``vlr_lib.experiments.grid_search.FIT_KEYS``).
 SETTING_COLUMNS = ("epochs", "batch_size", "lr", "lr_decay_epoch", "sampling", "probe_batch", "grad_clip",
-                   "optimizer_at_switch", "head", "dim",
+                   "optimizer_at_switch", "optimizer", "weight_decay", "head", "dim",
                    "text_encoder", "width", "word_dim", "hidden", "min_count")
 #: Xuan & Chen's Table 1 names the hardest-negative triplet "Triplet"; ours is Triplet-SH.
 _TABLE1_NAMES = {"Triplet": "Triplet-SH"}

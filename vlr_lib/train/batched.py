@@ -42,7 +42,7 @@ from ..similarity import positive_mask
 from . import distributed as D
 from .device import default_device
 from .engine import (CHECK_EVERY, FitResult, Plan, Split, _diverged, _lr, _record, _run_callbacks,
-                     TrainingDivergedError)
+                     TrainingDivergedError, make_optimizer)
 from .evaluate import autocast, autocast_dtype, probe_indices
 from .fit_features import _check_val_dims, _features, build_heads, features_config
 from .launch import _split, prepare, run_config
@@ -221,9 +221,11 @@ def _clip(heads, learned: list[LearnedParameters], grad_clip: float | None) -> T
     return norms.detach()
 
 
-def _optimizer(heads, learned: list[LearnedParameters], lr: float) -> torch.optim.Adam:
-    return torch.optim.Adam([*heads[0].tensors(), *heads[1].tensors(), *(p for lp in learned for p in lp.parameters())],
-                            lr=lr)
+def _optimizer(heads, learned: list[LearnedParameters], s: TrainSettings) -> torch.optim.Optimizer:
+    """The runs' optimizer over the stacked heads: Adam's and AdamW's updates (decay included) are element-wise,
+    so each run's slice steps as it would alone."""
+    return make_optimizer([*heads[0].tensors(), *heads[1].tensors(), *(p for lp in learned for p in lp.parameters())],
+                          s)
 
 
 def _check_finite(flags: Tensor, members: list[_Member], epoch: int) -> None:
@@ -272,14 +274,14 @@ def _train_group(members: list[_Member], train: tuple, val: tuple | None) -> lis
     pairs = [build_heads(m.head, train[0].shape[1], train[1].shape[1], m.dim, m.plan.settings.seed) for m in members]
     heads = tuple(_Stacked([p[k].to(dev) for p in pairs]) for k in (0, 1))
     learned = [m.plan.objective.parameters_module().to(dev) for m in members]
-    opt = _optimizer(heads, learned, s.lr)
+    opt = _optimizer(heads, learned, s)
     probes = [probe_indices(split.caption_to_image, split.n_images, s.probe_batch, m.plan.settings.seed)
               if s.probe_batch > 0 else None for m in members]
     results = [FitResult(heads[0].modules[r], heads[1].modules[r], [], m.plan.config) for r, m in enumerate(members)]
     for epoch in range(s.epochs):
         t0 = time.perf_counter()
         if epoch in members[0].plan.objective.switches() and s.optimizer_at_switch == "fresh":
-            opt = _optimizer(heads, learned, s.lr)
+            opt = _optimizer(heads, learned, s)
         for group in opt.param_groups:
             group["lr"] = _lr(members[0].plan, epoch)
         loss, grad_norm, steps = _train_epoch(heads, learned, opt, split, members, epoch)

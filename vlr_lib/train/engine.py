@@ -3,10 +3,10 @@
 One step (VSE++ recipe, Faghri et al.; Li et al. sec. 4.1): a batch of captions
 with their images, embeddings from the two models, S = img @ txt.T, the
 objective on S with repeated images masked as false negatives, the gradient's
-norm clipped when ``grad_clip`` is set (VSE++ and VSE∞ clip at 2), Adam. The
+norm clipped when ``grad_clip`` is set (VSE++ and VSE∞ clip at 2), Adam (or AdamW, as VSE∞). The
 learning rate is multiplied by 0.1 from epoch ``lr_decay_epoch`` on (the
 papers decay once, halfway). At a loss schedule's switch the new loss gets a fresh
-Adam unless ``optimizer_at_switch="carry"`` (``settings.TrainSettings``). Each epoch's
+optimizer unless ``optimizer_at_switch="carry"`` (``settings.TrainSettings``). Each epoch's
 record holds ``grad_norm``, the mean norm of the (unclipped) gradient over its steps: the
 scale each loss hands the optimizer. Everything the loop needs lives on the device;
 batches are index tensors drawn on the device (``sampling.epoch_batches``).
@@ -302,8 +302,15 @@ def _run_callbacks(plan: Plan, record: dict, result: FitResult) -> None:
         cb(record, result)
 
 
-def _optimizer(models, learned: LearnedParameters, lr: float) -> torch.optim.Adam:
-    return torch.optim.Adam(_params(models, learned), lr=lr)
+def make_optimizer(params, s: TrainSettings) -> torch.optim.Optimizer:
+    """The run's optimizer over `params` at ``s.lr``: Adam, or AdamW (``s.optimizer``), with ``s.weight_decay``
+    (Adam: an L2 term in the gradient; AdamW: decoupled, as VSE∞ trains). ``batched`` builds its own with it."""
+    kind = torch.optim.AdamW if s.optimizer == "adamw" else torch.optim.Adam
+    return kind(params, lr=s.lr, weight_decay=s.weight_decay)
+
+
+def _optimizer(models, learned: LearnedParameters, s: TrainSettings) -> torch.optim.Optimizer:
+    return make_optimizer(_params(models, learned), s)
 
 
 def train_models(models: tuple[nn.Module, nn.Module], split: Split, val: Split | None, plan: Plan) -> FitResult:
@@ -318,7 +325,7 @@ def train_models(models: tuple[nn.Module, nn.Module], split: Split, val: Split |
     rank, _ = D.rank_and_world()
     s = plan.settings
     learned = plan.objective.parameters_module().to(split.txt.device)
-    opt = _optimizer(models, learned, s.lr)
+    opt = _optimizer(models, learned, s)
     start, history = _restore(models, learned, opt, plan)
     D.broadcast_modules([*models, learned])
     probe = None
@@ -330,7 +337,7 @@ def train_models(models: tuple[nn.Module, nn.Module], split: Split, val: Split |
     for epoch in bar:
         t0 = time.perf_counter()
         if epoch in plan.objective.switches() and s.optimizer_at_switch == "fresh":
-            opt = _optimizer(models, learned, s.lr)  # the new loss must not inherit the old one's moments
+            opt = _optimizer(models, learned, s)  # the new loss must not inherit the old one's moments
         for group in opt.param_groups:
             group["lr"] = _lr(plan, epoch)
         loss, grad_norm, steps = _train_epoch(models, learned, opt, split, plan, epoch, last_good=epoch)

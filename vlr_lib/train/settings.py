@@ -25,14 +25,20 @@ from dataclasses import dataclass
 
 import torch
 
-from .._checks import check_int, check_positive
+from .._checks import check_int, check_nonnegative, check_positive
 from .device import parse_device
 from .sampling import SAMPLINGS
 
 EXPERIMENT_FIELDS = ("epochs", "batch_size", "lr", "lr_decay_epoch", "sampling", "probe_batch", "seed", "grad_clip",
-                     "optimizer_at_switch")
+                     "optimizer_at_switch", "optimizer", "weight_decay")
 #: What a loss schedule's switch does to Adam: a fresh state for the new loss, or the old loss's state carried over.
 OPTIMIZER_AT_SWITCH = ("fresh", "carry")
+#: The optimizers: Adam (VSE++, Faghri et al.) and AdamW (decoupled weight decay, Loshchilov & Hutter, "Decoupled
+#: Weight Decay Regularization", ICLR 2019, Algorithm 2; VSE∞, Chen et al. 2021, trains with it at 1e-4).
+OPTIMIZERS = ("adam", "adamw")
+#: Experiment fields added after records were made: left out of :meth:`TrainSettings.experiment` at these values, so
+#: every key made before them (grid cells, checkpoints, records) stays byte-identical.
+LATE_DEFAULTS = {"optimizer": "adam", "weight_decay": 0.0}
 RUN_FIELDS = ("device", "callbacks", "checkpoint_dir", "resume", "progress")
 #: The schedule fields a preset sets (the rest of a preset is the model's sizes, :data:`MODEL`).
 SCHEDULE_FIELDS = ("epochs", "batch_size", "lr", "lr_decay_epoch", "sampling", "grad_clip")
@@ -66,6 +72,9 @@ class TrainSettings:
       x0.1 from epoch ``lr_decay_epoch`` (0-based; None: halfway, as VSE++ / Li et al.);
     - ``grad_clip``: clip the gradient's global L2 norm to this value before each step (None: off;
       VSE++ and VSE∞ clip at 2.0);
+    - ``optimizer``: "adam" (the default) or "adamw"; ``weight_decay`` (>= 0, default 0): Adam's L2 term
+      added to the gradient, AdamW's decoupled decay (each step multiplies the weights by 1 - lr x weight_decay);
+      AdamW at weight_decay 0 is Adam, step for step;
     - ``optimizer_at_switch``: at a loss schedule's switch ("warmup:..."), "fresh" (the default) gives
       the new loss a new Adam, "carry" keeps the state the first loss built. Adam's second moment
       (beta2 = 0.999: a memory of ~1,000 steps) remembers the first loss's gradient scale; Triplet
@@ -89,6 +98,8 @@ class TrainSettings:
     seed: int = 0
     grad_clip: float | None = None
     optimizer_at_switch: str = "fresh"
+    optimizer: str = "adam"
+    weight_decay: float = 0.0
     device: str | torch.device | None = None
     callbacks: Callable | Sequence[Callable] | None = ()
     checkpoint_dir: str | os.PathLike | None = None
@@ -110,6 +121,9 @@ class TrainSettings:
             check_positive("grad_clip", self.grad_clip)
         if self.optimizer_at_switch not in OPTIMIZER_AT_SWITCH:
             raise ValueError(f"optimizer_at_switch must be one of {OPTIMIZER_AT_SWITCH}, got {self.optimizer_at_switch!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        object.__setattr__(self, "weight_decay", check_nonnegative("weight_decay", self.weight_decay))
         if self.device is not None:
             object.__setattr__(self, "device", parse_device(self.device))
         object.__setattr__(self, "callbacks", _callbacks(self.callbacks))
@@ -132,8 +146,10 @@ class TrainSettings:
         return dataclasses.replace(self, **changes) if changes else self
 
     def experiment(self) -> dict:
-        """The fields that change a result (:data:`EXPERIMENT_FIELDS`), as a JSON-able dict."""
-        return {k: getattr(self, k) for k in EXPERIMENT_FIELDS}
+        """The fields that change a result (:data:`EXPERIMENT_FIELDS`), as a JSON-able dict; a field of
+        :data:`LATE_DEFAULTS` at its default is left out (the keys made before it existed stay as they were)."""
+        return {k: getattr(self, k) for k in EXPERIMENT_FIELDS
+                if k not in LATE_DEFAULTS or getattr(self, k) != LATE_DEFAULTS[k]}
 
     def resolve(self, n_images: int, world: int = 1) -> "TrainSettings":
         """The settings for a training split of `n_images` images on `world` processes.

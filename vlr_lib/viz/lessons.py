@@ -1,7 +1,7 @@
 """Figures of notebook 12 (:func:`deltas_figure`: one experiment, :func:`overview_figure`: all of them,
-:func:`paired_figure`: one difference from its seeds, for the paired-difference browser): pure functions from
-``report.lessons.lesson_table`` (each difference of rsum between two losses per condition, paired by seed, with its 95%
-interval and verdict) to a ``go.Figure``."""
+:func:`paired_figure`: one difference from its seeds, for the paired-difference browser) and notebook 03's difficulty
+experiment (:func:`deltas_figure`): pure functions from ``report.lessons.lesson_table`` (or a table of its shape:
+differences of rsum between two losses per condition, paired by seed, with 95% interval and verdict) to a figure."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -12,12 +12,13 @@ import plotly.graph_objects as go
 
 from ..report.labels import METRIC_LABELS
 from ..report.lessons import lesson_part, seed_differences
+from ..stats import RANK_VERDICTS, VERDICTS
 from ._style import CURVE, NEUTRAL, PALETTE, fitted_range, panels, position, style
 
 __all__ = ["deltas_figure", "overview_figure", "paired_figure"]
 
-#: Marker of each verdict: filled where the papers' ordering holds, a cross where it reverses, open: cannot tell.
-SYMBOLS = {"holds": "circle", "reverses": "x", "cannot tell": "circle-open"}
+#: Marker of each verdict: filled where a claimed order holds (no claim: a ahead), a cross: reverses (behind), open.
+SYMBOLS = dict(zip((*VERDICTS, *RANK_VERDICTS), ("circle", "x", "circle-open") * 2))
 
 
 def _traces(part: pd.DataFrame, show_legend: bool = True) -> list[go.Scatter]:
@@ -28,15 +29,15 @@ def _traces(part: pd.DataFrame, show_legend: bool = True) -> list[go.Scatter]:
     traces = []
     for k, (comparison, rows) in enumerate(part.groupby("comparison", sort=False)):
         colour = PALETTE[k % len(PALETTE)]
-        expected = "> 0" if rows["expected"].iloc[0] > 0 else "< 0"
+        sign = rows["expected"].iloc[0]  # the papers' sign, or None: a comparison with no claimed sign
         traces.append(go.Scatter(
             x=[ticks[c] for c in rows["condition"]], y=rows["delta"], mode="lines+markers",
-            name=f"{comparison} (papers: {expected})", legendgroup=comparison, showlegend=show_legend,
-            line=dict(color=colour, dash="dot"),
+            name=comparison if pd.isna(sign) else f"{comparison} (papers: {'> 0' if sign > 0 else '< 0'})",
+            legendgroup=comparison, showlegend=show_legend, line=dict(color=colour, dash="dot"),
             marker=dict(color=colour, size=11, symbol=[SYMBOLS[v] for v in rows["verdict"]], line=dict(width=2)),
             error_y=dict(type="data", array=rows["half"], visible=True, color=colour),
             customdata=rows[["half", "verdict", "seed_min", "seed_max", "source"]].to_numpy(),
-            hovertemplate="%{x}<br>" + comparison + ": %{y:.1f} ± %{customdata[0]:.1f}<br>the papers' ordering: "
+            hovertemplate="%{x}<br>" + comparison + ": %{y:.1f} ± %{customdata[0]:.1f}<br>verdict: "
                           "%{customdata[1]} (%{customdata[4]})<br>per seed %{customdata[2]:.1f} to %{customdata[3]:.1f}"
                           "<extra></extra>",
         ))
@@ -46,9 +47,8 @@ def _traces(part: pd.DataFrame, show_legend: bool = True) -> list[go.Scatter]:
 def deltas_figure(table: pd.DataFrame, experiment: str, title: str | None = None) -> go.Figure:
     """One experiment of a lesson table: rsum differences per condition, mean ± half-width of the paired 95% interval.
 
-    Three lines: Triplet-SH − Triplet (the papers: > 0), Unified − Triplet-SH (> 0) and NT-Xent − Triplet-SH (Bleeker
-    & de Rijke: < 0). Markers: filled where the papers' ordering holds (interval on the papers' side), a cross where
-    it reverses, open where the seeds cannot tell.
+    Notebook 12: Triplet-SH − Triplet (papers: > 0), Unified − Triplet-SH (> 0), NT-Xent − Triplet-SH (< 0); 03:
+    SigLIP − NT-Xent (no claim). Markers (Holm): filled: the order holds (a ahead); cross: reverses (behind); open.
     """
     part = lesson_part(table, experiment)
     fig = go.Figure(_traces(part))
