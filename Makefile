@@ -21,7 +21,7 @@ help:
 	@echo "make test         set up (first time), the unit tests (one notebook in JupyterLab among them), nbval over every notebook"
 	@echo "make test-browser every notebook run in JupyterLab and Chromium, every explorer moved (4-7 min; CI runs it)"
 	@echo "make test-portable  notebooks 03 and 09-13 again under torch's portable kernels (another CPU's rounding)"
-	@echo "make record       regenerate the recorded runs notebooks 03 and 09-13 open in full mode (one process per core; 2 cores: about 2.5 hours)"
+	@echo "make record       regenerate the recorded runs notebooks 03 and 09-13 open in full mode (one process per core; it prints the expected time)"
 	@echo "make book         the static HTML book in build/book (03, 09-13 from their records, the rest in fast mode)"
 	@echo "make book-student the student edition in build/book-student: make book's chapters without solutions"
 	@echo "                  (VLR_EDITION=student make lab: the notebooks without solutions, in build/student)"

@@ -16,7 +16,7 @@
    unified loss and its evaluation on 1,014 validation images. Target: < 5 s on a GPU. Baseline:
    the same steps as a plain loop (embed, S, loss, backward, Adam; no masks, no flags). On CUDA
    also the host synchronisations inside the trainer's steps (``torch.cuda.set_sync_debug_mode``).
-3. The loss showdown: 22 configurations x 3 seeds = 66 runs of 15 epochs on cached features of
+3. The loss showdown: 24 configurations x 3 seeds = 72 runs of 15 epochs (66 before issue 36 added two) on cached features of
    the Karpathy sizes (random, with a learnable signal), through ``vlr_lib.experiments.showdown.run``
    (test split and COCOS every epoch, selection on validation). Target: < 5 min on a GPU (issue 37).
    On CUDA the showdown trains its runs together (``train.fit_many``, heads stacked).
@@ -263,10 +263,11 @@ def showdown(args, device: torch.device, work: Path, epoch_s: float | None) -> N
         result = sd.run(spec, out=work / "showdown", progress=False)
     wall = time.perf_counter() - t0
     assert len(result.runs) == runs
-    full = wall * (66 / runs) * (15 / spec.epochs) * (29_000 / sizes["train"])
-    scaled = (runs, spec.epochs, sizes["train"]) != (66, 15, 29_000)
+    whole = len(sd.configs()) * 3  # the showdown's contestants x its 3 seeds
+    full = wall * (whole / runs) * (15 / spec.epochs) * (29_000 / sizes["train"])
+    scaled = (runs, spec.epochs, sizes["train"]) != (whole, 15, 29_000)
     print(f"  wall time {wall:.1f} s for {runs} runs x {spec.epochs} epochs"
-          + ("; extrapolated linearly to 66 runs x 15 epochs x 29,000 images: " if scaled else ": ")
+          + (f"; extrapolated linearly to {whole} runs x 15 epochs x 29,000 images: " if scaled else ": ")
           + f"{full / 60:.1f} min (target < {SHOWDOWN_TARGET_S / 60:.0f} min on a GPU: {full / SHOWDOWN_TARGET_S:.2f} "
           "of the budget)")
     if spec.epochs == 1:  # each run's one epoch: its training and validation, without the test split and COCOS

@@ -146,7 +146,7 @@ def spec_for(data: str = "shapes", fast: bool = False, setting: str = "features"
     """The showdown of a data mode and setting at full or fast (CI) size.
 
     shapes, features, full: 1000 / 200 / 200 images, 20 epochs, batch 128, lr 1e-3 decayed
-    x0.1 after 10 epochs, 256-d linear heads: ~20 min for 66 runs on a 2-core CPU. The budget
+    x0.1 after 10 epochs, 256-d linear heads: ~20 min for 72 runs on a 2-core CPU (two processes). The budget
     was chosen on validation so that the runs converge (docs/results.md, run 7: at most a
     quarter of the runs select their last epoch; the earlier 10 epochs at lr 2e-4 left 79% of
     them still rising). vsepp: the same, with a GRU text encoder from scratch (32-d words, 64-d

@@ -20,9 +20,11 @@ and on a second one (another torch version). The largest gap measured was 0.8 (t
 portable kernels); most were 0.0. Each tolerance is the record's largest gap x 1.5 + 1, at least 2 (room for CPU
 families not measured), rounded up to half a point; the smallest change measured to matter, notebook 09's margin
 0.2 -> 0.3, moves its first 3 epochs by 2.9 (docs/results.md, "How far a record drifts"). On an AMD EPYC
-(2026-11-27) the VSE++ showdown's checked cell landed 14.0 from its Intel-made record at epoch 4 (12.6 under the
-portable kernels), back within 3.8 from epoch 8: its tolerance is 22, the rule applied to that gap, so its check
-catches only large changes; the other records were re-measured there too (docs/results.md).
+(2026-11-27) the VSE++ showdown's checked cell landed 14.0 from its then Intel-made record at epoch 4 (12.6 under
+the portable kernels), back within 3.8 from epoch 8: its tolerance is 22, the rule applied to that gap, so its
+check catches only large changes; the other records were re-measured there too (docs/results.md). Both showdown
+records were made again on that AMD EPYC the same day (issue 36's two contestants): an Intel CPU now sits on the
+far side of the same gap, which the tolerance measured in the other direction.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Many runs of the features setting trained together: ``fit_many``, R heads stacked along a leading run dimension.
 
 On a GPU a step of a linear head on 512-d features at batch 128 is launch overhead (~3 ms, far more than its
-arithmetic), so the showdown's 66 runs x 15 epochs x 1,132 steps wait on the host. ``fit_many`` trains R runs that
+arithmetic), so the showdown's 72 runs x 15 epochs x 1,132 steps wait on the host. ``fit_many`` trains R runs that
 share their data, schedule and model but differ in seed and loss in one loop: each head's parameters are stacked
 (``torch.func.stack_module_state``) and applied to R batches in one call (``vmap`` over ``functional_call``), S is
 one batched matmul [R, B, B], and one Adam steps every run's parameters at once. Each run is still the run ``fit``
