@@ -673,7 +673,8 @@ learned_ends = ends.pivot_table(
     index=["setting", "name"], columns="epoch", values="shown", aggfunc="mean"
 ).rename(columns=lambda e: f"epoch {e}")
 display(learned_ends.round(3))
-# where each parameter starts: the paper's value (the library default), in the same units
+# where each parameter starts: the paper's value (the library default), in the same
+# units
 init = {
     name: unit(registry.entry(loss).defaults()[param])
     for (loss, param), (name, unit) in showdown.LEARNED_UNITS.items()
@@ -760,9 +761,10 @@ else:
         f"**{names[facts['best']]} has the highest mean rsum, and three seeds do not "
         f"tell it from any other loss**: of the {facts['n_pairs']} pairs of losses, "
         f"{facts['n_separated_uncorrected']} have an uncorrected paired interval that "
-        f"excludes 0, and {n_told or 'none'} {'survives' if n_told == 1 else 'survive'} "
-        "Holm's correction over all the pairs. With three seeds a paired interval has 2 "
-        "degrees of freedom; the ranking is a list of leads, not an order.\n\n"
+        f"excludes 0, and {n_told or 'none'} "
+        f"{'survives' if n_told == 1 else 'survive'} "
+        "Holm's correction over all the pairs. With three seeds a paired interval has "
+        "2 degrees of freedom; the ranking is a list of leads, not an order.\n\n"
     )
     pair_weights = (
         "**The clearest GOAL finding reverses Xuan & Chen's pair weights**: "
@@ -775,18 +777,22 @@ else:
         + (f"(e.g. (con, con) − (con, sig) = {shown(con_sig)}). " if con_sig else ". ")
         + "Xuan & Chen's Tables 3–5 rank those pair weights above P<sup>con</sup>.\n\n"
     )
-    # the learned temperatures: where they end (mean over the seeds) and the declared pair
+    # the learned temperatures: where they end (mean over the seeds) and the declared
+    # pair
     practice = {c["a"]: c for c in facts["practice_claims"]}
     last = learned[SETTING].groupby(["name", "epoch"])["shown"].mean()
     n_epochs = int(learned[SETTING]["epoch"].max())
-    tau_end, t_end, b_end = (last[(n, n_epochs)] for n in ("CLIP τ", "SigLIP t", "SigLIP b"))
+    tau_end, t_end, b_end = (
+        last[(n, n_epochs)] for n in ("CLIP τ", "SigLIP t", "SigLIP b")
+    )
     learned_words = (
         f"**The learned temperature sharpens the softmax.** CLIP's τ, started at "
-        f"{init['CLIP τ']:.2f}, falls to {tau_end:.3f} by epoch {n_epochs} (mean over the "
-        f"seeds), and SigLIP's scale t grows from {init['SigLIP t']:.0f} to {t_end:.1f} "
+        f"{init['CLIP τ']:.2f}, falls to {tau_end:.3f} by epoch {n_epochs} (mean over "
+        f"the seeds), and SigLIP's scale t grows from {init['SigLIP t']:.0f} to "
+        f"{t_end:.1f} "
         f"while its bias hardly moves ({init['SigLIP b']:.0f} → {b_end:.2f}): training "
-        "lowers the loss by sharpening, below NT-Xent's fixed τ = 0.1. Against NT-Xent at "
-        "that fixed τ (the two comparisons declared before the runs, Holm-corrected "
+        "lowers the loss by sharpening, below NT-Xent's fixed τ = 0.1. Against NT-Xent "
+        "at that fixed τ (the two comparisons declared before the runs, Holm-corrected "
         f"together): the learned τ {shown(practice['clip_learned'])}, SigLIP "
         f"{shown(practice['siglip'])}. "
     )
@@ -796,7 +802,11 @@ else:
         assert raw[("cross_example_softmax", "sampled_softmax")] == "cannot tell"
         # the learned tau ends near 0.05, t near 13, b near -10; CLIP's learned tau is
         # behind the fixed 0.1 after the correction, SigLIP not told from it
-        assert (round(tau_end, 3), round(t_end, 1), round(b_end, 2)) == (0.049, 13.0, -9.96)
+        assert (round(tau_end, 3), round(t_end, 1), round(b_end, 2)) == (
+            0.049,
+            13.0,
+            -9.96,
+        )
         assert practice["clip_learned"]["verdict"] == "reverses", practice
         assert practice["siglip"]["verdict"] == "cannot tell", practice
         by_seed = runs.pivot(index="seed", columns="loss", values="sel_rsum")
@@ -834,7 +844,11 @@ else:
             and raw[("cross_example_softmax", "sampled_softmax")] == "holds"
         )
         assert raw[("goal:cir,sig-ms", "goal:con,con")] == "reverses"
-        assert (round(tau_end, 3), round(t_end, 1), round(b_end, 2)) == (0.035, 13.9, -10.28)
+        assert (round(tau_end, 3), round(t_end, 1), round(b_end, 2)) == (
+            0.035,
+            13.9,
+            -10.28,
+        )
         assert {c["verdict"] for c in practice.values()} == {"cannot tell"}, practice
         nt_xent = runs.loc[runs["loss"] == "info_nce", "sel_rsum"]
         assert round(nt_xent.max() - nt_xent.min(), 1) == 13.5
@@ -843,7 +857,8 @@ else:
                 common
                 + pair_weights
                 + learned_words
-                + "With a GRU learning from scratch the learned τ sharpens further than "
+                + "With a GRU learning from scratch the learned τ sharpens further "
+                "than "
                 "on frozen features, and neither loss is told from NT-Xent at τ = 0.1: "
                 "NT-Xent's own three seeds spread over 13.5 rsum points here.\n\n"
                 "**The papers' orderings cannot be told here either.** Triplet-SH's "
@@ -856,7 +871,8 @@ else:
                 "five). (cir, sig-ms), Xuan & Chen's best, is behind VSE++'s triplet "
                 "(con, con) by its uncorrected interval, the reverse of their tables, "
                 "but not after the correction "
-                f"({shown(claim[('goal:cir,sig-ms', 'goal:con,con')])}); nor are NT-Xent "
+                f"({shown(claim[('goal:cir,sig-ms', 'goal:con,con')])}); nor are "
+                "NT-Xent "
                 "or the unified loss told from Triplet-SH."
             )
         )

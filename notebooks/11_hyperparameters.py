@@ -523,7 +523,9 @@ display(
 # %%
 learned_vs = tuned.learned_vs_tuned(tuned_race.runs, chosen)
 display(
-    learned_vs[["comparison", "mean_a", "mean_b", "delta", "low", "high", "p_holm", "verdict"]]
+    learned_vs[
+        ["comparison", "mean_a", "mean_b", "delta", "low", "high", "p_holm", "verdict"]
+    ]
     .set_index("comparison")
     .round(3)
 )
@@ -534,11 +536,14 @@ def rsum_by_seed(loss: str, row: str) -> pd.Series:
     part = chosen[chosen["loss"] == loss]
     value = part.loc[part["default" if row == "untuned" else "chosen"], "value"].item()
     runs_ = tuned_race.runs[tuned_race.runs["loss"] == loss]
-    at = np.isclose(runs_[part["parameter"].iloc[0]].astype(float), value, rtol=0, atol=1e-12)
+    at = np.isclose(
+        runs_[part["parameter"].iloc[0]].astype(float), value, rtol=0, atol=1e-12
+    )
     return runs_[at].set_index("seed")["sel_rsum"].sort_index()
 
 
-# recomputed by hand: the paired t test of each difference, then Holm's step-down over the two
+# recomputed by hand: the paired t test of each difference, then Holm's step-down
+# over the two
 ps = []
 for r in learned_vs.itertuples():
     d = (rsum_by_seed(r.a, r.a_row) - rsum_by_seed(r.b, r.b_row)).to_numpy()
@@ -553,8 +558,8 @@ assert np.allclose(learned_vs["p_holm"], holm_by_hand)
 if tuned_race.record is None:
     display(
         Markdown(
-            "*Fast mode: the written findings are those of the full-size record, in full "
-            "mode or in the book.*"
+            "*Fast mode: the written findings are those of the full-size record, in "
+            "full mode or in the book.*"
         )
     )
 else:
@@ -575,10 +580,10 @@ else:
 
     start_gain = ci(*start_gain)
 
-    # the record's answers: the learned tau, untuned, is behind the tuned fixed one (told
-    # apart after Holm over the two); SigLIP is not told from it; tuning the learned tau's
-    # start moves it to tau_0 = 0.1, not told from the tuned NT-Xent; SigLIP's default bias
-    # is validation's choice
+    # the record's answers: the learned tau, untuned, is behind the tuned fixed one
+    # (told apart after Holm over the two); SigLIP is not told from it; tuning the
+    # learned tau's start moves it to tau_0 = 0.1, not told from the tuned NT-Xent;
+    # SigLIP's default bias is validation's choice
     assert (clip["verdict"], sig["verdict"]) == ("reverses", "cannot tell")
     assert row.loc["info_nce", "chosen"] == row.loc["info_nce", "default"] == 0.1
     assert round(tau0, 3) == 0.1 and not both_tuned["separated"]
@@ -587,21 +592,29 @@ else:
     display(
         Markdown(
             "**A learned τ does not beat the tuned fixed one here.** Started at CLIP's "
-            f"τ = 0.07 and left to learn, it reaches a test rsum of {clip['mean_a']:.1f} "
-            f"against NT-Xent's {clip['mean_b']:.1f} at its tuned τ = 0.1 (validation's "
+            "τ = 0.07 and left to learn, it reaches a test rsum of "
+            f"{clip['mean_a']:.1f} "
+            f"against NT-Xent's {clip['mean_b']:.1f} at its tuned τ = 0.1 "
+            "(validation's "
             "choice, which is its default): "
             f"{ci(clip['delta'], clip['low'], clip['high'])}, told apart after Holm's "
-            f"correction over the two (p = {clip['p_holm']:.3f}). Tuning where the learned τ "
+            f"correction over the two (p = {clip['p_holm']:.3f}). Tuning where the "
+            "learned τ "
             f"*starts* helps it: validation picks τ₀ = {tau0:.2g} "
-            f"({start_gain} on test over 0.07), and tuned against tuned NT-Xent is ahead by "
-            f"{ci(both_tuned['delta'], both_tuned['ci_low'], both_tuned['ci_high'])}, not told "
+            f"({start_gain} on test over 0.07), and tuned against tuned NT-Xent is "
+            "ahead by "
+            f"{ci(both_tuned['delta'], both_tuned['ci_low'], both_tuned['ci_high'])}, "
+            "not told "
             "apart. So learning τ did not save the tuning: its start still had to be "
-            "tuned, and training moves it towards a sharper softmax than retrieval wants "
+            "tuned, and training moves it towards a sharper softmax than retrieval "
+            "wants "
             "(notebook 10: on these features τ falls from 0.07 to about 0.05).\n\n"
-            "**SigLIP at its paper's initialisation is not told from the tuned NT-Xent** "
+            "**SigLIP at its paper's initialisation is not told from the tuned "
+            "NT-Xent** "
             f"({ci(sig['delta'], sig['low'], sig['high'])}). Its bias b = −10 is "
             "validation's choice among the five, and the others are far behind "
-            f"(validation rsum {sig_sweep[-10.0]:.1f} at −10, {sig_sweep[-20.0]:.1f} at −20, "
+            f"(validation rsum {sig_sweep[-10.0]:.1f} at −10, {sig_sweep[-20.0]:.1f} "
+            "at −20, "
             f"{sig_sweep[0.0]:.1f} at 0): where b starts matters far more than where τ "
             "starts, as Zhai et al. found (the reason for their −10)."
         )

@@ -62,7 +62,13 @@ from IPython.display import Markdown, display
 from vlr_lib import stats
 from vlr_lib.report.lessons import lesson_table
 from vlr_lib.notebook import setup
-from vlr_lib.experiments import lessons, optimizer, preregistration, protocol, replication
+from vlr_lib.experiments import (
+    lessons,
+    optimizer,
+    preregistration,
+    protocol,
+    replication,
+)
 
 cfg = setup(seed=0)
 
@@ -487,7 +493,8 @@ else:
             "small, so the run is slower, not worse: given 40 epochs it ends ahead.\n\n"
             "**VSE∞'s recipe matches a fresh Adam at both budgets.** One AdamW "
             "(weight decay 10⁻⁴) carried over the switch, its gradient clipped at 2, "
-            f"is not told apart from a fresh Adam at 20 epochs ({said('vse_infinity@e20')}) "
+            "is not told apart from a fresh Adam at 20 epochs "
+            f"({said('vse_infinity@e20')}) "
             f"nor at 40 ({said('vse_infinity@e40')}). Clipping caps Triplet (all)'s "
             "gradient before Adam's memory sees it. A fresh optimizer at the switch, "
             "the trainer's default, is this workbook's way to the same place, not the "
