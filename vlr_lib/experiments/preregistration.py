@@ -15,6 +15,7 @@ Every check runs here, before anything trains, and an error names the file and t
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import subprocess
 from collections.abc import Mapping
@@ -465,19 +466,31 @@ def development_seeds(exclude: str | tuple[str, ...] = PREREGISTERED) -> dict[in
     from . import record as R
 
     exclude = (exclude,) if isinstance(exclude, str) else tuple(exclude)
+    manifests = sorted(R.RECORDED.glob(f"*/{R.MANIFEST}"))
+    stamps = tuple((str(m), m.stat().st_mtime_ns, m.stat().st_size) for m in manifests)
     found: dict[int, set[str]] = {}
-    for manifest in sorted(R.RECORDED.glob(f"*/{R.MANIFEST}")):
-        name = manifest.parent.name
-        if name in exclude:
-            continue
-        rec = R.read(name, None, root=R.RECORDED)
-        if rec is None:
-            continue
-        seeds = {int(row["seed"]) for rows in rec.tables.values() for row in rows if isinstance(row.get("seed"), int)}
-        seeds |= set(_seed_lists(rec.manifest.get("settings")))
-        for seed in seeds:
-            found.setdefault(seed, set()).add(name)
+    for name, seeds in _record_seeds(stamps).items():
+        if name not in exclude:
+            for seed in seeds:
+                found.setdefault(seed, set()).add(name)
     return {seed: sorted(names) for seed, names in sorted(found.items())}
+
+
+@functools.lru_cache(maxsize=4)
+def _record_seeds(stamps: tuple[tuple[str, int, int], ...]) -> dict[str, frozenset[int]]:
+    """{record: its seeds}, read once per state of the records (`stamps`: each manifest's path, mtime and size; a
+    record is rewritten whole, its manifest with it): reading every record is seconds, and each replication checks."""
+    from . import record as R
+
+    out = {}
+    for path, _, _ in stamps:
+        name = Path(path).parent.name
+        rec = R.read(name, None, root=R.RECORDED)
+        if rec is not None:
+            seeds = {int(row["seed"]) for rows in rec.tables.values() for row in rows
+                     if isinstance(row.get("seed"), int)}
+            out[name] = frozenset(seeds | set(_seed_lists(rec.manifest.get("settings"))))
+    return out
 
 
 def _seed_lists(obj) -> list[int]:
