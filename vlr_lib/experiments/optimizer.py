@@ -36,7 +36,7 @@ from ..train import rank_and_world
 from . import cells as S
 from . import preregistration as P
 from . import record as R
-from .replication import FAST_SEEDS, StaleRecord, _interval, _markdown_table
+from .replication import FAST_SEEDS, _interval, _markdown_table, preregistered_record
 
 NAME = "replication-optimizer-shapes-full"
 REMAKE = "make record --only 13-optimizer (python -m vlr_lib record --only 13-optimizer)"
@@ -127,15 +127,7 @@ def record_key(prereg: P.OptimizerPreregistration, fast: bool = False) -> dict:
 def recorded(prereg: P.OptimizerPreregistration) -> OptimizerRuns | None:
     """The shipped record of `prereg`, else None; one made from another version of the file is refused
     (:class:`replication.StaleRecord`, naming the file)."""
-    rec = R.read(NAME, None)
-    if rec is None:
-        return None
-    made_from = rec.manifest["meta"].get("preregistration", {})
-    if made_from.get("sha256") != prereg.sha256:
-        raise StaleRecord(f"the record {NAME} was made from another version of {prereg.path} (sha256 "
-                          f"{str(made_from.get('sha256'))[:12]}..., the file's is {prereg.sha256[:12]}...): it is "
-                          f"stale; make it again with {REMAKE}")
-    rec = R.read(NAME, record_key(prereg))
+    rec = preregistered_record(NAME, prereg, record_key(prereg), REMAKE)
     if rec is None:
         return None
     return OptimizerRuns(pd.DataFrame(rec.tables["runs"]), pd.DataFrame(rec.tables["epochs"]), rec.manifest["meta"],

@@ -299,18 +299,25 @@ def record_key(prereg: P.Preregistration, fast: bool = False) -> dict:
             "specs": {s: spec_of(prereg, s, fast).key() for s in sorted(set(prereg.settings))}}
 
 
-def recorded(prereg: P.Preregistration) -> Replication | None:
-    """The shipped record of `prereg`, else None (no record, or one of other schedules); a record made from
-    another version of the pre-registration file is refused (:class:`StaleRecord`, naming the file)."""
-    rec = R.read(NAME, None)
+def preregistered_record(name: str, prereg, key: dict, remake: str) -> R.Record | None:
+    """The shipped record `name` of a pre-registration (its file's sha256 in the record's meta) when its settings
+    are `key`, else None; a record made from another version of the file is refused (:class:`StaleRecord`, naming
+    the file and `remake`, the command that makes it again)."""
+    rec = R.read(name, None)
     if rec is None:
         return None
     made_from = rec.manifest["meta"].get("preregistration", {})
     if made_from.get("sha256") != prereg.sha256:
-        raise StaleRecord(f"the record {NAME} was made from another version of {prereg.path} (sha256 "
+        raise StaleRecord(f"the record {name} was made from another version of {prereg.path} (sha256 "
                           f"{str(made_from.get('sha256'))[:12]}..., the file's is {prereg.sha256[:12]}...): it is "
-                          f"stale; make it again with {REMAKE}")
-    rec = R.read(NAME, record_key(prereg))
+                          f"stale; make it again with {remake}")
+    return R.read(name, key)
+
+
+def recorded(prereg: P.Preregistration) -> Replication | None:
+    """The shipped record of `prereg`, else None (no record, or one of other schedules); a record made from
+    another version of the pre-registration file is refused (:class:`StaleRecord`, naming the file)."""
+    rec = preregistered_record(NAME, prereg, record_key(prereg), REMAKE)
     if rec is None:
         return None
     return Replication(pd.DataFrame(rec.tables["runs"]), pd.DataFrame(rec.tables["epochs"]), rec.manifest["meta"],
