@@ -36,7 +36,7 @@ from ..train import rank_and_world
 from . import cells as S
 from . import preregistration as P
 from . import record as R
-from .replication import FAST_SEEDS, _interval, _markdown_table, preregistered_record
+from .replication import FAST_SEEDS, _interval, _markdown_table, preregistered_record, provenance
 
 NAME = "replication-optimizer-shapes-full"
 REMAKE = "make record --only 13-optimizer (python -m vlr_lib record --only 13-optimizer)"
@@ -303,12 +303,10 @@ def reading(exp: OptimizerRuns) -> list[str]:
 
 def markdown(exp: OptimizerRuns) -> str:
     """The experiment as Markdown (docs/results.md's sub-section): provenance, conditions, verdicts, convergence."""
-    m, p = exp.meta, exp.meta["preregistration"]
+    m = exp.meta
     conv = convergence(exp)
     over = conv[~conv["ok"]]
-    lines = [(f"Pre-registration `{p['path']}` (sha256 `{p['sha256'][:12]}…`, committed in "
-              f"`{str(p['file_commit'])[:10]}` on {str(p['file_commit_date'])[:10]}); runs from {m['run_dates'][0]} "
-              f"to {m['run_dates'][1]} on {m['hardware']}; {m['n_runs']} runs, seeds {list(exp.prereg.seeds)}, "
+    lines = [(provenance(m) + f"{m['n_runs']} runs, seeds {list(exp.prereg.seeds)}, "
               f"lr {exp.prereg.lr:g} (the showdown's, not tuned)."), "",
              "Test rsum at the best validation epoch (mean ± std over the seeds):", "",
              *_markdown_table(conditions_table(exp).reset_index()), "",

@@ -569,14 +569,21 @@ def beside_untuned(rep: Replication, lesson_table: pd.DataFrame) -> pd.DataFrame
                                        "replication (tuned, pre-registered)"])
 
 
+def provenance(meta: dict) -> str:
+    """The opening of a pre-registered record's Markdown: its file, sha256 and commit, then the runs' dates and
+    hardware (the caller goes on with what its runs were)."""
+    p = meta["preregistration"]
+    return (f"Pre-registration `{p['path']}` (sha256 `{p['sha256'][:12]}…`, committed in `{str(p['file_commit'])[:10]}` "
+            f"on {str(p['file_commit_date'])[:10]}); runs from {meta['run_dates'][0]} to {meta['run_dates'][1]} on "
+            f"{meta['hardware']}; ")
+
+
 def markdown(rep: Replication) -> str:
     """The replication as Markdown (docs/results.md's section): provenance, choices, finals, verdicts, convergence."""
-    m, p = rep.meta, rep.meta["preregistration"]
+    m = rep.meta
     conv = convergence(rep)
     over = conv[~conv["ok"]]
-    lines = [(f"Pre-registration `{p['path']}` (sha256 `{p['sha256'][:12]}…`, committed in `{str(p['file_commit'])[:10]}` "
-             f"on {str(p['file_commit_date'])[:10]}); runs from {m['run_dates'][0]} to {m['run_dates'][1]} on "
-             f"{m['hardware']}; {m['n_runs']} rows ({rep.runs['key'].nunique()} distinct runs). Final seeds "
+    lines = [(provenance(m) + f"{m['n_runs']} rows ({rep.runs['key'].nunique()} distinct runs). Final seeds "
              f"{list(rep.prereg.seeds)}, tuning seed {list(rep.prereg.tuning_seeds)}."), "",
              "Each loss's choice on validation:", "", *_markdown_table(tuning_table(rep)), "",
              "Test rsum of the final runs at the chosen points (mean ± std over the seeds):", "",
