@@ -380,13 +380,22 @@ def _kth_largest_count(values: Tensor, k: int) -> tuple[Tensor, int]:
     order statistics; one pass counts the entries above the bracket and keeps the few inside it,
     and kthvalue over those few finishes the selection. If the bracket misses (a sample that is
     not representative, e.g. sorted or heavily tied input) it falls back to kthvalue over all.
-    Small k: topk. The result is exact in every case: it is an entry of `values`. The count (k
-    unless entries tie with t) comes from the bracket's own counts; the other branches count it
-    in one more pass. Counts use count_nonzero (a bool tensor's sum() is several times slower).
+    Small k: topk; k near n (t among the 256 smallest): topk from below, where the sample would
+    miss and kthvalue over all can take a second (its quickselect's worst case, on input sorted
+    in descending order). The result is exact in every case: it is an entry of `values`. The
+    count (k unless entries tie with t) comes from the bracket's own counts; the other branches
+    count it in one more pass. Counts use count_nonzero (a bool tensor's sum() is several times
+    slower).
     """
     n = values.numel()
-    if k <= 256 or n <= 1 << 16:
-        t = values.topk(k, sorted=False).values.min() if k <= 256 else values.kthvalue(n - k + 1).values
+    low = n - k + 1  # t is the low-th smallest entry
+    if k <= 256 or low <= 256 or n <= 1 << 16:
+        if k <= 256:
+            t = values.topk(k, sorted=False).values.min()
+        elif low <= 256:
+            t = values.topk(low, largest=False, sorted=False).values.max()
+        else:
+            t = values.kthvalue(low).values
         return t, int(torch.count_nonzero(values >= t))
     stride = n >> 14
     sample = values[::stride]
