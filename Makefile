@@ -108,29 +108,35 @@ TEST_WORKERS ?= auto
 # target's own: that stops with one line before anything runs.
 TEST_MARK ?=
 
-# $(call run-tests,MARKEXPR): the tests under tests/ that MARKEXPR selects, on the workers.
+# $(call run-tests,MARKEXPR[,MORE PATHS AND OPTIONS[,PREFIX]]): the tests under tests/ (and MORE) that MARKEXPR
+# selects, on the workers, the command after PREFIX.
 # pytest exits 5 when it collects nothing or deselects everything: that is a failure here, tests must exist
 # (with workers too). --dist loadgroup: each test on its own, except the modules tests/conftest.py keeps together
 # on one worker.
 define run-tests
 $(if $(filter -m -m%,$(PYTEST_ARGS)),@echo 'make: a -m in PYTEST_ARGS would replace -m "$(1)": put the marker expression in TEST_MARK' >&2; exit 2)
-$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadgroup -m "$(1)$(if $(strip $(TEST_MARK)), and ($(TEST_MARK)))" $(PYTEST_ARGS) || { rc=$$?; [ $$rc -ne 5 ] || echo "pytest collected no tests" >&2; exit $$rc; }
+$(3) $(PY) -m pytest tests $(2) -n $(TEST_WORKERS) --dist loadgroup -m "$(1)$(if $(strip $(TEST_MARK)), and ($(TEST_MARK)))" $(PYTEST_ARGS) || { rc=$$?; [ $$rc -ne 5 ] || echo "pytest collected no tests" >&2; exit $$rc; }
 endef
 
 test-unit: setup
 	$(call run-tests,not lab)
 
+# A command prefix: VLR_RUNS and VLR_CACHE in fresh temp folders (removed after) and VLR_FAST=1 unless set, so the
+# notebooks train what they check and never read what an older version left behind.
+FRESH_RUNS = runs=$$(mktemp -d) && cache=$$(mktemp -d) && trap 'rm -rf "$$runs" "$$cache"' EXIT && \
+	VLR_RUNS="$$runs" VLR_CACHE="$$cache" VLR_FAST=$${VLR_FAST:-1}
+
 test-notebooks: setup notebooks
 ifneq ($(NOTEBOOKS),)
-	@# fresh runs and cache folders: the tests train what they check, never read what an older version left behind
-	runs=$$(mktemp -d) && cache=$$(mktemp -d) && trap 'rm -rf "$$runs" "$$cache"' EXIT && \
-	VLR_RUNS="$$runs" VLR_CACHE="$$cache" VLR_FAST=$${VLR_FAST:-1} \
-	$(PY) -m pytest --nbval-lax --nbval-cell-timeout=300 -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile $(NOTEBOOKS)
+	$(FRESH_RUNS) $(PY) -m pytest --nbval-lax --nbval-cell-timeout=300 -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile $(NOTEBOOKS)
 else
 	@echo "no notebooks yet: nothing for nbval to run"
 endif
 
-test: test-unit test-notebooks
+# make test: the unit tests (not lab) and nbval over every notebook in one pytest session on the same workers, so
+# neither waits for the other's start or last test (tests/conftest.py keeps each notebook's cells on one worker).
+test: setup notebooks
+	$(call run-tests,not lab,$(if $(NOTEBOOKS),$(NOTEBOOKS) --nbval-lax --nbval-cell-timeout=300),$(FRESH_RUNS))
 
 # The whole-workbook JupyterLab run (tests/browser/test_jupyterlab.py: every notebook executed in JupyterLab and
 # Chromium, every explorer moved), about 4-7 min on 2 cores, kept out of make test for time; make test keeps a

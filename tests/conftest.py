@@ -1,5 +1,6 @@
-"""Running the tests on parallel workers (pytest-xdist; `make test-unit` and `make test-browser` run
-``-n auto --dist loadgroup``, the first without the tests marked ``lab``, the second only those).
+"""Running the tests on parallel workers (pytest-xdist; `make test`, `make test-unit` and `make test-browser` run
+``-n auto --dist loadgroup``, the first two without the tests marked ``lab``, the last only those; `make test`
+with nbval over the notebooks).
 
 Two things make the suite safe and quick on two workers:
 
@@ -17,6 +18,10 @@ Two things make the suite safe and quick on two workers:
   xdist's own ``xdist_group`` mark does not group under pytest 9.2 (xdist 3.8 renames ``item._nodeid``, which
   pytest 9.2 no longer reads), so :func:`pytest_xdist_make_scheduler` gives ``--dist loadgroup`` a scheduler
   that groups by module path instead; it needs nothing from the workers but the test ids.
+
+- **A notebook is one unit too.** `make test` runs nbval over the notebooks in the unit tests' session, on the
+  same workers (one start, and neither part waits for the other's last test); each notebook's cells run in order
+  in one kernel, so its cells stay together on one worker.
 
 Without xdist (``-n 0``, or xdist not installed) nothing here changes anything.
 """
@@ -42,9 +47,10 @@ def pytest_configure(config):
 
 
 def group_of(nodeid: str) -> str:
-    """The unit of work a test is scheduled in: its module for a module of GROUPS, else the test itself."""
+    """The unit of work a test is scheduled in: its module for a module of GROUPS or a notebook (nbval runs its cells
+    one after another in one kernel), else the test itself."""
     path = nodeid.split("::", 1)[0]
-    return path if path in GROUPS else nodeid
+    return path if path in GROUPS or path.endswith(".ipynb") else nodeid
 
 
 def pytest_xdist_make_scheduler(config, log):
