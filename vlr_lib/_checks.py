@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .env import check_choice  # noqa: F401 - re-exported: the checks import it from here
+
 REDUCTIONS = ("sum", "mean", "none")
 
 
@@ -161,12 +163,6 @@ def _within(value: float | Tensor, low: float | None, high: float | None) -> boo
 
 def _interval(low: float | None, high: float | None) -> str:
     return f"[{'-inf' if low is None else f'{low:g}'}, {'inf' if high is None else f'{high:g}'}]"
-
-
-def check_choice(name: str, value: str, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
-    return value
 
 
 def check_reduction(reduction: str) -> str:

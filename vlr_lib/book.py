@@ -53,9 +53,8 @@ import warnings
 from pathlib import Path
 from stat import S_ISREG
 
-from ._checks import check_choice
 from ._io import atomic_write_text, read_regular
-from .env import BOOK, book_mode, choice
+from .env import BOOK, book_mode, check_choice, choice
 
 ENV = BOOK
 #: A cell with this tag is shown in the book but not run there (a solution that would train new full-size runs).

@@ -35,12 +35,17 @@ def book_mode() -> bool:
     return flag(BOOK)
 
 
-def choice(name: str, choices: tuple[str, ...], default: str) -> str:
-    """One of `choices` (VLR_DATA), case-insensitive; unset or empty: `default`."""
-    value = _value(name) or default
+def check_choice(name: str, value: str, choices: tuple[str, ...]) -> str:
+    """`value` when it is one of `choices`, else a ValueError naming `name` (here, not in ``_checks``, which
+    imports torch: writing a notebook, ``vlr_lib.book``, needs this and no torch)."""
     if value not in choices:
         raise ValueError(f"{name} must be one of {choices}, got {value!r}")
     return value
+
+
+def choice(name: str, choices: tuple[str, ...], default: str) -> str:
+    """One of `choices` (VLR_DATA), case-insensitive; unset or empty: `default`."""
+    return check_choice(name, _value(name) or default, choices)
 
 
 def text(name: str) -> str:
