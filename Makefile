@@ -103,9 +103,9 @@ student-bundle: setup
 TEST_WORKERS ?= auto
 
 # The tests marked `lab` (pyproject.toml: whole-workbook JupyterLab runs) are make test-browser's; make test-unit
-# runs every other test, and make test runs them with nbval over the notebooks. pytest keeps only the last -m it is given, so a marker expression of your own goes in
-# TEST_MARK (each target then runs `<its own> and (TEST_MARK)`), never in PYTEST_ARGS, where it would replace the
-# target's own: that stops with one line before anything runs.
+# runs every other test, and make test runs them with nbval over the notebooks. pytest keeps only the last -m it is
+# given, so a marker expression of your own goes in TEST_MARK (each target then runs `<its own> and (TEST_MARK)`),
+# never in PYTEST_ARGS, where it would replace the target's own: that stops with one line before anything runs.
 TEST_MARK ?=
 
 # $(call run-tests,MARKEXPR[,MORE PATHS AND OPTIONS[,PREFIX]]): the tests under tests/ (and MORE) that MARKEXPR

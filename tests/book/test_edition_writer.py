@@ -281,3 +281,16 @@ def test_the_command_in_a_process_is_one_line_and_writes_the_edition(tmp_path):
     assert good.returncode == 0 and good.stderr == "", good.stderr
     cells = nbformat.read(tmp_path / "x.ipynb", as_version=4).cells
     assert cells and not any("solution" in c.metadata.get("tags", []) for c in cells)
+
+
+def test_writing_an_instructor_notebook_imports_no_torch(tmp_path):
+    """make's notebook rule and `make notebooks` start a Python for the writing: torch's import (about 2 s) is
+    not needed there, so vlr_lib.book must not pull it in (check_choice lives in vlr_lib.env for that)."""
+    py = ROOT / "notebooks" / "02_triplet_losses.py"
+    code = ("import sys; from vlr_lib.book import write_notebook; "
+            f"write_notebook({str(py)!r}, {str(tmp_path / 'x.ipynb')!r}, 'instructor'); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch')[:3])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env(), cwd=tmp_path,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", (done.stdout, done.stderr[-2000:])
+    assert (tmp_path / "x.ipynb").is_file()
