@@ -36,7 +36,8 @@ from ..train import rank_and_world
 from . import cells as S
 from . import preregistration as P
 from . import record as R
-from .replication import FAST_SEEDS, _interval, _markdown_table, preregistered_record, provenance
+from .replication import (FAST_SEEDS, _interval, _markdown_table, checked_provenance, preregistered_record,
+                          provenance, record_meta)
 
 NAME = "replication-optimizer-shapes-full"
 REMAKE = "make record --only 13-optimizer (python -m vlr_lib record --only 13-optimizer)"
@@ -159,22 +160,13 @@ def run(prereg: P.OptimizerPreregistration | None = None, fast: bool = False, re
     prereg = prereg or P.load_optimizer()
     if record and (found := recorded(prereg)) is not None:
         return found
-    origin = P.provenance(prereg)
-    if not fast and R.destination() is not None and not origin["file_committed"]:
-        raise P.PreregistrationError(f"{prereg.path}: commit the pre-registration before its runs (the record "
-                                     "names the commit it was made from)")
-    P.check_unseen(prereg)
+    origin = checked_provenance(prereg, fast)
     t0 = time.perf_counter()
     runs, chance, _ = train(prereg, fast, progress, device)
     epochs = _epochs(prereg, runs, fast)
-    meta = {"preregistration": {"path": f"vlr_lib/preregistration/{prereg.path.name}", "sha256": prereg.sha256,
-                                "text": prereg.text, **origin},
-            "fast": fast, "command": command or "vlr_lib.experiments.optimizer.run()", "chance_rsum_val": chance,
-            "run_dates": _run_dates(prereg, runs, fast),
-            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "n_runs": len(runs),
-            "hardware": S.hardware(S.default_device(device)),
-            "train_seconds": round(float(epochs["seconds"].fillna(0).sum()), 1),
-            "wall_seconds": round(time.perf_counter() - t0, 1)}
+    meta = record_meta(prereg, origin, fast=fast, command=command or "vlr_lib.experiments.optimizer.run()",
+                       chance=chance, run_dates=_run_dates(prereg, runs, fast), n_runs=len(runs), epochs=epochs,
+                       device=device, t0=t0)
     out = OptimizerRuns(runs, epochs, meta, prereg)
     if not fast and rank_and_world()[0] == 0:
         R.keep(NAME, record_key(prereg), {"runs": R.frame_rows(runs), "epochs": R.frame_rows(epochs)},

@@ -342,6 +342,29 @@ def _run_dates(prereg: P.Preregistration, frames: dict[str, pd.DataFrame], fast:
     return [datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds") for t in (min(stamps), max(stamps))]
 
 
+def checked_provenance(prereg, fast: bool) -> dict:
+    """The checks before a pre-registration's runs train, then its provenance (``P.provenance``): under
+    ``$VLR_RECORD`` at full size the file must be committed (the record names the commit), and its seeds unseen."""
+    origin = P.provenance(prereg)
+    if not fast and R.destination() is not None and not origin["file_committed"]:
+        raise P.PreregistrationError(f"{prereg.path}: commit the pre-registration before its runs (the record "
+                                     "names the commit it was made from)")
+    P.check_unseen(prereg)
+    return origin
+
+
+def record_meta(prereg, origin: dict, *, fast: bool, command: str, chance, run_dates: list[str], n_runs: int,
+                epochs: pd.DataFrame, device: str | None, t0: float) -> dict:
+    """The meta of a pre-registered record: the file (path, sha256, text, provenance), then how the runs were made."""
+    return {"preregistration": {"path": f"vlr_lib/preregistration/{prereg.path.name}", "sha256": prereg.sha256,
+                                "text": prereg.text, **origin},
+            "fast": fast, "command": command, "chance_rsum_val": chance, "run_dates": run_dates,
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "n_runs": n_runs,
+            "hardware": S.hardware(S.default_device(device)),
+            "train_seconds": round(float(epochs["seconds"].fillna(0).sum()), 1),
+            "wall_seconds": round(time.perf_counter() - t0, 1)}
+
+
 def run(prereg: P.Preregistration | None = None, fast: bool = False, record: bool = True, progress: bool = False,
         command: str = "", device: str | None = None) -> Replication:
     """The replication of `prereg` (default the shipped file): with `record`, the shipped full-size record when it
@@ -351,24 +374,15 @@ def run(prereg: P.Preregistration | None = None, fast: bool = False, record: boo
     prereg = prereg or P.load()
     if record and (found := recorded(prereg)) is not None:
         return found
-    origin = P.provenance(prereg)
-    if not fast and R.destination() is not None and not origin["file_committed"]:
-        raise P.PreregistrationError(f"{prereg.path}: commit the pre-registration before its runs (the record "
-                                     "names the commit it was made from)")
-    P.check_unseen(prereg)
+    origin = checked_provenance(prereg, fast)
     t0, frames, chance = time.perf_counter(), {}, {}
     for part in parts(prereg):
         frames[part], chance[part], _ = train_part(prereg, part, fast, progress, device)
     runs = pd.concat(frames.values(), ignore_index=True)
     epochs = _epochs(prereg, frames, fast)
-    meta = {"preregistration": {"path": f"vlr_lib/preregistration/{prereg.path.name}", "sha256": prereg.sha256,
-                                "text": prereg.text, **origin},
-            "fast": fast, "command": command or "vlr_lib.experiments.replication.run()",
-            "chance_rsum_val": {s: chance[s] for s in prereg.settings},
-            "run_dates": _run_dates(prereg, frames, fast), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "n_runs": len(runs), "hardware": S.hardware(S.default_device(device)),
-            "train_seconds": round(float(epochs["seconds"].fillna(0).sum()), 1),
-            "wall_seconds": round(time.perf_counter() - t0, 1)}
+    meta = record_meta(prereg, origin, fast=fast, command=command or "vlr_lib.experiments.replication.run()",
+                       chance={s: chance[s] for s in prereg.settings}, run_dates=_run_dates(prereg, frames, fast),
+                       n_runs=len(runs), epochs=epochs, device=device, t0=t0)
     rep = Replication(runs, epochs, meta, prereg)
     if not fast and rank_and_world()[0] == 0:
         R.keep(NAME, record_key(prereg), {"runs": R.frame_rows(runs), "epochs": R.frame_rows(epochs)},
